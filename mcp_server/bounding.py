@@ -1,0 +1,58 @@
+"""Keep tool results bounded: estimate tokens cheaply and shrink JSON values to fit."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+_MIN_STRING = 200
+TRUNCATION_NOTE = (
+    "Result truncated to about {limit} tokens: lists were shortened and long texts cut. "
+    "Ask for less (a smaller max_results/limit) or page with offset."
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, deliberately high estimate: ~3.5 ASCII chars per token, 1.3 tokens per other char."""
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128) if not text.isascii() else len(text)
+    other = len(text) - ascii_chars
+    return math.ceil(ascii_chars / 3.5 + other * 1.3)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _shrink(value: Any, ratio: float) -> Any:
+    if isinstance(value, str):
+        if len(value) <= _MIN_STRING:
+            return value
+        keep = max(_MIN_STRING, int(len(value) * ratio))
+        if keep >= len(value):
+            return value
+        return value[:keep] + f"…[truncated {len(value) - keep} chars]"
+    if isinstance(value, list):
+        keep = max(1, math.ceil(len(value) * ratio)) if value else 0
+        return [_shrink(item, ratio) for item in value[:keep]]
+    if isinstance(value, dict):
+        return {key: _shrink(item, ratio) for key, item in value.items()}
+    return value
+
+
+def bound_json(value: dict[str, Any], limit_tokens: int) -> tuple[dict[str, Any], bool]:
+    """Return (value, truncated). Shrinks lists and strings proportionally until it fits."""
+    size = estimate_tokens(dumps(value))
+    if size <= limit_tokens:
+        return value, False
+    ratio = limit_tokens / size
+    shrunk: dict[str, Any] = value
+    for _ in range(12):
+        ratio *= 0.8
+        shrunk = _shrink(value, ratio)
+        if estimate_tokens(dumps(shrunk)) <= limit_tokens * 0.95:
+            break
+    shrunk = dict(shrunk)
+    shrunk["truncated"] = True
+    shrunk["note"] = TRUNCATION_NOTE.format(limit=limit_tokens)
+    return shrunk, True

@@ -1,0 +1,82 @@
+"""The `generalagent-mcp` console script.
+
+Subcommands: `serve` (stdio or Streamable HTTP), `doctor`, and human-facing mirrors of
+the tools (`index`, `search`, `status`, `approve`, `policy`). Each subcommand lives in its
+own module `mcp_server/cmd_<name>.py` exposing `add_arguments(parser)` and
+`run(args, settings) -> int`; they are imported only when used, to keep start-up fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from mcp_server.errors import GeneralAgentError, SettingsError
+from mcp_server.settings import load_settings
+
+SUBCOMMANDS: dict[str, str] = {
+    "serve": "Run the MCP server (stdio by default, or --transport http).",
+    "doctor": "Check what works (data dir, jieba, tiktoken, PyMuPDF, LLM endpoint).",
+    "index": "Index a file or folder for search.",
+    "search": "Search indexed documents.",
+    "status": "Show the index's state.",
+    "approve": "Approve a pending tool call by its approval id.",
+    "policy": "Inspect the approval rules (policy check --tool NAME --args JSON).",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="generalagent-mcp", description="An agent runtime as an MCP server.")
+    parser.add_argument("--data-dir", help="Data directory (env GENERALAGENT_DATA_DIR).")
+    parser.add_argument("--root", action="append", help="Workspace root; repeat for several (env GENERALAGENT_ROOTS).")
+    parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    parser.add_argument("--profile", dest="tool_profile", choices=["minimal", "default", "full"],
+                        help="Tool profile (env GENERALAGENT_TOOL_PROFILE).")
+    sub = parser.add_subparsers(dest="command")
+    for name, help_text in SUBCOMMANDS.items():
+        module = _command_module(name)
+        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def _command_module(name: str) -> Any:
+    return importlib.import_module(f"mcp_server.cmd_{name}")
+
+
+def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {
+        "data_dir": args.data_dir,
+        "roots": args.root,
+        "log_level": args.log_level,
+        "tool_profile": args.tool_profile,
+    }
+    for key, value in vars(args).items():
+        if key.startswith("set_") and value is not None:
+            overrides[key[4:]] = value
+    return overrides
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = args.command or "serve"
+    if args.command is None:
+        args = parser.parse_args([*(argv or sys.argv[1:]), "serve"])
+    try:
+        settings = load_settings(settings_overrides(args))
+        return int(_command_module(command).run(args, settings) or 0)
+    except SettingsError as exc:
+        print(f"generalagent-mcp: {exc}", file=sys.stderr)
+        return 2
+    except GeneralAgentError as exc:
+        print(f"generalagent-mcp: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

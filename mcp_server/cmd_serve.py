@@ -1,0 +1,32 @@
+"""`generalagent-mcp serve`: run the server over stdio (default) or Streamable HTTP."""
+
+from __future__ import annotations
+
+import argparse
+
+from mcp_server.settings import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default loopback).")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765).")
+    parser.add_argument("--allow-host", dest="set_http_allowed_hosts", action="append",
+                        help="Allow this Host name over HTTP (required to bind a non-loopback address).")
+    parser.add_argument("--enable-bash", dest="set_bash_enabled", action="store_const", const=True,
+                        help="Enable run_bash_command (env GENERALAGENT_BASH_ENABLED).")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from mcp_server.server import build_server
+    from mcp_server.transports import configure_logging, run_http, run_stdio, transport_security
+
+    configure_logging(settings.log_level)
+    if args.transport == "http":
+        transport_security(settings, args.host)  # fail fast on an unsafe bind before building anything
+    server, _ = build_server(settings)
+    if args.transport == "http":
+        run_http(server, settings, args.host, args.port)
+    else:
+        run_stdio(server)
+    return 0

@@ -1,0 +1,37 @@
+"""The one place where tools, resources and warm-up work are registered.
+
+Each tool family lives in its own module in `tools/`; this file lists them with
+their titles, honest annotations and visibility tier. Keep imports here light:
+tool modules import their heavy libraries (jieba, fitz, tiktoken, openai) lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mcp_server.toolspec import ToolSpec
+from tools import meta
+from tools.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    """A read-only MCP resource with a fixed URI: `fn(rt) -> str` (JSON or text)."""
+
+    uri: str
+    name: str
+    description: str
+    fn: Callable[..., str]
+    mime_type: str = "application/json"
+
+
+TOOLS: list[ToolSpec] = [
+    # -- meta
+    ToolSpec(meta.now, title="Current time", read_only=True, idempotent=False, tier="core"),
+]
+
+RESOURCES: list[ResourceSpec] = []
+
+WARMUPS: list[Callable[[Runtime], None]] = []
+"""Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

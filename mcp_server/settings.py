@@ -1,0 +1,125 @@
+"""Settings, read once at the edge (CLI flags over environment over defaults).
+
+Each field `foo_bar` is read from the environment variable `GENERALAGENT_FOO_BAR`.
+The result is one frozen pydantic model that is passed down as plain values;
+nothing below the CLI reads the environment. This module imports no MCP code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mcp_server.errors import SettingsError
+
+ENV_PREFIX = "GENERALAGENT_"
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+ToolProfile = Literal["minimal", "default", "full"]
+
+
+def default_data_dir() -> Path:
+    """The platform's per-user data directory (never the current working directory)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("generalagent-mcp", appauthor=False))
+
+
+class Settings(BaseModel):
+    """Every setting of the server. Field docs double as the README's settings table."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    data_dir: Path = Field(default_factory=default_data_dir, description="Where all state lives.")
+    roots: tuple[Path, ...] = Field(
+        default=(), description="Workspace roots, os.pathsep-separated. Empty: a workspace in the data dir."
+    )
+    log_level: LogLevel = Field(default="INFO", description="Log level (logs go to stderr).")
+    # HTTP transport
+    http_token: str | None = Field(default=None, repr=False, description="Bearer token required over HTTP.")
+    http_allowed_hosts: tuple[str, ...] = Field(
+        default=(), description="Extra Host values allowed over HTTP (needed to bind a non-loopback host)."
+    )
+    http_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, description="HTTP request body limit.")
+    # LLM endpoint (OpenAI-compatible)
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint base URL.")
+    llm_api_key: str | None = Field(default=None, repr=False, description="API key for the LLM endpoint.")
+    llm_model: str | None = Field(default=None, description="Model name for the LLM endpoint.")
+    llm_timeout_seconds: float = Field(default=120.0, gt=0, description="Timeout of one LLM request.")
+    # Dispatch
+    max_result_tokens: int = Field(
+        default=12_000, ge=500, le=24_000, description="Upper bound of one tool result (estimated tokens)."
+    )
+    tool_profile: ToolProfile = Field(default="default", description="Which tools are listed: minimal/default/full.")
+    # Approval and workspace tools
+    policy_file: Path | None = Field(default=None, description="User approval rules (TOML); default: data dir.")
+    approval_ttl_seconds: int = Field(default=600, ge=10, description="How long an out-of-band approval lasts.")
+    bash_enabled: bool = Field(default=False, description="Enable run_bash_command (always policy-checked).")
+    # Indexing limits
+    max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1, description="Largest file that is indexed.")
+    max_extracted_chars: int = Field(default=20_000_000, ge=1000, description="Text cap per document.")
+    max_decompressed_bytes: int = Field(
+        default=512 * 1024 * 1024, ge=1024, description="Zip (DOCX/XLSX/PPTX) uncompressed size cap."
+    )
+    file_timeout_seconds: float = Field(default=120.0, gt=0, description="Time budget to extract one file.")
+    chunk_max_chars: int = Field(default=400, ge=50, description="Largest chunk, in characters.")
+    chunk_overlap_chars: int = Field(default=80, ge=0, description="Overlap of fixed-size chunks.")
+    chunk_min_chars: int = Field(default=50, ge=0, description="Smaller fragments are merged.")
+    # Context management
+    context_warning_ratio: float = Field(default=0.75, gt=0, lt=1, description="context_status warning level.")
+    context_critical_ratio: float = Field(default=0.95, gt=0, le=1, description="context_status critical level.")
+    # Sub-agents
+    delegate_timeout_seconds: float = Field(default=600.0, gt=0, description="Overall sub-agent time limit.")
+    agents_file: Path | None = Field(default=None, description="Agent cards (TOML); default: data dir.")
+
+    @field_validator("data_dir", "policy_file", "agents_file", mode="after")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser().absolute()
+
+    @field_validator("roots", mode="after")
+    @classmethod
+    def _absolute_roots(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
+        return tuple(p.expanduser().absolute() for p in value)
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.llm_base_url and self.llm_model)
+
+
+_LIST_FIELDS = {"roots": os.pathsep, "http_allowed_hosts": ","}
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for field in Settings.model_fields:
+        raw = environ.get(env_name(field))
+        if raw is None or raw == "":
+            continue
+        sep = _LIST_FIELDS.get(field)
+        values[field] = [part for part in raw.split(sep) if part] if sep else raw
+    return values
+
+
+def load_settings(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from CLI overrides (non-None values win) over the environment over defaults.
+
+    Raises SettingsError naming the offending key.
+    """
+    values = _from_env(os.environ if environ is None else environ)
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            problems.append(f"{env_name(field)} ({field}): {err['msg']}")
+        raise SettingsError("Invalid setting: " + "; ".join(problems)) from None

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Start the generalagent-mcp server (stdio by default; pass `--transport http` for HTTP).
+# Creates/updates .venv first; everything but the MCP protocol goes to stderr.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+GENERALAGENT_VENV_EXTRAS="${GENERALAGENT_VENV_EXTRAS:-dev}" "$root/scripts/venv.sh" 1>&2
+exec "$root/.venv/bin/generalagent-mcp" serve "$@"

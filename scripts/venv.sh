@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Create or update the project's virtual environment (.venv) so that it matches
+# pyproject.toml + constraints.txt. All output goes to stderr: `serve.sh` uses
+# stdout for the MCP protocol. Safe to run repeatedly; a no-op when up to date.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench}"
+
+pick_python() {
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+      echo "$candidate"; return 0
+    fi
+  done
+  echo "generalagent-mcp needs Python >= 3.11 on PATH." >&2; return 1
+}
+
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "[venv] creating $venv" >&2
+  "$(pick_python)" -m venv "$venv" >&2
+fi
+stamp="$venv/.generalagent-stamp"
+want="$(cat "$root/pyproject.toml" "$root/constraints.txt" | sha256sum | cut -c1-16)-$extras"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "[venv] installing generalagent-mcp[$extras] (pinned by constraints.txt)" >&2
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q \
+      -c "$root/constraints.txt" -e "$root[$extras]" >&2
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,68 @@
+"""Shared fixtures: an isolated data dir + workspace root, settings, and an in-memory SDK client."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# The tests never touch the network and never the user's real data dir.
+os.environ.pop("GENERALAGENT_DATA_DIR", None)
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
+for _key in list(os.environ):
+    if _key.startswith("GENERALAGENT_"):
+        del os.environ[_key]
+
+MODES = ["legacy", "auto"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def make_settings(data_dir: Path, workspace: Path) -> Callable[..., Any]:
+    from mcp_server.settings import load_settings
+
+    def make(**overrides: Any) -> Any:
+        values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace]}
+        values.update(overrides)
+        return load_settings(values, environ={})
+
+    return make
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Any]) -> Any:
+    return make_settings()
+
+
+@asynccontextmanager
+async def connect(settings: Any, mode: str = "legacy", **client_kwargs: Any) -> AsyncIterator[Any]:
+    """An SDK client connected in memory to a freshly built server (`mode`: legacy or auto)."""
+    from mcp.client import Client
+
+    from mcp_server.server import build_server
+
+    server, _ = build_server(settings)
+    async with Client(server, mode=mode, **client_kwargs) as client:
+        yield client

@@ -1,0 +1,89 @@
+"""The wiring end to end through the real SDK client, in both protocol eras."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mcp_server import registry
+from mcp_server.dispatch import Dispatcher
+from mcp_server.errors import InvalidInput
+from mcp_server.toolspec import ToolSpec
+from tests.conftest import MODES, connect
+from tools.runtime import Runtime
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_and_call_now(settings: Any, mode: str) -> None:
+    async with connect(settings, mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        now = tools["now"]
+        assert now.annotations is not None and now.annotations.read_only_hint is True
+        assert now.output_schema is not None and "utc" in now.output_schema["properties"]
+        result = await client.call_tool("now", {})
+        assert not result.is_error
+        assert result.structured_content["utc"].endswith("Z")
+        assert json.loads(result.content[0].text) == result.structured_content
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_tool_is_described(settings: Any, mode: str) -> None:
+    async with connect(settings.model_copy(update={"tool_profile": "full"}), mode) as client:
+        for tool in (await client.list_tools()).tools:
+            assert tool.description and len(tool.description) < 1200, tool.name
+            assert tool.annotations is not None, tool.name
+            assert tool.output_schema is not None, tool.name
+            for name, prop in tool.input_schema.get("properties", {}).items():
+                assert prop.get("description"), f"{tool.name}.{name} has no description"
+
+
+def _boom() -> Any:
+    """Always crashes."""
+    raise ZeroDivisionError("division by zero")
+
+
+def _huge() -> Any:
+    """Returns far too much."""
+    from pydantic import BaseModel
+
+    class Big(BaseModel):
+        items: list[str]
+
+    return Big(items=["x" * 500 + str(i) for i in range(2000)])
+
+
+async def test_crash_becomes_clear_error_and_server_survives(settings: Any, monkeypatch: Any) -> None:
+    spec = ToolSpec(_boom, title="Boom", read_only=True, name_override="boom")
+    monkeypatch.setattr(registry, "TOOLS", [*registry.TOOLS, spec])
+    async with connect(settings) as client:
+        result = await client.call_tool("boom", {})
+        assert result.is_error
+        assert "Internal error in boom" in result.content[0].text
+        assert "ZeroDivisionError" in result.content[0].text
+        assert not (await client.call_tool("now", {})).is_error
+
+
+async def test_results_are_bounded(settings: Any) -> None:
+    from mcp_server.bounding import estimate_tokens
+
+    dispatcher = Dispatcher(Runtime(settings), [ToolSpec(_huge, title="Huge", read_only=True)])
+    from mcp_server.dispatch import CallOrigin
+
+    result = await dispatcher.run("_huge", {}, CallOrigin())
+    data, text = dispatcher.bounded_payload(result)
+    assert estimate_tokens(text) <= settings.max_result_tokens
+    assert data["truncated"] is True and "offset" in data["note"]
+    assert 0 < len(data["items"]) < 2000
+
+
+async def test_subagent_style_validation_names_the_problem(settings: Any) -> None:
+    from mcp_server.dispatch import validate_arguments
+
+    spec = ToolSpec(lambda: None, title="x", read_only=True, name_override="x")
+    with pytest.raises(InvalidInput, match="unknown argument"):
+        validate_arguments(spec, {"nope": 1})
