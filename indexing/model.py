@@ -1,0 +1,64 @@
+"""Data passed between extraction, chunking and the index (the contract between them).
+
+Offsets are Python `str` indices (code points) into `Extracted.text`, end exclusive.
+For plain-text files `Extracted.text` is exactly the decoded file content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ExtractionLimits:
+    """Bounds for reading one file (all configurable through Settings)."""
+
+    max_file_bytes: int = 200 * 1024 * 1024
+    max_extracted_chars: int = 20_000_000
+    max_decompressed_bytes: int = 512 * 1024 * 1024
+    timeout_seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One extracted unit (a page, a slide, a batch of sheet rows, a section, a paragraph)."""
+
+    start: int
+    end: int
+    kind: str  # "page" | "slide" | "rows" | "section" | "paragraph" | "text"
+    page: int | None = None  # 1-based PDF page
+    slide: int | None = None  # 1-based slide
+    sheet: str | None = None
+    rows: tuple[int, int] | None = None  # 1-based inclusive row range in the sheet
+    heading_path: tuple[str, ...] = ()
+
+
+@dataclass
+class Extracted:
+    """A whole document's extracted text plus where each part came from."""
+
+    text: str
+    units: list[Unit]
+    kind: str  # "pdf" | "docx" | "xlsx" | "pptx" | "text"
+    warnings: list[str] = field(default_factory=list)  # e.g. "PDF was repaired: text may be partial"
+    encoding: str | None = None  # for text files
+
+
+@dataclass(frozen=True)
+class ChunkingOptions:
+    max_chars: int = 400
+    overlap_chars: int = 80
+    min_chars: int = 50
+
+
+@dataclass(frozen=True)
+class Chunk:
+    index: int  # position in the document, 0-based
+    start: int
+    end: int
+    text: str  # == Extracted.text[start:end]
+    heading: str = ""  # heading path joined with " > "
+    page: int | None = None
+    slide: int | None = None
+    sheet: str | None = None
+    rows: tuple[int, int] | None = None
