@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp_server.toolspec import ToolSpec
-from tools import meta
+from tools import meta, todos
 from tools.runtime import Runtime
 
 
@@ -29,9 +29,17 @@ class ResourceSpec:
 TOOLS: list[ToolSpec] = [
     # -- meta
     ToolSpec(meta.now, title="Current time", read_only=True, idempotent=False, tier="core"),
+    # -- todos
+    ToolSpec(todos.todo_write, title="Write todo list", read_only=False, idempotent=False, tier="core"),
+    ToolSpec(todos.todo_read, title="Read todo list", read_only=True, idempotent=True, tier="core"),
 ]
 
-RESOURCES: list[ResourceSpec] = []
+RESOURCES: list[ResourceSpec] = [
+    ResourceSpec(
+        "todo://{list_id}", "todo-list", "A todo list as JSON; todo://default is this workspace's list.",
+        todos.todo_resource,
+    ),
+]
 
 WARMUPS: list[Callable[[Runtime], None]] = []
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -12,7 +13,7 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -104,6 +105,7 @@ def _warm_up(runtime: Runtime) -> None:
 def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     runtime = Runtime(settings)
     dispatcher = Dispatcher(runtime, registry.TOOLS)
+    runtime.service("dispatcher", lambda: dispatcher)  # sub-agents dispatch their tool calls through it
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -139,8 +141,34 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
 
 def _add_resources(server: MCPServer[Any], runtime: Runtime) -> None:
     for res in registry.RESOURCES:
+        handler = _template_reader(res, runtime) if "{" in res.uri else _static_reader(res, runtime)
+        server.resource(res.uri, name=res.name, description=res.description, mime_type=res.mime_type)(handler)
 
-        def read(_res: registry.ResourceSpec = res) -> str:
-            return _res.fn(runtime)
 
-        server.resource(res.uri, name=res.name, description=res.description, mime_type=res.mime_type)(read)
+def _static_reader(res: registry.ResourceSpec, runtime: Runtime) -> Callable[[], str]:
+    def read() -> str:  # static resources must declare no parameters
+        return res.fn(runtime)
+
+    return read
+
+
+def _template_reader(res: registry.ResourceSpec, runtime: Runtime) -> Callable[..., str]:
+    """A handler for a URI template: `fn(rt, **uri_params)`, plus `origin=` when fn accepts it."""
+    names = re.findall(r"{([A-Za-z_][A-Za-z0-9_]*)}", res.uri)
+    wants_origin = "origin" in inspect.signature(res.fn).parameters
+
+    def read(ctx: Context, **params: str) -> str:
+        try:
+            if wants_origin:
+                return res.fn(runtime, **params, origin=origin_from_context(ctx))
+            return res.fn(runtime, **params)
+        except GeneralAgentError as exc:
+            raise ResourceError(str(exc)) from exc
+
+    kw = inspect.Parameter.KEYWORD_ONLY
+    read.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, kw, annotation=str) for n in names] + [inspect.Parameter("ctx", kw, annotation=Context)],
+        return_annotation=str,
+    )
+    read.__annotations__ = {n: str for n in names} | {"ctx": Context, "return": str}
+    return read
