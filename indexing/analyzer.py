@@ -1,0 +1,211 @@
+"""Text analysis shared by the index and every query: one function, `analyze`.
+
+lowercase -> NFKC -> diacritics folded -> split into Latin/digit words and Han runs ->
+Han runs segmented with jieba -> stop/question words of both languages dropped ->
+English words stemmed with the classic Porter algorithm (the one SQLite FTS5's `porter`
+tokenizer implements). The index stores the analysed terms, so index and query can
+never disagree. jieba is imported lazily (first use or the start-up warm-up).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+from functools import lru_cache
+from typing import Any
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_HAN}]+|[^\W_{_HAN}]+")
+_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+_HAN_RUN = re.compile(rf"[{_HAN}]")
+
+EN_STOP = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his i if in into is it its itself just me more most my
+    myself no nor not of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom whose why how will with would
+    you your yours yourself yourselves s t""".split()
+)
+ZH_STOP = frozenset(
+    """的 了 是 在 和 与 及 或 也 都 就 而 被 把 对 为 以 于 从 由 之 其 这 那 这个 那个 这些 那些 啊 吗 呢 吧
+    什么 什么样 哪 哪个 哪些 哪里 哪儿 哪一 哪一个 哪一年 哪年 哪位 哪种 谁 何 何时 何地 何种 为什么 为何 怎么
+    怎样 怎么样 如何 多少 几 几个 是否 是什么 叫 叫做 称为 请问 呀 着 过 得 地 个 它 他 她 它们 他们 她们""".split()
+)
+STOP_WORDS = EN_STOP | ZH_STOP
+
+_jieba_lock = threading.Lock()
+_jieba: Any = None
+
+
+def jieba_tokenizer() -> Any:
+    """jieba's default tokenizer with its dictionary loaded (thread-safe, loads once)."""
+    global _jieba
+    if _jieba is None:
+        with _jieba_lock:
+            if _jieba is None:
+                import jieba
+
+                jieba.setLogLevel(logging.WARNING)
+                jieba.initialize()
+                _jieba = jieba.dt
+    return _jieba
+
+
+def warm_up() -> None:
+    """Load jieba's dictionary now (called in a background thread at server start)."""
+    jieba_tokenizer()
+    analyze("预热 warm")
+
+
+def normalize(text: str) -> str:
+    """Lowercase, NFKC, diacritics removed (café -> cafe); CJK text is unchanged."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    if text.isascii():
+        return text
+    return _MARKS.sub("", unicodedata.normalize("NFKD", text))
+
+
+def analyze(text: str) -> list[str]:
+    """The index's analysis of `text`: normalised, segmented, stop words dropped, stemmed; in order."""
+    out: list[str] = []
+    for word in _TOKEN.findall(normalize(text)):
+        if _HAN_RUN.match(word):
+            for piece in _segment(word):
+                if piece not in ZH_STOP and not piece.isspace():
+                    out.append(piece)
+        elif word not in EN_STOP:
+            out.append(stem(word))
+    return out
+
+
+def _segment(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return jieba_tokenizer().lcut(run, HMM=True)  # type: ignore[no-any-return]
+
+
+def has_han(text: str) -> bool:
+    return _HAN_RUN.search(text) is not None
+
+
+# -- Porter stemmer (M.F. Porter 1980, as in his reference C version and SQLite's fts5_porter.c) --
+
+_VOWELS = frozenset("aeiou")
+
+
+def _is_cons(w: str, i: int) -> bool:
+    c = w[i]
+    if c in _VOWELS:
+        return False
+    if c == "y":
+        return i == 0 or not _is_cons(w, i - 1)
+    return True
+
+
+def _measure(stem_: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in `stem_`."""
+    m, prev_vowel = 0, False
+    for i in range(len(stem_)):
+        cons = _is_cons(stem_, i)
+        if cons and prev_vowel:
+            m += 1
+        prev_vowel = not cons
+    return m
+
+
+def _has_vowel(stem_: str) -> bool:
+    return any(not _is_cons(stem_, i) for i in range(len(stem_)))
+
+
+def _double_cons(w: str) -> bool:
+    return len(w) >= 2 and w[-1] == w[-2] and _is_cons(w, len(w) - 1)
+
+
+def _cvc(w: str) -> bool:
+    if len(w) < 3:
+        return False
+    n = len(w)
+    return _is_cons(w, n - 3) and not _is_cons(w, n - 2) and _is_cons(w, n - 1) and w[-1] not in "wxy"
+
+
+def _replace(w: str, rules: tuple[tuple[str, str], ...], min_m: int) -> str:
+    for suffix, repl in rules:
+        if w.endswith(suffix):
+            base = w[: len(w) - len(suffix)]
+            return base + repl if _measure(base) > min_m else w
+    return w
+
+
+_STEP2 = (
+    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
+    ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
+    ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
+    ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
+    ("logi", "log"),
+)  # fmt: skip
+_STEP3 = (
+    ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""), ("ness", ""),
+)  # fmt: skip
+_STEP4 = (
+    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou", "ism",
+    "ate", "iti", "ous", "ive", "ize",
+)  # fmt: skip
+
+
+def _step1(w: str) -> str:
+    if w.endswith("sses") or w.endswith("ies"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss"):
+        w = w[:-1]
+    if w.endswith("eed"):
+        return w[:-1] if _measure(w[:-3]) > 0 else w
+    for suffix in ("ed", "ing"):
+        if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
+            w = w[: -len(suffix)]
+            if w.endswith(("at", "bl", "iz")):
+                return w + "e"
+            if _double_cons(w) and w[-1] not in "lsz":
+                return w[:-1]
+            if _measure(w) == 1 and _cvc(w):
+                return w + "e"
+            return w
+    return w
+
+
+def _step4(w: str) -> str:
+    for suffix in _STEP4:
+        if w.endswith(suffix):
+            base = w[: len(w) - len(suffix)]
+            if suffix == "ion" and not base.endswith(("s", "t")):
+                return w
+            return base if _measure(base) > 1 else w
+    return w
+
+
+def _step5(w: str) -> str:
+    if w.endswith("e"):
+        base = w[:-1]
+        m = _measure(base)
+        if m > 1 or (m == 1 and not _cvc(base)):
+            w = base
+    if w.endswith("ll") and _measure(w) > 1:
+        w = w[:-1]
+    return w
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """Porter stem of a lowercase word; words with non a-z characters or shorter than 3 are kept."""
+    if len(word) < 3 or not word.isascii() or not word.isalpha():
+        return word
+    w = _step1(word)
+    if w.endswith("y") and _has_vowel(w[:-1]):
+        w = w[:-1] + "i"
+    w = _replace(w, _STEP2, 0)
+    w = _replace(w, _STEP3, 0)
+    w = _step4(w)
+    return _step5(w)
