@@ -28,12 +28,12 @@ EN_STOP = frozenset(
     myself no nor not of off on once only or other our ours ourselves out over own same she should so
     some such than that the their theirs them themselves then there these they this those through to too
     under until up very was we were what when where which while who whom whose why how will with would
-    you your yours yourself yourselves s t""".split()
+    you your yours yourself yourselves s t""".split()  # noqa: SIM905
 )
 ZH_STOP = frozenset(
     """的 了 是 在 和 与 及 或 也 都 就 而 被 把 对 为 以 于 从 由 之 其 这 那 这个 那个 这些 那些 啊 吗 呢 吧
     什么 什么样 哪 哪个 哪些 哪里 哪儿 哪一 哪一个 哪一年 哪年 哪位 哪种 谁 何 何时 何地 何种 为什么 为何 怎么
-    怎样 怎么样 如何 多少 几 几个 是否 是什么 叫 叫做 称为 请问 呀 着 过 得 地 个 它 他 她 它们 他们 她们""".split()
+    怎样 怎么样 如何 多少 几 几个 是否 是什么 叫 叫做 称为 请问 呀 着 过 得 地 个 它 他 她 它们 他们 她们""".split()  # noqa: SIM905
 )
 STOP_WORDS = EN_STOP | ZH_STOP
 
