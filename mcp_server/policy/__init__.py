@@ -1,0 +1,28 @@
+"""Approval policy: rules as data plus one pure decision function.
+
+`decide(tool, args, context)` is applied at the dispatch point for every call (client or
+sub-agent); it never raises and never does I/O. `load_rules(user_file)` reads the shipped
+defaults plus the user's rules file once at start-up; the result is immutable.
+"""
+
+from __future__ import annotations
+
+from mcp_server.policy.engine import Decision, PolicyContext, decide
+from mcp_server.policy.rules import (
+    DEFAULT_RULES_FILE,
+    USER_RULES_FILENAME,
+    Rules,
+    load_rules,
+    user_rules_file,
+)
+
+__all__ = [
+    "DEFAULT_RULES_FILE",
+    "USER_RULES_FILENAME",
+    "Decision",
+    "PolicyContext",
+    "Rules",
+    "decide",
+    "load_rules",
+    "user_rules_file",
+]

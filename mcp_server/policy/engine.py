@@ -1,0 +1,290 @@
+"""`decide(tool, args, context)`: the one pure approval decision, applied at the dispatch point.
+
+Four layers produce candidate decisions; across all of them the first deny wins, else the
+first ask, else the first allow; with no match at all the call asks.
+
+1. Built-in checkers (code): the shell-command analyser (`bash.py`) for shell tools, and path
+   checks for every tool (writes outside the roots or to protected files, secret reads).
+2. Global risk patterns over every string in the arguments (`rules.patterns`, ids `global.*`).
+3. Per-tool rules from the config: permissions allow/ask/deny with argument globs, and
+   per-tool high/medium risk patterns.
+4. Defaults: read-only tools and the shell's safe commands are allowed; anything else asks.
+
+`decide` never raises and never does I/O; an internal failure or an input it cannot
+analyse yields "ask".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp_server.policy import bash, paths
+from mcp_server.policy.model import Decision, Risk, ask, deny
+from mcp_server.policy.rules import PermissionRule, Rules
+
+__all__ = ["Decision", "PolicyContext", "decide"]
+
+MAX_ARG_NODES = 50_000
+MAX_ARG_DEPTH = 64
+PRIMARY_KEYS = ("command", "path", "file_path", "directory", "pattern", "query", "url", "name")
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """Everything `decide` may look at besides the call itself."""
+
+    rules: Rules  # loaded once at start-up (defaults + user file), immutable
+    roots: tuple[Path, ...]  # workspace roots (resolved); may be empty
+    read_only: bool  # the tool's read_only annotation (from its ToolSpec)
+    protected_paths: tuple[Path, ...] = ()  # writes to these (files or folders) are denied
+    origin: str = "client"  # "client" | "subagent"
+
+
+def decide(tool: str, args: Mapping[str, Any], context: PolicyContext) -> Decision:
+    """The approval decision for one call. Pure and total: never raises, never does I/O."""
+    try:
+        return _decide(tool, args, context)
+    except Exception as exc:  # noqa: BLE001 - totality: an engine bug must not let a call through
+        return ask(f"The policy could not evaluate this call ({type(exc).__name__}); asking to be safe.",
+                   "high", "engine.error")
+
+
+@dataclass(frozen=True)
+class _Call:
+    tool: str
+    args: Mapping[str, Any]
+    ctx: PolicyContext
+    roots: tuple[str, ...]
+    protected: tuple[str, ...]
+
+
+def _decide(tool: str, args: Mapping[str, Any], ctx: PolicyContext) -> Decision:
+    if not isinstance(tool, str) or not isinstance(args, Mapping):
+        return ask("Malformed call (tool name or arguments of the wrong type).", "high", "engine.bad_call")
+    call = _Call(tool, args, ctx, paths.root_strings(ctx.roots),
+                 tuple(str(p) for p in (paths.normalize(str(p), None) for p in ctx.protected_paths) if p))
+    strings, complete = _strings(args)
+    matches: list[Decision] = []
+    report = _shell_report(call, matches)
+    matches += _path_checks(call)
+    if not complete:
+        matches.append(ask("The arguments are too deeply nested or too large to check.", "high", "engine.args_too_complex"))
+    matches += _pattern_checks(call, strings)
+    matches += _permission_matches(call, report)
+    for action in ("deny", "ask"):
+        found = next((m for m in matches if m.action == action), None)
+        if found is not None:
+            return found
+    return _allow(call, report)
+
+
+# -- layer 1 ---------------------------------------------------------------------------------
+
+
+def _shell_report(call: _Call, matches: list[Decision]) -> bash.Report | None:
+    key = call.ctx.rules.shell.tools.get(call.tool)
+    if key is None:
+        return None
+    command = call.args.get(key)
+    if not isinstance(command, str) or not command.strip():
+        matches.append(ask(f"{call.tool} needs a non-empty string argument {key!r}.", "medium", "bash.no_command"))
+        return None
+    env = bash.Env(rules=call.ctx.rules, roots=call.roots, protected=call.protected)
+    report = bash.analyze(command, env)
+    matches += report.findings
+    return report
+
+
+def _path_values(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list | tuple):
+        yield from (v for v in value if isinstance(v, str))
+
+
+def _path_checks(call: _Call) -> list[Decision]:
+    rules = call.ctx.rules
+    out: list[Decision] = []
+    cwd = call.roots[0]
+    for key in rules.write_tools.get(call.tool, ()):
+        for text in _path_values(call.args.get(key)):
+            out += _write_check(call, key, text, paths.normalize(text, cwd))
+    for key in rules.path_keys:
+        for text in _path_values(call.args.get(key)):
+            found = secret_check(rules, text, paths.normalize(text, cwd), call.roots, "files")
+            if found:
+                out.append(found)
+    return out
+
+
+def _write_check(call: _Call, key: str, text: str, norm: str | None) -> list[Decision]:
+    if "\x00" in text:
+        return [deny(f"{key} contains a NUL byte.", "high", "files.bad_path")]
+    if norm is not None and paths.is_protected(norm, call.protected):
+        return [deny(f"{text!r} is a protected file (approval rules, audit log); agents cannot change it.",
+                     "critical", "files.protected")]
+    if norm is None or not paths.inside_roots(norm, call.roots):
+        return [deny(f"{call.tool} would write outside the workspace roots: {text!r}.", "high",
+                     "files.write_outside_roots")]
+    hit = paths.matches_any(call.ctx.rules.ask_write, text, norm, call.roots)
+    if hit:
+        return [ask(f"Writing {text!r} can make later commands run code (git/shell/tool config).", "high",
+                    "files.exec_config")]
+    return []
+
+
+def secret_check(rules: Rules, text: str, norm: str | None, roots: tuple[str, ...], layer: str) -> Decision | None:
+    """Deny or ask when `text` names a secret (SSH/AWS/GnuPG keys, .env files, /etc/shadow, ...)."""
+    if paths.matches_any(rules.secret_deny, text, norm, roots):
+        return deny(f"Reading {text!r} is not allowed (system secret).", "critical", f"{layer}.secret_denied")
+    if paths.matches_any(rules.secret_ask, text, norm, roots):
+        return ask(f"{text!r} looks like a secret (keys, credentials, .env).", "high", f"{layer}.secret_read")
+    return None
+
+
+# -- layer 2 (and per-tool risk patterns of layer 3) ---------------------------------------------
+
+
+def _strings(args: Mapping[str, Any]) -> tuple[list[str], bool]:
+    """Every string (keys included) in nested arguments, iteratively, bounded."""
+    out: list[str] = []
+    stack: list[tuple[Any, int]] = [(args, 0)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_ARG_NODES or depth > MAX_ARG_DEPTH:
+            return out, False
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, bytes | bytearray):
+            out.append(bytes(value).decode("latin-1"))
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                stack.append((k, depth + 1))
+                stack.append((v, depth + 1))
+        elif isinstance(value, list | tuple | set | frozenset):
+            stack.extend((v, depth + 1) for v in value)
+    return out, True
+
+
+def _pattern_checks(call: _Call, strings: list[str]) -> list[Decision]:
+    out: list[Decision] = []
+    for pattern in call.ctx.rules.patterns:
+        if not pattern.applies_to(call.tool, call.ctx.read_only):
+            continue
+        for text in strings:
+            hit = pattern.matcher.search(text)
+            if hit is None:
+                out.append(ask(f"Risk pattern {pattern.rule_id} took too long on these arguments.", "high",
+                               pattern.rule_id))
+                break
+            if hit:
+                out.append(Decision(pattern.action, pattern.reason, pattern.risk, pattern.rule_id))
+                break
+    return out
+
+
+# -- layer 3 ---------------------------------------------------------------------------------
+
+
+def _permission_matches(call: _Call, report: bash.Report | None) -> list[Decision]:
+    out: list[Decision] = []
+    for rule in call.ctx.rules.permissions:
+        if rule.action == "allow" or not rule.tool_re.fullmatch(call.tool):
+            continue
+        if rule.arg_re is None or any(rule.arg_re.fullmatch(t) for t in _rule_texts(call, rule, report)):
+            risk: Risk = "high" if rule.action == "deny" else "medium"
+            out.append(Decision(rule.action, f"Matches the rule {rule.text!r}.", risk, rule.rule_id))
+    return out
+
+
+def _rule_texts(call: _Call, rule: PermissionRule, report: bash.Report | None) -> list[str]:
+    """The texts an argument glob is matched against (any of them matching counts)."""
+    if report is not None and rule.key is None:
+        return [report.command.strip(), *report.all_texts()]
+    value = call.args.get(rule.key) if rule.key else _primary(call.args)
+    texts: list[str] = []
+    for item in value if isinstance(value, list | tuple) else [value]:
+        texts += _value_texts(call, item)
+    return texts
+
+
+def _primary(args: Mapping[str, Any]) -> Any:
+    for key in PRIMARY_KEYS:
+        if key in args:
+            return args[key]
+    return _compact(args)
+
+
+def _compact(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _value_texts(call: _Call, value: Any) -> list[str]:
+    if not isinstance(value, str):
+        return [_compact(value)]
+    texts = [value]
+    norm = paths.normalize(value, call.roots[0])
+    if norm is not None:
+        texts.append(norm)
+        texts += [paths.os.path.relpath(norm, r) for r in call.roots if paths.within(norm, r) and norm != r]
+    return texts
+
+
+# -- allow (layers 3 and 4) --------------------------------------------------------------------
+
+
+def _allow(call: _Call, report: bash.Report | None) -> Decision:
+    allows = [r for r in call.ctx.rules.permissions if r.action == "allow" and r.tool_re.fullmatch(call.tool)]
+    if report is not None:
+        return _allow_shell(report, allows)
+    for rule in allows:
+        if rule.arg_re is None:
+            return Decision("allow", f"Allowed by the rule {rule.text!r}.", "low", rule.rule_id)
+        texts = _allow_texts(call, rule)
+        if texts and all(any(rule.arg_re.fullmatch(t) for t in group) for group in texts):
+            return Decision("allow", f"Allowed by the rule {rule.text!r}.", "low", rule.rule_id)
+    if call.ctx.read_only:
+        return Decision("allow", f"{call.tool} is read-only.", "low", "default.read_only")
+    return ask(f"{call.tool} changes state and no rule allows it; asking.", "medium", "default.ask")
+
+
+def _allow_texts(call: _Call, rule: PermissionRule) -> list[list[str]]:
+    """One group of candidate texts per value; an allow rule must match every value."""
+    value = call.args.get(rule.key) if rule.key else _primary(call.args)
+    if rule.key and rule.key not in call.args:
+        return []
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    return [_value_texts(call, item) for item in items]
+
+
+def _allow_shell(report: bash.Report, allows: list[PermissionRule]) -> Decision:
+    used: list[str] = []
+    for segment in report.segments:
+        rule = _segment_rule(segment, allows)
+        if rule is not None:
+            used.append(rule.rule_id)
+        elif not segment.safe:
+            return ask(f"`{segment.display}` is not on the allow-list; asking.", "medium", "default.ask")
+    if not report.segments:
+        return ask("Empty command.", "low", "default.ask")
+    if used:
+        return Decision("allow", "Every command is allowed by your rules or the safe list.", "low", used[0])
+    return Decision("allow", "Every command is on the safe list.", "low", "default.safe_command")
+
+
+def _segment_rule(segment: bash.Segment, allows: list[PermissionRule]) -> PermissionRule | None:
+    if not segment.allowable:
+        return None
+    for rule in allows:
+        if rule.arg_re is None or any(rule.arg_re.fullmatch(t) for t in segment.texts):
+            return rule
+    return None

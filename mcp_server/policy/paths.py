@@ -1,0 +1,79 @@
+"""Lexical path checks for the policy (no I/O: symlinks are the file tools' resolver's job).
+
+Paths are normalised as strings (`os.path.normpath` of the path joined to the current
+directory). With no workspace roots configured, a virtual root stands for "the session's
+workspace": relative paths that do not climb out of it are inside, absolute paths are outside.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from mcp_server.policy.rules import Matcher
+
+VIRTUAL_ROOT = os.sep + "\x00workspace"  # cannot collide with a real path (NUL)
+HARMLESS_WRITE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+
+
+def root_strings(roots: Iterable[Path]) -> tuple[str, ...]:
+    out = tuple(os.path.normpath(os.fspath(r)) for r in roots)
+    return out or (VIRTUAL_ROOT,)
+
+
+def normalize(text: str, cwd: str | None) -> str | None:
+    """The lexically normalised absolute path, or None when unknown (`~`, `$VAR`, unknown cwd, NUL)."""
+    if not text or "\x00" in text or text.startswith("~") or "$" in text or "`" in text:
+        return None
+    if os.path.isabs(text):
+        return os.path.normpath(text)
+    if cwd is None:
+        return None
+    return os.path.normpath(os.path.join(cwd, text))
+
+
+def within(path: str, base: str) -> bool:
+    """`path` equals `base` or lies below it (prefix siblings like /root_evil vs /root excluded)."""
+    try:
+        path_c, base_c = os.path.normcase(path), os.path.normcase(base)
+        return os.path.commonpath([path_c, base_c]) == base_c
+    except ValueError:
+        return False
+
+
+def inside_roots(path: str, roots: tuple[str, ...]) -> bool:
+    return any(within(path, root) for root in roots)
+
+
+def is_protected(path: str, protected: tuple[str, ...]) -> bool:
+    return any(within(path, p) for p in protected)
+
+
+def display(path: str) -> str:
+    return path.replace(VIRTUAL_ROOT, "<workspace>")
+
+
+def _candidates(text: str, normalized: str | None, roots: tuple[str, ...]) -> list[str]:
+    out = [text.replace(os.sep, "/")]
+    if normalized is not None:
+        out.append(normalized.replace(os.sep, "/"))
+        for root in roots:
+            if within(normalized, root) and normalized != root:
+                out.append(os.path.relpath(normalized, root).replace(os.sep, "/"))
+    return out
+
+
+def matches_any(matchers: tuple[Matcher, ...], text: str, normalized: str | None, roots: tuple[str, ...]) -> str | None:
+    """The source of the first matcher found in the path (as written, resolved, or root-relative).
+
+    Returns "?" when a user pattern timed out (treated as a match: fail closed)."""
+    candidates = _candidates(text, normalized, roots)
+    for matcher in matchers:
+        for candidate in candidates:
+            hit = matcher.search(candidate)
+            if hit is None:
+                return "?"
+            if hit:
+                return matcher.source
+    return None
