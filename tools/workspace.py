@@ -32,6 +32,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
+from typing import cast
 
 from mcp_server.errors import NotConfigured, NotFound, PathNotAllowed
 from tools.runtime import Runtime
@@ -138,6 +139,7 @@ def resolve_path(
         raise _refuse(path, f"it cannot be resolved ({exc.strerror or exc})", roots) from None
     if not is_within(real, roots):
         raise _refuse(path, f"it resolves to {real}, outside the workspace", roots)
+    _check_not_server_data(rt, path, real, roots, for_write)
     if info is None:
         if os.path.lexists(real):  # a symlink whose target cannot be followed (a loop)
             raise _refuse(path, "it is a symlink loop or a broken link", roots)
@@ -153,6 +155,21 @@ def resolve_path(
             "write to a new file instead", roots,
         )
     return real
+
+
+def server_data_dirs(rt: Runtime) -> tuple[Path, ...]:
+    """Folders holding the server's own state (approvals, audit log, indexes): off limits to file
+    tools even when a root contains them. The per-session workspaces under it are not included."""
+    return (Path(os.path.realpath(rt.settings.data_dir)),)
+
+
+def _check_not_server_data(rt: Runtime, path: str, real: Path, roots: Collection[Path], for_write: bool) -> None:
+    workspaces = Path(os.path.realpath(rt.settings.data_dir)) / "workspaces"
+    if is_within(real, server_data_dirs(rt)) and not real.is_relative_to(workspaces):
+        raise _refuse(path, "it is inside the server's own data folder", roots)
+    protected = [p for p in (rt.settings.policy_file, rt.settings.agents_file) if p is not None]
+    if for_write and any(real == Path(os.path.realpath(p)) for p in protected):
+        raise _refuse(path, "it is the server's rules or agents file, which tools may not change", roots)
 
 
 def display_path(path: Path, roots: Collection[Path]) -> str:
@@ -280,3 +297,170 @@ def walk_files(
         root, max_depth=max_depth, max_entries=max_entries, include_hidden=include_hidden,
         skip_dir_names=skip_dir_names, skip_paths=skip_paths, confine_to=confine_to,
     )
+
+
+# -- glob patterns (no regex, no recursion: linear-time segment matching) -------------------
+
+MAX_PATTERN_CHARS = 512
+MAX_BRACE_EXPANSIONS = 64
+
+_Token = tuple[str, object]  # ("lit", ch) | ("any", None) | ("star", None) | ("class", (negated, items))
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """`a.{pdf,docx}` -> [`a.pdf`, `a.docx`]; nested braces work; at most 64 results."""
+    done: list[str] = []
+    todo = [pattern]
+    while todo:
+        current = todo.pop()
+        span = _first_brace_group(current)
+        if span is None:
+            done.append(current)
+        else:
+            start, end, options = span
+            todo.extend(current[:start] + opt + current[end + 1 :] for opt in reversed(options))
+        if len(done) + len(todo) > MAX_BRACE_EXPANSIONS:
+            raise ValueError(f"the pattern expands to more than {MAX_BRACE_EXPANSIONS} alternatives")
+    return list(dict.fromkeys(done))
+
+
+def _first_brace_group(text: str) -> tuple[int, int, list[str]] | None:
+    """The first `{...}` holding a top-level comma: (start, end, options)."""
+    for start, ch in enumerate(text):
+        if ch != "{":
+            continue
+        depth, commas = 0, [start]
+        for index in range(start, len(text)):
+            if text[index] == "{":
+                depth += 1
+            elif text[index] == "}":
+                depth -= 1
+                if depth == 0:
+                    if len(commas) == 1:
+                        break  # `{x}` without a comma stays literal
+                    bounds = [*commas, index]
+                    return start, index, [text[a + 1 : b] for a, b in zip(bounds, bounds[1:], strict=False)]
+            elif text[index] == "," and depth == 1:
+                commas.append(index)
+    return None
+
+
+def _tokenize(segment: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    i = 0
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "*":
+            if not tokens or tokens[-1][0] != "star":
+                tokens.append(("star", None))
+        elif ch == "?":
+            tokens.append(("any", None))
+        elif ch == "[" and (close := _class_end(segment, i)) > 0:
+            tokens.append(("class", _parse_class(segment[i + 1 : close])))
+            i = close
+        else:
+            tokens.append(("lit", ch))
+        i += 1
+    return tokens
+
+
+def _class_end(segment: str, start: int) -> int:
+    i = start + 1
+    if i < len(segment) and segment[i] in "!^":
+        i += 1
+    if i < len(segment) and segment[i] == "]":
+        i += 1
+    close = segment.find("]", i)
+    return close
+
+
+def _parse_class(body: str) -> tuple[bool, list[tuple[str, str]]]:
+    negated = body[:1] in ("!", "^")
+    body = body[1:] if negated else body
+    items: list[tuple[str, str]] = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            items.append((body[i], body[i + 2]))
+            i += 3
+        else:
+            items.append((body[i], body[i]))
+            i += 1
+    return negated, items
+
+
+def _token_matches(token: _Token, ch: str) -> bool:
+    kind, value = token
+    if kind == "any":
+        return True
+    if kind == "lit":
+        return value == ch
+    negated, items = cast(tuple[bool, list[tuple[str, str]]], value)
+    inside = any(lo <= ch <= hi for lo, hi in items)
+    return inside != negated
+
+
+def _segment_matches(tokens: list[_Token], name: str) -> bool:
+    """Wildcard match of one path segment: two pointers, back-tracking only to the last star."""
+    t = n = 0
+    star_t, star_n = -1, 0
+    while n < len(name):
+        if t < len(tokens) and tokens[t][0] == "star":
+            star_t, star_n = t, n
+            t += 1
+        elif t < len(tokens) and _token_matches(tokens[t], name[n]):
+            t += 1
+            n += 1
+        elif star_t >= 0:
+            t, star_n = star_t + 1, star_n + 1
+            n = star_n
+        else:
+            return False
+    return all(tok[0] == "star" for tok in tokens[t:])
+
+
+class GlobPattern:
+    """A compiled glob: `*`, `?`, `[abc]`, `[!a-z]`, `**` (any number of folders), `{a,b}`.
+
+    Case-insensitive. A pattern without `/` matches file names at any depth (`*.pdf` is
+    `**/*.pdf`). Matching is linear in practice (no regex, so no catastrophic patterns).
+    """
+
+    def __init__(self, pattern: str) -> None:
+        if not pattern or len(pattern) > MAX_PATTERN_CHARS or "\x00" in pattern:
+            raise ValueError(f"the pattern must be 1-{MAX_PATTERN_CHARS} characters without NUL bytes")
+        self.pattern = pattern
+        self.alternatives = [self._compile(alt) for alt in expand_braces(pattern.casefold())]
+
+    @staticmethod
+    def _compile(pattern: str) -> list[list[_Token] | None]:
+        pattern = pattern.strip("/")
+        if pattern.startswith("./"):
+            pattern = pattern[2:]
+        parts = [p for p in pattern.split("/") if p not in ("", ".")]
+        if len(parts) == 1 and parts[0] != "**":
+            parts = ["**", *parts]
+        return [None if part == "**" else _tokenize(part) for part in parts]
+
+    def matches(self, rel_path: str) -> bool:
+        names = rel_path.casefold().split("/")
+        return any(_path_matches(alt, names) for alt in self.alternatives)
+
+
+def _path_matches(parts: list[list[_Token] | None], names: list[str]) -> bool:
+    """Segment-level match where None (`**`) spans zero or more names. Iterative DP, O(P*N)."""
+    reachable = [False] * (len(names) + 1)
+    reachable[0] = True
+    for part in parts:
+        nxt = [False] * (len(names) + 1)
+        for i, ok in enumerate(reachable):
+            if not ok:
+                continue
+            if part is None:
+                for j in range(i, len(names) + 1):
+                    nxt[j] = True
+                break
+            if i < len(names) and _segment_matches(part, names[i]):
+                nxt[i + 1] = True
+        reachable = nxt
+    return reachable[len(names)]

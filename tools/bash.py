@@ -1,0 +1,178 @@
+"""run_bash_command: one shell command in the workspace, with a scrubbed environment, bounded
+output and a hard time limit that kills the command's whole process group.
+
+Disabled unless settings.bash_enabled. Whether a command may run at all is decided by the
+policy at the dispatch point; this module only makes running it safe and bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Annotated
+
+from pydantic import BaseModel, Field
+
+from mcp_server.errors import InvalidInput, NotConfigured
+from tools.runtime import CallContext, Runtime
+from tools.workspace import workspace_roots
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
+DROPPED_PREFIXES = ("GENERALAGENT_",)
+STDOUT_HEAD, STDOUT_TAIL = 12_000, 6_000
+STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
+EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children may keep the pipes
+MAX_COMMAND_CHARS = 100_000
+
+
+def scrubbed_env(environ: Mapping[str, str], workspace: Path) -> dict[str, str]:
+    """The server's environment minus secrets and our own settings, with HOME/PWD = the workspace."""
+    env = {
+        name: value
+        for name, value in environ.items()
+        if not SECRET_NAME.search(name) and not name.upper().startswith(DROPPED_PREFIXES)
+    }
+    env.update(HOME=str(workspace), PWD=str(workspace))
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    return env
+
+
+class _Capture:
+    """Keeps the first `head` and the last `tail` bytes of a stream and counts the rest."""
+
+    def __init__(self, head: int, tail: int) -> None:
+        self.head_limit, self.tail_limit = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            del self.tail[: max(0, len(self.tail) - self.tail_limit)]
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", "replace")
+        if not self.tail:
+            return head
+        dropped = self.total - len(self.head) - len(self.tail)
+        tail = self.tail.decode("utf-8", "replace")
+        if dropped <= 0:
+            return (self.head + self.tail).decode("utf-8", "replace")
+        return f"{head}\n…[{dropped} bytes omitted]…\n{tail}"
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+
+class BashResult(BaseModel):
+    exit_code: int | None = Field(description="The command's exit status; null when it was killed.")
+    timed_out: bool = Field(description="True when the time limit killed the command.")
+    stdout: str = Field(description="Standard output (head and tail kept when long).")
+    stderr: str = Field(description="Standard error (head and tail kept when long).")
+    stdout_bytes: int = Field(description="Total bytes written to standard output.")
+    stderr_bytes: int = Field(description="Total bytes written to standard error.")
+    output_truncated: bool = Field(description="True when the middle of an output was dropped.")
+    duration_ms: int = Field(description="Wall-clock run time.")
+    cwd: str = Field(description="Folder the command ran in (the workspace root).")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _pump(
+    proc: subprocess.Popen[bytes], captures: dict[IO[bytes], _Capture], deadline: float, call: CallContext
+) -> bool:
+    """Read both pipes until EOF or the deadline; returns True when the deadline passed."""
+    selector = selectors.DefaultSelector()
+    by_fd = {stream.fileno(): capture for stream, capture in captures.items()}
+    for stream in captures:
+        os.set_blocking(stream.fileno(), False)
+        selector.register(stream, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > EXIT_GRACE_SECONDS:
+                break  # background children still hold the pipes; they are killed next
+            call.check_cancelled()
+            for key, _ in selector.select(timeout=min(0.2, deadline - now)):
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    by_fd[key.fd].add(chunk)
+                else:
+                    selector.unregister(key.fileobj)
+    finally:
+        selector.close()
+    try:  # the pipes are closed; the shell may still run (it closed its outputs)
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def _shell() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+def run_bash_command(
+    command: Annotated[str, Field(min_length=1, description="The shell command (bash) to run in the workspace root.")],
+    timeout: Annotated[int, Field(ge=1, le=600, description="Seconds before the command is killed.")] = 30,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> BashResult:
+    """Run a bash command in the workspace root (HOME is the workspace; secrets are not in the
+    environment; no stdin). Returns exit code and output; killed with its children at the timeout.
+    """
+    if not rt.settings.bash_enabled:
+        raise NotConfigured(
+            "run_bash_command is disabled. To enable it, set GENERALAGENT_BASH_ENABLED=1 in the server's "
+            "environment or start it with `generalagent-mcp serve --enable-bash`, then restart the server."
+        )
+    if "\x00" in command or len(command) > MAX_COMMAND_CHARS:
+        raise InvalidInput(f"The command must be under {MAX_COMMAND_CHARS} characters without NUL bytes.")
+    workspace = workspace_roots(rt, call.session_id)[0]
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [_shell(), "-c", command], cwd=workspace, env=scrubbed_env(os.environ, workspace),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True, close_fds=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = _Capture(STDOUT_HEAD, STDOUT_TAIL), _Capture(STDERR_HEAD, STDERR_TAIL)
+    try:
+        timed_out = _pump(proc, {proc.stdout: out, proc.stderr: err}, started + timeout, call)
+        code = None if timed_out else proc.poll()
+    finally:
+        _kill_group(proc)  # the timed-out command, or background children left behind
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    return BashResult(
+        exit_code=None if timed_out or code is None else code, timed_out=timed_out,
+        stdout=out.text(), stderr=err.text() + (f"\n[killed after {timeout} s]" if timed_out else ""),
+        stdout_bytes=out.total, stderr_bytes=err.total, output_truncated=out.truncated or err.truncated,
+        duration_ms=int((time.monotonic() - started) * 1000), cwd=str(workspace),
+    )

@@ -1,0 +1,513 @@
+"""File tools confined to the workspace roots: read (text and documents, paged), write, edit,
+list and find. Every path goes through `tools.workspace.resolve_path`; approval is decided at
+the dispatch point, never here."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import secrets
+import stat
+import threading
+from collections import OrderedDict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from mcp_server.bounding import estimate_tokens
+from mcp_server.errors import InvalidInput, LimitExceeded, NotFound
+from tools.runtime import CallContext, Runtime
+from tools.workspace import (
+    INDEX_DIR_NAMES,
+    GlobPattern,
+    display_path,
+    resolve_path,
+    server_data_dirs,
+    walk_files,
+    workspace_roots,
+)
+
+TEXT_WHOLE_BYTES = 100_000
+TEXT_PAGE_CHARS = 50_000
+# format -> (max units per page, max characters per page); units: pages, sheets, slides
+DOC_PREVIEW: dict[str, tuple[int | None, int]] = {
+    "pdf": (10, 30_000),
+    "docx": (None, 30_000),
+    "xlsx": (3, 20_000),
+    "pptx": (15, 25_000),
+}
+RESULT_SHARE = 0.8  # share of max_result_tokens a page of content may use
+MAX_EDIT_BYTES = 10 * 1024 * 1024
+MAX_WRITE_CHARS = 10_000_000
+MAX_DIFF_LINES = 80
+MAX_DIFF_MIDDLE_LINES = 4000
+MAX_LIST_SCAN = 100_000
+FIND_MAX_ENTRIES = 200_000
+FIND_MAX_DEPTH = 64
+
+PathArg = Annotated[str, Field(description="File path, relative to the workspace root or absolute inside it.")]
+
+
+# -- read_file --------------------------------------------------------------------------------
+
+
+class ReadFileResult(BaseModel):
+    path: str = Field(description="The file, relative to its workspace root.")
+    kind: str = Field(description="text, pdf, docx, xlsx or pptx.")
+    content: str = Field(description="The text of this page.")
+    offset: int = Field(description="Character offset where this page starts.")
+    next_offset: int | None = Field(description="Pass as offset to read on; null at the end.")
+    total_chars: int = Field(description="Characters in the whole (extracted) text.")
+    location: str | None = Field(default=None, description="Pages, slides, sheets or lines in this page.")
+    warnings: list[str] = Field(default_factory=list, description="Extraction warnings (repaired, encrypted...).")
+
+
+class _ExtractCache:
+    """The last few extractions, keyed by (path, mtime, size), so paging does not re-extract."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self.items: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, int], make: Any) -> Any:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = make()
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+def _extract(rt: Runtime, real: Path, info: os.stat_result) -> Any:
+    from indexing.extract import extract_file
+    from indexing.model import ExtractionLimits
+
+    s = rt.settings
+    limits = ExtractionLimits(
+        max_file_bytes=s.max_file_bytes, max_extracted_chars=s.max_extracted_chars,
+        max_decompressed_bytes=s.max_decompressed_bytes, timeout_seconds=s.file_timeout_seconds,
+    )
+    cache = rt.service("files.extract_cache", _ExtractCache)
+    key = (str(real), info.st_mtime_ns, info.st_size)
+    return cache.get(key, lambda: extract_file(real, limits))
+
+
+def _budget_chars(text: str, start: int, end: int, budget_tokens: int) -> int:
+    """The largest end' <= end with estimate_tokens(text[start:end']) <= budget (binary search)."""
+    if estimate_tokens(text[start:end]) <= budget_tokens:
+        return end
+    lo, hi = start + 1, end
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[start:mid]) <= budget_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _snap_to_newline(text: str, start: int, end: int) -> int:
+    """Move a cut back to just after a line break when one is in the last fifth of the page."""
+    if end >= len(text):
+        return end
+    cut = text.rfind("\n", start + (end - start) * 4 // 5, end)
+    return cut + 1 if cut > start else end
+
+
+def _part_key(kind: str, unit: Any) -> Any:
+    return {"pdf": unit.page, "pptx": unit.slide, "xlsx": unit.sheet}.get(kind)
+
+
+def _document_end(extracted: Any, offset: int, max_units: int | None, max_chars: int) -> int:
+    """Where a document page starting at `offset` ends: at a unit boundary within the limits."""
+    text, units, kind = extracted.text, extracted.units, extracted.kind
+    parts: set[Any] = set()
+    end = offset
+    for unit in units:
+        if unit.end <= offset:
+            continue
+        key = _part_key(kind, unit)
+        new_part = key is not None and key not in parts
+        if max_units is not None and new_part and len(parts) >= max_units:
+            break
+        if unit.end - offset > max_chars:
+            return end if end > offset else min(len(text), offset + max_chars)
+        parts.add(key)
+        end = unit.end
+    else:
+        if len(text) - offset <= max_chars:
+            return len(text)
+    return end if end > offset else min(len(text), offset + max_chars)
+
+
+def _location(extracted: Any, start: int, end: int) -> str | None:
+    units = [u for u in extracted.units if u.start < end and u.end > start]
+    if not units:
+        return None
+    kind = extracted.kind
+    if kind in ("pdf", "pptx"):
+        word, attr = ("pages", "page") if kind == "pdf" else ("slides", "slide")
+        numbers = [getattr(u, attr) for u in units if getattr(u, attr) is not None]
+        total = max((getattr(u, attr) or 0 for u in extracted.units), default=0)
+        return f"{word} {min(numbers)}-{max(numbers)} of {total}" if numbers else None
+    if kind == "xlsx":
+        sheets = list(dict.fromkeys(u.sheet for u in units if u.sheet))
+        return "sheets: " + ", ".join(sheets) if sheets else None
+    return f"units {extracted.units.index(units[0]) + 1}-{extracted.units.index(units[-1]) + 1} of {len(extracted.units)}"
+
+
+def _text_location(text: str, start: int, end: int) -> str:
+    first = text.count("\n", 0, start) + 1
+    last = first + text.count("\n", start, max(start, end - 1))
+    return f"lines {first}-{last}"
+
+
+def read_file(
+    path: PathArg,
+    offset: Annotated[int, Field(ge=0, description="Character offset to start at (use next_offset).")] = 0,
+    limit: Annotated[
+        int | None, Field(ge=200, le=TEXT_PAGE_CHARS, description="Max characters (default: the format's preview).")
+    ] = None,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> ReadFileResult:
+    """Read a text file or a PDF/DOCX/XLSX/PPTX document from the workspace, page by page.
+
+    Small text files come whole; larger ones and documents come in pages (documents cut at
+    page/slide/sheet boundaries). Continue with offset=next_offset until it is null.
+    """
+    session = call.session_id
+    real = resolve_path(rt, path, must_exist=True, session_id=session)
+    info = os.stat(real)
+    if stat.S_ISDIR(info.st_mode):
+        raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r}.")
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidInput(f"{path!r} is not a regular file (device, pipe or socket) and cannot be read.")
+    extracted = _extract(rt, real, info)
+    text: str = extracted.text
+    if offset > len(text):
+        raise InvalidInput(f"offset {offset} is past the end of {path!r} ({len(text)} characters). Use 0.")
+    budget = int(rt.settings.max_result_tokens * RESULT_SHARE)
+    if extracted.kind in DOC_PREVIEW:
+        max_units, max_chars = DOC_PREVIEW[extracted.kind]
+        end = _document_end(extracted, offset, max_units, min(max_chars, limit or max_chars))
+    elif offset == 0 and limit is None and info.st_size <= TEXT_WHOLE_BYTES:
+        end = len(text)
+    else:
+        end = min(len(text), offset + (limit or TEXT_PAGE_CHARS))
+    fitted = _budget_chars(text, offset, end, budget)
+    if fitted < end:
+        end = _snap_to_newline(text, offset, fitted)
+    elif end < len(text) and extracted.kind not in DOC_PREVIEW:
+        end = _snap_to_newline(text, offset, end)
+    roots = workspace_roots(rt, session)
+    location = _location(extracted, offset, end) if extracted.units and extracted.kind != "text" else None
+    return ReadFileResult(
+        path=display_path(real, roots), kind=extracted.kind, content=text[offset:end], offset=offset,
+        next_offset=end if end < len(text) else None, total_chars=len(text),
+        location=location or _text_location(text, offset, end), warnings=list(extracted.warnings),
+    )
+
+
+# -- write_file and edit_file -----------------------------------------------------------------
+
+
+class WriteFileResult(BaseModel):
+    path: str = Field(description="The file written, relative to its workspace root.")
+    bytes_written: int = Field(description="Size of the file now (UTF-8 bytes).")
+    created: bool = Field(description="True when the file did not exist before.")
+
+
+def _make_dirs(folder: Path) -> None:
+    """mkdir -p without recursion (Path.mkdir(parents=True) recurses once per missing level)."""
+    missing: list[Path] = []
+    current = folder
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    if not current.is_dir():
+        raise InvalidInput(f"{current} exists and is not a folder, so no file can be created below it.")
+    for part in reversed(missing):
+        try:
+            os.mkdir(part)
+        except FileExistsError:
+            pass
+        except NotADirectoryError:
+            raise InvalidInput(f"{part.parent} is not a folder, so no file can be created below it.") from None
+
+
+def atomic_write(target: Path, data: bytes) -> None:
+    """Write through a new temp file in the same folder, then rename over the target.
+
+    The rename replaces a symlink swapped in at the last moment instead of writing through it;
+    an existing file keeps its permission bits; a new one gets the umask's.
+    """
+    mode: int | None = None
+    with_info = target.exists()
+    if with_info:
+        mode = stat.S_IMODE(os.stat(target, follow_symlinks=False).st_mode)
+    tmp = target.parent / f".{target.name[:60]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _writable_target(rt: Runtime, path: str, session: str | None) -> Path:
+    real = resolve_path(rt, path, for_write=True, session_id=session)
+    if real.is_dir():
+        raise InvalidInput(f"{path!r} is a folder; give a file path inside it.")
+    if real.exists() and not real.is_file():
+        raise InvalidInput(f"{path!r} is not a regular file and cannot be written.")
+    return real
+
+
+def write_file(
+    path: PathArg,
+    content: Annotated[str, Field(max_length=MAX_WRITE_CHARS, description="The complete new file content (UTF-8).")],
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> WriteFileResult:
+    """Create or overwrite a text file in the workspace (parent folders are created)."""
+    session = call.session_id
+    real = _writable_target(rt, path, session)
+    created = not real.exists()
+    _make_dirs(real.parent)
+    resolve_path(rt, str(real.parent), must_exist=True, session_id=session)  # still inside after mkdir
+    data = content.encode("utf-8", "surrogatepass")
+    atomic_write(real, data)
+    return WriteFileResult(path=display_path(real, workspace_roots(rt, session)), bytes_written=len(data),
+                           created=created)
+
+
+class EditFileResult(BaseModel):
+    path: str = Field(description="The edited file, relative to its workspace root.")
+    replacements: int = Field(description="How many occurrences were replaced.")
+    diff: str = Field(description="Unified diff of the change (shortened when long).")
+
+
+def _read_utf8(real: Path, path: str) -> tuple[str, bool]:
+    size = real.stat().st_size
+    if size > MAX_EDIT_BYTES:
+        raise LimitExceeded(f"{path!r} is {size} bytes; edit_file edits files up to {MAX_EDIT_BYTES} bytes. "
+                            "Use write_file to replace it.")
+    raw = real.read_bytes()
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    try:
+        return raw[3 if bom else 0 :].decode("utf-8"), bom
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path!r} is not UTF-8 text; edit_file edits UTF-8 text only "
+                           "(read it with read_file, then replace it with write_file).") from None
+
+
+def _count_or_raise(text: str, old: str, path: str, replace_all: bool) -> int:
+    count = text.count(old)
+    if count == 0:
+        raise NotFound(f"old_string was not found in {path!r}. Read the file with read_file and copy the "
+                       "exact text, including whitespace and line breaks.")
+    if count > 1 and not replace_all:
+        raise InvalidInput(f"old_string occurs {count} times in {path!r}. Add surrounding lines to make it "
+                           "unique, or set replace_all=true to replace all of them.")
+    return count
+
+
+def small_diff(before: str, after: str, name: str) -> str:
+    """A unified diff limited to the changed region (common head/tail lines skipped), bounded."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    skip = max(0, head - 2)
+    old_mid, new_mid = old[skip : len(old) - max(0, tail - 2)], new[skip : len(new) - max(0, tail - 2)]
+    if len(old_mid) + len(new_mid) > MAX_DIFF_MIDDLE_LINES:
+        return f"(diff omitted: the change spans {len(old_mid)} lines, from line {head + 1})"
+    lines = list(difflib.unified_diff(old_mid, new_mid, f"a/{name}", f"b/{name}", n=2))
+    lines = [_shift_hunk(line, skip) if line.startswith("@@") else line for line in lines]
+    lines = [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more diff lines)\n"]
+    return "".join(lines)
+
+
+def _shift_hunk(header: str, offset: int) -> str:
+    def shift(match: re.Match[str]) -> str:
+        start = int(match.group(2))
+        return f"{match.group(1)}{start + offset if start else start}"
+
+    return re.sub(r"([-+])(\d+)", shift, header, count=2)
+
+
+def edit_file(
+    path: PathArg,
+    old_string: Annotated[str, Field(min_length=1, description="Exact text to replace (must exist).")],
+    new_string: Annotated[str, Field(description="Replacement text.")],
+    replace_all: Annotated[bool, Field(description="Replace every occurrence, not just a unique one.")] = False,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> EditFileResult:
+    """Replace exact text in a UTF-8 file in the workspace; returns a small diff.
+
+    old_string must occur exactly once unless replace_all is true.
+    """
+    session = call.session_id
+    real = _writable_target(rt, path, session)
+    if not real.exists():
+        raise NotFound(f"{path!r} does not exist. Create it with write_file.")
+    if old_string == new_string:
+        raise InvalidInput("old_string and new_string are the same; nothing to change.")
+    text, bom = _read_utf8(real, path)
+    if old_string not in text and "\r\n" in text and "\r\n" not in old_string:
+        old_string, new_string = old_string.replace("\n", "\r\n"), new_string.replace("\n", "\r\n")
+    count = _count_or_raise(text, old_string, path, replace_all)
+    updated = text.replace(old_string, new_string)
+    atomic_write(real, (b"\xef\xbb\xbf" if bom else b"") + updated.encode("utf-8", "surrogatepass"))
+    name = display_path(real, workspace_roots(rt, session))
+    return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
+
+
+# -- list_workspace_files and find_files ------------------------------------------------------
+
+
+class FileEntry(BaseModel):
+    name: str = Field(description="Name (list) or path relative to its root (find).")
+    type: str = Field(description="file, dir or symlink.")
+    size: int | None = Field(default=None, description="Size in bytes (files).")
+    modified: str | None = Field(default=None, description="Last change, UTC (YYYY-MM-DD HH:MM).")
+
+
+class ListFilesResult(BaseModel):
+    directory: str = Field(description="The folder listed, relative to its root.")
+    roots: list[str] = Field(description="The workspace roots (absolute).")
+    entries: list[FileEntry] = Field(description="Folders first, then files, by name.")
+    total: int = Field(description="Visible entries in the folder.")
+    next_offset: int | None = Field(description="Pass as offset for the next page; null at the end.")
+    note: str | None = Field(default=None, description="Why the listing is incomplete, if it is.")
+
+
+def _when(mtime: float) -> str:
+    return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _entry(item: os.DirEntry[str]) -> FileEntry:
+    try:
+        if item.is_symlink():
+            return FileEntry(name=item.name, type="symlink")
+        info = item.stat(follow_symlinks=False)
+    except OSError:
+        return FileEntry(name=item.name, type="file")
+    if stat.S_ISDIR(info.st_mode):
+        return FileEntry(name=item.name, type="dir", modified=_when(info.st_mtime))
+    return FileEntry(name=item.name, type="file", size=info.st_size, modified=_when(info.st_mtime))
+
+
+def list_workspace_files(
+    directory: Annotated[str, Field(description="Folder to list, relative to the workspace root.")] = ".",
+    offset: Annotated[int, Field(ge=0, description="Entries to skip (use next_offset).")] = 0,
+    limit: Annotated[int, Field(ge=1, le=500, description="Max entries to return.")] = 200,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> ListFilesResult:
+    """List one workspace folder: sub-folders and files with sizes (hidden files skipped)."""
+    session = call.session_id
+    real = resolve_path(rt, directory, must_exist=True, session_id=session)
+    if not real.is_dir():
+        raise InvalidInput(f"{directory!r} is a file, not a folder. Read it with read_file.")
+    hidden_dirs = set(server_data_dirs(rt))
+    items: list[os.DirEntry[str]] = []
+    note = None
+    with os.scandir(real) as scan:
+        for item in scan:
+            if len(items) >= MAX_LIST_SCAN:
+                note = f"Only the first {MAX_LIST_SCAN} entries were read; use find_files to narrow down."
+                break
+            if item.name.startswith(".") or item.name in INDEX_DIR_NAMES or Path(item.path) in hidden_dirs:
+                continue
+            items.append(item)
+    items.sort(key=lambda it: (not it.is_dir(follow_symlinks=False), it.name.casefold()))
+    page = items[offset : offset + limit]
+    roots = workspace_roots(rt, session)
+    end = offset + len(page)
+    return ListFilesResult(
+        directory=display_path(real, roots), roots=[str(r) for r in roots], entries=[_entry(it) for it in page],
+        total=len(items), next_offset=end if end < len(items) else None, note=note,
+    )
+
+
+class FindFilesResult(BaseModel):
+    matches: list[FileEntry] = Field(description="Matching files, newest first; paths relative to the root.")
+    total_matches: int = Field(description="All matches found.")
+    next_offset: int | None = Field(description="Pass as offset for more; null at the end.")
+    note: str | None = Field(default=None, description="Why the search is incomplete, if it is.")
+
+
+def find_files(
+    pattern: Annotated[str, Field(description="Glob: *, ?, [abc], ** (any folders), {pdf,docx}. Case-insensitive; "
+                                              "no '/' means any depth.")],
+    path: Annotated[str, Field(description="Folder to search in, relative to the workspace root.")] = ".",
+    offset: Annotated[int, Field(ge=0, description="Matches to skip (use next_offset).")] = 0,
+    max_results: Annotated[int, Field(ge=1, le=500, description="Max matches to return.")] = 100,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> FindFilesResult:
+    """Find files by glob pattern under a workspace folder, newest first (hidden files skipped)."""
+    session = call.session_id
+    base = resolve_path(rt, path, must_exist=True, session_id=session)
+    if not base.is_dir():
+        raise InvalidInput(f"{path!r} is a file, not a folder. Give the folder to search in.")
+    try:
+        glob = GlobPattern(pattern)
+    except ValueError as exc:
+        raise InvalidInput(f"Bad pattern {pattern!r}: {exc}. Example: **/*.{{pdf,docx}}") from None
+    roots = workspace_roots(rt, session)
+    walk = walk_files(base, max_depth=FIND_MAX_DEPTH, max_entries=FIND_MAX_ENTRIES,
+                      skip_paths=server_data_dirs(rt), confine_to=roots)
+    found: list[tuple[float, str, int]] = []
+    for count, entry in enumerate(walk):
+        if count % 2000 == 0:
+            call.check_cancelled()
+        if glob.matches(entry.rel):
+            found.append((entry.mtime, display_path(entry.path, roots), entry.size))
+    found.sort(key=lambda item: (-item[0], item[1]))
+    page = found[offset : offset + max_results]
+    end = offset + len(page)
+    return FindFilesResult(
+        matches=[FileEntry(name=name, type="file", size=size, modified=_when(mtime)) for mtime, name, size in page],
+        total_matches=len(found), next_offset=end if end < len(found) else None, note=_walk_note(walk),
+    )
+
+
+def _walk_note(walk: Any) -> str | None:
+    notes = []
+    if walk.truncated:
+        notes.append(f"stopped after {walk.max_entries} entries; search a smaller folder")
+    if walk.depth_capped:
+        notes.append(f"{walk.depth_capped} folder(s) deeper than {walk.max_depth} levels skipped")
+    if walk.errors:
+        notes.append(f"{walk.errors} unreadable folder(s) skipped")
+    return "; ".join(notes) or None
