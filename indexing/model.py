@@ -17,6 +17,9 @@ class ExtractionLimits:
     max_extracted_chars: int = 20_000_000
     max_decompressed_bytes: int = 512 * 1024 * 1024
     timeout_seconds: float = 120.0
+    max_zip_entries: int = 20_000  # DOCX/XLSX/PPTX: more entries than this is refused
+    max_compression_ratio: float = 300.0  # per zip entry over 1 MiB uncompressed (zip bombs)
+    max_worker_memory_bytes: int = 2 * 1024 * 1024 * 1024  # RLIMIT_AS of the extraction worker
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Extracted:
     kind: str  # "pdf" | "docx" | "xlsx" | "pptx" | "text"
     warnings: list[str] = field(default_factory=list)  # e.g. "PDF was repaired: text may be partial"
     encoding: str | None = None  # for text files
+    title: str | None = None  # document title from metadata, when the file has one
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class ChunkingOptions:
     max_chars: int = 400
     overlap_chars: int = 80
     min_chars: int = 50
+    max_rows_chars: int = 2000  # an XLSX rows unit up to this size stays one chunk (header kept with its rows)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,190 @@
+"""Content-aware chunking: `chunk_document(extracted, options) -> list[Chunk]`.
+
+Each unit (page, slide, sheet rows, heading section) is chunked on its own, so a chunk never
+spans two pages/slides/sheets and always carries one heading path. Inside a unit the text is cut
+at the highest-level boundary that yields pieces of at most `max_chars`: blank-line paragraphs →
+lines → sentences (。！？；… and . ! ? ; followed by space, closing quotes kept with the sentence) →
+fixed-size windows with `overlap_chars` of overlap (the last resort; they prefer to end at a space
+or a CJK comma). Consecutive pieces are then packed greedily up to `max_chars`; a chunk shorter
+than `min_chars` is merged with a neighbour in the same unit when the result still fits. A unit
+that is only a heading (shorter than `min_chars`) is glued to the following sub-section.
+XLSX "rows" units stay whole up to `max_rows_chars`, so the header row stays with its rows.
+
+Invariants: `chunk.text == extracted.text[chunk.start:chunk.end]`; chunks are in text order and
+trimmed of surrounding whitespace; every non-whitespace character is in at least one chunk;
+`len(chunk.text) <= max_chars` (`max_rows_chars` for rows units). Runs in linear time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from indexing.model import Chunk, ChunkingOptions, Extracted, Unit
+
+_LEVELS = (
+    re.compile(r"\n[ \t\r\f\v]*\n\s*"),  # paragraphs (blank lines)
+    re.compile(r"\n"),  # lines
+    re.compile(r"(?:[。！？；…]+|[!?;]+(?=\s|$)|\.(?=\s|$))[\"'”’」』）)\]]*\s*"),  # sentences
+)
+_SOFT_BREAKS = " \n\t，、,；;"
+
+
+@dataclass(frozen=True)
+class _Segment:
+    start: int
+    end: int
+    unit: Unit
+
+
+def chunk_document(extracted: Extracted, options: ChunkingOptions | None = None) -> list[Chunk]:
+    """Cut a document into chunks (see the module docstring for the rules)."""
+    options = options or ChunkingOptions()
+    text = extracted.text
+    units = sorted(extracted.units, key=lambda u: (u.start, u.end))
+    if not units and text.strip():
+        units = [Unit(start=0, end=len(text), kind="text")]
+    chunks: list[Chunk] = []
+    for segment in _segments(text, units, options):
+        limit = options.max_rows_chars if segment.unit.kind == "rows" else options.max_chars
+        for start, end in _chunk_span(text, segment.start, segment.end, limit, options):
+            chunks.append(_make_chunk(text, len(chunks), start, end, segment.unit))
+    return chunks
+
+
+def _make_chunk(text: str, index: int, start: int, end: int, unit: Unit) -> Chunk:
+    return Chunk(
+        index=index,
+        start=start,
+        end=end,
+        text=text[start:end],
+        heading=" > ".join(unit.heading_path),
+        page=unit.page,
+        slide=unit.slide,
+        sheet=unit.sheet,
+        rows=unit.rows,
+    )
+
+
+def _location(unit: Unit) -> tuple[object, ...]:
+    return (unit.page, unit.slide, unit.sheet, unit.rows)
+
+
+def _segments(text: str, units: list[Unit], options: ChunkingOptions) -> Iterator[_Segment]:
+    """Units clipped to the text and to each other; a tiny heading-only unit is glued to its child."""
+    pending: int | None = None
+    last_end = 0
+    for i, unit in enumerate(units):
+        start, end = max(unit.start, last_end, 0), min(unit.end, len(text))
+        if end <= start:
+            continue
+        last_end = end
+        nxt = units[i + 1] if i + 1 < len(units) else None
+        if (
+            nxt is not None
+            and unit.kind != "rows"
+            and len(text[start:end].strip()) < options.min_chars
+            and _location(nxt) == _location(unit)
+            and nxt.heading_path[: len(unit.heading_path)] == unit.heading_path
+        ):
+            pending = start if pending is None else pending
+            continue
+        yield _Segment(start if pending is None else pending, end, unit)
+        pending = None
+
+
+def _chunk_span(text: str, start: int, end: int, limit: int, options: ChunkingOptions) -> list[tuple[int, int]]:
+    packed = _pack(_pieces(text, start, end, 0, limit, options), limit)
+    trimmed = [span for span in (_trim(text, s, e, hard) for s, e, hard in packed) if span[0] < span[1]]
+    return [(s, e) for s, e, _ in _merge_small(trimmed, limit, options.min_chars)]
+
+
+def _pieces(
+    text: str, start: int, end: int, level: int, limit: int, options: ChunkingOptions
+) -> Iterator[tuple[int, int, bool]]:
+    """Contiguous pieces of at most `limit` chars; (start, end, hard) with hard = fixed window."""
+    if end - start <= limit:
+        yield start, end, False
+        return
+    if level >= len(_LEVELS):
+        yield from _windows(text, start, end, limit, options)
+        return
+    piece_start = start
+    for match in _LEVELS[level].finditer(text, start, end):
+        cut = match.end()
+        if cut <= piece_start or cut >= end:
+            continue
+        yield from _pieces(text, piece_start, cut, level + 1, limit, options)
+        piece_start = cut
+    yield from _pieces(text, piece_start, end, level + 1, limit, options)
+
+
+def _windows(text: str, start: int, end: int, limit: int, options: ChunkingOptions) -> Iterator[tuple[int, int, bool]]:
+    """Fixed-size windows with overlap, preferring to end just after a space or comma."""
+    overlap = min(options.overlap_chars, limit // 2)
+    pos = start
+    while pos < end:
+        if end - pos < max(options.min_chars, 1) and pos > start:
+            pos = max(start, end - limit)  # no tiny tail: the last window reaches back
+        stop = min(pos + limit, end)
+        if stop < end:
+            brk = max(text.rfind(ch, pos + limit // 2, stop) for ch in _SOFT_BREAKS)
+            if brk >= 0:
+                stop = brk + 1
+        yield pos, stop, True
+        if stop >= end:
+            return
+        nxt = stop - overlap
+        if overlap and nxt > pos:
+            space = text.find(" ", nxt, stop)
+            if 0 <= space < stop - 1:
+                nxt = space + 1
+        pos = nxt if nxt > pos else stop
+
+
+def _pack(pieces: Iterator[tuple[int, int, bool]], limit: int) -> list[tuple[int, int, bool]]:
+    """Greedily join consecutive soft pieces up to `limit`; hard windows stay alone."""
+    out: list[tuple[int, int, bool]] = []
+    cur: tuple[int, int] | None = None
+    for start, end, hard in pieces:
+        if hard:
+            if cur:
+                out.append((cur[0], cur[1], False))
+                cur = None
+            out.append((start, end, True))
+        elif cur is None:
+            cur = (start, end)
+        elif end - cur[0] <= limit:
+            cur = (cur[0], end)
+        else:
+            out.append((cur[0], cur[1], False))
+            cur = (start, end)
+    if cur:
+        out.append((cur[0], cur[1], False))
+    return out
+
+
+def _trim(text: str, start: int, end: int, hard: bool) -> tuple[int, int, bool]:
+    piece = text[start:end]
+    stripped = piece.lstrip()
+    start += len(piece) - len(stripped)
+    end -= len(stripped) - len(stripped.rstrip())
+    return start, end, hard
+
+
+def _merge_small(spans: list[tuple[int, int, bool]], limit: int, min_chars: int) -> list[tuple[int, int, bool]]:
+    """Merge a chunk under `min_chars` into the previous or next soft chunk when the result fits."""
+    out: list[tuple[int, int, bool]] = []
+    i = 0
+    while i < len(spans):
+        start, end, hard = spans[i]
+        small = not hard and end - start < min_chars
+        if small and out and not out[-1][2] and end - out[-1][0] <= limit:
+            out[-1] = (out[-1][0], end, False)
+        elif small and i + 1 < len(spans) and not spans[i + 1][2] and spans[i + 1][1] - start <= limit:
+            spans[i + 1] = (start, spans[i + 1][1], False)
+        else:
+            out.append((start, end, hard))
+        i += 1
+    return out

@@ -1,0 +1,149 @@
+"""Document extraction: `extract_file(path, limits) -> Extracted`, hardened against hostile files.
+
+Kind is decided by the extension and confirmed by the file's magic bytes. Plain-text files
+(`text.py`) are decoded in-process; PDF/DOCX/XLSX/PPTX are parsed in a reused worker process
+(`worker.py`) under memory and time limits, after zip checks (`safety.py`) for Office files.
+
+Policy for the limits (all in ExtractionLimits):
+- larger than `max_file_bytes` → LimitExceeded (nothing is read);
+- more text than `max_extracted_chars` → the text is cut there, with a warning (not an error);
+- zip entries / declared uncompressed size / compression ratio over the limits, or XML with a
+  DTD → ExtractionError / LimitExceeded before any parser runs;
+- slower than `timeout_seconds` → the worker is killed and LimitExceeded is raised.
+A 0-byte file is not an error: it gives an empty Extracted (no units) with the warning "file is empty".
+Every failure is a GeneralAgentError whose message names the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from indexing.model import Extracted, ExtractionLimits
+from mcp_server.errors import ExtractionError, LimitExceeded, NotFound
+
+__all__ = [
+    "DOCUMENT_EXTENSIONS",
+    "SUPPORTED_EXTENSIONS",
+    "TEXT_EXTENSIONS",
+    "detect_kind",
+    "extract_file",
+    "is_supported",
+    "shutdown_workers",
+    "warm_up",
+]
+
+DOCUMENT_EXTENSIONS = {".pdf": "pdf", ".docx": "docx", ".xlsx": "xlsx", ".xlsm": "xlsx", ".pptx": "pptx"}
+_TEXT_SUFFIXES = """
+    .txt .text .md .markdown .mdown .mkd .rst .adoc .asciidoc .org .tex .bib .srt .vtt .csv .tsv
+    .json .jsonl .ndjson .geojson .log .out .xml .xsd .xsl .html .htm .xhtml .css .scss .sass .less
+    .yaml .yml .toml .ini .cfg .conf .properties .diff .patch
+    .py .pyi .pyx .ipynb .js .jsx .mjs .cjs .ts .tsx .mts .cts .vue .svelte .go .rs .java .kt .kts .scala
+    .groovy .gradle .c .h .cc .cpp .cxx .hpp .hh .hxx .cs .fs .swift .m .mm .rb .php .pl .pm .lua .r
+    .jl .dart .ex .exs .erl .hs .ml .clj .elm .zig .nim .v .sv .vhd .sh .bash .zsh .fish .ps1 .psm1
+    .bat .cmd .sql .graphql .gql .proto .thrift .cmake .mk .tf .hcl .nix .dockerfile
+"""
+TEXT_EXTENSIONS = frozenset(_TEXT_SUFFIXES.split())
+SUPPORTED_EXTENSIONS = frozenset(TEXT_EXTENSIONS | DOCUMENT_EXTENSIONS.keys())
+# Extension-less files that are text by convention (compared lower-case).
+_TEXT_NAME_WORDS = (
+    "readme license licence copying authors changelog changes notice makefile dockerfile containerfile "
+    "gemfile rakefile procfile vagrantfile jenkinsfile justfile"
+)
+TEXT_NAMES = frozenset(_TEXT_NAME_WORDS.split())
+_MAGIC_HEAD = 1024
+
+
+def detect_kind(path: Path) -> str:
+    """'pdf' | 'docx' | 'xlsx' | 'pptx' | 'text' from the name; ExtractionError when unsupported."""
+    suffix = path.suffix.lower()
+    if suffix in DOCUMENT_EXTENSIONS:
+        return DOCUMENT_EXTENSIONS[suffix]
+    if suffix in TEXT_EXTENSIONS or path.name.lower() in TEXT_NAMES:
+        return "text"
+    raise ExtractionError(
+        f"{path.name}: unsupported file type ({suffix or 'no extension'}). Supported: PDF, DOCX, XLSX, PPTX "
+        "and text files (.txt, .md, .csv, .json, source code, ...)."
+    )
+
+
+def is_supported(path: Path | str) -> bool:
+    path = Path(path)
+    suffix = path.suffix.lower()
+    return suffix in SUPPORTED_EXTENSIONS or (not suffix and path.name.lower() in TEXT_NAMES)
+
+
+def extract_file(
+    path: Path,
+    limits: ExtractionLimits | None = None,
+    *,
+    should_cancel: Callable[[], bool] | None = None,
+) -> Extracted:
+    """Extract one file's text and units. Raises ExtractionError / LimitExceeded / NotFound / Cancelled.
+
+    Thread-safe; `should_cancel` is polled while a worker parses the file (then the worker is killed).
+    """
+    path = Path(path)
+    limits = limits or ExtractionLimits()
+    kind = detect_kind(path)
+    size = _file_size(path)
+    if size > limits.max_file_bytes:
+        raise LimitExceeded(
+            f"{path.name} is {size / 2**20:,.1f} MiB, over the {limits.max_file_bytes / 2**20:,.0f} MiB limit "
+            "(max_file_bytes); raise the limit to index it."
+        )
+    if size == 0:
+        return Extracted(text="", units=[], kind=kind, warnings=["file is empty"])
+    if kind == "text":
+        from indexing.extract.text import extract_text_file
+
+        return extract_text_file(path, limits)
+    _check_magic(path, kind)
+    from indexing.extract.worker import POOL
+
+    return POOL.run(kind, path, limits, should_cancel)
+
+
+def warm_up() -> None:
+    """Start one worker and import the parsers in it (call from a background thread at start-up)."""
+    from indexing.extract.worker import POOL
+
+    POOL.run("warm", Path("warm-up"), ExtractionLimits())
+
+
+def shutdown_workers() -> None:
+    """Stop idle extraction workers (they also stop when the server exits)."""
+    from indexing.extract.worker import POOL
+
+    POOL.shutdown()
+
+
+def _file_size(path: Path) -> int:
+    try:
+        stat = path.stat()
+    except FileNotFoundError as exc:
+        raise NotFound(f"{path} does not exist.") from exc
+    except OSError as exc:
+        raise ExtractionError(f"{path.name} cannot be read ({exc.strerror or exc}).") from exc
+    if not path.is_file():
+        raise ExtractionError(f"{path.name} is not a regular file.")
+    return stat.st_size
+
+
+def _check_magic(path: Path, kind: str) -> None:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_MAGIC_HEAD)
+    except OSError as exc:
+        raise ExtractionError(f"{path.name} cannot be read ({exc.strerror or exc}).") from exc
+    if kind == "pdf":
+        if b"%PDF-" not in head:
+            raise ExtractionError(f"{path.name} is not a PDF (no %PDF header); check the file or its extension.")
+        return
+    if head.startswith(b"\xd0\xcf\x11\xe0"):
+        raise ExtractionError(
+            f"{path.name} is password-protected or an old binary Office file renamed to .{kind} "
+            f"(it is an OLE container, not a zip); remove the password or save it as .{kind}, then index it again."
+        )
+    if not head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        raise ExtractionError(f"{path.name} is not a {kind.upper()} file (not a zip container); check the file.")

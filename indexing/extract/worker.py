@@ -1,0 +1,238 @@
+"""The extraction worker: a long-lived child process that parses PDF/DOCX/XLSX/PPTX files.
+
+Parsing untrusted office files runs outside the server process, under an address-space limit
+(RLIMIT_AS, where the platform has it), with `defusedxml` hardening and a per-file time budget.
+Workers are started lazily with the 'spawn' context (a fresh interpreter, safe with threads), reused
+across files (no per-file interpreter start), and killed and replaced after a timeout, a crash,
+a memory error or a cancellation. The pool grows on demand up to `max_workers` so that several
+threads can extract in parallel. Requests carry only the path; replies carry the Extracted value.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from indexing.model import Extracted, ExtractionLimits
+from mcp_server.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
+
+_POLL_SECONDS = 0.1
+_ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionError, "LimitExceeded": LimitExceeded}
+
+
+# ---------------------------------------------------------------- child side
+
+
+def worker_main(conn: Connection, memory_bytes: int) -> None:
+    """Child process loop: receive (kind, path, limits), reply ("ok", Extracted) or an error tuple."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and kills us
+    os.dup2(2, 1)  # stdout may be the MCP stdio stream: anything a library prints goes to stderr
+    _limit_memory(memory_bytes)
+    import defusedxml
+
+    defusedxml.defuse_stdlib()
+    while True:
+        try:
+            kind, path, limits = conn.recv()
+        except (EOFError, OSError):
+            return
+        conn.send(_handle(kind, Path(path), limits))
+
+
+def _limit_memory(memory_bytes: int) -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    except (ImportError, ValueError, OSError):  # Windows has no resource; macOS may refuse RLIMIT_AS
+        pass
+
+
+def _handle(kind: str, path: Path, limits: ExtractionLimits) -> tuple[Any, ...]:
+    try:
+        return ("ok", run_extractor(kind, path, limits))
+    except GeneralAgentError as exc:
+        return ("error", type(exc).__name__, str(exc))
+    except MemoryError:
+        return (
+            "memory",
+            f"{path.name} needs more memory to read than the extraction limit "
+            f"({limits.max_worker_memory_bytes / 2**30:.1f} GiB); not indexed.",
+        )
+    except RecursionError:
+        return ("error", "ExtractionError", f"{path.name} is nested too deeply to read; not indexed.")
+    except Exception as exc:  # any parser failure is a per-file error, never a crash
+        return ("error", "ExtractionError", f"{path.name} could not be read ({type(exc).__name__}: {exc}); not indexed.")
+
+
+def run_extractor(kind: str, path: Path, limits: ExtractionLimits) -> Extracted:
+    """Dispatch to the format's extractor (also usable in-process, e.g. by benchmarks)."""
+    if kind == "warm":
+        import docx  # noqa: F401
+        import openpyxl  # noqa: F401
+        import pptx  # noqa: F401
+        import pymupdf  # noqa: F401
+
+        return Extracted(text="", units=[], kind="warm")
+    if kind == "pdf":
+        from indexing.extract.pdf import extract_pdf
+
+        return extract_pdf(path, limits)
+    from indexing.extract.safety import check_office_zip
+
+    check_office_zip(path, kind, limits)
+    if kind == "docx":
+        from indexing.extract.docx_file import extract_docx
+
+        return extract_docx(path, limits)
+    if kind == "xlsx":
+        from indexing.extract.xlsx_file import extract_xlsx
+
+        return extract_xlsx(path, limits)
+    if kind == "pptx":
+        from indexing.extract.pptx_file import extract_pptx
+
+        return extract_pptx(path, limits)
+    raise ExtractionError(f"{path.name}: no extractor for kind {kind!r}")
+
+
+# ---------------------------------------------------------------- parent side
+
+
+class _Worker:
+    def __init__(self, memory_bytes: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.memory_bytes = memory_bytes
+        self.process = ctx.Process(
+            target=worker_main, args=(child, memory_bytes), daemon=True, name="generalagent-extract"
+        )
+        self.process.start()
+        child.close()
+
+    def call(
+        self, kind: str, path: Path, limits: ExtractionLimits, should_cancel: Callable[[], bool] | None
+    ) -> tuple[Any, ...]:
+        try:
+            self.conn.send((kind, str(path), limits))
+            deadline = time.monotonic() + limits.timeout_seconds
+            while not self.conn.poll(_POLL_SECONDS):
+                if should_cancel is not None and should_cancel():
+                    return ("cancelled",)
+                if time.monotonic() > deadline:
+                    return ("timeout",)
+            reply: tuple[Any, ...] = self.conn.recv()
+            return reply
+        except (EOFError, OSError):
+            self.process.join(1.0)
+            return ("crashed", self.process.exitcode)
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5.0)
+        self.conn.close()
+
+
+class WorkerPool:
+    """Up to `max_workers` reusable extraction processes, started on demand."""
+
+    def __init__(self, max_workers: int) -> None:
+        self.max_workers = max(1, max_workers)
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+
+    def run(
+        self,
+        kind: str,
+        path: Path,
+        limits: ExtractionLimits,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> Extracted:
+        worker = self._acquire(limits.max_worker_memory_bytes)
+        reply: tuple[Any, ...] = ("crashed", None)
+        try:
+            reply = worker.call(kind, path, limits, should_cancel)
+        finally:
+            self._release(worker, healthy=reply[0] in ("ok", "error"))
+        return _unpack(reply, path, limits)
+
+    def shutdown(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+        for worker in idle:
+            worker.kill()
+
+    def _acquire(self, memory_bytes: int) -> _Worker:
+        with self._cond:
+            while True:
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive() and worker.memory_bytes == memory_bytes:
+                        return worker
+                    worker.kill()
+                    self._count -= 1
+                if self._count < self.max_workers:
+                    self._count += 1
+                    break
+                self._cond.wait()
+        try:
+            return _Worker(memory_bytes)
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: _Worker, healthy: bool) -> None:
+        if not healthy:
+            worker.kill()
+        with self._cond:
+            if healthy:
+                self._idle.append(worker)
+            else:
+                self._count -= 1
+            self._cond.notify()
+
+
+def _unpack(reply: tuple[Any, ...], path: Path, limits: ExtractionLimits) -> Extracted:
+    status = reply[0]
+    if status == "ok":
+        result: Extracted = reply[1]
+        return result
+    if status == "error":
+        raise _ERRORS.get(reply[1], ExtractionError)(reply[2])
+    if status == "memory":
+        raise LimitExceeded(reply[1])
+    if status == "timeout":
+        raise LimitExceeded(
+            f"{path.name} took longer than {limits.timeout_seconds:g} s to read (file_timeout_seconds); "
+            "not indexed. Raise the limit if the file is just large."
+        )
+    if status == "cancelled":
+        raise Cancelled(f"Reading {path.name} was cancelled.")
+    raise ExtractionError(
+        f"{path.name} crashed the document reader (exit code {reply[1]}); the file is probably corrupt "
+        "or needs more memory than the extraction limit. Not indexed."
+    )
+
+
+def default_pool_size() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+POOL = WorkerPool(default_pool_size())
+atexit.register(POOL.shutdown)
