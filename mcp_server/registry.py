@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp_server.toolspec import ToolSpec
-from tools import meta, todos
+from tools import delegate, meta, todos
 from tools.runtime import Runtime
 
 
@@ -32,6 +32,10 @@ TOOLS: list[ToolSpec] = [
     # -- todos
     ToolSpec(todos.todo_write, title="Write todo list", read_only=False, idempotent=False, tier="core"),
     ToolSpec(todos.todo_read, title="Read todo list", read_only=True, idempotent=True, tier="core"),
+    # -- delegation (calls the user's LLM endpoint: open world)
+    ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default"),
+    ToolSpec(delegate.delegate_status, title="Sub-agent thread status", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(delegate.list_agents, title="List agent cards", read_only=True, idempotent=True, tier="default"),
 ]
 
 RESOURCES: list[ResourceSpec] = [

@@ -1,0 +1,154 @@
+"""Persisted sub-agent threads: one row per thread, its transcript as ordered OpenAI-format messages.
+
+The loop saves after every step, so `delegate_status` and `delegate_task(continue_id=...)` work
+after a server restart. One SQLite file in the data dir (WAL, BEGIN IMMEDIATE for writes).
+Plain library code: no MCP imports.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp_server.errors import NotFound
+
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE threads (
+        context_id TEXT PRIMARY KEY,
+        agent TEXT,
+        tools TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        loops INTEGER NOT NULL DEFAULT 0,
+        tool_calls INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        result TEXT,
+        client_id TEXT
+    );
+    CREATE TABLE thread_messages (
+        context_id TEXT NOT NULL REFERENCES threads(context_id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        PRIMARY KEY (context_id, seq)
+    );
+    """,
+)
+
+STATUSES = ("running", "done", "incomplete", "failed", "cancelled")
+
+
+@dataclass
+class Thread:
+    """A sub-agent thread as stored (totals over all its runs)."""
+
+    context_id: str
+    agent: str | None
+    tools: list[str]
+    status: str
+    created_at: float
+    updated_at: float
+    loops: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    result: str | None = None
+    client_id: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class StepDelta:
+    """What one step adds to a thread: new messages and counter increments."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    loops: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+
+
+class ThreadStore:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA busy_timeout=30000")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        with self._write() as conn:
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            for number, script in enumerate(_MIGRATIONS[current:], start=current + 1):
+                for statement in script.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={number}")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def create(self, context_id: str, agent: str | None, tools: list[str], client_id: str | None) -> None:
+        now = time.time()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO threads(context_id, agent, tools, status, created_at, updated_at, client_id) "
+                "VALUES(?,?,?,?,?,?,?)",
+                (context_id, agent, json.dumps(tools), "running", now, now, client_id),
+            )
+
+    def save_step(self, context_id: str, delta: StepDelta, status: str = "running", result: str | None = None) -> None:
+        """Append the step's messages and add its counters, in one transaction."""
+        with self._write() as conn:
+            row = conn.execute("SELECT COALESCE(MAX(seq), -1) FROM thread_messages WHERE context_id=?", (context_id,))
+            seq = row.fetchone()[0] + 1
+            conn.executemany(
+                "INSERT INTO thread_messages(context_id, seq, message) VALUES(?,?,?)",
+                [(context_id, seq + i, json.dumps(m, ensure_ascii=False)) for i, m in enumerate(delta.messages)],
+            )
+            conn.execute(
+                "UPDATE threads SET loops=loops+?, tool_calls=tool_calls+?, tokens=tokens+?, status=?, "
+                "result=COALESCE(?, result), updated_at=? WHERE context_id=?",
+                (delta.loops, delta.tool_calls, delta.tokens, status, result, time.time(), context_id),
+            )
+
+    def set_tools(self, context_id: str, tools: list[str]) -> None:
+        with self._write() as conn:
+            conn.execute("UPDATE threads SET tools=? WHERE context_id=?", (json.dumps(tools), context_id))
+
+    def load(self, context_id: str, with_messages: bool = True) -> Thread:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT context_id, agent, tools, status, created_at, updated_at, loops, tool_calls, tokens, "
+                "result, client_id FROM threads WHERE context_id=?",
+                (context_id,),
+            ).fetchone()
+            if row is None:
+                recent = [r[0] for r in self._conn.execute(
+                    "SELECT context_id FROM threads ORDER BY updated_at DESC LIMIT 5")]
+                hint = f" Recent threads: {', '.join(recent)}." if recent else " No threads are stored yet."
+                raise NotFound(f"No sub-agent thread {context_id!r}.{hint}")
+            messages = []
+            if with_messages:
+                messages = [json.loads(m[0]) for m in self._conn.execute(
+                    "SELECT message FROM thread_messages WHERE context_id=? ORDER BY seq", (context_id,))]
+        return Thread(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6], row[7], row[8],
+                      row[9], row[10], messages)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

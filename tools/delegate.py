@@ -1,0 +1,229 @@
+"""Delegation tools: delegate_task (an isolated sub-agent), delegate_status and list_agents."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from context.llm import LLMConfig
+from context.subagent import StepDelta, Thread, ThreadStore
+from mcp_server.dispatch import CallOrigin, Dispatcher
+from mcp_server.errors import Conflict, InvalidInput, NotConfigured
+from mcp_server.toolspec import ToolSpec
+from tools.agents import AgentCard, agents_file, check_handoff, check_tool_names, get_agent, load_agents
+from tools.runtime import CallContext, Runtime
+from tools.subagent_loop import DEFAULT_TOOLS, SubagentLoop, close_open_calls, system_prompt
+
+GENERAL_AGENT = "subagent"  # the label of a card-less sub-agent on the agent stack
+
+
+class DelegateResult(BaseModel):
+    ok: bool = Field(description="True when the sub-agent finished with a final answer.")
+    result: str = Field(description="The sub-agent's final answer (or its summary so far when incomplete).")
+    context_id: str = Field(description="The thread id: pass it to delegate_status or as continue_id.")
+    agent: str | None = Field(description="The agent card used (null: the general sub-agent).")
+    loops: int = Field(description="Model turns used in this run.")
+    tool_calls: int = Field(description="Tool calls made in this run.")
+    tokens: int = Field(description="LLM tokens used in this run (as reported by the endpoint).")
+    incomplete: bool = Field(description="True when it stopped at max_loops or the time limit.")
+    stop_reason: Literal["final", "max_loops", "timeout"] = Field(description="Why the run ended.")
+    notes: list[str] = Field(description="Calls that need a human's approval or were denied, and other notices.")
+
+
+def thread_store(rt: Runtime) -> ThreadStore:
+    return rt.service("subagent_threads", lambda: ThreadStore(rt.data_dir / "subagents.sqlite3"))
+
+
+def _dispatcher(rt: Runtime) -> Dispatcher:
+    def missing() -> Dispatcher:
+        raise NotConfigured("delegate_task needs the server's dispatcher (rt.service('dispatcher')).")
+
+    return rt.service("dispatcher", missing)
+
+
+def offered_specs(dispatcher: Dispatcher, base: list[str] | None, extra: list[str]) -> list[ToolSpec]:
+    """The tools a sub-agent gets: `base` (default: the read-only set that exists) plus `extra`."""
+    names = list(base) if base is not None else [n for n in DEFAULT_TOOLS if n in dispatcher.specs]
+    names = check_tool_names([*names, *extra], set(dispatcher.specs))
+    return [dispatcher.specs[name] for name in names]
+
+
+def _task_message(task: str, context: str | None, new_tools: list[str] | None = None) -> dict[str, Any]:
+    text = f"Task:\n{task.strip()}"
+    if context and context.strip():
+        text += f"\n\nContext from the parent agent:\n{context.strip()}"
+    if new_tools:
+        text += f"\n\n(You now also have these tools: {', '.join(new_tools)}.)"
+    return {"role": "user", "content": text}
+
+
+async def delegate_task(
+    task: Annotated[str, Field(min_length=1, max_length=20_000, description="The sub-task, self-contained "
+                               "(the sub-agent does not see your conversation). With continue_id: the follow-up.")],
+    max_loops: Annotated[int, Field(ge=1, le=50, description="Most model turns before it must stop and summarise.")] = 10,
+    agent: Annotated[str | None, Field(description="An agent card id from list_agents; omit for the general sub-agent.")] = None,
+    tools: Annotated[list[str] | None, Field(description="Extra tools to allow beyond the read-only defaults "
+                                            "(their approval rules still apply).")] = None,
+    context: Annotated[str | None, Field(max_length=50_000, description="Background the sub-agent needs.")] = None,
+    continue_id: Annotated[str | None, Field(description="Continue this earlier thread (a context_id) with `task`.")] = None,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> DelegateResult:
+    """Run an isolated sub-agent (the configured LLM with this server's read-only tools) on a sub-task and
+    return only its final answer. The transcript is saved: read it with delegate_status, continue it
+    with continue_id. Sub-agents cannot delegate further."""
+    if not task.strip():
+        raise InvalidInput("task is empty. Describe the sub-task in a few sentences.")
+    parent = call.extras.get("origin") or CallOrigin(client_id=call.client_id, session_id=call.session_id)
+    config = LLMConfig.from_settings(rt.settings, feature="delegate_task")
+    store, dispatcher = thread_store(rt), _dispatcher(rt)
+    active: set[str] = rt.service("subagent_active", set)
+    if continue_id:
+        thread = _load_for_continue(store, active, continue_id, agent)
+        agent = thread.agent
+    card = get_agent(rt.settings, agent) if agent else None
+    label = card.id if card else GENERAL_AGENT
+    check_handoff(parent.agent_stack, label)
+    if parent.kind == "subagent":
+        raise InvalidInput("Sub-agents cannot call delegate_task (no nesting). Do the work yourself.")
+    if continue_id:
+        context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [])
+    else:
+        context_id, specs, messages = _start(store, dispatcher, card, task, context, tools or [], max_loops, parent)
+    if card and card.model:
+        config = dataclasses.replace(config, model=card.model)
+    origin = CallOrigin(kind="subagent", client_id=parent.client_id, session_id=parent.session_id,
+                        subagent_id=context_id, agent_stack=(*parent.agent_stack, label),
+                        mcp_context=parent.mcp_context)
+    events = 0
+
+    async def report(message: str) -> None:
+        nonlocal events
+        events += 1
+        await call.areport(events, None, f"[{context_id}] {message}")
+
+    loop = SubagentLoop(context_id, dispatcher, store, config, origin, specs, messages, max_loops, report)
+    active.add(context_id)
+    try:
+        outcome = await loop.run(rt.settings.delegate_timeout_seconds)
+    finally:
+        active.discard(context_id)
+    return DelegateResult(
+        ok=not outcome.incomplete, result=outcome.result, context_id=context_id, agent=card.id if card else None,
+        loops=outcome.loops, tool_calls=outcome.tool_calls, tokens=outcome.tokens,
+        incomplete=outcome.incomplete, stop_reason=outcome.stop_reason, notes=outcome.notes,
+    )
+
+
+def _start(
+    store: ThreadStore, dispatcher: Dispatcher, card: AgentCard | None, task: str, context: str | None,
+    extra: list[str], max_loops: int, parent: CallOrigin,
+) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
+    specs = offered_specs(dispatcher, card.tools if card else None, extra)
+    names = [spec.name for spec in specs]
+    context_id = f"subagent-{secrets.token_hex(4)}"
+    prompt = system_prompt(context_id, names, max_loops, card.system_prompt if card else "")
+    messages = [{"role": "system", "content": prompt}, _task_message(task, context)]
+    store.create(context_id, card.id if card else None, names, parent.client_id)
+    store.save_step(context_id, StepDelta(list(messages)))
+    return context_id, specs, messages
+
+
+def _load_for_continue(store: ThreadStore, active: set[str], continue_id: str, agent: str | None) -> Thread:
+    if continue_id in active:
+        raise Conflict(f"Thread {continue_id} is still running. Wait for its result, then continue it.")
+    thread = store.load(continue_id)
+    if agent and agent != thread.agent:
+        raise InvalidInput(f"Thread {continue_id} belongs to agent {thread.agent or 'none'}; omit agent to continue it.")
+    return thread
+
+
+def _resume(
+    store: ThreadStore, dispatcher: Dispatcher, thread: Thread, task: str, context: str | None, extra: list[str]
+) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
+    specs = offered_specs(dispatcher, thread.tools, extra)
+    names = [spec.name for spec in specs]
+    added = [name for name in names if name not in thread.tools]
+    if added:
+        store.set_tools(thread.context_id, names)
+    messages = thread.messages
+    new = close_open_calls(messages, "Error: interrupted before it ran.") + [_task_message(task, context, added)]
+    messages.extend(new)
+    store.save_step(thread.context_id, StepDelta(new))
+    return thread.context_id, specs, messages
+
+
+class TranscriptEntry(BaseModel):
+    seq: int = Field(description="Position in the transcript.")
+    role: str = Field(description="system, user, assistant or tool.")
+    content: str | None = Field(description="The text (long texts are shortened).")
+    tool_calls: list[str] = Field(default_factory=list, description="Tool calls the assistant made.")
+
+
+class ThreadStatus(BaseModel):
+    context_id: str = Field(description="The thread id.")
+    agent: str | None = Field(description="The agent card (null: the general sub-agent).")
+    status: str = Field(description="running, done, incomplete, failed or cancelled.")
+    tools: list[str] = Field(description="The tools the sub-agent has.")
+    loops: int = Field(description="Model turns over all runs.")
+    tool_calls: int = Field(description="Tool calls over all runs.")
+    tokens: int = Field(description="LLM tokens over all runs.")
+    result: str | None = Field(description="The latest final answer.")
+    total_messages: int = Field(description="Messages in the transcript.")
+    messages: list[TranscriptEntry] = Field(description="One page of the transcript.")
+    next_offset: int | None = Field(description="Pass as offset for the next page (null: no more).")
+
+
+def _entry(seq: int, message: dict[str, Any], limit: int = 1500) -> TranscriptEntry:
+    content = message.get("content")
+    if isinstance(content, str) and len(content) > limit:
+        content = content[:limit] + f"…[{len(content) - limit} more chars]"
+    calls = [f"{c['function']['name']}({c['function'].get('arguments', '')[:200]})" for c in message.get("tool_calls") or []]
+    return TranscriptEntry(seq=seq, role=str(message.get("role")), content=content, tool_calls=calls)
+
+
+def delegate_status(
+    context_id: Annotated[str, Field(description="The context_id from a delegate_task result.")],
+    offset: Annotated[int, Field(ge=0, description="First transcript message to return.")] = 0,
+    limit: Annotated[int, Field(ge=1, le=50, description="Most transcript messages to return.")] = 20,
+    *,
+    rt: Runtime,
+) -> ThreadStatus:
+    """Status, counters, latest result and a page of the saved transcript of a sub-agent thread."""
+    thread = thread_store(rt).load(context_id.strip())
+    page = thread.messages[offset: offset + limit]
+    end = offset + len(page)
+    return ThreadStatus(
+        context_id=thread.context_id, agent=thread.agent, status=thread.status, tools=thread.tools,
+        loops=thread.loops, tool_calls=thread.tool_calls, tokens=thread.tokens, result=thread.result,
+        total_messages=len(thread.messages), messages=[_entry(offset + i, m) for i, m in enumerate(page)],
+        next_offset=end if end < len(thread.messages) else None,
+    )
+
+
+class AgentInfo(BaseModel):
+    id: str = Field(description="Pass as delegate_task(agent=...).")
+    description: str = Field(description="What the agent is for.")
+    tools: list[str] | None = Field(description="Its tools (null: the read-only defaults).")
+    model: str | None = Field(description="Its model (null: the configured default).")
+
+
+class AgentsResult(BaseModel):
+    agents: list[AgentInfo] = Field(description="The configured agent cards.")
+    agents_file: str = Field(description="Where agent cards are configured (TOML).")
+    default_tools: list[str] = Field(description="Tools a sub-agent gets when neither the card nor tools= says.")
+
+
+def list_agents(*, rt: Runtime) -> AgentsResult:
+    """The specialised sub-agents (agent cards) available to delegate_task(agent=...)."""
+    cards = load_agents(rt.settings)
+    known = set(_dispatcher(rt).specs)
+    return AgentsResult(
+        agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model) for c in cards.values()],
+        agents_file=str(agents_file(rt.settings)),
+        default_tools=[name for name in DEFAULT_TOOLS if name in known],
+    )

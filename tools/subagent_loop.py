@@ -1,0 +1,229 @@
+"""The sub-agent loop: an isolated conversation with the user's LLM, whose tool calls go through
+the same dispatch point (and approval gate) as a client's calls.
+
+Isolation: a fresh message history per thread; the parent gets only the final answer.
+Every step is persisted (ThreadStore) before the next one starts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+from pydantic import create_model
+
+from context.llm import ChatReply, LLMConfig, chat
+from context.subagent import StepDelta, ThreadStore
+from mcp_server.dispatch import CallOrigin, Dispatcher, tool_parameters
+from mcp_server.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
+from mcp_server.toolspec import ToolSpec
+
+log = logging.getLogger("generalagent.subagent")
+
+DEFAULT_TOOLS = (
+    "search_documents", "search_file", "index_status", "read_file",
+    "list_workspace_files", "find_files", "recall", "todo_read", "now",
+)
+SHORT_ANSWER_CHARS = 200
+DETAIL_REQUEST = (
+    "Your final answer is very short. Write a more detailed, self-contained summary for the parent agent: "
+    "what you did, what you found (with file names, figures and short quotes), and anything left undone. "
+    "Do not call tools."
+)
+WRAP_UP_REQUEST = (
+    "You have used all {max_loops} steps. Do not call tools. Summarise what you found so far and what is "
+    "still left to do, so the parent agent can continue."
+)
+StopReason = Literal["final", "max_loops", "timeout"]
+Reporter = Callable[[str], Awaitable[None]]
+
+
+def function_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The OpenAI function-calling schema of one of our tools, built from its signature."""
+    fields: dict[str, Any] = {}
+    for param in tool_parameters(spec.fn):
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (param.annotation, default)
+    parameters = create_model(f"{spec.name}_arguments", **fields).model_json_schema()
+    parameters.pop("title", None)
+    return {
+        "type": "function",
+        "function": {"name": spec.name, "description": spec.description[:1024], "parameters": parameters},
+    }
+
+
+def system_prompt(context_id: str, tool_names: list[str], max_loops: int, agent_prompt: str = "") -> str:
+    lines = [agent_prompt.strip()] if agent_prompt.strip() else []
+    lines += [
+        f"You are a sub-agent of generalagent-mcp (thread {context_id}). A parent agent gave you one task. "
+        "Work on it alone with the tools listed to you; the parent sees only your final answer, not your tool calls.",
+        "Rules:",
+        "- You cannot delegate: delegate_task is not available to sub-agents (no nesting). Do the work yourself.",
+        "- Tool errors come back as tool results starting with 'Error:'; fix the arguments or try another way.",
+        "- Some calls need a human's approval. If a result says approval is required or the call is denied, "
+        "do not retry it; mention it in your final answer.",
+        f"- You have at most {max_loops} steps. End with a final answer (no tool call) that is detailed and "
+        "self-contained: what you found, with file names, figures and short quotes, and what is left undone.",
+        f"Your tools: {', '.join(tool_names) if tool_names else 'none'}.",
+    ]
+    return "\n".join(lines)
+
+
+def describe_call(name: str, args: dict[str, Any]) -> str:
+    """`search_documents "quarterly revenue"`: the tool and its first text argument, shortened."""
+    first = next((v for v in args.values() if isinstance(v, str) and v.strip()), None)
+    if first is None:
+        return name
+    text = " ".join(first.split())
+    return f'{name} "{text[:60]}{"…" if len(text) > 60 else ""}"'
+
+
+def close_open_calls(messages: list[dict[str, Any]], content: str) -> list[dict[str, Any]]:
+    """Tool results for calls that never got one (interrupted run), so the transcript stays valid."""
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    return [
+        {"role": "tool", "tool_call_id": call["id"], "content": content}
+        for m in messages if m.get("role") == "assistant"
+        for call in m.get("tool_calls") or []
+        if call.get("id") not in answered
+    ]
+
+
+@dataclass
+class LoopOutcome:
+    result: str
+    stop_reason: StopReason
+    loops: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def incomplete(self) -> bool:
+        return self.stop_reason != "final"
+
+
+@dataclass
+class SubagentLoop:
+    """One run of a thread: `messages` is the full history so far (system prompt first)."""
+
+    context_id: str
+    dispatcher: Dispatcher
+    store: ThreadStore
+    config: LLMConfig
+    origin: CallOrigin
+    offered: list[ToolSpec]
+    messages: list[dict[str, Any]]
+    max_loops: int
+    report: Reporter
+    outcome: LoopOutcome = field(default_factory=lambda: LoopOutcome("", "final"))
+
+    async def run(self, timeout: float) -> LoopOutcome:
+        """Run to a final answer, max_loops or the timeout; cancellation propagates (status saved)."""
+        try:
+            with anyio.fail_after(timeout):
+                await self._loop()
+        except TimeoutError:
+            self.outcome.stop_reason = "timeout"
+            self.outcome.result = self._last_text() or f"(No answer within the {timeout:g} s time limit.)"
+            self.outcome.notes.append(f"Stopped after the {timeout:g} s time limit (delegate_timeout_seconds).")
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                self.store.save_step(self.context_id, StepDelta(), status="cancelled")
+            raise
+        except BaseException:
+            self.store.save_step(self.context_id, StepDelta(), status="failed")
+            raise
+        status = "done" if not self.outcome.incomplete else "incomplete"
+        self.store.save_step(self.context_id, StepDelta(), status=status, result=self.outcome.result)
+        return self.outcome
+
+    async def _loop(self) -> None:
+        schemas = [function_schema(spec) for spec in self.offered]
+        asked_for_detail = False
+        budget = self.max_loops
+        while True:
+            if self.outcome.loops >= budget:
+                await self._wrap_up(schemas)
+                return
+            reply = await self._ask(schemas, f"step {self.outcome.loops + 1}: thinking")
+            if reply.tool_calls:
+                await self._run_tools(reply)
+                continue
+            text = (reply.content or "").strip()
+            if len(text) < SHORT_ANSWER_CHARS and not asked_for_detail:
+                asked_for_detail = True
+                budget += 1  # the one detail request never costs the caller a step
+                self._persist([{"role": "user", "content": DETAIL_REQUEST}])
+                self.outcome.result = text
+                continue
+            self.outcome.result = text if len(text) >= len(self.outcome.result) else self.outcome.result
+            self.outcome.stop_reason = "final"
+            return
+
+    async def _ask(self, schemas: list[dict[str, Any]], progress: str, **kwargs: Any) -> ChatReply:
+        await self.report(progress)
+        request = partial(chat, self.config, list(self.messages), tools=schemas or None, **kwargs)
+        reply: ChatReply = await anyio.to_thread.run_sync(request, abandon_on_cancel=True)
+        self.outcome.loops += 1
+        self.outcome.tokens += reply.total_tokens
+        self._persist([reply.as_message()], loops=1, tokens=reply.total_tokens)
+        return reply
+
+    async def _run_tools(self, reply: ChatReply) -> None:
+        for call in reply.tool_calls:
+            try:
+                args = call.parsed_arguments()
+            except LLMError as exc:
+                args, content = {}, f"Error: {exc}"
+            else:
+                await self.report(f"step {self.outcome.loops}: {describe_call(call.name, args)}")
+                content = await self._dispatch(call.name, args)
+            self.outcome.tool_calls += 1
+            self._persist([{"role": "tool", "tool_call_id": call.id, "content": content}], tool_calls=1)
+
+    async def _dispatch(self, name: str, args: dict[str, Any]) -> str:
+        offered = {spec.name for spec in self.offered}
+        if name == "delegate_task":
+            return "Error: delegate_task is not available to sub-agents (no nesting). Do the work yourself."
+        if name not in offered:
+            return f"Error: tool {name!r} is not available to you. Your tools: {', '.join(sorted(offered))}."
+        try:
+            result = await self.dispatcher.run(name, args, self.origin, validate=True)
+        except (ApprovalRequired, PolicyDenied) as exc:
+            self.outcome.notes.append(f"{name}: {exc}")
+            return f"Error: {exc}"
+        except GeneralAgentError as exc:
+            return f"Error: {exc}"
+        return self.dispatcher.bounded_payload(result)[1]
+
+    async def _wrap_up(self, schemas: list[dict[str, Any]]) -> None:
+        self.outcome.stop_reason = "max_loops"
+        self._persist([{"role": "user", "content": WRAP_UP_REQUEST.format(max_loops=self.max_loops)}])
+        try:
+            reply = await self._ask(schemas, "wrapping up (max_loops reached)", tool_choice="none")
+            self._persist(close_open_calls(self.messages, "Error: not run; the step limit was reached."))
+            self.outcome.result = (reply.content or "").strip() or self._last_text()
+        except LLMError as exc:
+            self.outcome.result = self._last_text()
+            self.outcome.notes.append(f"The wrap-up summary failed: {exc}")
+        if not self.outcome.result:
+            self.outcome.result = f"(No final answer within max_loops={self.max_loops}.)"
+
+    def _persist(self, messages: list[dict[str, Any]], loops: int = 0, tool_calls: int = 0, tokens: int = 0) -> None:
+        if not (messages or loops or tool_calls or tokens):
+            return
+        self.messages.extend(messages)
+        self.store.save_step(self.context_id, StepDelta(messages, loops, tool_calls, tokens))
+
+    def _last_text(self) -> str:
+        for message in reversed(self.messages):
+            if message.get("role") == "assistant" and (message.get("content") or "").strip():
+                return str(message["content"]).strip()
+        return ""
