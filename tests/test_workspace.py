@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from tools.runtime import Runtime
 from tools.workspace import (
     default_workspace,
     display_path,
+    remove_tree,
     resolve_path,
     session_dir_name,
     walk_files,
@@ -39,6 +41,14 @@ def make_deep(root: Path, depth: int) -> Path:
         folder = folder / "d"
         os.mkdir(folder)
     return folder
+
+
+@pytest.fixture
+def deep_workspace(workspace: Path) -> Iterator[Path]:
+    """The workspace, emptied without recursion afterwards: pytest's own tmp cleanup uses
+    shutil.rmtree, which dies with RecursionError on a 1,500-deep tree (and breaks later runs)."""
+    yield workspace
+    remove_tree(workspace)
 
 
 # -- resolve_path -----------------------------------------------------------------------------
@@ -218,7 +228,8 @@ def test_walk_lists_files_sorted_and_skips_hidden_and_index(workspace: Path) -> 
     assert entries[0].size == 2 and entries[1].depth == 1
 
 
-def test_walk_1500_deep_tree_without_recursion_error(workspace: Path) -> None:
+def test_walk_1500_deep_tree_without_recursion_error(deep_workspace: Path) -> None:
+    workspace = deep_workspace
     deepest = make_deep(workspace, 1500)
     (deepest / "bottom.txt").write_text("x")
     walk = walk_files(workspace, max_depth=2000)
@@ -265,3 +276,17 @@ def test_walk_counts_unreadable_folders(workspace: Path) -> None:
         assert list(walk) == [] and walk.errors == 1
     finally:
         locked.chmod(0o700)
+
+
+def test_remove_tree_deep_and_with_symlinks(tmp_path: Path) -> None:
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "k.txt").write_text("k")
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    make_deep(doomed, 1500)
+    (doomed / "link").symlink_to(keep, target_is_directory=True)
+    (doomed / "f.txt").write_text("x")
+    remove_tree(doomed)
+    assert not doomed.exists() and (keep / "k.txt").exists()
+    remove_tree(doomed)  # missing: no error

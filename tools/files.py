@@ -11,6 +11,7 @@ import secrets
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -66,14 +67,16 @@ class ReadFileResult(BaseModel):
 
 
 class _ExtractCache:
-    """The last few extractions, keyed by (path, mtime, size), so paging does not re-extract."""
+    """Recent extractions, keyed by (path, mtime, size), so paging does not re-extract.
 
-    def __init__(self, size: int = 4) -> None:
-        self.size = size
+    Bounded by total characters (the newest entry is always kept)."""
+
+    def __init__(self, max_chars: int = 20_000_000) -> None:
+        self.max_chars = max_chars
         self.items: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
         self.lock = threading.Lock()
 
-    def get(self, key: tuple[str, int, int], make: Any) -> Any:
+    def get(self, key: tuple[str, int, int], make: Callable[[], Any]) -> Any:
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
@@ -81,13 +84,29 @@ class _ExtractCache:
         value = make()
         with self.lock:
             self.items[key] = value
-            while len(self.items) > self.size:
+            while len(self.items) > 1 and sum(len(v.text) for v in self.items.values()) > self.max_chars:
                 self.items.popitem(last=False)
         return value
 
 
-def _extract(rt: Runtime, real: Path, info: os.stat_result) -> Any:
-    from indexing.extract import extract_file
+def _extract_any(real: Path, limits: Any, call: CallContext) -> Any:
+    """extract_file for supported types; other files are tried as text (binary ones are refused)."""
+    from indexing.extract import extract_file, is_supported
+    from indexing.model import Extracted
+
+    if is_supported(real):
+        return extract_file(real, limits, should_cancel=lambda: call.cancelled)
+    from indexing.extract.text import extract_text_file
+
+    size = real.stat().st_size
+    if size > limits.max_file_bytes:
+        raise LimitExceeded(f"{real.name} is {size} bytes, over max_file_bytes ({limits.max_file_bytes}).")
+    if size == 0:
+        return Extracted(text="", units=[], kind="text", warnings=["file is empty"])
+    return extract_text_file(real, limits)
+
+
+def _extract(rt: Runtime, real: Path, info: os.stat_result, call: CallContext) -> Any:
     from indexing.model import ExtractionLimits
 
     s = rt.settings
@@ -97,7 +116,7 @@ def _extract(rt: Runtime, real: Path, info: os.stat_result) -> Any:
     )
     cache = rt.service("files.extract_cache", _ExtractCache)
     key = (str(real), info.st_mtime_ns, info.st_size)
-    return cache.get(key, lambda: extract_file(real, limits))
+    return cache.get(key, lambda: _extract_any(real, limits, call))
 
 
 def _budget_chars(text: str, start: int, end: int, budget_tokens: int) -> int:
@@ -192,7 +211,7 @@ def read_file(
         raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r}.")
     if not stat.S_ISREG(info.st_mode):
         raise InvalidInput(f"{path!r} is not a regular file (device, pipe or socket) and cannot be read.")
-    extracted = _extract(rt, real, info)
+    extracted = _extract(rt, real, info, call)
     text: str = extracted.text
     if offset > len(text):
         raise InvalidInput(f"offset {offset} is past the end of {path!r} ({len(text)} characters). Use 0.")

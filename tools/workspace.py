@@ -464,3 +464,28 @@ def _path_matches(parts: list[list[_Token] | None], names: list[str]) -> bool:
                 nxt[i + 1] = True
         reachable = nxt
     return reachable[len(names)]
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a folder tree without recursion (shutil.rmtree fails at ~1,000 nested folders).
+
+    Symlinks are removed, never followed. Missing paths are ignored.
+    """
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.unlink(path)
+        return
+    stack: list[tuple[str, bool]] = [(os.fspath(path), False)]
+    while stack:
+        folder, emptied = stack.pop()
+        if emptied:
+            os.rmdir(folder)
+            continue
+        stack.append((folder, True))
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, False))
+                else:
+                    os.unlink(entry.path)
