@@ -115,7 +115,7 @@ def _path_checks(call: _Call) -> list[Decision]:
             out += _write_check(call, key, text, paths.normalize(text, cwd))
     for key in rules.path_keys:
         for text in _path_values(call.args.get(key)):
-            found = secret_check(rules, text, paths.normalize(text, cwd), call.roots, "files")
+            found = paths.secret_check(rules, text, paths.normalize(text, cwd), call.roots, "files")
             if found:
                 out.append(found)
     return out
@@ -135,15 +135,6 @@ def _write_check(call: _Call, key: str, text: str, norm: str | None) -> list[Dec
         return [ask(f"Writing {text!r} can make later commands run code (git/shell/tool config).", "high",
                     "files.exec_config")]
     return []
-
-
-def secret_check(rules: Rules, text: str, norm: str | None, roots: tuple[str, ...], layer: str) -> Decision | None:
-    """Deny or ask when `text` names a secret (SSH/AWS/GnuPG keys, .env files, /etc/shadow, ...)."""
-    if paths.matches_any(rules.secret_deny, text, norm, roots):
-        return deny(f"Reading {text!r} is not allowed (system secret).", "critical", f"{layer}.secret_denied")
-    if paths.matches_any(rules.secret_ask, text, norm, roots):
-        return ask(f"{text!r} looks like a secret (keys, credentials, .env).", "high", f"{layer}.secret_read")
-    return None
 
 
 # -- layer 2 (and per-tool risk patterns of layer 3) ---------------------------------------------
@@ -273,7 +264,8 @@ def _allow_shell(report: bash.Report, allows: list[PermissionRule]) -> Decision:
         if rule is not None:
             used.append(rule.rule_id)
         elif not segment.safe:
-            return ask(f"`{segment.display}` is not on the allow-list; asking.", "medium", "default.ask")
+            why = f" ({segment.note})" if segment.note else ""
+            return ask(f"`{segment.display}`{why} is not on the allow-list; asking.", "medium", "default.ask")
     if not report.segments:
         return ask("Empty command.", "low", "default.ask")
     if used:

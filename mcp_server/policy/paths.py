@@ -11,7 +11,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from mcp_server.policy.rules import Matcher
+from mcp_server.policy.model import Decision, ask, deny
+from mcp_server.policy.rules import Matcher, Rules
 
 VIRTUAL_ROOT = os.sep + "\x00workspace"  # cannot collide with a real path (NUL)
 HARMLESS_WRITE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
@@ -76,4 +77,13 @@ def matches_any(matchers: tuple[Matcher, ...], text: str, normalized: str | None
                 return "?"
             if hit:
                 return matcher.source
+    return None
+
+
+def secret_check(rules: Rules, text: str, norm: str | None, roots: tuple[str, ...], layer: str) -> Decision | None:
+    """Deny or ask when `text` names a secret (SSH/AWS/GnuPG keys, .env files, /etc/shadow, ...)."""
+    if matches_any(rules.secret_deny, text, norm, roots):
+        return deny(f"Reading {text!r} is not allowed (system secret).", "critical", f"{layer}.secret_denied")
+    if matches_any(rules.secret_ask, text, norm, roots):
+        return ask(f"{text!r} looks like a secret (keys, credentials, .env).", "high", f"{layer}.secret_read")
     return None

@@ -1,0 +1,585 @@
+"""Per-command handlers of the shell checker: destructive commands, writers, git, wrappers.
+
+A handler gets the analyser, the command name, its argument words, the nesting depth, the
+segment being built and the parsed command (for its redirections). It adds findings and may
+mark the segment unsafe. Returning `_TRANSPARENT` means "the handler decided the segment's
+safety" (wrappers, shells, cd); returning None lets the safe list decide as usual.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mcp_server.policy import paths
+from mcp_server.policy.bash import (
+    _TRANSPARENT,
+    DISK_TOOLS,
+    INLINE_DANGER,
+    INLINE_FLAGS,
+    INTERPRETERS,
+    POWER,
+    PRIVILEGED,
+    SHELLS,
+    Segment,
+    _Analyzer,
+    _family,
+    handles,
+)
+from mcp_server.policy.model import ask, deny
+from mcp_server.policy.shell_syntax import Command, Word
+
+SYSTEM_DIRS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+                         "/root", "/sbin", "/srv", "/sys", "/usr", "/var", "/Users", "/System", "/Library",
+                         "/Applications", "/Volumes", "/private", "/nix", "/snap"})
+HOME_DYNAMIC = re.compile(r"(\$HOME|\$\{HOME\}|\$USER|\$\{USER\}|\$PWD|\$\{PWD\}|\$OLDPWD)/?\*?")
+Args = list[Word]
+
+
+def _operands(args: Args, with_value: frozenset[str] = frozenset()) -> Args:
+    """Non-option words (everything after `--` counts as an operand)."""
+    out: Args = []
+    skip = end = False
+    for word in args:
+        if skip:
+            skip = False
+            continue
+        text = word.text
+        if not end and text == "--":
+            end = True
+        elif not end and text.startswith("-") and text != "-":
+            skip = text in with_value
+        else:
+            out.append(word)
+    return out
+
+
+def _after_options(args: Args, with_value: frozenset[str] = frozenset()) -> Args:
+    """The words after the leading options (the wrapped command and its arguments)."""
+    i = 0
+    while i < len(args):
+        text = args[i].text
+        if text == "--":
+            return args[i + 1 :]
+        if not text.startswith("-") or text == "-":
+            return args[i:]
+        i += 2 if text in with_value else 1
+    return []
+
+
+def _value_word(word: Word, value: str) -> Word:
+    return Word(value, value, dynamic=word.dynamic, tilde=value.startswith("~"), glob=word.glob)
+
+
+def _short_flags(args: Args) -> str:
+    return "".join(w.text[1:] for w in args if re.fullmatch(r"-[A-Za-z]+", w.text))
+
+
+# -- destructive ------------------------------------------------------------------------------
+
+
+@handles("rm")
+def _rm(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    flags = _short_flags(args)
+    longs = {w.text for w in args if w.text.startswith("--")}
+    recursive = "r" in flags or "R" in flags or "--recursive" in longs
+    force = "f" in flags or "--force" in longs
+    if "--no-preserve-root" in longs:
+        an.find(deny("rm --no-preserve-root can delete the whole system.", "critical", "bash.rm_catastrophic"))
+    for target in _operands(args):
+        if (recursive or force) and _catastrophic(an, target):
+            an.find(deny(f"rm -{'r' if recursive else ''}{'f' if force else ''} {target.text!r} would delete the "
+                         "system, a home folder or a whole workspace.", "critical", "bash.rm_catastrophic"))
+        an.write_target(target, seg)
+    if recursive:
+        an.find(ask("rm -r deletes folders recursively.", "high", "bash.rm_recursive"))
+    elif force:
+        an.find(ask("rm -f deletes files without confirmation.", "high", "bash.rm_force"))
+    else:
+        an.find(ask("rm deletes files.", "medium", "bash.rm"))
+    return _TRANSPARENT
+
+
+def _catastrophic(an: _Analyzer, word: Word) -> bool:
+    text = word.text
+    if word.tilde and re.fullmatch(r"~[\w.-]*/?(\*|\.\.?/?)?", text):
+        return True
+    if word.dynamic:
+        return bool(HOME_DYNAMIC.fullmatch(text))
+    base = text[:-2] or "/" if text.endswith("/*") else text
+    norm = paths.normalize(base, an.cwd)
+    if norm is None:
+        return False
+    if norm in SYSTEM_DIRS or re.fullmatch(r"/(home|Users)/[^/]+", norm):
+        return True
+    return any(paths.within(root, norm) for root in an.env.roots)
+
+
+@handles("find")
+def _find(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    for i, word in enumerate(args):
+        text = word.text
+        if text == "-delete":
+            seg.safe = False
+            an.find(ask("find -delete deletes every match.", "high", "bash.find_delete"))
+        elif text in ("-exec", "-execdir", "-ok", "-okdir"):
+            seg.safe = False
+            inner: Args = []
+            for nxt in args[i + 1 :]:
+                if nxt.text in (";", "+"):
+                    break
+                inner.append(nxt)
+            shown = " ".join(w.text for w in inner)
+            an.find(ask(f"find {text} runs `{shown[:60]}` on every match.", "medium", "bash.find_exec"))
+            if inner:
+                an.argv(inner, depth + 1, Segment((), shown), None)
+        elif text in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(args):
+            an.write_target(args[i + 1], seg)
+    return None
+
+
+@handles("dd")
+def _dd(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    for word in args:
+        if word.text.startswith("of="):
+            an.write_target(_value_word(word, word.text[3:]), seg)
+        elif word.text.startswith("if="):
+            an.secret(word.text[3:])
+    an.find(ask("dd copies raw data and can overwrite files or disks.", "high", "bash.dd"))
+    return _TRANSPARENT
+
+
+@handles("mkfs")
+def _mkfs(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    an.find(deny(f"{name} formats or wipes a disk.", "critical", "bash.mkfs"))
+    return _TRANSPARENT
+
+
+@handles(*DISK_TOOLS)
+def _disk(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    an.find(ask(f"{name} changes disk partitions or devices.", "critical", "bash.disk_tool"))
+    return _TRANSPARENT
+
+
+@handles("shred")
+def _shred(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    for target in _operands(args, frozenset({"-n", "-s", "--iterations", "--size"})):
+        an.write_target(target, seg)
+    an.find(ask("shred destroys file contents irrecoverably.", "high", "bash.shred"))
+    return _TRANSPARENT
+
+
+@handles("chmod", "chown", "chgrp")
+def _chmod(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    operands = _operands(args)
+    if not any(w.text.startswith("--reference") for w in args):
+        operands = operands[1:]
+    for target in operands:
+        an.write_target(target, seg)
+    if "R" in _short_flags(args) or any(w.text == "--recursive" for w in args):
+        an.find(ask(f"{name} -R changes permissions/ownership of whole trees.", "high", "bash.chmod_recursive"))
+    return _TRANSPARENT
+
+
+@handles("tee", "touch", "mkdir", "rmdir", "unlink", "truncate", "mv")
+def _writes_all(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    with_value = frozenset({"-s", "-r", "--size", "--reference", "-m", "--mode", "-t", "--target-directory",
+                            "-S", "--suffix", "-d", "--date"})
+    for target in _operands(args, with_value):
+        an.write_target(target, seg)
+    for word in args:
+        if word.text.startswith("--target-directory="):
+            an.write_target(_value_word(word, word.text.split("=", 1)[1]), seg)
+    return _TRANSPARENT
+
+
+@handles("cp", "ln", "install", "rsync", "scp")
+def _copies(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    with_value = frozenset({"-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g", "-e",
+                            "--exclude", "--include", "-P", "-i", "-F", "-l", "-c"})
+    for i, word in enumerate(args):
+        if word.text in ("-t", "--target-directory") and i + 1 < len(args):
+            an.write_target(args[i + 1], seg)
+            return _TRANSPARENT
+        if word.text.startswith("--target-directory="):
+            an.write_target(_value_word(word, word.text.split("=", 1)[1]), seg)
+            return _TRANSPARENT
+    operands = _operands(args, with_value)
+    dest = operands[-1] if len(operands) >= 2 else None
+    if dest is not None and not (name in ("rsync", "scp") and re.match(r"[^/]*:", dest.text)):
+        an.write_target(dest, seg)
+    if name == "rsync" and any(w.text.startswith("--delete") for w in args):
+        an.find(ask("rsync --delete removes files at the destination.", "high", "bash.rsync_delete"))
+    return _TRANSPARENT
+
+
+@handles("sed")
+def _sed(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    texts = [w.text for w in args]
+    if not any(t.startswith("-i") or t.startswith("--in-place") for t in texts):
+        return _TRANSPARENT
+    operands = _operands(args, frozenset({"-e", "-f", "--expression", "--file", "-l"}))
+    files = operands if any(t in ("-e", "-f") or t.startswith(("--expression", "--file")) for t in texts) else operands[1:]
+    for target in files:
+        an.write_target(target, seg)
+    return _TRANSPARENT
+
+
+@handles("curl", "wget")
+def _download(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    outputs = {"curl": ("-o", "--output", "--output-dir"), "wget": ("-O", "--output-document", "-P", "--directory-prefix",
+                                                                   "-o", "--output-file", "-a", "--append-output")}[name]
+    for i, word in enumerate(args):
+        text = word.text
+        if text in outputs and i + 1 < len(args):
+            an.write_target(args[i + 1], seg)
+        elif "=" in text and text.split("=", 1)[0] in outputs:
+            an.write_target(_value_word(word, text.split("=", 1)[1]), seg)
+        elif len(text) > 2 and text[:2] in outputs and not text.startswith("--"):
+            an.write_target(_value_word(word, text[2:]), seg)
+    return _TRANSPARENT
+
+
+# -- git -------------------------------------------------------------------------------------
+
+_GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path",
+                                    "--config-env", "--super-prefix"})
+
+
+@handles("git")
+def _git(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    i = 0
+    while i < len(args) and args[i].text.startswith("-"):
+        text = args[i].text
+        if text in ("-c", "--config-env") or text.startswith("--config-env="):
+            an.find(ask("git -c/--config-env can make git run arbitrary programs.", "high", "bash.git_config_override"))
+        i += 2 if text in _GIT_GLOBAL_WITH_VALUE else 1
+    if i >= len(args):
+        return None
+    sub, rest = args[i].text, args[i + 1 :]
+    texts = [w.text for w in rest]
+    flags = _short_flags(rest)
+    if sub == "push":
+        if ({"--force", "--mirror", "--force-if-includes"} & set(texts) or "f" in flags
+                or any(t.startswith("--force-with-lease") or t.startswith("+") for t in texts)):
+            an.find(ask("git push --force rewrites remote history.", "high", "bash.git_force_push"))
+        elif "--delete" in texts or "d" in flags or any(t.startswith(":") for t in texts):
+            an.find(ask("git push --delete removes remote branches or tags.", "high", "bash.git_push_delete"))
+    elif sub == "reset" and ("--hard" in texts or "--merge" in texts or "--keep" in texts):
+        an.find(ask("git reset --hard discards uncommitted work.", "high", "bash.git_reset_hard"))
+    elif sub == "clean" and ("f" in flags or "--force" in texts):
+        an.find(ask("git clean -f deletes untracked files.", "high", "bash.git_clean"))
+    elif sub in ("checkout", "switch") and ("--" in texts or "." in texts or "f" in flags or "--force" in texts
+                                           or "--discard-changes" in texts):
+        an.find(ask("This git checkout discards local changes.", "medium", "bash.git_discard"))
+    elif sub == "restore":
+        an.find(ask("git restore discards local changes.", "medium", "bash.git_discard"))
+    elif sub == "branch" and ("D" in flags or ("d" in flags and "f" in flags) or "--delete" in texts):
+        an.find(ask("git branch -D deletes a branch.", "medium", "bash.git_branch_delete"))
+    elif sub == "stash" and texts[:1] in (["drop"], ["clear"]):
+        an.find(ask("git stash drop/clear deletes stashed work.", "medium", "bash.git_stash_drop"))
+    elif sub in ("filter-branch", "filter-repo", "update-ref") or (sub == "reflog" and texts[:1] in (["expire"], ["delete"])):
+        an.find(ask(f"git {sub} rewrites history or refs.", "high", "bash.git_history_rewrite"))
+    return None
+
+
+# -- privilege, power ------------------------------------------------------------------------
+
+_SUDO_WITH_VALUE = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group",
+                              "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--close-from",
+                              "--command-timeout"})
+
+
+@handles(*PRIVILEGED)
+def _privileged(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = seg.allowable = False
+    an.find(ask(f"`{name}` runs commands with elevated privileges.", "critical", "bash.privileged"))
+    if name in ("su", "runuser"):
+        for i, word in enumerate(args[:-1]):
+            if word.text in ("-c", "--command"):
+                _run_source(an, args[i + 1], depth, "bash.dynamic_script")
+        return _TRANSPARENT
+    inner = _after_options(args, _SUDO_WITH_VALUE)
+    if inner:
+        an.argv(inner, depth + 1, seg, None)
+        seg.safe = False
+    return _TRANSPARENT
+
+
+@handles(*POWER)
+def _power(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    an.find(ask(f"{name} shuts down or restarts the machine.", "critical", "bash.power"))
+    return _TRANSPARENT
+
+
+@handles("systemctl", "init", "telinit")
+def _systemctl(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    if {w.text for w in args} & {"poweroff", "reboot", "halt", "kexec", "0", "6", "suspend", "hibernate"}:
+        an.find(ask(f"{name} shuts down or restarts the machine.", "critical", "bash.power"))
+    return _TRANSPARENT
+
+
+# -- shells, interpreters, eval ----------------------------------------------------------------
+
+
+def _run_source(an: _Analyzer, word: Word, depth: int, rule: str) -> None:
+    """Analyse a string that will run as shell code (sh -c, eval, watch, su -c)."""
+    if word.dynamic:
+        _dynamic_code(an, word.subs, depth)
+        an.find(ask(f"Runs shell code built at run time: `{word.raw[:60]}`.", "high", rule))
+    else:
+        an.source(word.text, depth + 1)
+
+
+def _dynamic_code(an: _Analyzer, subs: list[str], depth: int) -> None:
+    kinds = an.classify_sources(subs, depth + 1)
+    if "download" in kinds:
+        an.find(deny("Runs code downloaded from the network.", "critical", "bash.download_exec"))
+    elif "decode" in kinds:
+        an.find(deny("Runs code decoded at run time (obfuscation).", "critical", "bash.decode_exec"))
+
+
+def _script_operand(an: _Analyzer, word: Word, depth: int, cmd: Command | None) -> None:
+    if word.procsub:
+        _dynamic_code(an, word.subs, depth)
+        an.find(ask("Runs a script produced by another command.", "high", "bash.procsub_script"))
+
+
+def _stdin_code(an: _Analyzer, name: str, cmd: Command | None) -> None:
+    if cmd is not None and any(r.op in ("<", "<<<") for r in cmd.redirects):
+        an.find(ask(f"{name} runs code fed from a file or string.", "high", "bash.shell_stdin"))
+
+
+@handles(*SHELLS)
+def _shell(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    cflag, other, i = False, False, 0
+    while i < len(args):
+        text = args[i].text
+        if text == "--":
+            i += 1
+            break
+        if text[:1] in "-+" and text not in ("-", "+"):
+            if text in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                other, i = True, i + 2
+                continue
+            if not text.startswith("--") and "c" in text[1:]:
+                cflag = True
+            other = other or text != "-c"
+            i += 1
+            continue
+        break
+    operands = args[i:]
+    if cflag and operands:
+        _run_source(an, operands[0], depth, "bash.dynamic_script")
+        if other or len(operands) > 1 or operands[0].dynamic:
+            seg.safe = False
+        return _TRANSPARENT
+    seg.safe = False
+    if operands:
+        _script_operand(an, operands[0], depth, cmd)
+    if not operands or operands[0].text in ("-", "/dev/stdin"):
+        _stdin_code(an, name, cmd)
+    return _TRANSPARENT
+
+
+@handles(*INTERPRETERS)
+def _interpreter(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    texts = [w.text for w in args]
+    if texts and all(t in ("--version", "-V", "-v", "--help", "-h") for t in texts):
+        return None
+    seg.safe = False
+    code: Word | None = None
+    for i, text in enumerate(texts):
+        if text in INLINE_FLAGS and i + 1 < len(args):
+            code = args[i + 1]
+            break
+        if _family(name) in ("python", "python3", "python2") and text.startswith("-c") and len(text) > 2:
+            code = _value_word(args[i], text[2:])
+            break
+    operands = _operands(args, frozenset({"-m", "-W", "-X", "-I", "-r", "--require", "-f", "-v"}))
+    if code is None and name in ("awk", "gawk", "mawk", "nawk") and operands:
+        code = operands[0]
+    if code is not None:
+        if code.dynamic:
+            _dynamic_code(an, code.subs, depth)
+        danger = INLINE_DANGER.search(code.text)
+        if danger:
+            an.find(ask(f"{name} inline code uses `{danger.group()}` (can delete files or run programs).", "high",
+                        "bash.inline_code_destructive"))
+        else:
+            an.find(ask(f"{name} runs inline code.", "medium", "bash.inline_code"))
+        return _TRANSPARENT
+    if operands:
+        _script_operand(an, operands[0], depth, cmd)
+    if not operands or operands[0].text in ("-", "/dev/stdin"):
+        _stdin_code(an, name, cmd)
+    return _TRANSPARENT
+
+
+@handles("eval")
+def _eval(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    if any(w.dynamic for w in args):
+        seg.safe = seg.allowable = False
+        _dynamic_code(an, [s for w in args for s in w.subs], depth)
+        an.find(ask("eval runs code built at run time.", "high", "bash.dynamic_eval"))
+    elif args:
+        an.source(" ".join(w.text for w in args), depth + 1)
+    return _TRANSPARENT
+
+
+@handles("source", ".")
+def _source(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    if args:
+        _script_operand(an, args[0], depth, cmd)
+    return _TRANSPARENT
+
+
+@handles("watch")
+def _watch(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = seg.allowable = False
+    inner = _after_options(args, frozenset({"-n", "--interval", "-q", "--equexit"}))
+    if not inner:
+        return _TRANSPARENT
+    if any(w.text in ("-x", "--exec") for w in args[: len(args) - len(inner)]):
+        an.argv(inner, depth + 1, seg, None)
+    else:
+        _run_source(an, Word(" ".join(w.text for w in inner), " ".join(w.raw for w in inner),
+                             dynamic=any(w.dynamic for w in inner), subs=[s for w in inner for s in w.subs]),
+                    depth, "bash.dynamic_script")
+    seg.safe = False
+    return _TRANSPARENT
+
+
+# -- wrappers --------------------------------------------------------------------------------
+
+
+def _wrap(an: _Analyzer, inner: Args, depth: int, seg: Segment, transparent: bool) -> object:
+    if not inner:
+        seg.safe = False
+        return _TRANSPARENT
+    an.argv(inner, depth + 1, seg, None)
+    if not transparent:
+        seg.safe = False
+    return _TRANSPARENT
+
+
+@handles("env", wrapper=True)
+def _env(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    i, transparent, saved = 0, True, an.cwd
+    while i < len(args):
+        word, text = args[i], args[i].text
+        if text in ("-i", "--ignore-environment", "-0", "--null", "-v", "--debug", "-"):
+            i += 1
+        elif text in ("-u", "--unset"):
+            i += 2
+        elif text.startswith(("--unset=", "-u")):
+            i += 1
+        elif text in ("-S", "--split-string") or text.startswith(("-S", "--split-string=")):
+            value = args[i + 1] if text in ("-S", "--split-string") and i + 1 < len(args) else _value_word(
+                word, text.split("=", 1)[1] if "=" in text else text[2:])
+            seg.safe = False
+            _run_source(an, value, depth, "bash.dynamic_script")
+            return _TRANSPARENT
+        elif text in ("-C", "--chdir", "-P") or text.startswith(("--chdir=", "-C")):
+            transparent, an.cwd = False, None
+            i += 2 if text in ("-C", "--chdir", "-P") else 1
+        elif text.startswith("-"):
+            transparent = False
+            i += 1
+        elif "=" in text and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", text):
+            an.assignment(word, seg)
+            i += 1
+        else:
+            break
+    result = _wrap(an, args[i:], depth, seg, transparent)
+    an.cwd = saved
+    return result
+
+
+def _simple_wrapper(with_value: frozenset[str], transparent: bool = True, skip_operand: bool = False) -> object:
+    def handler(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+        inner = _after_options(args, with_value)
+        if skip_operand:
+            inner = inner[1:]
+        return _wrap(an, inner, depth, seg, transparent)
+
+    return handler
+
+
+for _names, _values, _transparent, _skip in (
+    (("nice",), {"-n", "--adjustment"}, True, False),
+    (("nohup", "builtin", "unbuffer", "setsid"), set(), True, False),
+    (("timeout",), {"-s", "--signal", "-k", "--kill-after"}, True, True),
+    (("exec",), {"-a"}, True, False),
+    (("stdbuf",), {"-i", "-o", "-e", "--input", "--output", "--error"}, True, False),
+    (("ionice",), {"-c", "-n", "-t", "--class", "--classdata"}, True, False),
+    (("busybox", "toybox"), set(), True, False),
+    (("chrt", "taskset", "numactl", "cgexec", "systemd-run", "flock", "nsenter", "chroot", "unshare", "firejail",
+      "bwrap", "proxychains", "proxychains4", "torsocks", "strace", "ltrace", "valgrind", "perf", "gdb", "catchsegv",
+      "faketime", "fakeroot", "caffeinate", "nocache", "parallel", "entr", "script", "run-parts", "doppler",
+      "dotenv", "op", "aws-vault", "npx", "pnpx", "bunx", "uvx", "pipx"), set(), False, False),
+):
+    handles(*_names, wrapper=True)(_simple_wrapper(frozenset(_values), _transparent, _skip))  # type: ignore[arg-type]
+
+
+@handles("xargs", wrapper=True)
+def _xargs(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    inner = _after_options(args, frozenset({"-I", "-n", "-P", "-L", "-s", "-d", "-E", "-a", "--arg-file",
+                                            "--delimiter", "--max-args", "--max-procs", "--max-lines",
+                                            "--max-chars", "--eof", "--replace", "--process-slot-var"}))
+    seg.allowable = False
+    return _wrap(an, inner, depth, seg, transparent=False)
+
+
+@handles("time", wrapper=True)
+def _time(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    for i, word in enumerate(args[:-1]):
+        if word.text in ("-o", "--output"):
+            an.write_target(args[i + 1], seg)
+    return _wrap(an, _after_options(args, frozenset({"-o", "--output", "-f", "--format"})), depth, seg, True)
+
+
+@handles("command", wrapper=True)
+def _command(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    if any(w.text in ("-v", "-V") for w in args[:2]):
+        seg.safe = False  # a lookup, harmless, but not on the safe list
+        return _TRANSPARENT
+    return _wrap(an, _after_options(args), depth, seg, True)
+
+
+# -- cwd -------------------------------------------------------------------------------------
+
+
+@handles("cd")
+def _cd(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    operands = _operands(args)
+    target = operands[0] if operands else None
+    if target is None or target.dynamic or target.tilde or target.text == "-":
+        an.cwd = None
+        seg.safe = False
+        return _TRANSPARENT
+    an.cwd = paths.normalize(target.text, an.cwd)
+    if an.cwd is None or not paths.inside_roots(an.cwd, an.env.roots):
+        seg.safe = False
+    return _TRANSPARENT
+
+
+@handles("pushd", "popd")
+def _pushd(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    an.cwd = None
+    seg.safe = False
+    return _TRANSPARENT
+
+
+__all__ = ["SYSTEM_DIRS", "SHELLS", "INTERPRETERS"]
