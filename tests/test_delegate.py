@@ -148,6 +148,29 @@ async def test_real_approval_gate_stops_a_subagent_write(llm_settings: Any, fake
     assert result.structured_content["notes"]
 
 
+@pytest.mark.parametrize(("decision", "written"), [("approve_once", True), ("reject", False)])
+async def test_human_is_asked_through_the_parent_call(
+    llm_settings: Any, fake_llm: FakeLLM, decision: str, written: bool  # noqa: F811
+) -> None:
+    pytest.importorskip("mcp_server.approval.gate")
+    from mcp_types import ElicitResult
+
+    asked: list[str] = []
+
+    async def human(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"decision": decision})
+
+    fake_llm.reply_tool_calls([("todo_write", {"todos": [{"content": "from the sub-agent", "status": "pending"}]})])
+    fake_llm.reply_text(LONG)
+    async with client_for(llm_settings, "legacy", elicitation_callback=human) as (client, _):
+        result = await client.call_tool("delegate_task", {"task": "t", "tools": ["todo_write"]})
+        todo = await client.call_tool("todo_read", {})
+    assert not result.is_error, result.content
+    assert len(asked) == 1 and "todo_write" in asked[0]
+    assert [i["content"] for i in todo.structured_content["items"]] == (["from the sub-agent"] if written else [])
+
+
 async def test_max_loops_returns_a_wrap_up_marked_incomplete(llm_settings: Any, fake_llm: FakeLLM) -> None:  # noqa: F811
     for _ in range(3):
         fake_llm.reply_tool_calls([("now", {})])

@@ -15,6 +15,12 @@ from tools.runtime import CallContext, Runtime
 from tools.todos import default_list_id, todo_read, todo_write
 
 
+@pytest.fixture(autouse=True)
+def allow_todo_write(data_dir: Path) -> None:
+    """The shipped approval rules ask before any state-changing tool; these tests allow todo_write."""
+    (data_dir / "policy.toml").write_text('version = 1\n[permissions]\nallow = ["todo_write"]\n')
+
+
 def _store(data_dir: Path) -> TodoStore:
     return TodoStore(data_dir / "todos.sqlite3")
 
