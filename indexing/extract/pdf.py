@@ -23,7 +23,7 @@ def extract_pdf(path: Path, limits: ExtractionLimits) -> Extracted:
     try:
         doc = pymupdf.open(path, filetype="pdf")
     except Exception as exc:  # FileDataError, RuntimeError: MuPDF gives several
-        raise ExtractionError(f"{name} is not a readable PDF (corrupt or not a PDF: {exc}). Not indexed.") from exc
+        raise ExtractionError(f"{name} is not a readable PDF (corrupt or damaged); not indexed.") from exc
     with doc:
         if doc.needs_pass:
             raise ExtractionError(

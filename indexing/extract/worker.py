@@ -14,6 +14,7 @@ import atexit
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from indexing.model import Extracted, ExtractionLimits
 from mcp_server.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
 
 _POLL_SECONDS = 0.1
+_BLOCKED_IMPORTS = ("pymupdf.layout", "pymupdf4llm", "numpy")
 _ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionError, "LimitExceeded": LimitExceeded}
 
 
@@ -35,6 +37,10 @@ def worker_main(conn: Connection, memory_bytes: int) -> None:
     """Child process loop: receive (kind, path, limits), reply ("ok", Extracted) or an error tuple."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and kills us
     os.dup2(2, 1)  # stdout may be the MCP stdio stream: anything a library prints goes to stderr
+    # pymupdf and openpyxl import optional extras when installed (pymupdf.layout with onnx,
+    # pymupdf4llm, numpy: ~1 s and much memory); plain text extraction needs none of them.
+    for optional in _BLOCKED_IMPORTS:
+        sys.modules.setdefault(optional, None)  # type: ignore[arg-type]
     _limit_memory(memory_bytes)
     import defusedxml
 
@@ -124,10 +130,13 @@ class _Worker:
         try:
             self.conn.send((kind, str(path), limits))
             deadline = time.monotonic() + limits.timeout_seconds
-            while not self.conn.poll(_POLL_SECONDS):
+            while True:
                 if should_cancel is not None and should_cancel():
                     return ("cancelled",)
-                if time.monotonic() > deadline:
+                remaining = deadline - time.monotonic()
+                if self.conn.poll(max(0.0, min(_POLL_SECONDS, remaining))):
+                    break
+                if remaining <= 0:
                     return ("timeout",)
             reply: tuple[Any, ...] = self.conn.recv()
             return reply

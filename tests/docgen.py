@@ -1,0 +1,287 @@
+"""Generators of REAL office files for tests and benchmarks (no pytest needed to import this).
+
+Documents are described with plain values:
+- `make_pdf(path, pages)`: each page a list of blocks; a block is a paragraph `str` or a
+  `Heading(text, level)` (headings also go into the PDF outline). Chinese text uses MuPDF's
+  built-in CJK font. `password=` saves it encrypted (AES-256, a user password is then needed).
+- `make_docx(path, blocks)`: blocks are `str` paragraphs, `Heading(text, level)` (Word's
+  "Heading N" styles; level 0 = "Title") and `Table(rows)`.
+- `make_xlsx(path, sheets)`: `{sheet name: [row, ...]}`, a row is a list of cell values.
+- `make_pptx(path, slides)`: `Slide(title, bullets, notes, table)`.
+Hostile files for the safety tests: `make_zip_bomb_docx`, `make_entity_bomb_docx`,
+`make_entity_bomb_xlsx`, `make_huge_dimension_xlsx`, `make_lying_zip_docx`, `make_corrupt_pdf`,
+`make_truncated_pdf`. All heavy imports happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    level: int = 1
+
+
+@dataclass(frozen=True)
+class Table:
+    rows: Sequence[Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Slide:
+    title: str = ""
+    bullets: Sequence[str] = ()
+    notes: str = ""
+    table: Sequence[Sequence[str]] = field(default_factory=tuple)
+
+
+Block = str | Heading | Table
+
+
+def _has_cjk(text: str) -> bool:
+    return any("\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef" for ch in text)
+
+
+# ---------------------------------------------------------------- PDF
+
+
+def make_pdf(path: Path, pages: Sequence[Sequence[str | Heading]], password: str | None = None) -> Path:
+    """A text PDF, one page per entry; long paragraphs wrap and continue on the same page only."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    toc: list[list[object]] = []
+    for number, blocks in enumerate(pages, start=1):
+        page = doc.new_page(width=595, height=842)
+        y = 60.0
+        for block in blocks:
+            text, size = (block.text, 16 - 2 * min(block.level, 3)) if isinstance(block, Heading) else (block, 10)
+            if isinstance(block, Heading):
+                toc.append([max(block.level, 1), block.text, number])
+            for line in _wrap(text, 95 if not _has_cjk(text) else 48):
+                if y > 800:
+                    break
+                page.insert_text((50, y), line, fontsize=size, fontname="china-s" if _has_cjk(line) else "helv")
+                y += size * 1.4
+            y += 6
+    if toc:
+        doc.set_toc(toc)
+    options: dict[str, object] = {}
+    if password:
+        options = {
+            "encryption": pymupdf.PDF_ENCRYPT_AES_256,  # type: ignore[attr-defined]
+            "user_pw": password,
+            "owner_pw": password + "-owner",
+        }
+    doc.save(path, **options)
+    doc.close()
+    return path
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    for raw in text.splitlines() or [""]:
+        while len(raw) > width:
+            cut = raw.rfind(" ", 0, width)
+            cut = cut if cut > width // 2 else width
+            lines.append(raw[:cut])
+            raw = raw[cut:].lstrip(" ")
+        lines.append(raw)
+    return lines
+
+
+def make_corrupt_pdf(path: Path) -> Path:
+    """Starts like a PDF, then garbage: MuPDF cannot open it."""
+    path.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 8 + b"\n%%EOF\n")
+    return path
+
+
+def make_truncated_pdf(path: Path, pages: Sequence[Sequence[str | Heading]], keep: float = 0.6) -> Path:
+    """A valid PDF cut short (xref and trailer lost): MuPDF repairs it."""
+    full = make_pdf(path, pages)
+    data = full.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    return path
+
+
+# ---------------------------------------------------------------- DOCX
+
+
+def make_docx(path: Path, blocks: Sequence[Block], title: str | None = None) -> Path:
+    import docx
+
+    document = docx.Document()
+    if title:
+        document.core_properties.title = title
+    for block in blocks:
+        if isinstance(block, Heading):
+            document.add_heading(block.text, level=block.level)
+        elif isinstance(block, Table):
+            _docx_table(document, block)
+        else:
+            document.add_paragraph(block)
+    document.save(str(path))
+    return path
+
+
+def _docx_table(document: object, table: Table) -> None:
+    columns = max((len(r) for r in table.rows), default=1)
+    grid = document.add_table(rows=len(table.rows), cols=columns)  # type: ignore[attr-defined]
+    for r, row in enumerate(table.rows):
+        for c, value in enumerate(row):
+            grid.cell(r, c).text = str(value)
+
+
+# ---------------------------------------------------------------- XLSX
+
+
+def make_xlsx(path: Path, sheets: Mapping[str, Sequence[Sequence[object]]]) -> Path:
+    import openpyxl
+
+    workbook = openpyxl.Workbook(write_only=True)
+    for name, rows in sheets.items():
+        sheet = workbook.create_sheet(title=name)
+        for row in rows:
+            sheet.append(list(row))
+    workbook.save(str(path))
+    return path
+
+
+# ---------------------------------------------------------------- PPTX
+
+
+def make_pptx(path: Path, slides: Sequence[Slide]) -> Path:
+    import pptx
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    for spec in slides:
+        slide = deck.slides.add_slide(deck.slide_layouts[1 if spec.bullets else 5])
+        if spec.title and slide.shapes.title is not None:
+            slide.shapes.title.text = spec.title
+        if spec.bullets:
+            body = slide.placeholders[1].text_frame
+            body.text = spec.bullets[0]
+            for bullet in spec.bullets[1:]:
+                body.add_paragraph().text = bullet
+        if spec.table:
+            cols = max(len(r) for r in spec.table)
+            shape = slide.shapes.add_table(len(spec.table), cols, Inches(0.5), Inches(4), Inches(9), Inches(2))
+            for r, row in enumerate(spec.table):
+                for c, value in enumerate(row):
+                    shape.table.cell(r, c).text = str(value)
+        if spec.notes:
+            slide.notes_slide.notes_text_frame.text = spec.notes
+    deck.save(str(path))
+    return path
+
+
+# ---------------------------------------------------------------- hostile Office files
+
+
+def _rewrite_zip(source: Path, target: Path, replace: Mapping[str, bytes], extra: Mapping[str, bytes] = {}) -> Path:  # noqa: B006
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as new:
+        for info in old.infolist():
+            new.writestr(info.filename, replace.get(info.filename, old.read(info.filename)))
+        for name, data in extra.items():
+            new.writestr(name, data)
+    target.write_bytes(buffer.getvalue())
+    return target
+
+
+def make_zip_bomb_docx(path: Path, inflated_mib: int = 64) -> Path:
+    """A real DOCX plus a part of zeros compressing ~1000x (64 MiB → ~64 KiB on disk)."""
+    base = make_docx(path.with_suffix(".base.docx"), ["bomb"])
+    zeros = b"\0" * (inflated_mib * 2**20)
+    _rewrite_zip(base, path, {}, {"word/media/zeros.bin": zeros})
+    base.unlink()
+    return path
+
+
+_LAUGHS = (
+    b'<?xml version="1.0"?>\n<!DOCTYPE lolz [\n<!ENTITY lol "lol">\n'
+    + b"".join(
+        b'<!ENTITY lol%d "%s">\n' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10) for i in range(1, 10)
+    )
+    + b"]>\n"
+)
+
+
+def make_entity_bomb_docx(path: Path) -> Path:
+    """A DOCX whose document.xml is a "billion laughs" entity bomb."""
+    base = make_docx(path.with_suffix(".base.docx"), ["laughs"])
+    body = (
+        _LAUGHS
+        + b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+        + b"<w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>"
+    )
+    _rewrite_zip(base, path, {"word/document.xml": body})
+    base.unlink()
+    return path
+
+
+def make_entity_bomb_xlsx(path: Path) -> Path:
+    """An XLSX whose sharedStrings/sheet XML is a "billion laughs" entity bomb."""
+    base = make_xlsx(path.with_suffix(".base.xlsx"), {"S": [["a", "b"]]})
+    with zipfile.ZipFile(base) as archive:
+        sheet = next(n for n in archive.namelist() if n.startswith("xl/worksheets/sheet"))
+        xml = archive.read(sheet)
+    start = xml.find(b"<worksheet")
+    bomb = _LAUGHS + xml[start:].replace(b"<v>", b"<v>&lol9;", 1)
+    _rewrite_zip(base, path, {sheet: bomb})
+    base.unlink()
+    return path
+
+
+def make_huge_dimension_xlsx(path: Path, rows: Sequence[Sequence[object]]) -> Path:
+    """A small XLSX whose sheet claims the dimension A1:XFD1048576 (17 billion cells)."""
+    base = make_xlsx(path.with_suffix(".base.xlsx"), {"Data": rows})
+    with zipfile.ZipFile(base) as archive:
+        sheet = next(n for n in archive.namelist() if n.startswith("xl/worksheets/sheet"))
+        xml = archive.read(sheet)
+    import re
+
+    if b"<dimension" in xml:
+        xml = re.sub(rb'<dimension ref="[^"]*"', b'<dimension ref="A1:XFD1048576"', xml)
+    else:
+        xml = xml.replace(b"<sheetData", b'<dimension ref="A1:XFD1048576"/><sheetData', 1)
+    _rewrite_zip(base, path, {sheet: xml})
+    base.unlink()
+    return path
+
+
+def make_lying_zip_docx(path: Path, real_mib: int = 8) -> Path:
+    """A DOCX whose document.xml inflates to `real_mib` MiB while its zip headers claim 1 KiB."""
+    base = make_docx(path.with_suffix(".base.docx"), ["liar"])
+    with zipfile.ZipFile(base) as archive:
+        xml = archive.read("word/document.xml")
+    padded = xml.replace(b"<w:body>", b"<w:body>" + b" " * (real_mib * 2**20), 1)
+    _rewrite_zip(base, path, {"word/document.xml": padded})
+    base.unlink()
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("word/document.xml")
+    claimed = (1024).to_bytes(4, "little")
+    local = info.header_offset
+    data[local + 22 : local + 26] = claimed  # local header: uncompressed size
+    central = _central_entry(bytes(data), b"word/document.xml")
+    data[central + 24 : central + 28] = claimed  # central directory: uncompressed size
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _central_entry(data: bytes, name: bytes) -> int:
+    pos = data.find(b"PK\x01\x02")
+    while pos >= 0:
+        name_len = int.from_bytes(data[pos + 28 : pos + 30], "little")
+        if data[pos + 46 : pos + 46 + name_len] == name:
+            return pos
+        pos = data.find(b"PK\x01\x02", pos + 4)
+    raise ValueError(f"{name!r} not in the central directory")
