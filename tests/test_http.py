@@ -1,0 +1,235 @@
+"""Streamable HTTP for real: the installed console script serving on a free loopback port.
+
+Covers both protocol eras through the SDK's HTTP client, DNS-rebinding protection (foreign
+Origin 403, foreign Host 421), the bearer token (401), the body limit (413), `/health`, and
+the refusal to bind a non-loopback address without `--allow-host`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import MODES
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("generalagent-mcp")
+TOKEN = "test-token-7f3a"
+INIT_BODY = json.dumps({
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "raw-http-test", "version": "0"}},
+})
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    env["GENERALAGENT_DATA_DIR"] = str(data_dir)
+    env.update(extra)
+    return env
+
+
+@dataclass
+class HttpServer:
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def start_http_server(tmp: Path, *args: str, host: str = "127.0.0.1", **env: str) -> HttpServer:
+    """Spawn `generalagent-mcp serve --transport http` and wait until `/health` answers."""
+    port = free_port()
+    tmp.mkdir(parents=True, exist_ok=True)
+    log = tmp / f"server-{port}.log"
+    command = [str(CONSOLE_SCRIPT), "serve", "--transport", "http", "--host", host, "--port", str(port), *args]
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+                                   env=server_env(tmp / "data", **env), cwd=tmp)
+    server = HttpServer(process, port, log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited with {process.returncode}:\n{server.stderr()}")
+        try:
+            if request(port, "GET", "/health")[0] == 200:
+                return server
+        except OSError:
+            time.sleep(0.1)
+    server.stop()
+    raise AssertionError(f"server did not answer /health within 30 s:\n{server.stderr()}")
+
+
+def request(port: int, method: str, path: str, body: bytes | str | None = None,
+            headers: dict[str, str] | None = None, chunked: bool = False) -> tuple[int, bytes]:
+    """One raw HTTP request with full control over Host/Origin; returns (status, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        hdrs = dict(headers or {})
+        conn.putrequest(method, path, skip_host="Host" in hdrs, skip_accept_encoding=True)
+        for key, value in hdrs.items():
+            conn.putheader(key, value)
+        data = body.encode() if isinstance(body, str) else body
+        if chunked:
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            for start in range(0, len(data or b""), 16384):
+                piece = (data or b"")[start:start + 16384]
+                conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            conn.send(b"0\r\n\r\n")
+        else:
+            if data is not None:
+                conn.putheader("Content-Length", str(len(data)))
+            conn.endheaders(data)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    srv = start_http_server(tmp_path_factory.mktemp("http"), GENERALAGENT_HTTP_MAX_BODY_BYTES="65536")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    srv = start_http_server(tmp_path_factory.mktemp("http-token"), GENERALAGENT_HTTP_TOKEN=TOKEN)
+    yield srv
+    srv.stop()
+
+
+async def _list_and_call(client: Any) -> None:
+    names = {tool.name for tool in (await client.list_tools()).tools}
+    assert "now" in names
+    result = await client.call_tool("now", {})
+    assert not result.is_error, result
+    assert result.structured_content["utc"].endswith("Z")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_sdk_client_lists_and_calls_over_http(server: HttpServer, mode: str) -> None:
+    from mcp.client import Client
+
+    async with Client(server.url, mode=mode) as client:
+        assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+        await _list_and_call(client)
+
+
+def test_health_is_open(server: HttpServer) -> None:
+    status, body = request(server.port, "GET", "/health")
+    assert status == 200
+    assert json.loads(body)["status"] == "ok"
+
+
+def test_loopback_origin_is_accepted(server: HttpServer) -> None:
+    headers = {**MCP_HEADERS, "Origin": f"http://localhost:{server.port}"}
+    status, _ = request(server.port, "POST", "/mcp", INIT_BODY, headers)
+    assert status == 200
+
+
+def test_foreign_origin_is_forbidden(server: HttpServer) -> None:
+    headers = {**MCP_HEADERS, "Origin": "http://evil.example"}
+    status, body = request(server.port, "POST", "/mcp", INIT_BODY, headers)
+    assert status == 403, body
+
+
+def test_foreign_host_is_misdirected(server: HttpServer) -> None:
+    headers = {**MCP_HEADERS, "Host": f"evil.example:{server.port}"}
+    status, body = request(server.port, "POST", "/mcp", INIT_BODY, headers)
+    assert status == 421, body
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_body_over_the_limit_is_rejected(server: HttpServer, chunked: bool) -> None:
+    padding = "x" * 70_000  # the fixture's limit is 65536 bytes
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"pad": padding}}})
+    status, _ = request(server.port, "POST", "/mcp", body, MCP_HEADERS, chunked=chunked)
+    assert status == 413
+    assert request(server.port, "GET", "/health")[0] == 200  # still serving
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong", f"Basic {TOKEN}", TOKEN])
+def test_token_required(token_server: HttpServer, authorization: str | None) -> None:
+    headers = dict(MCP_HEADERS)
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    status, body = request(token_server.port, "POST", "/mcp", INIT_BODY, headers)
+    assert status == 401, body
+    assert b"GENERALAGENT_HTTP_TOKEN" in body
+
+
+def test_token_server_health_needs_no_token(token_server: HttpServer) -> None:
+    assert request(token_server.port, "GET", "/health")[0] == 200
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_sdk_client_with_token(token_server: HttpServer, mode: str) -> None:
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+        Client(streamable_http_client(token_server.url, http_client=http), mode=mode) as client,
+    ):
+        await _list_and_call(client)
+
+
+def test_non_loopback_bind_is_refused_without_allow_host(tmp_path: Path) -> None:
+    port = free_port()
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), "serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(port)],
+        capture_output=True, text=True, timeout=60, env=server_env(tmp_path / "data"), stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "0.0.0.0" in done.stderr and "--allow-host" in done.stderr and "loopback" in done.stderr
+    assert done.stdout == ""
+
+
+def test_non_loopback_bind_with_allow_host_warns(tmp_path: Path) -> None:
+    srv = start_http_server(tmp_path, "--allow-host", "mcp.test", host="0.0.0.0")
+    try:
+        assert "WARNING" in srv.stderr() and "0.0.0.0" in srv.stderr()
+        allowed = {**MCP_HEADERS, "Host": f"mcp.test:{srv.port}", "Origin": f"http://mcp.test:{srv.port}"}
+        assert request(srv.port, "POST", "/mcp", INIT_BODY, allowed)[0] == 200
+        foreign = {**MCP_HEADERS, "Host": f"evil.example:{srv.port}"}
+        assert request(srv.port, "POST", "/mcp", INIT_BODY, foreign)[0] == 421
+    finally:
+        srv.stop()
