@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp_server.toolspec import ToolSpec
-from tools import delegate, meta, todos
+from tools import delegate, human, meta, tiers, todos
 from tools.runtime import Runtime
 
 
@@ -29,6 +29,10 @@ class ResourceSpec:
 TOOLS: list[ToolSpec] = [
     # -- meta
     ToolSpec(meta.now, title="Current time", read_only=True, idempotent=False, tier="core"),
+    # -- tiers and the human (enable_tools only changes the tool list; risky targets need approval)
+    ToolSpec(tiers.list_available_tools, title="List more tools", read_only=True, idempotent=True, tier="core"),
+    ToolSpec(tiers.enable_tools, title="Enable more tools", read_only=True, idempotent=True, tier="core"),
+    ToolSpec(human.ask_human, title="Ask the user", read_only=True, idempotent=False, tier="core"),
     # -- todos
     ToolSpec(todos.todo_write, title="Write todo list", read_only=False, idempotent=False, tier="core"),
     ToolSpec(todos.todo_read, title="Read todo list", read_only=True, idempotent=True, tier="core"),

@@ -9,16 +9,21 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.resolve import Elicit, ElicitationResult, Resolve
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from mcp_server import registry
+from mcp_server.approval.elicit import is_modern, supports_form_elicitation
+from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
+from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import CallOrigin, Dispatcher, return_model, tool_parameters
 from mcp_server.errors import GeneralAgentError
 from mcp_server.settings import Settings
@@ -58,29 +63,107 @@ def origin_from_context(ctx: Context) -> CallOrigin:
 
 
 def make_entry(spec: ToolSpec, dispatcher: Dispatcher) -> Callable[..., Any]:
-    """An async function with the tool's public signature (plus ctx) that calls the dispatcher."""
+    """An async function with the tool's public signature (plus ctx) that calls the dispatcher.
+
+    Two hidden, resolver-filled parameters (never in the input schema) ask the human through the
+    SDK's Resolve/Elicit, which works in both protocol eras (a standalone elicitation request on
+    2025-11-25, an InputRequiredResult round trip on 2026-07-28): `ga_approval` when the policy
+    says ask, and `ga_human` for tools that declare a `human_question` (ask_human).
+    """
     params = tool_parameters(spec.fn)
     result_type = return_model(spec.fn)
+    names = [p.name for p in params]
+    question = getattr(spec.fn, "human_question", None)
 
-    async def entry(ctx: Context, **kwargs: Any) -> CallToolResult:
+    async def entry(
+        ctx: Context, ga_approval: Any = None, ga_human: Any = None, **kwargs: Any
+    ) -> CallToolResult:
+        origin = origin_from_context(ctx)
+        answer = answer_from_outcome(ga_approval, spec.name, kwargs) if ga_approval is not None else None
+        if answer is not None:
+            origin.extras["approval_answer"] = answer
+        if ga_human is not None:
+            origin.extras["human_answer"] = human_answer(ga_human)
         try:
-            result = await dispatcher.run(spec.name, kwargs, origin_from_context(ctx), sink=ctx.report_progress)
+            result = await dispatcher.run(spec.name, kwargs, origin, sink=ctx.report_progress)
         except GeneralAgentError as exc:
             raise ToolError(str(exc)) from exc
         data, text = dispatcher.bounded_payload(result)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
+    approval_type = Annotated[ElicitationResult[ApprovalForm], Resolve(_approval_resolver(spec, dispatcher, names))]
+    hidden = [inspect.Parameter("ga_approval", inspect.Parameter.KEYWORD_ONLY, annotation=approval_type)]
+    annotations: dict[str, Any] = {"ga_approval": approval_type}
+    if callable(question):
+        human_type = Annotated[ElicitationResult[Any], Resolve(_human_resolver(question, names))]
+        hidden.append(inspect.Parameter("ga_human", inspect.Parameter.KEYWORD_ONLY, annotation=human_type))
+        annotations["ga_human"] = human_type
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
-    entry.__signature__ = inspect.Signature([*params, ctx_param], return_annotation=result_type)  # type: ignore[attr-defined]
-    entry.__annotations__ = {p.name: p.annotation for p in params} | {"ctx": Context, "return": result_type}
+    entry.__signature__ = inspect.Signature([*params, *hidden, ctx_param], return_annotation=result_type)  # type: ignore[attr-defined]
+    entry.__annotations__ = {p.name: p.annotation for p in params} | annotations | {"ctx": Context, "return": result_type}
     entry.__name__ = spec.name
     entry.__doc__ = spec.description
     return entry
 
 
+def _with_signature(fn: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
+    """Give a resolver the signature (ctx, <tool args by name>) the SDK's resolver planner expects."""
+    ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    args = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names]
+    fn.__signature__ = inspect.Signature([ctx_param, *args])  # type: ignore[attr-defined]
+    fn.__annotations__ = {"ctx": Context}
+    return fn
+
+
+def _approval_resolver(spec: ToolSpec, dispatcher: Dispatcher, names: list[str]) -> Callable[..., Any]:
+    async def approval_question(ctx: Context, **args: Any) -> Elicit[ApprovalForm] | None:
+        gate = dispatcher.gate
+        if not isinstance(gate, PolicyGate) or not supports_form_elicitation(ctx):
+            return None
+        message = gate.question(spec, args, origin_from_context(ctx))
+        return Elicit(message, ApprovalForm) if message else None
+
+    approval_question.__qualname__ = f"approval_question.{spec.name}"
+    return _with_signature(approval_question, names)
+
+
+def _human_resolver(question: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
+    async def human_question(ctx: Context, **args: Any) -> Elicit[Any] | None:
+        if not supports_form_elicitation(ctx):
+            return None
+        message, form = question(**args)
+        return Elicit(message, form)
+
+    return _with_signature(human_question, names)
+
+
+def human_answer(outcome: Any) -> dict[str, Any] | None:
+    """A plain dict for tools: {"action": accept|decline|cancel, "content": {...}}; None if not asked."""
+    action = getattr(outcome, "action", None)
+    data = getattr(outcome, "data", None)
+    if action == "accept" and data is None:
+        return None  # the resolver did not ask (no elicitation support)
+    content = data.model_dump(mode="json") if isinstance(data, BaseModel) else None
+    return {"action": action, "content": content}
+
+
+def compact_schema(node: Any, is_mapping: bool = False) -> None:
+    """Drop pydantic's generated `title`s from a JSON schema, in place (the keys already name things).
+
+    Keeps tools/list small; a property that is itself called "title" is kept (mapping keys are names).
+    """
+    if isinstance(node, dict):
+        if not is_mapping and isinstance(node.get("title"), str):
+            del node["title"]
+        for key, value in node.items():
+            compact_schema(value, is_mapping=not is_mapping and key in ("properties", "$defs", "definitions"))
+    elif isinstance(node, list):
+        for item in node:
+            compact_schema(item)
+
+
 def annotations_for(spec: ToolSpec) -> ToolAnnotations:
-    return ToolAnnotations(
-        title=spec.title,
+    return ToolAnnotations(  # the title is on the tool itself; not repeated here
         read_only_hint=spec.read_only,
         destructive_hint=spec.destructive,
         idempotent_hint=spec.idempotent,
@@ -88,10 +171,74 @@ def annotations_for(spec: ToolSpec) -> ToolAnnotations:
     )
 
 
+PROFILE_TIERS = {"minimal": {"core"}, "default": {"core", "default"}, "full": {"core", "default", "full"}}
+
+
 def listed_specs(settings: Settings, specs: list[ToolSpec]) -> list[ToolSpec]:
-    allowed = {"minimal": {"core"}, "default": {"core", "default"}, "full": {"core", "default", "full"}}
-    tiers = allowed[settings.tool_profile]
+    """The tools listed from start-up: core always, the rest by the settings' profile."""
+    tiers = PROFILE_TIERS[settings.tool_profile]
     return [spec for spec in specs if spec.tier in tiers]
+
+
+class ToolCatalog:
+    """Tool tiers at run time: what is listed, what can be enabled on demand (`rt.service("tool_catalog")`)."""
+
+    def __init__(self, server: MCPServer[Any], dispatcher: Dispatcher, listed: list[ToolSpec]) -> None:
+        self.server = server
+        self.dispatcher = dispatcher
+        self.listed = {spec.name for spec in listed}
+        self._lock = threading.Lock()
+
+    def all_specs(self) -> list[ToolSpec]:
+        return list(self.dispatcher.specs.values())
+
+    def is_listed(self, name: str) -> bool:
+        return name in self.listed
+
+    def add(self, spec: ToolSpec) -> None:
+        self.server.add_tool(
+            make_entry(spec, self.dispatcher),
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            annotations=annotations_for(spec),
+        )
+        tool = self.server._tool_manager.get_tool(spec.name)  # compact its schemas before anyone lists them
+        if tool is not None:
+            compact_schema(tool.parameters)
+            if tool.fn_metadata.output_schema is not None:
+                compact_schema(tool.fn_metadata.output_schema)
+
+    def enable(self, names: list[str]) -> list[str]:
+        """List the named tools from now on; returns the names that were newly enabled."""
+        added: list[str] = []
+        with self._lock:
+            for name in names:
+                spec = self.dispatcher.spec(name)  # NotFound names the available tools
+                if name not in self.listed:
+                    self.add(spec)
+                    self.listed.add(name)
+                    added.append(name)
+        return added
+
+    async def notify_changed(self, origin: CallOrigin | None) -> bool:
+        """Send tools/list_changed: a notification on 2025-era sessions, a listen event on 2026-07-28."""
+        ctx = getattr(origin, "mcp_context", None)
+        if ctx is None:
+            return False
+        sent = False
+        try:
+            await ctx.notify_tools_changed()  # subscriptions/listen streams (2026-07-28)
+            sent = True
+        except Exception:
+            log.debug("no subscription bus for list_changed", exc_info=True)
+        if not is_modern(ctx):
+            try:
+                await ctx.session.send_tool_list_changed()  # notifications/tools/list_changed (2025)
+                sent = True
+            except Exception:
+                log.warning("could not send notifications/tools/list_changed", exc_info=True)
+        return sent
 
 
 def _warm_up(runtime: Runtime) -> None:
@@ -104,7 +251,9 @@ def _warm_up(runtime: Runtime) -> None:
 
 def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     runtime = Runtime(settings)
-    dispatcher = Dispatcher(runtime, registry.TOOLS)
+    gate = PolicyGate(settings, specs={spec.name: spec for spec in registry.TOOLS})  # rules loaded once here
+    dispatcher = Dispatcher(runtime, registry.TOOLS, gate=gate)
+    runtime.service("approval_gate", lambda: gate)
     runtime.service("dispatcher", lambda: dispatcher)  # sub-agents dispatch their tool calls through it
 
     @asynccontextmanager
@@ -120,15 +269,14 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         log_level=settings.log_level,
         lifespan=lifespan,
     )
-    for spec in listed_specs(settings, registry.TOOLS):
-        server.add_tool(
-            make_entry(spec, dispatcher),
-            name=spec.name,
-            title=spec.title,
-            description=spec.description,
-            annotations=annotations_for(spec),
-        )
+    _advertise_tools_list_changed(server)
+    listed = listed_specs(settings, registry.TOOLS)
+    catalog = ToolCatalog(server, dispatcher, listed)
+    runtime.service("tool_catalog", lambda: catalog)
+    for spec in listed:
+        catalog.add(spec)
     _add_resources(server, runtime)
+    add_approval_routes(server, gate)
 
     @server.custom_route("/health", methods=["GET"])
     async def health(_: Request) -> Response:
@@ -137,6 +285,20 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     server.dispatcher = dispatcher  # type: ignore[attr-defined]
     server.runtime = runtime  # type: ignore[attr-defined]
     return server, dispatcher
+
+
+def _advertise_tools_list_changed(server: MCPServer[Any]) -> None:
+    """Declare tools.listChanged on 2025-era sessions (MCPServer leaves it false; enable_tools sends it)."""
+    from mcp.server import NotificationOptions
+
+    lowlevel = server._lowlevel_server
+    original = lowlevel.create_initialization_options
+
+    def create_initialization_options(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+        options = notification_options or NotificationOptions(tools_changed=True)
+        return original(options, *args, **kwargs)
+
+    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
 
 
 def _add_resources(server: MCPServer[Any], runtime: Runtime) -> None:

@@ -1,0 +1,291 @@
+"""The policy gate: every call (client or sub-agent) is decided here before it runs.
+
+deny -> PolicyDenied. allow -> runs. ask -> runs only with a human's consent, given by
+  1. a session grant ("approve for this session" earlier in this session), or
+  2. an elicitation answer for exactly this call (the entry's resolver asked the client;
+     for a sub-agent on a 2025-era parent connection the gate asks through the parent call), or
+  3. a granted out-of-band approval for exactly this call (CLI or local HTTP page), used once.
+Otherwise the call is not executed: ApprovalRequired names an approval id and how to approve it.
+No argument of the call ever counts as consent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from mcp_server.approval.audit import AUDIT_FILE, AuditLog
+from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, canonical_json
+from mcp_server.errors import ApprovalRequired, PolicyDenied
+from mcp_server.settings import Settings, default_data_dir
+from mcp_server.toolspec import ToolSpec
+
+log = logging.getLogger("generalagent.approval")
+
+POLICY_FILE = "policy.toml"
+Choice = Literal["approve_once", "approve_session", "reject"]
+
+
+class ApprovalForm(BaseModel):
+    """The elicitation form shown to the human for one call."""
+
+    decision: Choice = Field(
+        title="Your decision",
+        description="approve_once: run this call once; approve_session: also allow this kind of call "
+        "for the rest of the session; reject: do not run it.",
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's view of a policy decision (mirrors policy.Decision)."""
+
+    action: str  # allow | ask | deny
+    reason: str
+    risk: str
+    rule_id: str
+
+
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """A human's answer obtained by elicitation, bound to one exact call."""
+
+    choice: str  # approve_once | approve_session | reject | decline | cancel
+    call_hash: str
+    via: str = "elicitation"
+
+
+_SELF_APPROVAL = re.compile(r"\bapprove\b.{0,120}?\bap-[a-z2-9]{6}\b|/approvals/ap-|\bapprove\s+--list",
+                            re.IGNORECASE | re.DOTALL)
+
+
+def protected_paths(settings: Settings) -> tuple[Path, ...]:
+    """Files no tool may write: the rules, the audit log and the approvals store."""
+    data = settings.data_dir
+    paths = [data / POLICY_FILE, data / AUDIT_FILE, data / APPROVALS_FILE,
+             data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm")]
+    if settings.policy_file is not None:
+        paths.insert(0, settings.policy_file)
+    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths))
+
+
+def session_key(origin: Any) -> str:
+    return f"{origin.client_id}|{origin.session_id or '-'}"
+
+
+def describe_origin(origin: Any) -> str:
+    if origin.kind == "subagent":
+        return f"subagent:{origin.subagent_id or '?'}"
+    return f"client:{origin.client_id}"
+
+
+def approve_command(settings: Settings, approval_id: str) -> str:
+    """The exact terminal command that approves `approval_id` for this server's data dir."""
+    if settings.data_dir == default_data_dir():
+        return f"generalagent-mcp approve {approval_id}"
+    return f"generalagent-mcp --data-dir {shlex.quote(str(settings.data_dir))} approve {approval_id}"
+
+
+class PolicyGate:
+    """Implements dispatch.Gate with the policy engine, approvals and the audit log."""
+
+    def __init__(self, settings: Settings, rules: Any = None, *, decide: Callable[..., Any] | None = None,
+                 store: ApprovalStore | None = None, audit: AuditLog | None = None,
+                 specs: dict[str, ToolSpec] | None = None) -> None:
+        from mcp_server import policy
+
+        self.settings = settings
+        self.rules = rules if rules is not None else policy.load_rules(
+            policy.user_rules_file(settings.data_dir, settings.policy_file))
+        self._decide = decide or policy.decide
+        self.store = store or ApprovalStore(settings.data_dir, settings.approval_ttl_seconds)
+        self.audit = audit or AuditLog(settings.data_dir)
+        self.specs = specs or {}
+        self.protected = protected_paths(settings)
+
+    # -- deciding
+
+    def verdict(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Verdict:
+        """The policy's decision for this call, plus the gate's own fail-closed escalations."""
+        text = canonical_json(args)
+        if _SELF_APPROVAL.search(text) or any(i in text for i in self.store.live_ids()):
+            return Verdict("deny", "Calls that mention approval ids or the approval command/page are refused: "
+                           "only the human approves, outside the assistant.", "high", "approval.self-approval")
+        try:
+            decision = self._decide(spec.name, args, self.policy_context(spec, origin))
+            found = Verdict(str(decision.action), str(decision.reason), str(decision.risk), str(decision.rule_id))
+        except Exception as exc:  # the policy must never fail open
+            log.exception("policy decision failed for %s", spec.name)
+            return Verdict("ask", f"The policy could not decide ({type(exc).__name__}); asking instead.",
+                           "high", "gate.policy-error")
+        return self._escalate(spec, args, found)
+
+    def _escalate(self, spec: ToolSpec, args: dict[str, Any], found: Verdict) -> Verdict:
+        if spec.name == "enable_tools" and found.action == "allow":
+            names = args.get("names") or []
+            risky = sorted(n for n in names if n in self.specs and not self.specs[n].read_only)
+            if risky:
+                return Verdict("ask", f"Enabling tools that can change things: {', '.join(risky)}.",
+                               "medium", "tiers.enable-dangerous")
+        return found
+
+    def policy_context(self, spec: ToolSpec, origin: Any) -> Any:
+        from mcp_server import policy
+
+        return policy.PolicyContext(rules=self.rules, roots=self.roots(origin), read_only=spec.read_only,
+                                    protected_paths=self.protected, origin=origin.kind)
+
+    def roots(self, origin: Any) -> tuple[Path, ...]:
+        """The workspace roots the call may touch (resolved), as the workspace tools compute them."""
+        from tools.workspace import default_workspace
+
+        if self.settings.roots:
+            return tuple(dict.fromkeys(Path(os.path.realpath(r)) for r in self.settings.roots))
+        try:
+            return (default_workspace(self.settings.data_dir, origin.session_id),)
+        except OSError:
+            return ()
+
+    def question(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> str | None:
+        """The elicitation message when this call needs a human now, else None."""
+        verdict = self.verdict(spec, args, origin)
+        if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name, verdict.rule_id):
+            return None
+        if self.store.has_grant(spec.name, args):
+            return None
+        return approval_message(spec.name, args, verdict)
+
+    # -- the Gate protocol
+
+    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
+        verdict = self.verdict(spec, args, origin)
+        record = self._recorder(spec, args, verdict, origin)
+        if verdict.action == "allow":
+            record("allowed")
+            return
+        if verdict.action != "ask":
+            record("denied")
+            raise PolicyDenied(
+                f"Denied by policy ({verdict.rule_id}, {verdict.risk} risk): {verdict.reason} The call was not "
+                "executed. Do not retry it; choose another approach or ask the user.")
+        await self._ask(spec, args, origin, verdict, record)
+
+    async def _ask(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict,
+                   record: Callable[..., None]) -> None:
+        key = session_key(origin)
+        if self.store.session_granted(key, spec.name, verdict.rule_id):
+            record("approved", approved_by="session-grant")
+            return
+        answer = origin.extras.get("approval_answer")
+        if answer is None and origin.kind == "subagent":
+            answer = await elicit_through(origin.mcp_context, spec.name, args, verdict)
+        if isinstance(answer, ApprovalAnswer) and answer.call_hash == call_hash(spec.name, args):
+            if answer.choice == "approve_once":
+                record("approved", approved_by=answer.via)
+                return
+            if answer.choice == "approve_session":
+                self.store.grant_session(key, spec.name, verdict.rule_id)
+                record("approved", approved_by=answer.via)
+                return
+            record("rejected", approved_by=None)
+            raise PolicyDenied(
+                f"The user did not approve {spec.name} ({answer.choice}). Nothing was executed. Do not retry "
+                "it unless the user asks you to.")
+        granted = self.store.consume(spec.name, args)
+        if granted is not None:
+            record("approved", approved_by=granted.approved_by, approval_id=granted.id)
+            return
+        pending = self.store.request(spec.name, args, risk=verdict.risk, reason=verdict.reason,
+                                     rule_id=verdict.rule_id, origin=describe_origin(origin))
+        record("approval_required", approval_id=pending.id)
+        raise ApprovalRequired(self._approval_required_text(spec.name, verdict, pending.id, origin))
+
+    def _recorder(self, spec: ToolSpec, args: dict[str, Any], verdict: Verdict, origin: Any) -> Callable[..., None]:
+        def record(outcome: str, approved_by: str | None = None, approval_id: str | None = None) -> None:
+            try:
+                self.audit.record(tool=spec.name, args=args, action=verdict.action, rule_id=verdict.rule_id,
+                                  risk=verdict.risk, reason=verdict.reason, outcome=outcome,
+                                  origin=describe_origin(origin), approved_by=approved_by, approval_id=approval_id)
+            except OSError:
+                log.exception("could not write the audit log")
+
+        return record
+
+    def _approval_required_text(self, tool: str, verdict: Verdict, approval_id: str, origin: Any) -> str:
+        minutes = max(1, round(self.settings.approval_ttl_seconds / 60))
+        lines = [
+            f"Approval required: {tool} was NOT executed ({verdict.risk} risk: {verdict.reason} [rule "
+            f"{verdict.rule_id}]).",
+            f"Approval id: {approval_id} (valid {minutes} min, for exactly this call).",
+            "Ask the user to approve it themselves, in a terminal:",
+            f"  {approve_command(self.settings, approval_id)}",
+        ]
+        page = approval_page_url(origin, approval_id)
+        if page:
+            lines.append(f"or in a browser on this computer: {page}")
+        lines.append("After the user has approved, repeat exactly the same call once; changed arguments need a "
+                     "new approval. You cannot approve it yourself.")
+        return "\n".join(lines)
+
+
+def approval_message(tool: str, args: dict[str, Any], verdict: Verdict) -> str:
+    """The human-facing question for one exact call; deterministic (it is re-rendered every round)."""
+    from mcp_server.approval.audit import mask_text
+
+    shown = canonical_json(args)
+    if len(shown) > 1500:
+        shown = shown[:1500] + f"... ({len(shown) - 1500} more characters)"
+    return (f"Allow the assistant to run {tool}?\n"
+            f"Risk: {verdict.risk}. Reason: {mask_text(verdict.reason)} (rule {verdict.rule_id})\n"
+            f"Arguments: {shown}\n"
+            f"Call id: {call_hash(tool, args)[:12]}")
+
+
+def approval_page_url(origin: Any, approval_id: str) -> str | None:
+    """The local approval page, when this call arrived over HTTP on a loopback host."""
+    from mcp_server.transports import is_loopback
+
+    ctx = getattr(origin, "mcp_context", None)
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+        base = getattr(request, "base_url", None)
+    except Exception:
+        return None
+    if base is None or not is_loopback(str(base.hostname or "")):
+        return None
+    return f"{str(base).rstrip('/')}/approvals/{approval_id}"
+
+
+async def elicit_through(ctx: Any, tool: str, args: dict[str, Any], verdict: Verdict) -> ApprovalAnswer | None:
+    """Ask the human through an in-flight 2025-era call's context (used for sub-agent calls)."""
+    from mcp_server.approval.elicit import can_elicit_now
+
+    if ctx is None or not can_elicit_now(ctx):
+        return None
+    try:
+        outcome = await ctx.elicit(approval_message(tool, args, verdict), ApprovalForm)
+    except Exception:
+        log.exception("elicitation through the parent call failed; falling back to an approval id")
+        return None
+    return answer_from_outcome(outcome, tool, args)
+
+
+def answer_from_outcome(outcome: Any, tool: str, args: dict[str, Any]) -> ApprovalAnswer | None:
+    """Turn an SDK elicitation outcome into an answer bound to this call (None: nothing was asked)."""
+    action = getattr(outcome, "action", None)
+    if action == "accept":
+        data = getattr(outcome, "data", None)
+        if not isinstance(data, ApprovalForm):
+            return None
+        return ApprovalAnswer(data.decision, call_hash(tool, args))
+    if action in ("decline", "cancel"):
+        return ApprovalAnswer(str(action), call_hash(tool, args))
+    return None

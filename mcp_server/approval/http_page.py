@@ -1,0 +1,112 @@
+"""The local approval page on the Streamable HTTP app: GET/POST /approvals/<id>.
+
+Only for requests from a loopback address with a loopback Host (DNS rebinding) and, on POST,
+a same-origin (or absent) Origin header and the CSRF token bound to that pending approval.
+The page shows the exact call, its risk and reason; the human approves or rejects it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from mcp_server.errors import GeneralAgentError
+
+_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+    "frame-ancestors 'none'",
+}
+_STYLE = ("body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem}"
+          "pre{background:#f4f4f4;padding:1rem;overflow:auto;white-space:pre-wrap}"
+          "button{font-size:1rem;padding:.5rem 1.2rem;margin-right:1rem}")
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    text = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
+    return HTMLResponse(text, status_code=status, headers=_HEADERS)
+
+
+def _loopback_request(request: Request) -> bool:
+    from mcp_server.transports import is_loopback
+
+    client = request.client.host if request.client else ""
+    host = urlsplit(f"//{request.headers.get('host', '')}").hostname or ""
+    return is_loopback(client) and is_loopback(host)
+
+
+def _same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    if origin is None:  # not a browser form post; the CSRF token still decides
+        return True
+    expected = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    return origin == expected
+
+
+def _approval_view(approval: Any) -> str:
+    return (f"<p>The assistant wants to run <b>{html.escape(approval.tool)}</b> "
+            f"(requested by {html.escape(approval.origin)}).</p>"
+            f"<p><b>Risk:</b> {html.escape(approval.risk)} &mdash; {html.escape(approval.reason)} "
+            f"<small>(rule {html.escape(approval.rule_id)})</small></p>"
+            f"<p><b>Arguments:</b></p><pre>{html.escape(approval.pretty_args)}</pre>")
+
+
+def add_approval_routes(server: Any, gate: Any) -> None:
+    store = gate.store
+
+    @server.custom_route("/approvals", methods=["GET"])
+    async def list_page(request: Request) -> Response:
+        if not _loopback_request(request):
+            return _page("Forbidden", "<p>The approval page is only served to this computer.</p>", 403)
+        items = "".join(f"<li><a href='/approvals/{html.escape(a.id)}'>{html.escape(a.id)}</a>: "
+                        f"{html.escape(a.tool)} ({html.escape(a.risk)} risk)</li>" for a in store.pending())
+        return _page("Pending approvals", f"<ul>{items}</ul>" if items else "<p>Nothing is waiting.</p>")
+
+    @server.custom_route("/approvals/{approval_id}", methods=["GET", "POST"])
+    async def approval_page(request: Request) -> Response:
+        if not _loopback_request(request):
+            return _page("Forbidden", "<p>The approval page is only served to this computer.</p>", 403)
+        approval_id = str(request.path_params.get("approval_id", ""))
+        try:
+            approval = store.get(approval_id)
+        except GeneralAgentError as exc:
+            return _page("Not found", f"<p>{html.escape(str(exc))}</p>", 404)
+        if request.method == "POST":
+            return await _post(request, store, gate, approval)
+        if approval.status != "pending" or approval.expired():
+            state = "expired" if approval.status == "pending" else approval.status
+            return _page(f"Approval {approval.id}", _approval_view(approval) + f"<p>This approval is {state}.</p>")
+        form = (f"<form method='post'><input type='hidden' name='csrf' value='{html.escape(approval.csrf)}'>"
+                "<button name='decision' value='approve'>Approve once</button>"
+                "<button name='decision' value='reject'>Reject</button></form>")
+        return _page(f"Approve {approval.id}?", _approval_view(approval) + form)
+
+
+async def _post(request: Request, store: Any, gate: Any, approval: Any) -> Response:
+    if not _same_origin(request):
+        return _page("Forbidden", "<p>Cross-origin request refused.</p>", 403)
+    form = await request.form()
+    token = str(form.get("csrf") or "")
+    if not token or not hmac.compare_digest(token.encode(), approval.csrf.encode()):
+        return _page("Forbidden", "<p>Missing or wrong CSRF token. Reload the approval page.</p>", 403)
+    decision = str(form.get("decision") or "")
+    if decision not in ("approve", "reject"):
+        return _page("Bad request", "<p>Choose Approve or Reject.</p>", 400)
+    try:
+        decided = store.decide(approval.id, decision == "approve", by="http-page")
+    except GeneralAgentError as exc:
+        return _page("Not possible", f"<p>{html.escape(str(exc))}</p>", 409)
+    gate.audit.record(tool=decided.tool, args=decided.args, action="ask", rule_id=decided.rule_id, risk=decided.risk,
+                      reason=decided.reason, outcome="granted" if decision == "approve" else "rejected",
+                      origin=decided.origin, approved_by="http-page", approval_id=decided.id)
+    verdict = "approved. The assistant may now repeat the call once." if decision == "approve" else "rejected."
+    return _page(f"Approval {decided.id}", _approval_view(decided) + f"<p><b>{html.escape(verdict)}</b></p>")

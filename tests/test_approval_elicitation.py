@@ -1,0 +1,88 @@
+"""Asking the human through MCP elicitation, in both protocol eras (2025-11-25 and 2026-07-28)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcp_server.approval.audit import AuditLog
+from tests import approval_helpers as helpers
+from tests.conftest import MODES, connect
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_accept_runs_the_call_once(settings: Any, monkeypatch: Any, mode: str) -> None:
+    helpers.install(monkeypatch)
+    seen: list[str] = []
+    async with connect(settings, mode, elicitation_callback=helpers.elicitation_answer("accept", seen=seen)) as c:
+        await c.list_tools()
+        result = await c.call_tool("poke", {"text": "hello"})
+    assert not result.is_error, result.content
+    assert result.structured_content == {"text": "hello"}
+    assert helpers.CALLS == ["hello"]
+    assert len(seen) == 1 and "poke" in seen[0] and '"text":"hello"' in seen[0] and "Risk:" in seen[0]
+    last = AuditLog(settings.data_dir).read()[-1]
+    assert (last["tool"], last["outcome"], last["approved_by"]) == ("poke", "approved", "elicitation")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("action", ["decline", "cancel", "reject"])
+async def test_decline_cancel_reject_execute_nothing(settings: Any, monkeypatch: Any, mode: str, action: str) -> None:
+    helpers.install(monkeypatch)
+    callback = helpers.elicitation_answer("accept", "reject") if action == "reject" else helpers.elicitation_answer(action)
+    async with connect(settings, mode, elicitation_callback=callback) as c:
+        await c.list_tools()
+        result = await c.call_tool("poke", {"text": "nope"})
+    assert result.is_error
+    assert "did not approve" in result.content[0].text and "Nothing was executed" in result.content[0].text
+    assert helpers.CALLS == []
+    assert AuditLog(settings.data_dir).read()[-1]["outcome"] == "rejected"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_approve_for_session_stops_asking(settings: Any, monkeypatch: Any, mode: str) -> None:
+    helpers.install(monkeypatch)
+    seen: list[str] = []
+    callback = helpers.elicitation_answer("accept", "approve_session", seen=seen)
+    async with connect(settings, mode, elicitation_callback=callback) as c:
+        await c.list_tools()
+        for text in ("one", "two", "three"):
+            assert not (await c.call_tool("poke", {"text": text})).is_error
+    assert helpers.CALLS == ["one", "two", "three"]
+    assert len(seen) == 1
+    outcomes = [(e["outcome"], e["approved_by"]) for e in AuditLog(settings.data_dir).read() if e["tool"] == "poke"]
+    assert outcomes == [("approved", "elicitation"), ("approved", "session-grant"), ("approved", "session-grant")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_only_tools_are_not_asked(settings: Any, monkeypatch: Any, mode: str) -> None:
+    seen: list[str] = []
+    async with connect(settings, mode, elicitation_callback=helpers.elicitation_answer("accept", seen=seen)) as c:
+        await c.list_tools()
+        assert not (await c.call_tool("now", {})).is_error
+    assert seen == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_deny_is_a_clear_error_without_asking(settings: Any, monkeypatch: Any, mode: str) -> None:
+    helpers.install(monkeypatch)
+    seen: list[str] = []
+    async with connect(settings, mode, elicitation_callback=helpers.elicitation_answer("accept", seen=seen)) as c:
+        await c.list_tools()
+        result = await c.call_tool("poke", {"text": "x", "path": "/etc/shadow"})
+    assert result.is_error and "Denied by policy" in result.content[0].text
+    assert seen == [] and helpers.CALLS == []
+    last = AuditLog(settings.data_dir).read()[-1]
+    assert (last["action"], last["outcome"]) == ("deny", "denied") and last["rule_id"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_confirm_argument_is_never_consent(settings: Any, monkeypatch: Any, mode: str) -> None:
+    helpers.install(monkeypatch)
+    async with connect(settings, mode) as c:
+        await c.list_tools()
+        result = await c.call_tool("poke", {"text": "x", "confirm": True, "approved": True})
+    assert result.is_error and helpers.CALLS == []

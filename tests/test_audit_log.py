@@ -1,0 +1,66 @@
+"""The audit log: one JSON line per decision, secrets masked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_server.approval.audit import MASK, AuditLog, mask_args, mask_text
+from tests import approval_helpers as helpers
+from tests.conftest import connect
+
+pytestmark = pytest.mark.anyio
+
+OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
+GITHUB_TOKEN = "ghp_" + "a1B2" * 9
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"curl -H 'Authorization: Bearer {OPENAI_KEY}' https://x",
+        f"export OPENAI_API_KEY={OPENAI_KEY}",
+        f"git push https://me:{GITHUB_TOKEN}@github.com/me/repo",
+        f"aws configure set aws_access_key_id {AWS_KEY}",
+        "mysql -u root PASSWORD=hunter2secret",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA\n-----END OPENSSH PRIVATE KEY-----",
+    ],
+)
+def test_mask_text_hides_secrets(text: str) -> None:
+    masked = mask_text(text)
+    for secret in (OPENAI_KEY, GITHUB_TOKEN, AWS_KEY, "hunter2secret", "b3BlbnNzaC1rZXktdjEAAAA"):
+        assert secret not in masked, masked
+    assert MASK in masked
+
+
+def test_mask_args_by_key_and_bounds_size() -> None:
+    args = {"api_key": "plain-looking", "nested": {"password": "x"}, "text": "y" * 5000, "items": list(range(100))}
+    masked = mask_args(args)
+    assert masked["api_key"] == MASK and masked["nested"]["password"] == MASK
+    assert len(masked["text"]) < 400 and "more" not in masked["text"][:300]
+    assert len(masked["items"]) == 20
+
+
+async def test_every_decision_is_logged_with_secrets_masked(settings: Any, monkeypatch: Any) -> None:
+    helpers.install(monkeypatch)
+    async with connect(settings, elicitation_callback=helpers.elicitation_answer("accept")) as client:
+        await client.list_tools()
+        assert not (await client.call_tool("now", {})).is_error
+        assert not (await client.call_tool("poke", {"text": f"token {OPENAI_KEY} PASSWORD=hunter2secret"})).is_error
+        assert (await client.call_tool("poke", {"text": "x", "path": "/etc/shadow"})).is_error
+    path = Path(settings.data_dir) / "audit.jsonl"
+    raw = path.read_text(encoding="utf-8")
+    assert OPENAI_KEY not in raw and "hunter2secret" not in raw
+    entries = [json.loads(line) for line in raw.splitlines()]
+    assert [(e["tool"], e["action"], e["outcome"]) for e in entries] == [
+        ("now", "allow", "allowed"), ("poke", "ask", "approved"), ("poke", "deny", "denied")]
+    for entry in entries:
+        assert set(entry) >= {"time", "tool", "origin", "args", "action", "rule_id", "risk", "reason", "outcome",
+                              "approved_by"}
+        assert entry["time"].endswith("Z") and entry["origin"].startswith("client:")
+    assert entries[1]["approved_by"] == "elicitation" and MASK in entries[1]["args"]["text"]
+    assert AuditLog(settings.data_dir).read(limit=1) == entries[-1:]
