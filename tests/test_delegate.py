@@ -11,14 +11,16 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from context.subagent import ThreadStore
 from mcp_server import registry
+from mcp_server.bounding import estimate_tokens
 from mcp_server.errors import ApprovalRequired
 from mcp_server.toolspec import ToolSpec
 from tests.conftest import MODES
-from tests.fake_llm import FakeLLM, Reply, error_body, fake_llm  # noqa: F401  (fixture)
-from tools.subagent_loop import DEFAULT_TOOLS
+from tests.fake_llm import FakeLLM, Reply, completion, error_body, fake_llm  # noqa: F401  (fixture)
+from tools.subagent_loop import DEFAULT_TOOLS, SUBAGENT_RESULT_TOKENS
 
 pytestmark = pytest.mark.anyio
 LONG = "The sub-agent found that the quarterly report lists revenue of 4.2M in Q3. " * 4
@@ -99,6 +101,35 @@ async def test_tool_parity_and_no_nesting(llm_settings: Any, fake_llm: FakeLLM) 
     assert "cannot delegate" in system and "no nesting" in system
     nested_answer = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][0]["content"]
     assert nested_answer.startswith("Error: delegate_task is not available to sub-agents (no nesting)")
+
+
+class Big(BaseModel):
+    lines: list[str]
+
+
+def huge_listing() -> Big:
+    """Returns far more than a sub-agent's context should take."""
+    return Big(lines=[f"line {i} " + "x" * 200 for i in range(3000)])
+
+
+async def test_tool_errors_and_big_results_are_fed_back(
+    llm_settings: Any, fake_llm: FakeLLM, monkeypatch: Any  # noqa: F811
+) -> None:
+    monkeypatch.setattr(registry, "TOOLS", [*registry.TOOLS, ToolSpec(huge_listing, title="Huge", read_only=True)])
+    bad_json = completion(tool_calls=[("now", {})])
+    bad_json["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = "{not json"
+    fake_llm.reply_raw(bad_json)
+    fake_llm.reply_tool_calls([("todo_read", {"nope": 1}), ("rm_rf", {"path": "/"}), ("huge_listing", {})])
+    fake_llm.reply_text(LONG)
+    async with client_for(llm_settings) as (client, _):
+        result = await client.call_tool("delegate_task", {"task": "t", "tools": ["huge_listing"]})
+    assert result.structured_content["ok"] is True and result.structured_content["tool_calls"] == 4
+    second = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert second[0].startswith("Error: The model called now with invalid JSON arguments")
+    third = [m["content"] for m in fake_llm.requests[2]["messages"] if m["role"] == "tool"][1:]
+    assert third[0].startswith("Error: todo_read: unknown argument(s) ['nope']")
+    assert third[1].startswith("Error: tool 'rm_rf' is not available to you.")
+    assert estimate_tokens(third[2]) <= SUBAGENT_RESULT_TOKENS and '"truncated":true' in third[2]
 
 
 class RecordingGate:
@@ -286,7 +317,7 @@ async def test_endpoint_error_is_a_clear_error(llm_settings: Any, fake_llm: Fake
         result = await client.call_tool("delegate_task", {"task": "t"})
     assert result.is_error
     text = result.content[0].text
-    assert "HTTP 500" in text and "model overloaded" in text
+    assert "HTTP 500" in text and "model overloaded" in text and "continue_id='subagent-" in text
     store = threads(data_dir)
     assert store.load(_only_thread(store)).status == "failed"
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from context.llm import LLMConfig
 from context.subagent import StepDelta, Thread, ThreadStore
 from mcp_server.dispatch import CallOrigin, Dispatcher
-from mcp_server.errors import Conflict, InvalidInput, NotConfigured
+from mcp_server.errors import Conflict, InvalidInput, LLMError, NotConfigured
 from mcp_server.toolspec import ToolSpec
 from tools.agents import AgentCard, agents_file, check_handoff, check_tool_names, get_agent, load_agents
 from tools.runtime import CallContext, Runtime
@@ -110,6 +110,8 @@ async def delegate_task(
     active.add(context_id)
     try:
         outcome = await loop.run(rt.settings.delegate_timeout_seconds)
+    except LLMError as exc:
+        raise LLMError(f"{exc} Thread {context_id} is saved; retry later with continue_id={context_id!r}.") from exc
     finally:
         active.discard(context_id)
     return DelegateResult(

@@ -20,6 +20,7 @@ from pydantic import create_model
 
 from context.llm import ChatReply, LLMConfig, chat
 from context.subagent import StepDelta, ThreadStore
+from mcp_server.bounding import bound_json, dumps
 from mcp_server.dispatch import CallOrigin, Dispatcher, tool_parameters
 from mcp_server.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
 from mcp_server.toolspec import ToolSpec
@@ -31,6 +32,7 @@ DEFAULT_TOOLS = (
     "list_workspace_files", "find_files", "recall", "todo_read", "now",
 )
 SHORT_ANSWER_CHARS = 200
+SUBAGENT_RESULT_TOKENS = 4000  # per tool result fed to the sub-agent's model: keeps its context bounded
 DETAIL_REQUEST = (
     "Your final answer is very short. Write a more detailed, self-contained summary for the parent agent: "
     "what you did, what you found (with file names, figures and short quotes), and anything left undone. "
@@ -201,7 +203,8 @@ class SubagentLoop:
             return f"Error: {exc}"
         except GeneralAgentError as exc:
             return f"Error: {exc}"
-        return self.dispatcher.bounded_payload(result)[1]
+        limit = min(SUBAGENT_RESULT_TOKENS, self.dispatcher.runtime.settings.max_result_tokens)
+        return dumps(bound_json(result.model_dump(mode="json", by_alias=True), limit)[0])
 
     async def _wrap_up(self, schemas: list[dict[str, Any]]) -> None:
         self.outcome.stop_reason = "max_loops"
