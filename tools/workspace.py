@@ -469,23 +469,41 @@ def _path_matches(parts: list[list[_Token] | None], names: list[str]) -> bool:
 def remove_tree(path: Path) -> None:
     """Delete a folder tree without recursion (shutil.rmtree fails at ~1,000 nested folders).
 
-    Symlinks are removed, never followed. Missing paths are ignored.
+    Works relative to open folder handles, so each step costs the same at any depth. Symlinks
+    are removed, never followed. Missing paths are ignored.
     """
     if not os.path.lexists(path):
         return
     if os.path.islink(path) or not os.path.isdir(path):
         os.unlink(path)
         return
-    stack: list[tuple[str, bool]] = [(os.fspath(path), False)]
-    while stack:
-        folder, emptied = stack.pop()
-        if emptied:
-            os.rmdir(folder)
-            continue
-        stack.append((folder, True))
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, False))
-                else:
-                    os.unlink(entry.path)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    names: list[str] = []  # path from `path` down to the current folder
+    fd = os.open(path, flags)
+    try:
+        while True:
+            child = _first_subdir_after_unlinking_files(fd)
+            if child is not None:
+                new_fd = os.open(child, flags, dir_fd=fd)
+                os.close(fd)
+                fd = new_fd
+                names.append(child)
+                continue
+            if not names:
+                break
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(path)
+
+
+def _first_subdir_after_unlinking_files(fd: int) -> str | None:
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                return entry.name
+            os.unlink(entry.name, dir_fd=fd)
+    return None

@@ -1,0 +1,141 @@
+"""run_bash_command on a real shell: disabled by default, scrubbed env, bounded output,
+process-group kill at the timeout, no stdin, cancellation."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_server.errors import Cancelled, InvalidInput, NotConfigured
+from tools import bash
+from tools.bash import run_bash_command, scrubbed_env
+from tools.runtime import CallContext, Runtime
+
+
+@pytest.fixture
+def rt(make_settings: Any) -> Runtime:
+    return Runtime(make_settings(bash_enabled=True))
+
+
+@pytest.fixture
+def call() -> CallContext:
+    return CallContext(tool="run_bash_command")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a killed orphan stays a zombie until its new parent reaps it: that counts as dead
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def assert_dead(pid: int) -> None:
+    for _ in range(100):
+        if not _alive(pid):
+            return
+        time.sleep(0.05)
+    pytest.fail(f"process {pid} is still alive")
+
+
+def test_disabled_by_default(settings: Any, call: CallContext) -> None:
+    with pytest.raises(NotConfigured, match="GENERALAGENT_BASH_ENABLED=1.*--enable-bash"):
+        run_bash_command("echo hi", rt=Runtime(settings), call=call)
+
+
+def test_runs_in_workspace_with_exit_code_and_streams(rt: Runtime, call: CallContext, workspace: Path) -> None:
+    result = run_bash_command('pwd; echo "$HOME"; echo oops >&2; printf "é"; exit 7', rt=rt, call=call)
+    root = str(workspace.resolve())
+    assert result.exit_code == 7 and not result.timed_out
+    assert result.stdout == f"{root}\n{root}\né" and result.stderr == "oops\n"
+    assert result.cwd == root and result.stdout_bytes == len(result.stdout.encode())
+
+
+def test_environment_is_scrubbed(rt: Runtime, call: CallContext, monkeypatch: Any) -> None:
+    secrets = {
+        "FAKE_API_KEY": "k1", "GITHUB_TOKEN": "t1", "DB_PASSWORD": "p1", "AWS_SECRET_ACCESS_KEY": "s1",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/c.json", "GENERALAGENT_HTTP_TOKEN": "h1",
+        "GENERALAGENT_LLM_BASE_URL": "http://x", "SSH_AUTH_SOCK": "/tmp/agent",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FAVORITE_COLOR", "teal")
+    result = run_bash_command("env", rt=rt, call=call)
+    names = {line.split("=", 1)[0] for line in result.stdout.splitlines() if "=" in line}
+    assert not names & set(secrets), names & set(secrets)
+    assert "FAVORITE_COLOR" in names and "PATH" in names
+    for value in ("k1", "t1", "p1", "s1", "h1"):
+        assert f"={value}\n" not in result.stdout
+
+
+def test_scrubbed_env_unit(tmp_path: Path) -> None:
+    env = scrubbed_env({"PATH": "/bin", "my_key": "x", "Session_Token": "y", "LANG": "de_DE.UTF-8"}, tmp_path)
+    assert env == {"PATH": "/bin", "LANG": "de_DE.UTF-8", "HOME": str(tmp_path), "PWD": str(tmp_path)}
+
+
+def test_timeout_kills_the_whole_group(rt: Runtime, call: CallContext, workspace: Path) -> None:
+    started = time.monotonic()
+    result = run_bash_command("sleep 100 & echo $! > bg.pid; sleep 100", timeout=1, rt=rt, call=call)
+    assert time.monotonic() - started < 5
+    assert result.timed_out and result.exit_code is None and "killed after 1 s" in result.stderr
+    assert_dead(int((workspace / "bg.pid").read_text()))
+
+
+def test_plain_sleep_pair_times_out(rt: Runtime, call: CallContext) -> None:
+    started = time.monotonic()
+    result = run_bash_command("sleep 100 & sleep 100", timeout=1, rt=rt, call=call)
+    assert result.timed_out and time.monotonic() - started < 5
+
+
+def test_background_children_do_not_hold_the_call(rt: Runtime, call: CallContext) -> None:
+    started = time.monotonic()
+    result = run_bash_command("sleep 100 & echo $!", timeout=30, rt=rt, call=call)
+    assert time.monotonic() - started < 5 and result.exit_code == 0 and not result.timed_out
+    assert_dead(int(result.stdout.strip()))
+
+
+def test_shell_that_closes_its_outputs_is_still_awaited(rt: Runtime, call: CallContext) -> None:
+    result = run_bash_command("exec >&- 2>&-; sleep 0.3; exit 4", timeout=10, rt=rt, call=call)
+    assert result.exit_code == 4 and not result.timed_out
+
+
+def test_output_is_bounded_head_and_tail(rt: Runtime, call: CallContext) -> None:
+    result = run_bash_command("echo START; head -c 5000000 /dev/zero | tr '\\0' x; echo; echo END", rt=rt, call=call)
+    assert result.stdout_bytes > 5_000_000 and result.output_truncated
+    assert len(result.stdout) < bash.STDOUT_HEAD + bash.STDOUT_TAIL + 100
+    assert result.stdout.startswith("START\n") and result.stdout.endswith("END\n")
+    assert "bytes omitted" in result.stdout
+
+
+def test_stdin_is_closed(rt: Runtime, call: CallContext) -> None:
+    result = run_bash_command("cat; read line; echo rc=$?", timeout=5, rt=rt, call=call)
+    assert result.stdout == "rc=1\n" and not result.timed_out
+
+
+def test_cancel_kills_the_command(rt: Runtime, workspace: Path) -> None:
+    call = CallContext(tool="run_bash_command")
+    threading.Timer(0.5, call.cancel_event.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        run_bash_command("echo $$ > sh.pid; sleep 100", timeout=60, rt=rt, call=call)
+    assert time.monotonic() - started < 5
+    assert_dead(int((workspace / "sh.pid").read_text()))
+
+
+def test_bad_command(rt: Runtime, call: CallContext) -> None:
+    with pytest.raises(InvalidInput, match="NUL"):
+        run_bash_command("echo a\x00b", rt=rt, call=call)
+
+
+def test_default_session_workspace(make_settings: Any, data_dir: Path) -> None:
+    rt = Runtime(make_settings(roots=[], bash_enabled=True))
+    result = run_bash_command("pwd; ls", rt=rt, call=CallContext(tool="x", session_id="s9"))
+    assert result.stdout.splitlines() == [str(data_dir.resolve() / "workspaces" / "s9"), "outputs", "temp", "uploads"]
