@@ -13,6 +13,7 @@ from mcp_server.policy.rules import (
     USER_RULES_FILENAME,
     Rules,
     load_rules,
+    protected_paths,
     user_rules_file,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "Rules",
     "decide",
     "load_rules",
+    "protected_paths",
     "user_rules_file",
 ]

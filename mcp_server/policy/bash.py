@@ -59,6 +59,8 @@ KEYWORDS_TRANSPARENT = frozenset({"!", "if", "then", "else", "elif", "do", "whil
 KEYWORDS_END = frozenset({"fi", "done", "esac", "}"})
 KEYWORDS_UNSUPPORTED = frozenset({"for", "case", "select", "function", "[[", "coproc", "declare", "typeset",
                                   "local", "export", "readonly", "alias", "trap", "shopt", "set", "unset"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HIDDEN_GLOB = re.compile(r"(^|/)\.[^/]*[*?\[]")  # a glob that can match hidden files (.ss?/id_rsa)
 OUT_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 
 
@@ -269,7 +271,9 @@ class _Analyzer:
         text = " ".join([raw.rsplit("/", 1)[-1], *(w.text for w in args)])
         if not any(p.fullmatch(text) for p in shell.safe_commands):
             return False
-        if any(w.dynamic or w.brace or w.procsub or w.tilde for w in args):
+        if any(w.dynamic or w.brace or w.procsub or w.tilde or _HIDDEN_GLOB.search(w.text) for w in args):
+            return False
+        if _CONTROL.search(text):
             return False
         forbidden = shell.forbidden_options.get(name, ())
         if any(_has_option(w.text, opt) for w in args for opt in forbidden):

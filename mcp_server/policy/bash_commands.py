@@ -298,7 +298,7 @@ _SUDO_WITH_VALUE = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-
                               "--command-timeout"})
 
 
-@handles(*PRIVILEGED)
+@handles(*PRIVILEGED, wrapper=True)
 def _privileged(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = seg.allowable = False
     an.find(ask(f"`{name}` runs commands with elevated privileges.", "critical", "bash.privileged"))

@@ -122,7 +122,7 @@ def glob_to_regex(glob: str) -> str:
     (`git status:*` matches `git status` and `git status -s`, not `git statusx`)."""
     suffix = ""
     if glob.endswith(":*"):
-        glob, suffix = glob[:-2], r"(?:\s.*)?"
+        glob, suffix = glob[:-2], r"(?: .*)?"
     out: list[str] = []
     i = 0
     while i < len(glob):
@@ -467,7 +467,7 @@ def describe(rules: Rules) -> dict[str, Any]:
     """A JSON-friendly view of the effective rules (for `policy show`)."""
     show: Callable[[tuple[Matcher, ...]], list[str]] = lambda ms: [m.source for m in ms]  # noqa: E731
     return {
-        "files": [str(p) for p in rules.sources],
+        "rules_files": [str(p) for p in rules.sources],
         "permissions": [{"id": r.rule_id, "action": r.action, "rule": r.text} for r in rules.permissions],
         "patterns": [
             {"id": p.rule_id, "pattern": p.matcher.source, "risk": p.risk, "action": p.action, "reason": p.reason}
@@ -485,3 +485,18 @@ def describe(rules: Rules) -> dict[str, Any]:
         },
         "secrets": {"ask": show(rules.secret_ask), "deny": show(rules.secret_deny)},
     }
+
+
+def protected_paths(rules: Rules, data_dir: Path, extra: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+    """Paths no tool may write: the rules files in use, `<data dir>/policy.toml`, the shipped
+    defaults, plus `extra` (the approval engineer adds the audit log and the approvals store)."""
+    candidates = [*rules.sources, data_dir / USER_RULES_FILENAME, *extra]
+    shipped = resources.files("mcp_server.policy").joinpath(DEFAULT_RULES_FILE)
+    if isinstance(shipped, Path):
+        candidates.append(shipped)
+    out: list[Path] = []
+    for path in candidates:
+        resolved = Path(path).expanduser().resolve()
+        if resolved not in out:
+            out.append(resolved)
+    return tuple(out)
