@@ -17,7 +17,8 @@ from tools.runtime import Runtime
 
 @dataclass(frozen=True)
 class ResourceSpec:
-    """A read-only MCP resource with a fixed URI: `fn(rt) -> str` (JSON or text)."""
+    """A read-only MCP resource: `fn(rt) -> str` (JSON or text) for a fixed URI; for a URI template
+    (`todo://{list_id}`) `fn(rt, **params)`, plus `origin=` (the caller's CallOrigin) when fn accepts it."""
 
     uri: str
     name: str
@@ -46,6 +47,10 @@ RESOURCES: list[ResourceSpec] = [
     ResourceSpec(
         "todo://{list_id}", "todo-list", "A todo list as JSON; todo://default is this workspace's list.",
         todos.todo_resource,
+    ),
+    ResourceSpec(
+        "subagent://{context_id}", "subagent-thread", "A delegate_task thread as JSON: status, result, transcript.",
+        delegate.thread_resource,
     ),
 ]
 

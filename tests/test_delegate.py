@@ -245,6 +245,8 @@ async def test_restart_and_continue(llm_settings: Any, fake_llm: FakeLLM) -> Non
         follow = await client.call_tool("delegate_task", {"task": "And Q4?", "continue_id": context_id})
         after = await client.call_tool("delegate_status", {"context_id": context_id, "offset": 5})
         missing = await client.call_tool("delegate_status", {"context_id": "subagent-00000000"})
+        resource = json.loads((await client.read_resource(f"subagent://{context_id}")).contents[0].text)
+    assert resource["status"] == "done" and resource["total_messages"] == 7 and len(resource["messages"]) == 7
     assert follow.structured_content["context_id"] == context_id
     assert follow.structured_content["result"].startswith("Follow-up:")
     roles = [m["role"] for m in fake_llm.requests[-1]["messages"]]

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from context.llm import LLMConfig
 from context.subagent import StepDelta, Thread, ThreadStore
+from mcp_server.bounding import bound_json, dumps
 from mcp_server.dispatch import CallOrigin, Dispatcher
 from mcp_server.errors import Conflict, InvalidInput, LLMError, NotConfigured
 from mcp_server.toolspec import ToolSpec
@@ -229,3 +230,10 @@ def list_agents(*, rt: Runtime) -> AgentsResult:
         agents_file=str(agents_file(rt.settings)),
         default_tools=[name for name in DEFAULT_TOOLS if name in known],
     )
+
+
+def thread_resource(rt: Runtime, context_id: str) -> str:
+    """The thread as JSON for the `subagent://{context_id}` resource (first 50 messages; bounded)."""
+    status = delegate_status(context_id, offset=0, limit=50, rt=rt)
+    data, _ = bound_json(status.model_dump(mode="json"), rt.settings.max_result_tokens)
+    return dumps(data)
