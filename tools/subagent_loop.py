@@ -52,8 +52,10 @@ def function_schema(spec: ToolSpec) -> dict[str, Any]:
     for param in tool_parameters(spec.fn):
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (param.annotation, default)
+    from mcp_server.server import compact_schema  # the same title-free schemas as tools/list
+
     parameters = create_model(f"{spec.name}_arguments", **fields).model_json_schema()
-    parameters.pop("title", None)
+    compact_schema(parameters)
     return {
         "type": "function",
         "function": {"name": spec.name, "description": spec.description[:1024], "parameters": parameters},
