@@ -116,12 +116,12 @@ def _with_signature(fn: Callable[..., Any], names: list[str]) -> Callable[..., A
 
 
 def _approval_resolver(spec: ToolSpec, dispatcher: Dispatcher, names: list[str]) -> Callable[..., Any]:
-    async def approval_question(ctx: Context, **args: Any) -> Elicit[ApprovalForm] | None:
+    async def approval_question(ctx: Context, **args: Any) -> Elicit[Any] | None:
         gate = dispatcher.gate
         if not isinstance(gate, PolicyGate) or not supports_form_elicitation(ctx):
             return None
-        message = gate.question(spec, args, origin_from_context(ctx))
-        return Elicit(message, ApprovalForm) if message else None
+        question = gate.question(spec, args, origin_from_context(ctx))
+        return Elicit(question[0], question[1]) if question else None
 
     approval_question.__qualname__ = f"approval_question.{spec.name}"
     return _with_signature(approval_question, names)

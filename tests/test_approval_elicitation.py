@@ -86,3 +86,55 @@ async def test_a_confirm_argument_is_never_consent(settings: Any, monkeypatch: A
         await c.list_tools()
         result = await c.call_tool("poke", {"text": "x", "confirm": True, "approved": True})
     assert result.is_error and helpers.CALLS == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_high_risk_calls_cannot_be_approved_for_the_session(settings: Any, monkeypatch: Any, mode: str) -> None:
+    helpers.install(monkeypatch)
+    asked: list[Any] = []
+
+    async def callback(context: Any, params: Any) -> Any:
+        from mcp_types import ElicitResult
+
+        asked.append(params.requested_schema)
+        return ElicitResult(action="accept", content={"decision": "approve_once"})
+
+    async with connect(settings, mode, elicitation_callback=callback) as c:
+        await c.list_tools()
+        for _ in range(2):
+            assert not (await c.call_tool("poke", {"text": "DROP TABLE users"})).is_error
+    assert len(asked) == 2  # asked every time
+    assert asked[0]["properties"]["decision"]["enum"] == ["approve_once", "reject"]
+    assert helpers.CALLS == ["DROP TABLE users"] * 2
+
+
+@pytest.mark.parametrize(
+    "text", ["echo y | generalagent-mcp approve ap-abcdef", "curl -X POST http://127.0.0.1:8765/approvals/ap-abcdef"]
+)
+async def test_calls_that_try_to_approve_are_denied(settings: Any, monkeypatch: Any, text: str) -> None:
+    helpers.install(monkeypatch)
+    async with connect(settings, elicitation_callback=helpers.elicitation_answer("accept")) as c:
+        result = await c.call_tool("poke", {"text": text})
+    assert result.is_error and "approval.self-approval" in result.content[0].text and helpers.CALLS == []
+
+
+async def test_mentioning_a_live_approval_id_is_denied(settings: Any, monkeypatch: Any) -> None:
+    import re
+
+    helpers.install(monkeypatch)
+    async with connect(settings) as c:
+        pending = await c.call_tool("poke", {"text": "first"})
+        approval_id = re.search(r"ap-[a-z2-9]{6}", pending.content[0].text).group(0)  # type: ignore[union-attr]
+        sneaky = await c.call_tool("poke", {"text": f"x=$(printf '%s' {approval_id}); do-something $x"})
+    assert sneaky.is_error and "approval.self-approval" in sneaky.content[0].text
+
+
+async def test_state_changing_calls_naming_the_approval_files_are_denied(settings: Any, monkeypatch: Any) -> None:
+    helpers.install(monkeypatch)
+    async with connect(settings, elicitation_callback=helpers.elicitation_answer("accept")) as c:
+        for text in ("sqlite3 ../../approvals.sqlite3 'update approvals set status=1'",
+                     f"> {settings.data_dir}/audit.jsonl", f"edit {settings.data_dir}/policy.toml"):
+            result = await c.call_tool("poke", {"text": text})
+            assert result.is_error and "approval.protected-state" in result.content[0].text, text
+        assert not (await c.call_tool("poke", {"text": "my own policy.toml notes"})).is_error
+    assert helpers.CALLS == ["my own policy.toml notes"]

@@ -64,3 +64,13 @@ async def test_every_decision_is_logged_with_secrets_masked(settings: Any, monke
         assert entry["time"].endswith("Z") and entry["origin"].startswith("client:")
     assert entries[1]["approved_by"] == "elicitation" and MASK in entries[1]["args"]["text"]
     assert AuditLog(settings.data_dir).read(limit=1) == entries[-1:]
+
+
+def test_the_log_rotates_when_large(data_dir: Path) -> None:
+    log = AuditLog(data_dir, max_bytes=2000)
+    for i in range(40):
+        log.record(tool="t", args={"i": i}, action="allow", rule_id="r", risk="low", reason="x", outcome="allowed",
+                   origin="client:c")
+    assert (data_dir / "audit.jsonl.1").exists()
+    assert (data_dir / "audit.jsonl").stat().st_size < 2500
+    assert log.read()[-1]["args"] == {"i": 39}

@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 
 AUDIT_FILE = "audit.jsonl"
 MASK = "***"
+MAX_BYTES = 20 * 1024 * 1024
 _MAX_VALUE_CHARS = 300
 _MAX_ITEMS = 20
 
@@ -67,9 +68,10 @@ def mask_args(value: Any, key: str | None = None) -> Any:
 class AuditLog:
     """Append-only JSONL audit log; safe to call from several threads."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, max_bytes: int = MAX_BYTES) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.path = data_dir / AUDIT_FILE
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
 
     def record(self, *, tool: str, args: dict[str, Any], action: str, rule_id: str, risk: str, reason: str,
@@ -88,8 +90,19 @@ class AuditLog:
             "approval_id": approval_id,
         }
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
-        with self._lock, self.path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
+        with self._lock:
+            self._rotate_if_large()
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+
+    def _rotate_if_large(self) -> None:
+        """Keep the log bounded: past MAX_BYTES it moves to audit.jsonl.1 (the previous .1 is dropped)."""
+        try:
+            if self.path.stat().st_size < self.max_bytes:
+                return
+        except FileNotFoundError:
+            return
+        self.path.replace(self.path.with_name(self.path.name + ".1"))
 
     def read(self, limit: int = 100) -> list[dict[str, Any]]:
         """The last `limit` entries (oldest first)."""

@@ -31,17 +31,6 @@ from mcp_server.toolspec import ToolSpec
 log = logging.getLogger("generalagent.approval")
 
 POLICY_FILE = "policy.toml"
-Choice = Literal["approve_once", "approve_session", "reject"]
-
-
-class ApprovalForm(BaseModel):
-    """The elicitation form shown to the human for one call."""
-
-    decision: Choice = Field(
-        title="Your decision",
-        description="approve_once: run this call once; approve_session: also allow this kind of call "
-        "for the rest of the session; reject: do not run it.",
-    )
 
 
 @dataclass(frozen=True)
@@ -52,6 +41,32 @@ class Verdict:
     reason: str
     risk: str
     rule_id: str
+
+
+SESSION_GRANT_RISKS = ("low", "medium")
+"""Only these risks may be approved "for this session"; high and critical ones are asked every time."""
+
+
+class ApprovalForm(BaseModel):
+    """The elicitation form shown to the human for one call."""
+
+    decision: Literal["approve_once", "approve_session", "reject"] = Field(
+        title="Your decision",
+        description="approve_once: run this call once; approve_session: also allow this kind of call "
+        "for the rest of the session; reject: do not run it.",
+    )
+
+
+class ApprovalFormOnce(BaseModel):
+    """The form for high-risk calls: no "for this session" choice."""
+
+    decision: Literal["approve_once", "reject"] = Field(
+        title="Your decision", description="approve_once: run this call once; reject: do not run it."
+    )
+
+
+def form_for(verdict: Verdict) -> type[BaseModel]:
+    return ApprovalForm if verdict.risk in SESSION_GRANT_RISKS else ApprovalFormOnce
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,9 @@ class PolicyGate:
         if _SELF_APPROVAL.search(text) or any(i in text for i in self.store.live_ids()):
             return Verdict("deny", "Calls that mention approval ids or the approval command/page are refused: "
                            "only the human approves, outside the assistant.", "high", "approval.self-approval")
+        if not spec.read_only and self._mentions_protected(text):
+            return Verdict("deny", "The approval rules, approvals and audit log are off limits to the assistant.",
+                           "critical", "approval.protected-state")
         try:
             decision = self._decide(spec.name, args, self.policy_context(spec, origin))
             found = Verdict(str(decision.action), str(decision.reason), str(decision.risk), str(decision.rule_id))
@@ -127,6 +145,11 @@ class PolicyGate:
             return Verdict("ask", f"The policy could not decide ({type(exc).__name__}); asking instead.",
                            "high", "gate.policy-error")
         return self._escalate(spec, args, found)
+
+    def _mentions_protected(self, text: str) -> bool:
+        """A state-changing call naming our approval/audit files (or the rules file by full path)."""
+        distinctive = {APPROVALS_FILE, AUDIT_FILE}
+        return any(str(p) in text or (p.name.split("-")[0] in distinctive and p.name in text) for p in self.protected)
 
     def _escalate(self, spec: ToolSpec, args: dict[str, Any], found: Verdict) -> Verdict:
         if spec.name == "enable_tools" and found.action == "allow":
@@ -154,14 +177,14 @@ class PolicyGate:
         except OSError:
             return ()
 
-    def question(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> str | None:
-        """The elicitation message when this call needs a human now, else None."""
+    def question(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> tuple[str, type[BaseModel]] | None:
+        """The elicitation message and form when this call needs a human now, else None."""
         verdict = self.verdict(spec, args, origin)
         if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name, verdict.rule_id):
             return None
         if self.store.has_grant(spec.name, args):
             return None
-        return approval_message(spec.name, args, verdict)
+        return approval_message(spec.name, args, verdict), form_for(verdict)
 
     # -- the Gate protocol
 
@@ -188,11 +211,11 @@ class PolicyGate:
         if answer is None and origin.kind == "subagent":
             answer = await elicit_through(origin.mcp_context, spec.name, args, verdict)
         if isinstance(answer, ApprovalAnswer) and answer.call_hash == call_hash(spec.name, args):
-            if answer.choice == "approve_once":
+            if answer.choice == "approve_session" and verdict.risk in SESSION_GRANT_RISKS:
+                self.store.grant_session(key, spec.name, verdict.rule_id)
                 record("approved", approved_by=answer.via)
                 return
-            if answer.choice == "approve_session":
-                self.store.grant_session(key, spec.name, verdict.rule_id)
+            if answer.choice in ("approve_once", "approve_session"):
                 record("approved", approved_by=answer.via)
                 return
             record("rejected", approved_by=None)
@@ -271,7 +294,7 @@ async def elicit_through(ctx: Any, tool: str, args: dict[str, Any], verdict: Ver
     if ctx is None or not can_elicit_now(ctx):
         return None
     try:
-        outcome = await ctx.elicit(approval_message(tool, args, verdict), ApprovalForm)
+        outcome = await ctx.elicit(approval_message(tool, args, verdict), form_for(verdict))
     except Exception:
         log.exception("elicitation through the parent call failed; falling back to an approval id")
         return None
@@ -283,7 +306,7 @@ def answer_from_outcome(outcome: Any, tool: str, args: dict[str, Any]) -> Approv
     action = getattr(outcome, "action", None)
     if action == "accept":
         data = getattr(outcome, "data", None)
-        if not isinstance(data, ApprovalForm):
+        if not isinstance(data, ApprovalForm | ApprovalFormOnce):
             return None
         return ApprovalAnswer(data.decision, call_hash(tool, args))
     if action in ("decline", "cancel"):

@@ -24,6 +24,7 @@ from pydantic_core import to_jsonable_python
 from mcp_server.errors import Conflict, NotFound
 
 APPROVALS_FILE = "approvals.sqlite3"
+_KEEP_SECONDS = 7 * 24 * 3600  # decided/expired approvals are kept a week (the audit log keeps the history)
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no 0/o/1/l: easy to read and type
 
 _MIGRATIONS = (
@@ -138,6 +139,7 @@ class ApprovalStore:
         if existing:
             return existing[0]
         approval_id = new_approval_id()
+        self._write("DELETE FROM approvals WHERE expires < ?", (now - _KEEP_SECONDS,))
         self._write(
             "INSERT INTO approvals (id, tool, args_hash, args_json, risk, reason, rule_id, origin, status, "
             "created, expires, csrf) VALUES (?,?,?,?,?,?,?,?, 'pending', ?,?,?)",
@@ -148,7 +150,9 @@ class ApprovalStore:
     def get(self, approval_id: str) -> Approval:
         found = self._query("SELECT * FROM approvals WHERE id=?", (approval_id.strip().lower(),))
         if not found:
-            raise NotFound(f"No approval {approval_id!r}. Run `generalagent-mcp approve --list` to see pending ones.")
+            raise NotFound(f"No approval {approval_id!r} in {self.path.parent}. Run `generalagent-mcp approve "
+                           "--list` to see pending ones; if the server uses another data dir, pass the same "
+                           "--data-dir (or GENERALAGENT_DATA_DIR).")
         return found[0]
 
     def pending(self) -> list[Approval]:
