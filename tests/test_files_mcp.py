@@ -1,0 +1,81 @@
+"""The workspace tools through the real SDK client (in memory), in both protocol eras.
+
+Calls that change things go through the approval policy at the dispatch point; the client
+here answers the elicitation with "approve once", as a user would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.approval_helpers import elicitation_answer
+from tests.conftest import MODES, connect
+
+pytestmark = pytest.mark.anyio
+
+FILE_TOOLS = {"read_file", "write_file", "edit_file", "list_workspace_files", "find_files"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tools_listed_with_honest_annotations(settings: Any, mode: str) -> None:
+    async with connect(settings, mode) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) >= FILE_TOOLS and "run_bash_command" not in tools  # bash: full tier only
+    for name in ("read_file", "list_workspace_files", "find_files"):
+        assert tools[name].annotations.read_only_hint is True, name
+    for name in ("write_file", "edit_file"):
+        assert tools[name].annotations.read_only_hint is False
+        assert tools[name].annotations.destructive_hint is True
+    assert tools["edit_file"].annotations.idempotent_hint is False
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_list_find_and_escape(settings: Any, mode: str, workspace: Path, tmp_path: Path) -> None:
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "a.md").write_text("# Title\nbody\n")
+    (tmp_path / "secret.txt").write_text("top secret")
+    (workspace / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    async with connect(settings, mode) as client:
+        read = await client.call_tool("read_file", {"path": "docs/a.md"})
+        assert not read.is_error and read.structured_content["content"] == "# Title\nbody\n"
+        listing = await client.call_tool("list_workspace_files", {"directory": "docs"})
+        assert [e["name"] for e in listing.structured_content["entries"]] == ["a.md"]
+        found = await client.call_tool("find_files", {"pattern": "**/*.{md,txt}"})
+        assert [m["name"] for m in found.structured_content["matches"]] == ["docs/a.md"]
+        for bad in ["../secret.txt", "leak.txt", str(tmp_path / "secret.txt")]:
+            result = await client.call_tool("read_file", {"path": bad})
+            assert result.is_error and "not allowed" in result.content[0].text
+            assert "top secret" not in result.content[0].text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_write_then_edit_with_approval(settings: Any, mode: str, workspace: Path) -> None:
+    async with connect(settings, mode, elicitation_callback=elicitation_answer("accept")) as client:
+        wrote = await client.call_tool("write_file", {"path": "out/n.txt", "content": "a = 1\na = 1\n"})
+        assert not wrote.is_error, wrote.content[0].text
+        assert (workspace / "out" / "n.txt").read_text() == "a = 1\na = 1\n"
+        ambiguous = await client.call_tool("edit_file", {"path": "out/n.txt", "old_string": "a = 1",
+                                                         "new_string": "a = 2"})
+        assert ambiguous.is_error and "occurs 2 times" in ambiguous.content[0].text
+        edited = await client.call_tool("edit_file", {"path": "out/n.txt", "old_string": "a = 1\na",
+                                                      "new_string": "a = 1\nb"})
+        assert not edited.is_error and "+b = 1" in edited.structured_content["diff"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_bash_disabled_then_enabled_with_scrubbed_env(settings: Any, mode: str, monkeypatch: Any) -> None:
+    monkeypatch.setenv("FAKE_API_KEY", "sk-should-not-leak")
+    full = settings.model_copy(update={"tool_profile": "full"})
+    async with connect(full, mode, elicitation_callback=elicitation_answer("accept")) as client:
+        result = await client.call_tool("run_bash_command", {"command": "echo hi"})
+        assert result.is_error and "GENERALAGENT_BASH_ENABLED=1" in result.content[0].text
+    enabled = full.model_copy(update={"bash_enabled": True})
+    async with connect(enabled, mode, elicitation_callback=elicitation_answer("accept")) as client:
+        result = await client.call_tool("run_bash_command", {"command": "printenv"})
+        assert not result.is_error, result.content[0].text
+        assert result.structured_content["exit_code"] == 0
+        assert "FAKE_API_KEY" not in result.structured_content["stdout"]
+        assert "sk-should-not-leak" not in result.content[0].text
