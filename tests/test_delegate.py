@@ -255,11 +255,12 @@ async def test_restart_and_continue(llm_settings: Any, fake_llm: FakeLLM) -> Non
     assert missing.is_error and context_id in missing.content[0].text  # names recent threads
 
 
-async def test_cancellation_stops_the_loop(llm_settings: Any, fake_llm: FakeLLM, data_dir: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("mode", MODES)
+async def test_cancellation_stops_the_loop(llm_settings: Any, fake_llm: FakeLLM, data_dir: Path, mode: str) -> None:  # noqa: F811
     fake_llm.reply_tool_calls([("now", {})])
     fake_llm.reply_text(LONG, delay=3.0)  # the model is slow on step 2
     fake_llm.reply_text(LONG)
-    async with client_for(llm_settings) as (client, _):
+    async with client_for(llm_settings, mode) as (client, _):
         with anyio.move_on_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, "delegate_task", {"task": "t"})

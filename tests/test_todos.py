@@ -12,7 +12,7 @@ from context.todos import TodoStore, normalize_items
 from mcp_server.errors import InvalidInput, LimitExceeded
 from tests.conftest import MODES, connect
 from tools.runtime import CallContext, Runtime
-from tools.todos import default_list_id, todo_read, todo_write
+from tools.todos import default_list_id, reminder_for, todo_read, todo_write
 
 
 @pytest.fixture(autouse=True)
@@ -111,6 +111,8 @@ def test_tools_without_mcp_and_persistence_across_restart(settings: Any) -> None
     again = Runtime(settings)  # a new server on the same data dir
     read = todo_read(rt=again, call=CallContext(tool="todo_read", client_id="claude-code"))
     assert [(i.id, i.content) for i in read.items] == [(written.items[0].id, "Index docs")]
+    reminder = reminder_for(again, "claude-code")
+    assert reminder is not None and "Index docs" in reminder and reminder_for(again, "cursor") is None
     other_client = todo_read(rt=again, call=CallContext(tool="todo_read", client_id="cursor"))
     assert other_client.items == [] and other_client.list_id != read.list_id
     again.close()

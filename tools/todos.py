@@ -85,3 +85,8 @@ def todo_resource(rt: Runtime, list_id: str, origin: Any = None) -> str:
     client_id = getattr(origin, "client_id", None) or "default"
     todo = todo_store(rt).read(resolve_list_id(rt, list_id, client_id))
     return json.dumps(todo.model_dump(mode="json"), ensure_ascii=False)
+
+
+def reminder_for(rt: Runtime, client_id: str, list_id: str | None = None) -> str | None:
+    """The unfinished-items reminder of the caller's list (default list when list_id is None), or None."""
+    return todo_store(rt).reminder_text(resolve_list_id(rt, list_id, client_id))
