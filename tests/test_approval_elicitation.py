@@ -138,3 +138,18 @@ async def test_state_changing_calls_naming_the_approval_files_are_denied(setting
             assert result.is_error and "approval.protected-state" in result.content[0].text, text
         assert not (await c.call_tool("poke", {"text": "my own policy.toml notes"})).is_error
     assert helpers.CALLS == ["my own policy.toml notes"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_session_grant_for_a_destructive_tool_covers_identical_calls_only(
+    make_settings: Any, monkeypatch: Any, mode: str
+) -> None:
+    helpers.install(monkeypatch, helpers.ZAP)
+    seen: list[str] = []
+    callback = helpers.elicitation_answer("accept", "approve_session", seen=seen)
+    async with connect(make_settings(tool_profile="full"), mode, elicitation_callback=callback) as c:
+        await c.list_tools()
+        for text in ("a", "a", "b"):
+            assert not (await c.call_tool("zap", {"text": text})).is_error
+    assert helpers.CALLS == ["a", "a", "b"]
+    assert len(seen) == 2 and "identical calls only" in seen[0]

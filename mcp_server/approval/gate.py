@@ -180,11 +180,12 @@ class PolicyGate:
     def question(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> tuple[str, type[BaseModel]] | None:
         """The elicitation message and form when this call needs a human now, else None."""
         verdict = self.verdict(spec, args, origin)
-        if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name, verdict.rule_id):
+        if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name,
+                                                                 session_scope(spec, args, verdict)):
             return None
         if self.store.has_grant(spec.name, args):
             return None
-        return approval_message(spec.name, args, verdict), form_for(verdict)
+        return approval_message(spec.name, args, verdict, scope_text(spec, verdict)), form_for(verdict)
 
     # -- the Gate protocol
 
@@ -204,15 +205,16 @@ class PolicyGate:
     async def _ask(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict,
                    record: Callable[..., None]) -> None:
         key = session_key(origin)
-        if self.store.session_granted(key, spec.name, verdict.rule_id):
+        scope = session_scope(spec, args, verdict)
+        if self.store.session_granted(key, spec.name, scope):
             record("approved", approved_by="session-grant")
             return
         answer = origin.extras.get("approval_answer")
         if answer is None and origin.kind == "subagent":
-            answer = await elicit_through(origin.mcp_context, spec.name, args, verdict)
+            answer = await elicit_through(origin.mcp_context, spec, args, verdict)
         if isinstance(answer, ApprovalAnswer) and answer.call_hash == call_hash(spec.name, args):
             if answer.choice == "approve_session" and verdict.risk in SESSION_GRANT_RISKS:
-                self.store.grant_session(key, spec.name, verdict.rule_id)
+                self.store.grant_session(key, spec.name, scope)
                 record("approved", approved_by=answer.via)
                 return
             if answer.choice in ("approve_once", "approve_session"):
@@ -259,7 +261,23 @@ class PolicyGate:
         return "\n".join(lines)
 
 
-def approval_message(tool: str, args: dict[str, Any], verdict: Verdict) -> str:
+def session_scope(spec: ToolSpec, args: dict[str, Any], verdict: Verdict) -> str:
+    """What "approve for this session" covers: this rule for the tool, or only identical calls for tools
+    that can destroy things or reach outside (a session grant must not become a blank cheque)."""
+    if spec.destructive or spec.open_world:
+        return "call:" + call_hash(spec.name, args)
+    return "rule:" + verdict.rule_id
+
+
+def scope_text(spec: ToolSpec, verdict: Verdict) -> str:
+    if verdict.risk not in SESSION_GRANT_RISKS:
+        return "High risk: asked every time."
+    if spec.destructive or spec.open_world:
+        return "'approve_session' covers identical calls only."
+    return f"'approve_session' covers {spec.name} calls under rule {verdict.rule_id}."
+
+
+def approval_message(tool: str, args: dict[str, Any], verdict: Verdict, scope: str = "") -> str:
     """The human-facing question for one exact call; deterministic (it is re-rendered every round)."""
     from mcp_server.approval.audit import mask_text
 
@@ -269,7 +287,8 @@ def approval_message(tool: str, args: dict[str, Any], verdict: Verdict) -> str:
     return (f"Allow the assistant to run {tool}?\n"
             f"Risk: {verdict.risk}. Reason: {mask_text(verdict.reason)} (rule {verdict.rule_id})\n"
             f"Arguments: {shown}\n"
-            f"Call id: {call_hash(tool, args)[:12]}")
+            + (f"{scope}\n" if scope else "")
+            + f"Call id: {call_hash(tool, args)[:12]}")
 
 
 def approval_page_url(origin: Any, approval_id: str) -> str | None:
@@ -287,18 +306,19 @@ def approval_page_url(origin: Any, approval_id: str) -> str | None:
     return f"{str(base).rstrip('/')}/approvals/{approval_id}"
 
 
-async def elicit_through(ctx: Any, tool: str, args: dict[str, Any], verdict: Verdict) -> ApprovalAnswer | None:
+async def elicit_through(ctx: Any, spec: ToolSpec, args: dict[str, Any], verdict: Verdict) -> ApprovalAnswer | None:
     """Ask the human through an in-flight 2025-era call's context (used for sub-agent calls)."""
     from mcp_server.approval.elicit import can_elicit_now
 
     if ctx is None or not can_elicit_now(ctx):
         return None
+    message = approval_message(spec.name, args, verdict, scope_text(spec, verdict))
     try:
-        outcome = await ctx.elicit(approval_message(tool, args, verdict), form_for(verdict))
+        outcome = await ctx.elicit(f"[sub-agent] {message}", form_for(verdict))
     except Exception:
         log.exception("elicitation through the parent call failed; falling back to an approval id")
         return None
-    return answer_from_outcome(outcome, tool, args)
+    return answer_from_outcome(outcome, spec.name, args)
 
 
 def answer_from_outcome(outcome: Any, tool: str, args: dict[str, Any]) -> ApprovalAnswer | None:
