@@ -211,7 +211,7 @@ class _Analyzer:
             for sub in target.subs:
                 self.source(sub, depth + 1)
             if redirect.op in OUT_OPS or (redirect.op == ">&" and not re.fullmatch(r"\d+|-", target.text)):
-                self.write_target(target, seg)
+                self.write_target(target, seg, redirect=True)
             elif redirect.op in ("<", "<&") and not re.fullmatch(r"\d+|-", target.text):
                 self.secret(target.text)
                 self.read_path(target, seg)
@@ -307,11 +307,14 @@ class _Analyzer:
         if norm is None or not paths.inside_roots(norm, self.env.roots):
             seg.safe = False
 
-    def write_target(self, word: Word, seg: Segment) -> None:
+    def write_target(self, word: Word, seg: Segment, redirect: bool = False) -> None:
+        """A file the command writes: deny outside the roots or to protected files, else not safe.
+        A redirection's target is not part of the text allow rules see, so it needs approval."""
         text = word.text
         if not word.dynamic and (text in paths.HARMLESS_WRITE_TARGETS or re.fullmatch(r"/dev/fd/\d+", text)):
             return
         seg.safe = False
+        seg.allowable = seg.allowable and not redirect
         seg.note = seg.note or f"writes {_short(word.raw, 60)}"
         norm = None if word.dynamic or word.procsub else paths.normalize(text, self.cwd)
         if norm is None:

@@ -80,7 +80,7 @@ class RiskPattern:
     action: Action
     reason: str
     tools: tuple[re.Pattern[str], ...] = ()  # empty: every tool
-    include_read_only: bool = False
+    include_read_only: bool = True
 
     def applies_to(self, tool: str, read_only: bool) -> bool:
         if read_only and not self.include_read_only:
@@ -375,7 +375,7 @@ class _Loader:
             if not isinstance(source, str) or not source:
                 raise self.fail(key + ".pattern", "must be a non-empty regular expression string")
             tools = tuple(compile_glob(t) for t in self._strings(entry, "tools", key + "."))
-            include_ro = entry.get("include_read_only", False)
+            include_ro = entry.get("include_read_only", True)
             if not isinstance(include_ro, bool):
                 raise self.fail(key + ".include_read_only", "must be true or false")
             self.b.patterns.append(
