@@ -116,8 +116,8 @@ def _normalize_one(index: int, raw: Mapping[str, Any], seen_ids: set[str]) -> To
     if item_id in seen_ids:
         raise InvalidInput(f"Todo {label} repeats id {item_id!r}. Ids must be unique in a list.")
     seen_ids.add(item_id)
-    return TodoItem(id=item_id, content=content, status=status, priority=priority,  # type: ignore[arg-type]
-                    active_form=_text(raw, "active_form") or None)
+    return TodoItem.model_validate({"id": item_id, "content": content, "status": status, "priority": priority,
+                                    "active_form": _text(raw, "active_form") or None})
 
 
 def _new_id(taken: set[str]) -> str:
