@@ -102,11 +102,12 @@ def make_corrupt_pdf(path: Path) -> Path:
     return path
 
 
-def make_truncated_pdf(path: Path, pages: Sequence[Sequence[str | Heading]], keep: float = 0.6) -> Path:
-    """A valid PDF cut short (xref and trailer lost): MuPDF repairs it."""
-    full = make_pdf(path, pages)
-    data = full.read_bytes()
-    path.write_bytes(data[: int(len(data) * keep)])
+def make_truncated_pdf(path: Path, pages: Sequence[Sequence[str | Heading]], keep: float | None = None) -> Path:
+    """A valid PDF cut short: by default inside its xref table (trailer lost, MuPDF repairs it);
+    with `keep` (a fraction), cut anywhere (deep cuts are usually beyond repair)."""
+    data = make_pdf(path, pages).read_bytes()
+    cut = int(len(data) * keep) if keep is not None else data.rfind(b"\nxref") + 60
+    path.write_bytes(data[:cut])
     return path
 
 

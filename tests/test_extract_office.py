@@ -1,0 +1,177 @@
+"""PDF / DOCX / XLSX / PPTX extraction from real generated files, English and Chinese."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from indexing.chunking import chunk_document
+from indexing.extract import extract_file
+from tests.docgen import Heading, Slide, Table, make_docx, make_pdf, make_pptx, make_xlsx
+
+EN = "Quarterly revenue grew by twelve percent while running costs stayed flat."
+ZH = "第一季度营收增长率为百分之十二，客户满意度显著提高。"
+
+
+def check_offsets(result) -> None:  # type: ignore[no-untyped-def]
+    previous = -1
+    for unit in result.units:
+        assert 0 <= unit.start < unit.end <= len(result.text)
+        assert unit.start >= previous
+        previous = unit.end
+        assert result.text[unit.start : unit.end].strip() == result.text[unit.start : unit.end]
+
+
+def test_pdf_pages_outline_and_chinese(tmp_path: Path) -> None:
+    path = make_pdf(
+        tmp_path / "report.pdf",
+        [[Heading("Overview"), EN], [Heading("营收分析", 2), ZH], [], ["Closing remarks about baselines."]],
+    )
+    result = extract_file(path)
+    assert result.kind == "pdf" and result.warnings == []
+    check_offsets(result)
+    assert [u.page for u in result.units] == [1, 2, 4]  # the empty page 3 has no unit
+    assert [u.kind for u in result.units] == ["page"] * 3
+    page = {u.page: result.text[u.start : u.end] for u in result.units}
+    assert "Overview" in page[1] and "twelve percent" in page[1]
+    assert "营收分析" in page[2] and "客户满意度" in page[2].replace("\n", "")
+    assert result.units[0].heading_path == ("Overview",)
+    assert result.units[1].heading_path == ("Overview", "营收分析")
+    assert result.units[2].heading_path == ("Overview", "营收分析")  # outline entry still in force
+    chunks = chunk_document(result)
+    assert {c.page for c in chunks} == {1, 2, 4}
+    assert all(c.text == result.text[c.start : c.end] for c in chunks)
+
+
+def test_pdf_text_cap_stops_at_a_page(tmp_path: Path) -> None:
+    from indexing.model import ExtractionLimits
+
+    path = make_pdf(tmp_path / "long.pdf", [[f"Page {n} " + EN * 3] for n in range(1, 21)])
+    result = extract_file(path, ExtractionLimits(max_extracted_chars=1500))
+    assert len(result.text) <= 1500 and 1 < len(result.units) < 20
+    assert any("truncated" in w for w in result.warnings)
+
+
+def test_docx_headings_paragraphs_tables_in_order(tmp_path: Path) -> None:
+    path = make_docx(
+        tmp_path / "plan.docx",
+        [
+            Heading("Annual Plan", 0),
+            "Opening paragraph.",
+            Heading("Revenue"),
+            EN,
+            Table([["Region", "Q1", "Q2"], ["North", "10", "12"], ["华东", "营收", "客户"]]),
+            Heading("营收增长", 2),
+            ZH,
+            Heading("Costs"),
+            "Costs are flat.",
+        ],
+        title="Plan 2026",
+    )
+    result = extract_file(path)
+    assert result.kind == "docx" and result.title == "Plan 2026"
+    check_offsets(result)
+    sections = [(u.heading_path, result.text[u.start : u.end]) for u in result.units]
+    assert [s[0] for s in sections] == [
+        ("Annual Plan",),
+        ("Annual Plan", "Revenue"),
+        ("Annual Plan", "Revenue", "营收增长"),
+        ("Annual Plan", "Costs"),
+    ]
+    revenue = sections[1][1]
+    assert revenue.startswith("Revenue\n\n" + EN)
+    assert "Region | Q1 | Q2\nNorth | 10 | 12\n华东 | 营收 | 客户" in revenue
+    assert sections[2][1] == "营收增长\n\n" + ZH
+    assert result.text.index("Opening paragraph.") < result.text.index("Region | Q1")
+    headings = {c.heading for c in chunk_document(result)}
+    assert "Annual Plan > Revenue > 营收增长" in headings
+
+
+def test_docx_localised_heading_style_ids(tmp_path: Path) -> None:
+    """Chinese Word names heading styles with ids like "1"; levels come from the style name."""
+    import zipfile
+
+    source = make_docx(tmp_path / "src.docx", [Heading("概述"), "正文内容。", Heading("细节", 2), "更多内容。"])
+    target = tmp_path / "zh.docx"
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as new:
+        for info in old.infolist():
+            data = old.read(info.filename)
+            if info.filename in ("word/document.xml", "word/styles.xml"):
+                data = data.replace(b'w:val="Heading1"', b'w:val="1"').replace(b'w:val="Heading2"', b'w:val="2"')
+                data = data.replace(b'w:styleId="Heading1"', b'w:styleId="1"')
+                data = data.replace(b'w:styleId="Heading2"', b'w:styleId="2"')
+            new.writestr(info.filename, data)
+    result = extract_file(target)
+    assert [u.heading_path for u in result.units] == [("概述",), ("概述", "细节")]
+
+
+def test_xlsx_batches_with_header_and_overlap(tmp_path: Path) -> None:
+    rows: list[list[object]] = [["Region", "Revenue", "Growth"]]
+    rows += [[f"R{n}", n * 1000, n / 100] for n in range(1, 46)]  # sheet rows 2..46
+    path = make_xlsx(tmp_path / "sales.xlsx", {"Sales": rows, "空表": [], "客户": [["客户", "营收"], ["华为", 12.5]]})
+    result = extract_file(path)
+    assert result.kind == "xlsx"
+    check_offsets(result)
+    sales = [u for u in result.units if u.sheet == "Sales"]
+    assert [u.rows for u in sales] == [(1, 21), (20, 39), (38, 46)]
+    for unit in sales:
+        lines = result.text[unit.start : unit.end].split("\n")
+        assert lines[0] == "Region | Revenue | Growth"
+        assert unit.kind == "rows" and unit.heading_path == ("Sales",)
+    first = result.text[sales[0].start : sales[0].end].split("\n")
+    second = result.text[sales[1].start : sales[1].end].split("\n")
+    assert first[1] == "R1 | 1000 | 0.01" and len(first) == 21
+    assert second[1:3] == first[-2:]  # 2 rows of overlap
+    assert [u.sheet for u in result.units if u.sheet != "Sales"] == ["客户"]  # the empty sheet has none
+    zh = result.units[-1]
+    assert result.text[zh.start : zh.end] == "客户 | 营收\n华为 | 12.5" and zh.rows == (1, 2)
+    chunks = chunk_document(result)
+    assert [c.rows for c in chunks if c.sheet == "Sales"] == [(1, 21), (20, 39), (38, 46)]
+    assert all(c.text.startswith("Region | Revenue") for c in chunks if c.sheet == "Sales")
+
+
+def test_xlsx_dates_bools_and_blank_rows(tmp_path: Path) -> None:
+    import datetime as dt
+
+    path = make_xlsx(
+        tmp_path / "types.xlsx",
+        {"T": [["when", "ok", "note"], [dt.datetime(2026, 3, 1), True, None], [], [None, None, None], ["x", False, "多行\n文本"]]},
+    )
+    result = extract_file(path)
+    text = result.text
+    assert text == "when | ok | note\n2026-03-01 | TRUE\nx | FALSE | 多行 文本"
+    assert result.units[0].rows == (1, 5)
+
+
+def test_pptx_slides_titles_tables_notes(tmp_path: Path) -> None:
+    path = make_pptx(
+        tmp_path / "deck.pptx",
+        [
+            Slide("Revenue Review", ["Revenue grew 12%", "Costs flat"], notes="Mention the baseline.", table=[["Q", "Rev"], ["Q3", "5"]]),
+            Slide("营收增长", ["Q3营收增长率", "客户数量"], notes="强调客户。"),
+            Slide("", ["untitled bullet"]),
+        ],
+    )
+    result = extract_file(path)
+    assert result.kind == "pptx"
+    check_offsets(result)
+    assert [u.slide for u in result.units] == [1, 2, 3]
+    assert [u.heading_path for u in result.units] == [("Revenue Review",), ("营收增长",), ()]
+    first = result.text[result.units[0].start : result.units[0].end]
+    assert first.startswith("Revenue Review\n\nRevenue grew 12%\nCosts flat")
+    assert "Q | Rev\nQ3 | 5" in first and first.endswith("Notes: Mention the baseline.")
+    second = result.text[result.units[1].start : result.units[1].end]
+    assert "Q3营收增长率" in second and second.endswith("Notes: 强调客户。")
+    chunks = chunk_document(result)
+    assert [c.slide for c in chunks] == [1, 2, 3]
+    assert chunks[1].heading == "营收增长"
+
+
+def test_worker_is_reused_across_files(tmp_path: Path) -> None:
+    from indexing.extract.worker import POOL
+
+    paths = [make_pdf(tmp_path / f"p{n}.pdf", [[f"doc {n}"]]) for n in range(3)]
+    extract_file(paths[0])
+    pids = {w.process.pid for w in POOL._idle}
+    for path in paths[1:]:
+        assert "doc" in extract_file(path).text
+    assert {w.process.pid for w in POOL._idle} == pids  # no new interpreter per file
