@@ -132,6 +132,8 @@ def test_hard_link_refused_for_write_allowed_for_read(rt: Runtime, workspace: Pa
         ("a\x00b", "NUL"),
         ("-rf", "option"),
         ("--help", "option"),
+        ("~/.ssh/id_rsa", "not expanded"),
+        ("~", "not expanded"),
         ("", "empty"),
         ("x" * 5000, "4096"),
         ("y" * 300 + "/f", "255 bytes"),
@@ -152,6 +154,10 @@ def test_error_names_roots_and_fix(rt: Runtime, workspace: Path) -> None:
 def test_must_exist_raises_not_found(rt: Runtime) -> None:
     with pytest.raises(NotFound, match="list_workspace_files"):
         resolve_path(rt, "missing.txt", must_exist=True)
+
+
+def test_tilde_inside_a_name_is_fine(rt: Runtime, workspace: Path) -> None:
+    assert resolve_path(rt, "a~b/~c") == workspace.resolve() / "a~b" / "~c"
 
 
 def test_several_roots(make_settings: Any, tmp_path: Path, workspace: Path) -> None:

@@ -81,15 +81,15 @@ class _Capture:
 
 
 class BashResult(BaseModel):
-    exit_code: int | None = Field(description="The command's exit status; null when it was killed.")
-    timed_out: bool = Field(description="True when the time limit killed the command.")
-    stdout: str = Field(description="Standard output (head and tail kept when long).")
-    stderr: str = Field(description="Standard error (head and tail kept when long).")
-    stdout_bytes: int = Field(description="Total bytes written to standard output.")
-    stderr_bytes: int = Field(description="Total bytes written to standard error.")
-    output_truncated: bool = Field(description="True when the middle of an output was dropped.")
-    duration_ms: int = Field(description="Wall-clock run time.")
-    cwd: str = Field(description="Folder the command ran in (the workspace root).")
+    exit_code: int | None = Field(description="Null when killed.")
+    timed_out: bool
+    stdout: str = Field(description="Head and tail kept when long.")
+    stderr: str
+    stdout_bytes: int
+    stderr_bytes: int
+    output_truncated: bool
+    duration_ms: int
+    cwd: str
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -137,15 +137,14 @@ def _shell() -> str:
 
 
 def run_bash_command(
-    command: Annotated[str, Field(min_length=1, description="The shell command (bash) to run in the workspace root.")],
-    timeout: Annotated[int, Field(ge=1, le=600, description="Seconds before the command is killed.")] = 30,
+    command: Annotated[str, Field(min_length=1, description="Bash command line.")],
+    timeout: Annotated[int, Field(ge=1, le=600, description="Seconds before it is killed.")] = 30,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> BashResult:
-    """Run a bash command in the workspace root (HOME is the workspace; secrets are not in the
-    environment; no stdin). Returns exit code and output; killed with its children at the timeout.
-    """
+    """Run a bash command in the workspace root (no stdin, secrets removed from the environment);
+    it and its children are killed at the timeout."""
     if not rt.settings.bash_enabled:
         raise NotConfigured(
             "run_bash_command is disabled. To enable it, set GENERALAGENT_BASH_ENABLED=1 in the server's "

@@ -49,21 +49,20 @@ MAX_LIST_SCAN = 100_000
 FIND_MAX_ENTRIES = 200_000
 FIND_MAX_DEPTH = 64
 
-PathArg = Annotated[str, Field(description="File path, relative to the workspace root or absolute inside it.")]
+PathArg = Annotated[str, Field(description="File path (relative to the workspace root).")]
 
 
 # -- read_file --------------------------------------------------------------------------------
 
 
 class ReadFileResult(BaseModel):
-    path: str = Field(description="The file, relative to its workspace root.")
+    path: str
     kind: str = Field(description="text, pdf, docx, xlsx or pptx.")
-    content: str = Field(description="The text of this page.")
-    offset: int = Field(description="Character offset where this page starts.")
-    next_offset: int | None = Field(description="Pass as offset to read on; null at the end.")
-    total_chars: int = Field(description="Characters in the whole (extracted) text.")
-    location: str | None = Field(default=None, description="Pages, slides, sheets or lines in this page.")
-    warnings: list[str] = Field(default_factory=list, description="Extraction warnings (repaired, encrypted...).")
+    content: str
+    next_offset: int | None = Field(description="Offset of the next page; null at the end.")
+    total_chars: int
+    location: str | None = Field(default=None, description="Pages, slides, sheets or lines shown.")
+    warnings: list[str] = Field(default_factory=list)
 
 
 class _ExtractCache:
@@ -191,19 +190,14 @@ def _text_location(text: str, start: int, end: int) -> str:
 
 def read_file(
     path: PathArg,
-    offset: Annotated[int, Field(ge=0, description="Character offset to start at (use next_offset).")] = 0,
-    limit: Annotated[
-        int | None, Field(ge=200, le=TEXT_PAGE_CHARS, description="Max characters (default: the format's preview).")
-    ] = None,
+    offset: Annotated[int, Field(ge=0, description="Character offset (a next_offset).")] = 0,
+    limit: Annotated[int | None, Field(ge=200, le=TEXT_PAGE_CHARS, description="Max characters per page.")] = None,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> ReadFileResult:
-    """Read a text file or a PDF/DOCX/XLSX/PPTX document from the workspace, page by page.
-
-    Small text files come whole; larger ones and documents come in pages (documents cut at
-    page/slide/sheet boundaries). Continue with offset=next_offset until it is null.
-    """
+    """Read a workspace file (text, PDF, DOCX, XLSX, PPTX). Large files come in pages: call again
+    with offset=next_offset until it is null."""
     session = call.session_id
     real = resolve_path(rt, path, must_exist=True, session_id=session)
     info = os.stat(real)
@@ -231,7 +225,7 @@ def read_file(
     roots = workspace_roots(rt, session)
     location = _location(extracted, offset, end) if extracted.units and extracted.kind != "text" else None
     return ReadFileResult(
-        path=display_path(real, roots), kind=extracted.kind, content=text[offset:end], offset=offset,
+        path=display_path(real, roots), kind=extracted.kind, content=text[offset:end],
         next_offset=end if end < len(text) else None, total_chars=len(text),
         location=location or _text_location(text, offset, end), warnings=list(extracted.warnings),
     )
@@ -241,9 +235,9 @@ def read_file(
 
 
 class WriteFileResult(BaseModel):
-    path: str = Field(description="The file written, relative to its workspace root.")
-    bytes_written: int = Field(description="Size of the file now (UTF-8 bytes).")
-    created: bool = Field(description="True when the file did not exist before.")
+    path: str
+    bytes_written: int
+    created: bool = Field(description="False when an existing file was replaced.")
 
 
 def _make_dirs(folder: Path) -> None:
@@ -302,12 +296,12 @@ def _writable_target(rt: Runtime, path: str, session: str | None) -> Path:
 
 def write_file(
     path: PathArg,
-    content: Annotated[str, Field(max_length=MAX_WRITE_CHARS, description="The complete new file content (UTF-8).")],
+    content: Annotated[str, Field(max_length=MAX_WRITE_CHARS, description="The whole new content.")],
     *,
     rt: Runtime,
     call: CallContext,
 ) -> WriteFileResult:
-    """Create or overwrite a text file in the workspace (parent folders are created)."""
+    """Create or overwrite a text file in the workspace (creates parent folders)."""
     session = call.session_id
     real = _writable_target(rt, path, session)
     created = not real.exists()
@@ -320,9 +314,9 @@ def write_file(
 
 
 class EditFileResult(BaseModel):
-    path: str = Field(description="The edited file, relative to its workspace root.")
-    replacements: int = Field(description="How many occurrences were replaced.")
-    diff: str = Field(description="Unified diff of the change (shortened when long).")
+    path: str
+    replacements: int
+    diff: str = Field(description="Unified diff (shortened when long).")
 
 
 def _read_utf8(real: Path, path: str) -> tuple[str, bool]:
@@ -381,17 +375,14 @@ def _shift_hunk(header: str, offset: int) -> str:
 
 def edit_file(
     path: PathArg,
-    old_string: Annotated[str, Field(min_length=1, description="Exact text to replace (must exist).")],
+    old_string: Annotated[str, Field(min_length=1, description="Exact text to replace.")],
     new_string: Annotated[str, Field(description="Replacement text.")],
-    replace_all: Annotated[bool, Field(description="Replace every occurrence, not just a unique one.")] = False,
+    replace_all: Annotated[bool, Field(description="Replace every occurrence.")] = False,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> EditFileResult:
-    """Replace exact text in a UTF-8 file in the workspace; returns a small diff.
-
-    old_string must occur exactly once unless replace_all is true.
-    """
+    """Replace exact text in a workspace file; old_string must occur once unless replace_all."""
     session = call.session_id
     real = _writable_target(rt, path, session)
     if not real.exists():
@@ -412,19 +403,19 @@ def edit_file(
 
 
 class FileEntry(BaseModel):
-    name: str = Field(description="Name (list) or path relative to its root (find).")
+    name: str
     type: str = Field(description="file, dir or symlink.")
-    size: int | None = Field(default=None, description="Size in bytes (files).")
-    modified: str | None = Field(default=None, description="Last change, UTC (YYYY-MM-DD HH:MM).")
+    size: int | None = Field(default=None, description="Bytes.")
+    modified: str | None = Field(default=None, description="UTC.")
 
 
 class ListFilesResult(BaseModel):
-    directory: str = Field(description="The folder listed, relative to its root.")
-    roots: list[str] = Field(description="The workspace roots (absolute).")
-    entries: list[FileEntry] = Field(description="Folders first, then files, by name.")
-    total: int = Field(description="Visible entries in the folder.")
-    next_offset: int | None = Field(description="Pass as offset for the next page; null at the end.")
-    note: str | None = Field(default=None, description="Why the listing is incomplete, if it is.")
+    directory: str
+    roots: list[str] = Field(description="Workspace roots.")
+    entries: list[FileEntry]
+    total: int
+    next_offset: int | None
+    note: str | None = None
 
 
 def _when(mtime: float) -> str:
@@ -444,16 +435,16 @@ def _entry(item: os.DirEntry[str]) -> FileEntry:
 
 
 def list_workspace_files(
-    directory: Annotated[str, Field(description="Folder to list, relative to the workspace root.")] = ".",
-    offset: Annotated[int, Field(ge=0, description="Entries to skip (use next_offset).")] = 0,
-    limit: Annotated[int, Field(ge=1, le=500, description="Max entries to return.")] = 200,
+    directory: Annotated[str, Field(description="Folder (relative to the workspace root).")] = ".",
+    offset: Annotated[int, Field(ge=0, description="Entries to skip (a next_offset).")] = 0,
+    limit: Annotated[int, Field(ge=1, le=500, description="Max entries.")] = 200,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> ListFilesResult:
-    """List one workspace folder: sub-folders and files with sizes (hidden files skipped)."""
+    """List a workspace folder: sub-folders, then files with sizes (hidden ones skipped)."""
     session = call.session_id
-    real = resolve_path(rt, directory, must_exist=True, session_id=session)
+    real = resolve_path(rt, directory or ".", must_exist=True, session_id=session)
     if not real.is_dir():
         raise InvalidInput(f"{directory!r} is a file, not a folder. Read it with read_file.")
     hidden_dirs = set(server_data_dirs(rt))
@@ -478,25 +469,24 @@ def list_workspace_files(
 
 
 class FindFilesResult(BaseModel):
-    matches: list[FileEntry] = Field(description="Matching files, newest first; paths relative to the root.")
-    total_matches: int = Field(description="All matches found.")
-    next_offset: int | None = Field(description="Pass as offset for more; null at the end.")
-    note: str | None = Field(default=None, description="Why the search is incomplete, if it is.")
+    matches: list[FileEntry] = Field(description="Newest first.")
+    total_matches: int
+    next_offset: int | None
+    note: str | None = None
 
 
 def find_files(
-    pattern: Annotated[str, Field(description="Glob: *, ?, [abc], ** (any folders), {pdf,docx}. Case-insensitive; "
-                                              "no '/' means any depth.")],
-    path: Annotated[str, Field(description="Folder to search in, relative to the workspace root.")] = ".",
-    offset: Annotated[int, Field(ge=0, description="Matches to skip (use next_offset).")] = 0,
-    max_results: Annotated[int, Field(ge=1, le=500, description="Max matches to return.")] = 100,
+    pattern: Annotated[str, Field(description="Glob: * ? [abc] ** {pdf,docx}; no '/' = any depth.")],
+    path: Annotated[str, Field(description="Folder to search in.")] = ".",
+    offset: Annotated[int, Field(ge=0, description="Matches to skip (a next_offset).")] = 0,
+    max_results: Annotated[int, Field(ge=1, le=500, description="Max matches.")] = 100,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> FindFilesResult:
-    """Find files by glob pattern under a workspace folder, newest first (hidden files skipped)."""
+    """Find workspace files by glob pattern (case-insensitive), newest first."""
     session = call.session_id
-    base = resolve_path(rt, path, must_exist=True, session_id=session)
+    base = resolve_path(rt, path or ".", must_exist=True, session_id=session)
     if not base.is_dir():
         raise InvalidInput(f"{path!r} is a file, not a folder. Give the folder to search in.")
     try:

@@ -8,9 +8,10 @@ Every tool that takes a path from a model resolves it here. The contract of
   symlinks, as the kernel does) and must be a root or lie under one, compared by path
   components (so `/root_evil` is not inside `/root`);
 - refused with `PathNotAllowed` (the message names the roots and the fix): empty paths,
-  NUL bytes, paths starting with `-` (could be taken as a flag), paths longer than
+  NUL bytes, paths starting with `-` (could be taken as a flag) or `~/`, paths longer than
   4,096 characters or with a component longer than 255 bytes, symlink loops, and any
-  path (dangling symlinks included) whose target lies outside every root;
+  path (dangling symlinks included) whose target lies outside every root, and the server's
+  own data dir (except its `workspaces/`); writes also to the policy and agents files;
 - hard links: a regular file with more than one link may have names outside the roots,
   which cannot be found cheaply. Writes to such a file are refused (`for_write=True`).
   Reads are allowed: the file already has a name inside a root, our tools never create
@@ -109,6 +110,8 @@ def _check_syntax(path: str, roots: Collection[Path]) -> None:
         raise _refuse(path, "it is empty", roots)
     if "\x00" in path:
         raise _refuse(path.replace("\x00", "\\0"), "it contains a NUL byte", roots)
+    if path == "~" or path.startswith("~/"):
+        raise _refuse(path, "'~' is not expanded (the workspace is not your home folder)", roots)
     if path.startswith("-"):
         raise _refuse(path, "it starts with '-' and could be taken as an option; write ./" + path, roots)
     if len(path) > MAX_PATH_CHARS:
