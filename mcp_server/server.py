@@ -25,7 +25,7 @@ from mcp_server.approval.elicit import is_modern, supports_form_elicitation
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import CallOrigin, Dispatcher, return_model, tool_parameters
-from mcp_server.errors import GeneralAgentError
+from mcp_server.errors import GeneralAgentError, SettingsError
 from mcp_server.settings import Settings
 from mcp_server.toolspec import ToolSpec
 from tools.runtime import Runtime
@@ -175,9 +175,19 @@ PROFILE_TIERS = {"minimal": {"core"}, "default": {"core", "default"}, "full": {"
 
 
 def listed_specs(settings: Settings, specs: list[ToolSpec]) -> list[ToolSpec]:
-    """The tools listed from start-up: core always, the rest by the settings' profile."""
+    """The tools listed from start-up: core always; the rest by profile, plus tools_enabled, minus tools_disabled.
+
+    Raises SettingsError for an unknown name in tools_enabled/tools_disabled.
+    """
+    known = {spec.name for spec in specs}
+    unknown = sorted((set(settings.tools_enabled) | set(settings.tools_disabled)) - known)
+    if unknown:
+        raise SettingsError(f"Unknown tool name(s) in GENERALAGENT_TOOLS_ENABLED/_DISABLED: {', '.join(unknown)}. "
+                            f"Known tools: {', '.join(sorted(known))}.")
     tiers = PROFILE_TIERS[settings.tool_profile]
-    return [spec for spec in specs if spec.tier in tiers]
+    enabled, disabled = set(settings.tools_enabled), set(settings.tools_disabled)
+    return [spec for spec in specs
+            if spec.tier == "core" or (spec.name not in disabled and (spec.tier in tiers or spec.name in enabled))]
 
 
 class ToolCatalog:

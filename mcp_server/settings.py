@@ -54,6 +54,8 @@ class Settings(BaseModel):
         default=12_000, ge=500, le=24_000, description="Upper bound of one tool result (estimated tokens)."
     )
     tool_profile: ToolProfile = Field(default="default", description="Which tools are listed: minimal/default/full.")
+    tools_enabled: tuple[str, ...] = Field(default=(), description="Extra tools to list, comma-separated names.")
+    tools_disabled: tuple[str, ...] = Field(default=(), description="Tools not to list (core tools stay), comma-separated.")
     # Approval and workspace tools
     policy_file: Path | None = Field(default=None, description="User approval rules (TOML); default: data dir.")
     approval_ttl_seconds: int = Field(default=600, ge=10, description="How long an out-of-band approval lasts.")
@@ -90,7 +92,7 @@ class Settings(BaseModel):
         return bool(self.llm_base_url and self.llm_model)
 
 
-_LIST_FIELDS = {"roots": os.pathsep, "http_allowed_hosts": ","}
+_LIST_FIELDS = {"roots": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ","}
 
 
 def env_name(field: str) -> str:

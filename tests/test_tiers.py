@@ -131,3 +131,18 @@ async def test_list_changed_event_2026(make_settings: Any, monkeypatch: Any) -> 
                 tg.cancel_scope.cancel()
         assert isinstance(events[0], ToolsListChanged)
         assert "peek" in listed_names(await c.list_tools())
+
+
+def test_settings_enable_and_disable_tools(make_settings: Any, monkeypatch: Any) -> None:
+    from mcp_server.errors import SettingsError
+    from mcp_server.server import listed_specs
+    from mcp_server.settings import load_settings
+
+    helpers.install(monkeypatch, helpers.POKE, PEEK)
+    settings = make_settings(tools_enabled=["peek"], tools_disabled=["poke", "now"])
+    names = {spec.name for spec in listed_specs(settings, registry.TOOLS)}
+    assert "peek" in names and "poke" not in names and "now" in names  # core tools stay
+    from_env = load_settings(environ={"GENERALAGENT_TOOLS_ENABLED": "peek,poke"})
+    assert from_env.tools_enabled == ("peek", "poke")
+    with pytest.raises(SettingsError, match="nope"):
+        listed_specs(make_settings(tools_enabled=["nope"]), registry.TOOLS)
