@@ -6,10 +6,12 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from mcp_server.settings import Settings
@@ -71,6 +73,26 @@ def check_tiktoken(_: Settings) -> Check:
         return Check("tiktoken encoding", False, f"cl100k_base not available offline: {exc}")
 
 
+def check_roots(settings: Settings) -> Check:
+    if not settings.roots:
+        return Check("workspace roots", True, "none set: tools use a workspace folder in the data dir "
+                     "(set GENERALAGENT_ROOTS or --root)")
+    missing = [str(root) for root in settings.roots if not root.is_dir()]
+    if missing:
+        return Check("workspace roots", False,
+                     f"not a folder: {', '.join(missing)}; fix GENERALAGENT_ROOTS (separator '{os.pathsep}') or --root")
+    return Check("workspace roots", True, ", ".join(str(root) for root in settings.roots))
+
+
+def check_mcp_sdk(_: Settings) -> Check:
+    try:
+        sdk = version("mcp")
+    except PackageNotFoundError:
+        return Check("MCP SDK", False, "the mcp package is not installed; run ./scripts/venv.sh")
+    ok = sdk.split(".")[0] == "2"
+    return Check("MCP SDK", ok, f"mcp {sdk}" + ("" if ok else " (need mcp>=2.3,<3; run ./scripts/venv.sh)"))
+
+
 def check_module(module: str, label: str) -> Callable[[Settings], Check]:
     def check(_: Settings) -> Check:
         try:
@@ -83,6 +105,9 @@ def check_module(module: str, label: str) -> Callable[[Settings], Check]:
 
 
 def check_llm(settings: Settings) -> Check:
+    if settings.llm_base_url and not settings.llm_model:
+        return Check("LLM endpoint", False, f"{settings.llm_base_url} has no model: set GENERALAGENT_LLM_MODEL",
+                     required=False)
     if settings.llm_configured:
         return Check("LLM endpoint", True, f"{settings.llm_base_url} model {settings.llm_model}", required=False)
     return Check("LLM endpoint", False,
@@ -92,10 +117,12 @@ def check_llm(settings: Settings) -> Check:
 
 CHECKS: list[Callable[[Settings], Check]] = [
     check_data_dir,
+    check_roots,
+    check_mcp_sdk,
     check_fts5,
     check_jieba,
     check_tiktoken,
-    check_module("fitz", "PyMuPDF"),
+    check_module("pymupdf", "PyMuPDF"),
     check_module("docx", "python-docx"),
     check_module("openpyxl", "openpyxl"),
     check_module("pptx", "python-pptx"),

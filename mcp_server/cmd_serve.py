@@ -11,7 +11,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default loopback).")
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765).")
-    parser.add_argument("--allow-host", dest="set_http_allowed_hosts", action="append",
+    parser.add_argument("--allow-host", dest="set_http_allowed_hosts", action="append", metavar="HOST",
                         help="Allow this Host name over HTTP (required to bind a non-loopback address).")
     parser.add_argument("--enable-bash", dest="set_bash_enabled", action="store_const", const=True,
                         help="Enable run_bash_command (env GENERALAGENT_BASH_ENABLED).")
