@@ -67,12 +67,23 @@ def _registered_read_only(tool: str) -> bool | None:
     return None if spec is None else spec.read_only
 
 
+def _protected(rules: Any, settings: Settings) -> tuple[Path, ...]:
+    """The same protected files the server's approval gate uses (rules, audit log, approvals)."""
+    from mcp_server.policy import protected_paths
+
+    try:
+        from mcp_server.approval.gate import protected_paths as gate_protected
+    except ImportError:  # pragma: no cover - the gate is part of the same package
+        return protected_paths(rules, settings.data_dir)
+    return protected_paths(rules, settings.data_dir, extra=gate_protected(settings))
+
+
 def _context(rules: Any, settings: Settings, read_only: bool, origin: str) -> Any:
-    from mcp_server.policy import PolicyContext, protected_paths
+    from mcp_server.policy import PolicyContext
 
     roots = tuple(Path(r).resolve() for r in settings.roots)
     return PolicyContext(rules=rules, roots=roots, read_only=read_only,
-                         protected_paths=protected_paths(rules, settings.data_dir), origin=origin)
+                         protected_paths=_protected(rules, settings), origin=origin)
 
 
 def _check(rules: Any, settings: Settings, tool: str, call_args: dict[str, Any], read_only: bool | None,
@@ -107,7 +118,7 @@ def _batch(rules: Any, settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _show(rules: Any, settings: Settings) -> int:
-    from mcp_server.policy import DEFAULT_RULES_FILE, protected_paths, user_rules_file
+    from mcp_server.policy import DEFAULT_RULES_FILE, user_rules_file
     from mcp_server.policy.rules import describe
 
     user = user_rules_file(settings.data_dir, settings.policy_file)
@@ -115,8 +126,8 @@ def _show(rules: Any, settings: Settings) -> int:
         "default_rules": f"mcp_server/policy/{DEFAULT_RULES_FILE} (shipped)",
         "user_rules": str(user) if user else None,
         "user_rules_expected_at": str(settings.policy_file or settings.data_dir / "policy.toml"),
-        "roots": [str(Path(r).resolve()) for r in settings.roots],
-        "protected_paths": [str(p) for p in protected_paths(rules, settings.data_dir)],
+        "roots": [str(Path(r).resolve()) for r in settings.roots] or "(none: the per-session workspace)",
+        "protected_paths": [str(p) for p in _protected(rules, settings)],
         **describe(rules),
     }
     print(json.dumps(view, indent=2, ensure_ascii=False))

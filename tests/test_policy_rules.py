@@ -142,3 +142,14 @@ GLOBS = [
 @pytest.mark.parametrize(("glob", "text", "matches"), GLOBS)
 def test_argument_globs(glob: str, text: str, matches: bool) -> None:
     assert bool(compile_glob(glob).fullmatch(text)) is matches
+
+
+def test_readme_example_loads(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Approval rules", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    rules = load_rules(write(tmp_path, example))
+    ctx = PolicyContext(rules=rules, roots=(tmp_path,), read_only=False)
+    assert decide("run_bash_command", {"command": "git push"}, ctx).rule_id == "user.deny[0]"
+    assert decide("run_bash_command", {"command": "npm test"}, ctx).action == "allow"
+    assert decide("write_file", {"path": "a", "content": "password=hunter22"}, ctx).rule_id == "default.ask"
