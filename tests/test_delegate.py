@@ -20,7 +20,7 @@ from mcp_server.errors import ApprovalRequired
 from mcp_server.toolspec import ToolSpec
 from tests.conftest import MODES
 from tests.fake_llm import FakeLLM, Reply, completion, error_body, fake_llm  # noqa: F401  (fixture)
-from tools.subagent_loop import DEFAULT_TOOLS, SUBAGENT_RESULT_TOKENS
+from tools.subagent_loop import DEFAULT_TOOLS, MAX_CALLS_PER_STEP, SUBAGENT_RESULT_TOKENS
 
 pytestmark = pytest.mark.anyio
 LONG = "The sub-agent found that the quarterly report lists revenue of 4.2M in Q3. " * 4
@@ -128,6 +128,17 @@ async def test_tool_errors_and_big_results_are_fed_back(
     assert third[0].startswith("Error: todo_read: unknown argument(s) ['nope']")
     assert third[1].startswith("Error: tool 'rm_rf' is not available to you.")
     assert estimate_tokens(third[2]) <= SUBAGENT_RESULT_TOKENS and '"truncated":true' in third[2]
+
+
+async def test_too_many_calls_in_one_step_are_not_run(llm_settings: Any, fake_llm: FakeLLM) -> None:  # noqa: F811
+    fake_llm.reply_tool_calls([("now", {})] * (MAX_CALLS_PER_STEP + 2))
+    fake_llm.reply_text(LONG)
+    async with client_for(llm_settings) as (client, _):
+        result = await client.call_tool("delegate_task", {"task": "t"})
+    answers = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert len(answers) == MAX_CALLS_PER_STEP + 2 and result.structured_content["ok"] is True
+    assert all("utc" in a for a in answers[:MAX_CALLS_PER_STEP])
+    assert all(a.startswith("Error: not run; at most") for a in answers[MAX_CALLS_PER_STEP:])
 
 
 class RecordingGate:

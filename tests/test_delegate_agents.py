@@ -88,6 +88,10 @@ async def test_agent_card_sets_prompt_tools_and_model(agents_settings: Any, fake
     assert request["messages"][0]["content"].startswith("You are a meticulous researcher.")
     with pytest.raises(NotFound, match="Known agents: planner, researcher"):
         await dispatcher.run("delegate_task", {"task": "x", "agent": "nobody"}, CallOrigin())
+    with (agents_settings.data_dir / "agents.toml").open("a") as cards:
+        cards.write('[agents.broken]\ndescription = "d"\ntools = ["no_such_tool"]\n')
+    with pytest.raises(InvalidInput, match="Unknown tool\\(s\\) \\['no_such_tool'\\] in agent card 'broken'"):
+        await dispatcher.run("delegate_task", {"task": "x", "agent": "broken"}, CallOrigin())
     rt.close()
 
 

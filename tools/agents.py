@@ -90,12 +90,13 @@ def check_handoff(stack: tuple[str, ...], agent_id: str) -> None:
         )
 
 
-def check_tool_names(requested: list[str], known: set[str]) -> list[str]:
-    """Validate tool names a caller asks for; delegate_task is refused (no nesting)."""
+def check_tool_names(requested: list[str], known: set[str], source: str = "tools") -> list[str]:
+    """Validate tool names a caller (or an agent card: `source`) asks for; delegate_task is refused."""
     cleaned = [name.strip() for name in requested if name.strip()]
     if "delegate_task" in cleaned:
         raise InvalidInput("delegate_task cannot be given to a sub-agent: sub-agents cannot delegate (no nesting).")
     unknown = sorted(set(cleaned) - known)
     if unknown:
-        raise InvalidInput(f"Unknown tool(s) {unknown} in tools. Available: {', '.join(sorted(known - {'delegate_task'}))}.")
+        available = ", ".join(sorted(known - {"delegate_task"}))
+        raise InvalidInput(f"Unknown tool(s) {unknown} in {source}. Available: {available}.")
     return list(dict.fromkeys(cleaned))

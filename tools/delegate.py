@@ -45,10 +45,13 @@ def _dispatcher(rt: Runtime) -> Dispatcher:
     return rt.service("dispatcher", missing)
 
 
-def offered_specs(dispatcher: Dispatcher, base: list[str] | None, extra: list[str]) -> list[ToolSpec]:
+def offered_specs(
+    dispatcher: Dispatcher, base: list[str] | None, extra: list[str], source: str = "the thread"
+) -> list[ToolSpec]:
     """The tools a sub-agent gets: `base` (default: the read-only set that exists) plus `extra`."""
-    names = list(base) if base is not None else [n for n in DEFAULT_TOOLS if n in dispatcher.specs]
-    names = check_tool_names([*names, *extra], set(dispatcher.specs))
+    known = set(dispatcher.specs)
+    names = check_tool_names(base, known, source) if base is not None else [n for n in DEFAULT_TOOLS if n in known]
+    names = check_tool_names([*names, *extra], known)
     return [dispatcher.specs[name] for name in names]
 
 
@@ -126,7 +129,7 @@ def _start(
     store: ThreadStore, dispatcher: Dispatcher, card: AgentCard | None, task: str, context: str | None,
     extra: list[str], max_loops: int, parent: CallOrigin,
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
-    specs = offered_specs(dispatcher, card.tools if card else None, extra)
+    specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "")
     names = [spec.name for spec in specs]
     context_id = f"subagent-{secrets.token_hex(4)}"
     prompt = system_prompt(context_id, names, max_loops, card.system_prompt if card else "")

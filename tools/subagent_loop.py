@@ -18,7 +18,7 @@ import anyio
 import anyio.to_thread
 from pydantic import create_model
 
-from context.llm import ChatReply, LLMConfig, chat
+from context.llm import ChatReply, LLMConfig, ToolCall, chat
 from context.subagent import StepDelta, ThreadStore
 from mcp_server.bounding import bound_json, dumps
 from mcp_server.dispatch import CallOrigin, Dispatcher, tool_parameters
@@ -32,6 +32,7 @@ DEFAULT_TOOLS = (
     "list_workspace_files", "find_files", "recall", "todo_read", "now",
 )
 SHORT_ANSWER_CHARS = 200
+MAX_CALLS_PER_STEP = 16  # more tool calls in one model turn are answered with an error, not run
 SUBAGENT_RESULT_TOKENS = 4000  # per tool result fed to the sub-agent's model: keeps its context bounded
 DETAIL_REQUEST = (
     "Your final answer is very short. Write a more detailed, self-contained summary for the parent agent: "
@@ -181,16 +182,20 @@ class SubagentLoop:
         return reply
 
     async def _run_tools(self, reply: ChatReply) -> None:
-        for call in reply.tool_calls:
-            try:
-                args = call.parsed_arguments()
-            except LLMError as exc:
-                args, content = {}, f"Error: {exc}"
-            else:
-                await self.report(f"step {self.outcome.loops}: {describe_call(call.name, args)}")
-                content = await self._dispatch(call.name, args)
+        for index, call in enumerate(reply.tool_calls):
+            content = await self._answer(call, over_limit=index >= MAX_CALLS_PER_STEP)
             self.outcome.tool_calls += 1
             self._persist([{"role": "tool", "tool_call_id": call.id, "content": content}], tool_calls=1)
+
+    async def _answer(self, call: ToolCall, over_limit: bool) -> str:
+        if over_limit:
+            return f"Error: not run; at most {MAX_CALLS_PER_STEP} tool calls per step. Call it again next step."
+        try:
+            args = call.parsed_arguments()
+        except LLMError as exc:
+            return f"Error: {exc}"
+        await self.report(f"step {self.outcome.loops}: {describe_call(call.name, args)}")
+        return await self._dispatch(call.name, args)
 
     async def _dispatch(self, name: str, args: dict[str, Any]) -> str:
         offered = {spec.name for spec in self.offered}
