@@ -359,3 +359,18 @@ def test_find_is_fast_on_catastrophic_pattern(rt: Runtime, call: CallContext, wo
     (workspace / ("a" * 200)).write_text("x")
     result = files.find_files("*a*a*a*a*a*a*a*a*a*a*a*a*b", rt=rt, call=call)  # regex would hang
     assert result.matches == []
+
+
+def test_second_root_paths_come_back_absolute_and_readable(make_settings: Any, call: CallContext,
+                                                           workspace: Path, tmp_path: Path) -> None:
+    second = tmp_path / "second"
+    (second / "sub").mkdir(parents=True)
+    (second / "sub" / "only.txt").write_text("in second")
+    (workspace / "only.txt").write_text("in first")
+    rt = Runtime(make_settings(roots=[workspace, second]))
+    found = files.find_files("only.txt", str(second), rt=rt, call=call)
+    assert [m.name for m in found.matches] == [str(second.resolve() / "sub" / "only.txt")]
+    assert files.read_file(found.matches[0].name, rt=rt, call=call).content == "in second"
+    assert files.read_file("only.txt", rt=rt, call=call).content == "in first"
+    listing = files.list_workspace_files(str(second / "sub"), rt=rt, call=call)
+    assert listing.directory == str(second.resolve() / "sub")

@@ -211,10 +211,11 @@ def test_default_workspace_creates_subdirs(tmp_path: Path) -> None:
     assert all((base / sub).is_dir() for sub in ("uploads", "outputs", "temp"))
 
 
-def test_display_path(workspace: Path) -> None:
-    root = workspace.resolve()
+def test_display_path(workspace: Path, tmp_path: Path) -> None:
+    root, second = workspace.resolve(), tmp_path.resolve() / "second"
     assert display_path(root, [root]) == "."
-    assert display_path(root / "a" / "b", [root]) == "a/b"
+    assert display_path(root / "a" / "b", [root, second]) == "a/b"
+    assert display_path(second / "s.txt", [root, second]) == str(second / "s.txt")  # passes back as is
 
 
 # -- walk_files -------------------------------------------------------------------------------

@@ -29,13 +29,14 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
 from typing import cast
 
 from mcp_server.errors import NotConfigured, NotFound, PathNotAllowed
+from mcp_server.settings import Settings
 from tools.runtime import Runtime
 
 MAX_PATH_CHARS = 4096
@@ -66,14 +67,19 @@ def default_workspace(data_dir: Path, session_id: str | None = None) -> Path:
 
 
 def workspace_roots(rt: Runtime, session_id: str | None = None) -> tuple[Path, ...]:
-    """The allowed roots, realpath-resolved, in configured order.
+    """The allowed roots, realpath-resolved, in configured order (see `roots_for`)."""
+    return roots_for(rt.settings, session_id)
+
+
+def roots_for(settings: Settings, session_id: str | None = None) -> tuple[Path, ...]:
+    """The allowed roots from plain settings (for code without a Runtime, e.g. the approval gate).
 
     Configured roots that do not exist (an unplugged drive) are skipped; when none of them
     exists NotConfigured is raised. With no roots configured: the per-session workspace.
     """
-    configured = rt.settings.roots
+    configured = settings.roots
     if not configured:
-        return (default_workspace(rt.data_dir, session_id),)
+        return (default_workspace(settings.data_dir, session_id),)
     roots: list[Path] = []
     for root in configured:
         real = Path(os.path.realpath(root))
@@ -175,13 +181,15 @@ def _check_not_server_data(rt: Runtime, path: str, real: Path, roots: Collection
         raise _refuse(path, "it is the server's rules or agents file, which tools may not change", roots)
 
 
-def display_path(path: Path, roots: Collection[Path]) -> str:
-    """`path` relative to the first root containing it ("." for the root), else absolute."""
-    for root in roots:
-        if path == root:
-            return "."
-        if path.is_relative_to(root):
-            return path.relative_to(root).as_posix()
+def display_path(path: Path, roots: Sequence[Path]) -> str:
+    """How tools show a path so that it can be passed back as it is: relative to the first root
+    ("." for the root itself), absolute elsewhere (relative paths always resolve against the first
+    root, so a path in a second root shown relative would name a different file)."""
+    first = roots[0]
+    if path == first:
+        return "."
+    if path.is_relative_to(first):
+        return path.relative_to(first).as_posix()
     return str(path)
 
 
