@@ -26,7 +26,7 @@ STATUSES: tuple[str, ...] = ("pending", "in_progress", "completed")
 PRIORITIES: tuple[str, ...] = ("low", "medium", "high")
 MAX_ITEMS = 200
 MAX_CONTENT_CHARS = 2000
-LIST_ID_RE = re.compile(r"^[A-Za-z0-9._:@-]{1,120}$")
+LIST_ID_RE = re.compile(r"^[A-Za-z0-9._@-]{1,120}$")
 ITEM_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 _MIGRATIONS: tuple[str, ...] = (
@@ -71,7 +71,7 @@ class TodoList(BaseModel):
 def check_list_id(list_id: str) -> str:
     if not LIST_ID_RE.match(list_id):
         raise InvalidInput(
-            f"Invalid list_id {list_id!r}: use 1-120 letters, digits or . _ : @ - (or omit it for the default list)."
+            f"Invalid list_id {list_id!r}: use 1-120 letters, digits or . _ @ - (or omit it for the default list)."
         )
     return list_id
 

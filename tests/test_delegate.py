@@ -174,11 +174,12 @@ async def test_subagent_calls_pass_the_gate_with_a_subagent_origin(llm_settings:
         assert origin.agent_stack == ("subagent",) and origin.mcp_context is not None
 
 
-async def test_real_approval_gate_stops_a_subagent_write(llm_settings: Any, fake_llm: FakeLLM) -> None:  # noqa: F811
+@pytest.mark.parametrize("mode", MODES)
+async def test_real_approval_gate_stops_a_subagent_write(llm_settings: Any, fake_llm: FakeLLM, mode: str) -> None:  # noqa: F811
     pytest.importorskip("mcp_server.approval.gate")
     fake_llm.reply_tool_calls([("todo_write", {"todos": [{"content": "x", "status": "pending"}]})])
     fake_llm.reply_text(LONG)
-    async with client_for(llm_settings) as (client, _):
+    async with client_for(llm_settings, mode) as (client, _):
         result = await client.call_tool("delegate_task", {"task": "t", "tools": ["todo_write"]})
         todo = await client.call_tool("todo_read", {})
     assert not result.is_error, result.content

@@ -81,8 +81,9 @@ def test_summary_defaults_and_limits(data_dir: Path) -> None:
     assert empty.items == [] and empty.version == 0 and empty.summary == "0 pending, 0 in progress, 0 completed"
     with pytest.raises(LimitExceeded, match="at most 200 items"):
         normalize_items([{"content": str(i), "status": "pending"} for i in range(201)])
-    with pytest.raises(InvalidInput, match="Invalid list_id"):
-        store.read("../etc")
+    for bad in ("../etc", "a:b", "", "x" * 121):
+        with pytest.raises(InvalidInput, match="Invalid list_id"):
+            store.read(bad)
 
 
 def test_reminder_and_open_items(data_dir: Path) -> None:
@@ -141,6 +142,8 @@ async def test_tools_and_resource_through_the_client(settings: Any, mode: str) -
         resource = await client.read_resource("todo://default")
         data = json.loads(resource.contents[0].text)
         assert data["list_id"] == result.structured_content["list_id"]
+        by_id = json.loads((await client.read_resource(f"todo://{data['list_id']}")).contents[0].text)
+        assert by_id == data
         assert [i["content"] for i in data["items"]] == ["Read spec", "Write code"]
         named = await client.call_tool("todo_write", {"list_id": "release-1.0", "todos": [{"content": "Tag", "status": "pending"}]})
         assert not named.is_error

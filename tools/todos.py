@@ -55,7 +55,7 @@ def resolve_list_id(rt: Runtime, list_id: str | None, client_id: str) -> str:
 
 ListIdParam = Annotated[
     str | None,
-    Field(description="Which list; omit for this workspace's default list. Letters, digits and . _ : @ - only."),
+    Field(description="Which list; omit for this workspace's default list. Letters, digits and . _ @ - only."),
 ]
 
 
