@@ -147,19 +147,24 @@ def human_answer(outcome: Any) -> dict[str, Any] | None:
     return {"action": action, "content": content}
 
 
-def compact_schema(node: Any, is_mapping: bool = False) -> None:
-    """Drop pydantic's generated `title`s from a JSON schema, in place (the keys already name things).
+def compact_schema(node: Any, is_mapping: bool = False, drop: tuple[str, ...] = ("title",)) -> None:
+    """Drop generated `title`s (and, for output schemas, `description`s) from a JSON schema, in place.
 
-    Keeps tools/list small; a property that is itself called "title" is kept (mapping keys are names).
+    Keeps tools/list small. Output schemas keep their structure (types, required, enums) for
+    validation; clients hand the model the input schema and the result itself, not the output
+    schema's prose. A property that is itself called "title"/"description" is kept (mapping keys
+    are names, not annotations).
     """
     if isinstance(node, dict):
-        if not is_mapping and isinstance(node.get("title"), str):
-            del node["title"]
+        if not is_mapping:
+            for key in drop:
+                if isinstance(node.get(key), str):
+                    del node[key]
         for key, value in node.items():
-            compact_schema(value, is_mapping=not is_mapping and key in ("properties", "$defs", "definitions"))
+            compact_schema(value, not is_mapping and key in ("properties", "$defs", "definitions"), drop)
     elif isinstance(node, list):
         for item in node:
-            compact_schema(item)
+            compact_schema(item, False, drop)
 
 
 def annotations_for(spec: ToolSpec) -> ToolAnnotations:
@@ -217,7 +222,7 @@ class ToolCatalog:
         if tool is not None:
             compact_schema(tool.parameters)
             if tool.fn_metadata.output_schema is not None:
-                compact_schema(tool.fn_metadata.output_schema)
+                compact_schema(tool.fn_metadata.output_schema, drop=("title", "description"))
 
     def enable(self, names: list[str]) -> list[str]:
         """List the named tools from now on; returns the names that were newly enabled."""
