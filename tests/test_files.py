@@ -374,3 +374,27 @@ def test_second_root_paths_come_back_absolute_and_readable(make_settings: Any, c
     assert files.read_file("only.txt", rt=rt, call=call).content == "in first"
     listing = files.list_workspace_files(str(second / "sub"), rt=rt, call=call)
     assert listing.directory == str(second.resolve() / "sub")
+
+
+def test_pages_of_escape_heavy_text_survive_json_bounding(rt: Runtime, call: CallContext, workspace: Path) -> None:
+    import json
+
+    text = ('"\\' * 30 + "\n") * 3000  # every character doubles once JSON-escaped
+    (workspace / "q.txt").write_text(text)
+    whole, pages = read_all(rt, call, "q.txt")
+    assert whole == text and len(pages) > 1
+    for page in pages:
+        assert estimate_tokens(json.dumps(page.model_dump(mode="json"), ensure_ascii=False)) <= (
+            rt.settings.max_result_tokens)
+
+
+def test_diff_of_a_huge_single_line_is_bounded(rt: Runtime, call: CallContext, workspace: Path) -> None:
+    (workspace / "min.js").write_text("var a=1;" + "x" * 200_000 + ";var b=2;\n")
+    result = files.edit_file("min.js", "var b=2", "var b=3", rt=rt, call=call)
+    assert len(result.diff) < files.MAX_DIFF_CHARS + 100 and "more characters" in result.diff
+
+
+def test_write_refuses_lone_surrogates(rt: Runtime, call: CallContext, workspace: Path) -> None:
+    with pytest.raises(InvalidInput, match="surrogate"):
+        files.write_file("new/s.txt", "bad \ud800 text", rt=rt, call=call)
+    assert not (workspace / "new").exists()

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from mcp_server.bounding import estimate_tokens
+from mcp_server.bounding import dumps, estimate_tokens
 from mcp_server.errors import InvalidInput, LimitExceeded, NotFound
 from tools.runtime import CallContext, Runtime
 from tools.workspace import (
@@ -44,6 +44,8 @@ RESULT_SHARE = 0.8  # share of max_result_tokens a page of content may use
 MAX_EDIT_BYTES = 10 * 1024 * 1024
 MAX_WRITE_CHARS = 10_000_000
 MAX_DIFF_LINES = 80
+MAX_DIFF_LINE_CHARS = 400
+MAX_DIFF_CHARS = 8000
 MAX_DIFF_MIDDLE_LINES = 4000
 MAX_LIST_SCAN = 100_000
 FIND_MAX_ENTRIES = 200_000
@@ -118,14 +120,20 @@ def _extract(rt: Runtime, real: Path, info: os.stat_result, call: CallContext) -
     return cache.get(key, lambda: _extract_any(real, limits, call))
 
 
+def _json_tokens(text: str) -> int:
+    """Estimated tokens of `text` as it travels: JSON-escaped (quotes, backslashes, controls)."""
+    return estimate_tokens(dumps(text))
+
+
 def _budget_chars(text: str, start: int, end: int, budget_tokens: int) -> int:
-    """The largest end' <= end with estimate_tokens(text[start:end']) <= budget (binary search)."""
-    if estimate_tokens(text[start:end]) <= budget_tokens:
+    """The largest end' <= end whose slice fits the token budget once JSON-escaped (binary search),
+    so the dispatcher never has to cut a page (a cut page would lose text between pages)."""
+    if _json_tokens(text[start:end]) <= budget_tokens:
         return end
     lo, hi = start + 1, end
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if estimate_tokens(text[start:mid]) <= budget_tokens:
+        if _json_tokens(text[start:mid]) <= budget_tokens:
             lo = mid
         else:
             hi = mid - 1
@@ -304,13 +312,21 @@ def write_file(
     """Create or overwrite a text file in the workspace (creates parent folders)."""
     session = call.session_id
     real = _writable_target(rt, path, session)
+    data = _utf8(content, "content")
     created = not real.exists()
     _make_dirs(real.parent)
     resolve_path(rt, str(real.parent), must_exist=True, session_id=session)  # still inside after mkdir
-    data = content.encode("utf-8", "surrogatepass")
     atomic_write(real, data)
     return WriteFileResult(path=display_path(real, workspace_roots(rt, session)), bytes_written=len(data),
                            created=created)
+
+
+def _utf8(text: str, name: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{name} contains unpaired surrogate characters, which are not valid text; "
+                           "remove them.") from None
 
 
 class EditFileResult(BaseModel):
@@ -362,7 +378,15 @@ def small_diff(before: str, after: str, name: str) -> str:
     lines = [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
     if len(lines) > MAX_DIFF_LINES:
         lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more diff lines)\n"]
-    return "".join(lines)
+    lines = [_clip_line(line) for line in lines]
+    diff = "".join(lines)
+    return diff if len(diff) <= MAX_DIFF_CHARS else diff[:MAX_DIFF_CHARS] + "\n... (diff shortened)\n"
+
+
+def _clip_line(line: str) -> str:
+    if len(line) <= MAX_DIFF_LINE_CHARS:
+        return line
+    return line[:MAX_DIFF_LINE_CHARS] + f"... ({len(line) - MAX_DIFF_LINE_CHARS} more characters)\n"
 
 
 def _shift_hunk(header: str, offset: int) -> str:
@@ -394,7 +418,7 @@ def edit_file(
         old_string, new_string = old_string.replace("\n", "\r\n"), new_string.replace("\n", "\r\n")
     count = _count_or_raise(text, old_string, path, replace_all)
     updated = text.replace(old_string, new_string)
-    atomic_write(real, (b"\xef\xbb\xbf" if bom else b"") + updated.encode("utf-8", "surrogatepass"))
+    atomic_write(real, (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string"))
     name = display_path(real, workspace_roots(rt, session))
     return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
 
@@ -500,6 +524,8 @@ def find_files(
     for count, entry in enumerate(walk):
         if count % 2000 == 0:
             call.check_cancelled()
+            if count:
+                call.report(count, None, f"{count} files scanned")
         if glob.matches(entry.rel):
             found.append((entry.mtime, display_path(entry.path, roots), entry.size))
     found.sort(key=lambda item: (-item[0], item[1]))
