@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import socket
 import sys
+from functools import partial
 from typing import Any
 
-from mcp_server.errors import SettingsError
+from mcp_server.errors import GeneralAgentError, SettingsError
 from mcp_server.settings import Settings
 
 log = logging.getLogger("generalagent.transport")
@@ -91,6 +93,26 @@ def http_app(server: Any, settings: Settings, host: str) -> Any:
     return BearerTokenMiddleware(app, settings.http_token) if settings.http_token else app
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Listen on host:port before starting uvicorn, so a busy port is a clear error, not a log line."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise GeneralAgentError(f"Cannot listen on {host}: {exc}. Pass an IP address or host name with --host.") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise GeneralAgentError(
+            f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Choose another --port or stop what uses it."
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def run_http(server: Any, settings: Settings, host: str, port: int) -> None:
     import anyio
     import uvicorn
@@ -98,10 +120,13 @@ def run_http(server: Any, settings: Settings, host: str, port: int) -> None:
     if not is_loopback(host):
         print(f"WARNING: serving MCP on non-loopback host {host}; anyone who can reach it can call tools"
               + ("" if settings.http_token else " (no GENERALAGENT_HTTP_TOKEN set!)"), file=sys.stderr)
+    sock = bind_socket(host, port)
     app = http_app(server, settings, host)
     config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level.lower(), log_config=None)
-    print(f"generalagent-mcp: Streamable HTTP on http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-    anyio.run(uvicorn.Server(config).serve)
+    bound_port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"generalagent-mcp: Streamable HTTP on http://{shown}:{bound_port}/mcp", file=sys.stderr, flush=True)
+    anyio.run(partial(uvicorn.Server(config).serve, sockets=[sock]))
 
 
 def run_stdio(server: Any) -> None:

@@ -233,3 +233,12 @@ def test_non_loopback_bind_with_allow_host_warns(tmp_path: Path) -> None:
         assert request(srv.port, "POST", "/mcp", INIT_BODY, foreign)[0] == 421
     finally:
         srv.stop()
+
+
+def test_busy_port_is_a_clear_error(server: HttpServer, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), "serve", "--transport", "http", "--port", str(server.port)],
+        capture_output=True, text=True, timeout=60, env=server_env(tmp_path / "data"), stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1
+    assert f"Cannot listen on 127.0.0.1:{server.port}" in done.stderr and "--port" in done.stderr
