@@ -235,6 +235,8 @@ class _Analyzer:
         for word in args:
             for piece in self.pieces(word):
                 self.secret(piece)
+            if word.arith:  # $((x)) evaluates x's value as an expression, which can run $( ) in it
+                seg.safe = seg.allowable = False
         if name in KEYWORDS_TRANSPARENT:
             if args:
                 self.argv(args, depth, seg, cmd)
@@ -391,18 +393,20 @@ def _has_option(text: str, opt: str) -> bool:
 
 
 def _reads_script_from_stdin(words: list[Word]) -> bool:
-    """The command (after wrappers) is a shell/interpreter reading its program from stdin."""
-    for i, word in enumerate(words):
-        name = _family(_basename(word.text))
+    """The command (possibly behind wrappers like sudo/env/timeout) is a shell or interpreter
+    reading its program from stdin."""
+    if not words or words[0].dynamic:
+        return False
+    first = _family(_basename(words[0].text))
+    candidates = range(len(words)) if first in _WRAPPER_NAMES else range(1)
+    for i in candidates:
+        name = _family(_basename(words[i].text))
         if name in SHELLS or name in INTERPRETERS or name in ("source", "."):
             rest = [w.text for w in words[i + 1 :]]
-            if any(r in INLINE_FLAGS or (r.startswith("-") and not r.startswith("--") and "c" in r and name in SHELLS)
-                   for r in rest):
-                return False
+            inline = any(r in INLINE_FLAGS or (name in SHELLS and re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", r))
+                         for r in rest)
             operands = [r for r in rest if not r.startswith("-")]
-            return not operands or operands[0] in ("-", "/dev/stdin") or "-s" in rest
-        if word.dynamic or not (name in _WRAPPER_NAMES or _is_option(word) or "=" in word.text or word.text.isdigit()):
-            return False
+            return not inline and (not operands or operands[0] in ("-", "/dev/stdin") or "-s" in rest)
     return False
 
 

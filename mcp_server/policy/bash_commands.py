@@ -212,6 +212,12 @@ def _copies(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd:
             return _TRANSPARENT
     operands = _operands(args, with_value)
     dest = operands[-1] if len(operands) >= 2 else None
+    if name == "ln" and ("s" in _short_flags(args) or "--symbolic" in {w.text for w in args}):
+        for source in operands[:-1] if len(operands) >= 2 else operands:
+            norm = None if source.dynamic else paths.normalize(source.text, an.cwd)
+            if norm is None or not paths.inside_roots(norm, an.env.roots):
+                an.find(ask(f"ln -s {source.text!r} links to a place outside the workspace; later reads through "
+                            "the link would not be checked.", "high", "bash.symlink_outside"))
     if dest is not None and not (name in ("rsync", "scp") and re.match(r"[^/]*:", dest.text)):
         an.write_target(dest, seg)
     if name == "rsync" and any(w.text.startswith("--delete") for w in args):

@@ -197,8 +197,8 @@ class _Lexer:
             return end + 1
         if nxt == '"' and not in_dquote:
             return self._dquote(i + 2, buf, word)
-        if s.startswith("$((", i):
-            end = match_paren(s, i + 1)
+        if s.startswith("$((", i) and match_paren(s, i + 2) == match_paren(s, i + 1) - 1:
+            end = match_paren(s, i + 1)  # arithmetic $(( ... )); otherwise "$((a); b)" is a substitution
             inner = s[i + 3 : end - 1]
             if "$(" in inner or "`" in inner or "<(" in inner:
                 raise ParseError("command substitution inside arithmetic")
