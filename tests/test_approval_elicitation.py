@@ -118,15 +118,19 @@ async def test_calls_that_try_to_approve_are_denied(settings: Any, monkeypatch: 
     assert result.is_error and "approval.self-approval" in result.content[0].text and helpers.CALLS == []
 
 
-async def test_mentioning_a_live_approval_id_is_denied(settings: Any, monkeypatch: Any) -> None:
+async def test_mentioning_a_live_approval_id_is_denied(make_settings: Any, monkeypatch: Any) -> None:
     import re
 
-    helpers.install(monkeypatch)
-    async with connect(settings) as c:
+    helpers.install(monkeypatch, helpers.POKE, helpers.ZAP)
+    async with connect(make_settings(tool_profile="full")) as c:
+        await c.list_tools()
         pending = await c.call_tool("poke", {"text": "first"})
         approval_id = re.search(r"ap-[a-z2-9]{6}", pending.content[0].text).group(0)  # type: ignore[union-attr]
-        sneaky = await c.call_tool("poke", {"text": f"x=$(printf '%s' {approval_id}); do-something $x"})
-    assert sneaky.is_error and "approval.self-approval" in sneaky.content[0].text
+        sneaky = await c.call_tool("zap", {"text": f"x=$(printf '%s' {approval_id}); do-something $x"})
+        assert sneaky.is_error and "approval.self-approval" in sneaky.content[0].text
+        # a non-destructive call may pass the id along (e.g. telling a sub-agent it was approved): it is asked
+        told = await c.call_tool("poke", {"text": f"{approval_id} was approved, retry"})
+        assert told.is_error and "Approval required" in told.content[0].text
 
 
 async def test_state_changing_calls_naming_the_approval_files_are_denied(settings: Any, monkeypatch: Any) -> None:

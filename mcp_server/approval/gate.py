@@ -131,7 +131,7 @@ class PolicyGate:
     def verdict(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Verdict:
         """The policy's decision for this call, plus the gate's own fail-closed escalations."""
         text = canonical_json(args)
-        if _SELF_APPROVAL.search(text) or any(i in text for i in self.store.live_ids()):
+        if self._could_self_approve(spec, text):
             return Verdict("deny", "Calls that mention approval ids or the approval command/page are refused: "
                            "only the human approves, outside the assistant.", "high", "approval.self-approval")
         if not spec.read_only and self._mentions_protected(text):
@@ -145,6 +145,16 @@ class PolicyGate:
             return Verdict("ask", f"The policy could not decide ({type(exc).__name__}); asking instead.",
                            "high", "gate.policy-error")
         return self._escalate(spec, args, found)
+
+    def _could_self_approve(self, spec: ToolSpec, text: str) -> bool:
+        """A state-changing call that spells the approve command/page, or a destructive one (shell, file
+        writes) naming a live approval id. Read-only tools cannot approve anything, so they are not checked;
+        delegate_task may pass "ap-... was approved" along (its sub-agent's calls are gated themselves)."""
+        if spec.read_only:
+            return False
+        if _SELF_APPROVAL.search(text):
+            return True
+        return spec.destructive and any(i in text for i in self.store.live_ids())
 
     def _mentions_protected(self, text: str) -> bool:
         """A state-changing call naming our approval/audit files (or the rules file by full path)."""
@@ -253,7 +263,8 @@ class PolicyGate:
             "Ask the user to approve it themselves, in a terminal:",
             f"  {approve_command(self.settings, approval_id)}",
         ]
-        page = approval_page_url(origin, approval_id)
+        # With a bearer token the whole HTTP app (this page too) answers 401 to a browser: no page then.
+        page = None if self.settings.http_token else approval_page_url(origin, approval_id)
         if page:
             lines.append(f"or in a browser on this computer: {page}")
         lines.append("After the user has approved, repeat exactly the same call once; changed arguments need a "
