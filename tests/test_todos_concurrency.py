@@ -13,15 +13,17 @@ ROOT = Path(__file__).resolve().parent.parent
 WRITER = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from pathlib import Path
-from context.todos import TodoStore
-store = TodoStore(Path(sys.argv[2]))
+from mcp_server.settings import load_settings
+from tools.runtime import CallContext, Runtime
+from tools.todos import todo_read, todo_write
+rt = Runtime(load_settings({"data_dir": sys.argv[2]}, environ={}))  # what each server process builds
+call = CallContext(tool="todo_write", client_id="shared-client")
 tag, rounds = sys.argv[3], int(sys.argv[4])
 torn = 0
 for n in range(rounds):
-    store.write("shared", [{"content": f"{tag}-{n}-{k}", "status": "pending", "id": f"{tag}{n}x{k}"}
-                           for k in range(1 + n % 7)])
-    seen = store.read("shared").items
+    todo_write([{"content": f"{tag}-{n}-{k}", "status": "pending", "id": f"{tag}{n}x{k}"}
+                for k in range(1 + n % 7)], "shared", rt=rt, call=call)
+    seen = todo_read("shared", rt=rt, call=call).items
     prefixes = {item.content.rsplit("-", 1)[0] for item in seen}
     if len(prefixes) != 1 or len(seen) != 1 + int(seen[0].content.split("-")[1]) % 7:
         torn += 1
@@ -31,9 +33,9 @@ print(json.dumps({"torn": torn}))
 
 def test_two_processes_write_the_same_list(data_dir: Path) -> None:
     db = data_dir / "todos.sqlite3"
-    rounds = 300
+    rounds = 200
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT), str(db), tag, str(rounds)],
+        subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT), str(data_dir), tag, str(rounds)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for tag in ("A", "B")
     ]
