@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from mcp_server.toolspec import ToolSpec
 from tools import delegate, human, meta, tiers, todos
+from tools import context_tools as ctx
+from tools import memory
 from tools.runtime import Runtime
 
 
@@ -41,6 +43,17 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default"),
     ToolSpec(delegate.delegate_status, title="Sub-agent thread status", read_only=True, idempotent=True, tier="default"),
     ToolSpec(delegate.list_agents, title="List agent cards", read_only=True, idempotent=True, tier="default"),
+    # -- context management (compact_context calls the user's LLM endpoint: open world)
+    ToolSpec(ctx.count_tokens, title="Count tokens", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(ctx.context_status, title="Context window status", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(ctx.optimize_context, title="Optimize context", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(ctx.compact_context, title="Compact context", read_only=False, open_world=True, tier="default"),
+    ToolSpec(ctx.assemble_context, title="Assemble cache-stable context", read_only=False, tier="full"),
+    # -- memory
+    ToolSpec(memory.remember, title="Remember a fact", read_only=False, idempotent=True, tier="core"),
+    ToolSpec(memory.recall, title="Recall facts", read_only=True, idempotent=True, tier="core"),
+    ToolSpec(memory.forget, title="Forget a fact", read_only=False, destructive=True, tier="full"),
+    ToolSpec(memory.list_memories, title="List remembered facts", read_only=True, idempotent=True, tier="full"),
 ]
 
 RESOURCES: list[ResourceSpec] = [
@@ -54,5 +67,5 @@ RESOURCES: list[ResourceSpec] = [
     ),
 ]
 
-WARMUPS: list[Callable[[Runtime], None]] = []
+WARMUPS: list[Callable[[Runtime], None]] = [ctx.warm_up_tokens]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

@@ -18,7 +18,9 @@ from tests.context_checks import api_problems, is_subsequence, user_texts
 COUNTER = counter_for(None)
 
 
-def run(messages: list[dict[str, Any]], system: Any = None, **budget: Any) -> tuple[list[dict[str, Any]], Any, Any]:
+def run(
+    messages: list[dict[str, Any]], system: Any = None, **budget: Any
+) -> tuple[list[dict[str, Any]], Any, Any]:
     transcript = parse(messages, system)
     out, report = optimize(transcript.messages, COUNTER, Budget(**{"context_window": 4000, **budget}))
     rendered, system_out = render(transcript, out)
@@ -27,7 +29,9 @@ def run(messages: list[dict[str, Any]], system: Any = None, **budget: Any) -> tu
 
 # ---------------------------------------------------------------- random transcripts
 
-WORDS = st.sampled_from("alpha beta gamma delta file test error fix 你好 世界 pytest build".split())
+WORDS = st.sampled_from(
+    ["alpha", "beta", "gamma", "delta", "file", "test", "error", "fix", "你好", "世界", "pytest", "build"]
+)
 TEXT = st.lists(WORDS, min_size=1, max_size=30).map(" ".join)
 BIG = st.integers(1, 400).map(lambda n: json.dumps({"status": "ok", "items": list(range(n))}))
 RESULT = st.one_of(TEXT, BIG, st.integers(1, 600).map(lambda n: "line of output\n" * n))
@@ -105,7 +109,9 @@ def _unchanged_or_marked(out: list[str], original: list[str]) -> bool:
     tool_max=st.integers(20, 400),
     min_messages=st.integers(0, 12),
 )
-def test_output_is_always_api_valid(evs: Any, fmt: str, window: int, tool_max: int, min_messages: int) -> None:
+def test_output_is_always_api_valid(
+    evs: Any, fmt: str, window: int, tool_max: int, min_messages: int
+) -> None:
     messages = to_openai(evs) if fmt == "openai" else to_anthropic(evs)
     system = "You are helpful." if fmt == "anthropic" else None
     out, system_out, report = run(
@@ -168,7 +174,10 @@ def test_plain_tool_output_cut_in_the_middle() -> None:
 
 
 def test_selection_keeps_recent_and_first_request_under_target() -> None:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "The task."}]
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "The task."},
+    ]
     for i in range(200):
         msgs += [*_chain(i, f"result {i} " * 30), {"role": "assistant", "content": f"step {i} done"}]
     msgs.append({"role": "user", "content": "And now?"})
@@ -187,8 +196,12 @@ def test_oversized_last_user_message_is_cut_with_marker() -> None:
 
 def test_anthropic_round_trip_unchanged_when_small() -> None:
     msgs = to_anthropic([("user", "hi"), ("chain", "let me look", [True, True], ["r1", "r2"], None)])
-    out, system_out, report = run(msgs, system=[{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}])
-    assert out == msgs and system_out == [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]
+    out, system_out, report = run(
+        msgs, system=[{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]
+    )
+    assert out == msgs and system_out == [
+        {"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}
+    ]
     assert report.removed == 0
 
 
@@ -197,8 +210,14 @@ def test_anthropic_round_trip_unchanged_when_small() -> None:
     [
         ([{"role": "wizard", "content": "x"}], "messages[0]: unknown role 'wizard'"),
         ([{"role": "user", "content": 5}], "messages[0]: content is a int"),
-        ([{"role": "user", "content": "a"}, {"role": "tool", "tool_call_id": "zz", "content": "r"}], "messages[1]"),
-        ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "q", "content": "r"}]}], "never made"),
+        (
+            [{"role": "user", "content": "a"}, {"role": "tool", "tool_call_id": "zz", "content": "r"}],
+            "messages[1]",
+        ),
+        (
+            [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "q", "content": "r"}]}],
+            "never made",
+        ),
         (["hello"], "messages[0]: is a str"),
         (
             [

@@ -1,0 +1,307 @@
+"""Benchmark of context management: optimize_context, compact_context (stub LLM), token counting.
+
+Run: .venv/bin/python -m bench.context_bench   (prints a table; offline, no LLM endpoint needed)
+
+`make_transcript` also serves the tests: a realistic agent transcript (OpenAI or Anthropic format)
+with tool chains (JSON and plain outputs), todo_write calls and user constraint sentences.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from typing import Any
+
+CONSTRAINTS = [
+    "Always use pytest for the tests.",
+    "Never push to the main branch directly.",
+    "Please use type hints everywhere.",
+    "Do not add new dependencies without asking.",
+    "Keep functions under 30 lines.",
+    "请不要修改数据库的表结构。",
+    "I prefer tabs over spaces in the Makefile.",
+    "Make sure the API stays backwards compatible.",
+]
+FILLER_USER = [
+    "Now look at the parser module.",
+    "What does the error in the log say?",
+    "Good, continue with the next step.",
+    "Can you check the config loader too?",
+    "Run the tests again.",
+]
+FILES = [
+    "src/app/parser.py",
+    "src/app/config.py",
+    "tests/test_parser.py",
+    "docs/guide.md",
+    "src/app/db/models.py",
+]
+
+
+def _tool_output(rng: random.Random, i: int) -> str:
+    if rng.random() < 0.5:
+        rows = [
+            {"id": k, "path": rng.choice(FILES), "line": rng.randint(1, 900), "text": "def f(x): return x"}
+            for k in range(rng.randint(5, 40))
+        ]
+        return json.dumps({"success": True, "count": len(rows), "matches": rows})
+    lines = [
+        f"{rng.choice(FILES)}:{rng.randint(1, 500)}: step {i} output line {k} value={rng.random():.4f}"
+        for k in range(rng.randint(3, 40))
+    ]
+    return "\n".join(lines)
+
+
+def make_events(
+    n_messages: int, seed: int = 7, todo_every: int = 40, constraints: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Abstract turns totalling about `n_messages` messages (OpenAI layout)."""
+    rng = random.Random(seed)
+    wanted = list(CONSTRAINTS if constraints is None else constraints)
+    out: list[dict[str, Any]] = [
+        {
+            "kind": "user",
+            "text": "Refactor the parser in src/app/parser.py and keep the tests green. "
+            + (wanted[:1] or [""])[0],
+        }
+    ]
+    count, i, todo_round = 1, 0, 0
+    while count < n_messages:
+        i += 1
+        roll = rng.random()
+        if i % todo_every == 0:
+            todo_round += 1
+            items = [
+                {
+                    "content": f"Task {k} of round {todo_round}: update {FILES[k % len(FILES)]}",
+                    "status": "completed"
+                    if k < todo_round % 4
+                    else ("in_progress" if k == todo_round % 4 else "pending"),
+                }
+                for k in range(5)
+            ]
+            out.append({"kind": "todo", "items": items})
+            count += 2
+        elif roll < 0.12:
+            text = rng.choice(FILLER_USER)
+            if wanted and rng.random() < 0.5:
+                text += " " + wanted.pop(rng.randrange(len(wanted)))
+            out.append({"kind": "user", "text": text})
+            count += 1
+        elif roll < 0.25:
+            out.append(
+                {
+                    "kind": "assistant",
+                    "text": f"I checked {rng.choice(FILES)}; step {i} is done and the next step is clear.",
+                }
+            )
+            count += 1
+        else:
+            n = 1 if rng.random() < 0.8 else 2
+            out.append(
+                {
+                    "kind": "chain",
+                    "calls": [
+                        (
+                            "search_files" if rng.random() < 0.5 else "read_file",
+                            {"path": rng.choice(FILES), "i": i},
+                        )
+                        for _ in range(n)
+                    ],
+                    "results": [_tool_output(rng, i) for _ in range(n)],
+                }
+            )
+            count += 1 + n
+    for text in wanted:  # constraints not placed yet
+        out.insert(len(out) // 2, {"kind": "user", "text": "One more rule. " + text})
+    return out
+
+
+def to_openai(events: list[dict[str, Any]], system: str = "You are a coding agent.") -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for k, ev in enumerate(events):
+        if ev["kind"] in ("user", "assistant"):
+            msgs.append({"role": ev["kind"], "content": ev["text"]})
+        elif ev["kind"] == "todo":
+            call_id = f"call_todo_{k}"
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {
+                                "name": "todo_write",
+                                "arguments": json.dumps({"todos": ev["items"]}),
+                            },
+                        }
+                    ],
+                }
+            )
+            msgs.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps({"ok": True})})
+        else:
+            ids = [f"call_{k}_{j}" for j in range(len(ev["calls"]))]
+            calls = [
+                {"id": c, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                for c, (name, args) in zip(ids, ev["calls"], strict=True)
+            ]
+            msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
+            msgs.extend(
+                {"role": "tool", "tool_call_id": c, "content": r}
+                for c, r in zip(ids, ev["results"], strict=True)
+            )
+    return msgs
+
+
+def to_anthropic(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    for k, ev in enumerate(events):
+        if ev["kind"] in ("user", "assistant"):
+            msgs.append({"role": ev["kind"], "content": ev["text"]})
+        elif ev["kind"] == "todo":
+            call_id = f"toolu_todo_{k}"
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": call_id,
+                            "name": "todo_write",
+                            "input": {"todos": ev["items"]},
+                        }
+                    ],
+                }
+            )
+            msgs.append(
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "ok"}],
+                }
+            )
+        else:
+            ids = [f"toolu_{k}_{j}" for j in range(len(ev["calls"]))]
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": c, "name": name, "input": args}
+                        for c, (name, args) in zip(ids, ev["calls"], strict=True)
+                    ],
+                }
+            )
+            msgs.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": c, "content": r}
+                        for c, r in zip(ids, ev["results"], strict=True)
+                    ],
+                }
+            )
+    return msgs
+
+
+def make_transcript(n_messages: int, fmt: str = "openai", seed: int = 7) -> list[dict[str, Any]]:
+    events = make_events(n_messages, seed)
+    return to_openai(events) if fmt == "openai" else to_anthropic(events)
+
+
+def open_todos_of(events: list[dict[str, Any]]) -> list[str]:
+    last = [ev for ev in events if ev["kind"] == "todo"][-1:]
+    return [item["content"] for item in (last[0]["items"] if last else []) if item["status"] != "completed"]
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+def _stub_summarizer(messages: list[dict[str, Any]], max_tokens: int) -> tuple[str, int]:
+    return "## Primary request and intent\nRefactor the parser.\n## Next step\nRun the tests.", 100
+
+
+def _timed(fn: Any, repeat: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    from context.compact import CompactOptions, compact
+    from context.messages import parse, render
+    from context.optimize import Budget, optimize
+    from context.tokens import _counts, counter_for
+
+    counter = counter_for("gpt-4")
+    window = 128_000
+    rows = []
+    for n in (200, 2000, 10_000):
+        msgs = make_transcript(n)
+
+        def run_optimize(msgs: list[dict[str, Any]] = msgs) -> Any:
+            t = parse(msgs)
+            out, report = optimize(t.messages, counter, Budget(window))
+            render(t, out)
+            return report
+
+        def run_compact(msgs: list[dict[str, Any]] = msgs) -> Any:
+            t = parse(msgs)
+            out, report, _ = compact(
+                t.messages, counter, CompactOptions("compact", window, force=True), _stub_summarizer
+            )
+            render(t, out)
+            return report
+
+        _counts.clear()
+        cold, report = _timed(run_optimize, 1)
+        warm, report = _timed(run_optimize, 5)
+        ccold = _timed(run_compact, 1)[0]
+        cwarm, creport = _timed(run_compact, 3)
+        rows.append(
+            (
+                len(msgs),
+                report.tokens_before,
+                cold,
+                warm,
+                1 - report.tokens_after / report.tokens_before,
+                ccold,
+                cwarm,
+                1 - creport.tokens_after / creport.tokens_before,
+            )
+        )
+    print(
+        "| messages | tokens | optimize cold ms | optimize warm ms | optimize reduction | compact cold ms | compact warm ms | compact reduction |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r[0]} | {r[1]} | {r[2]:.0f} | {r[3]:.1f} | {r[4]:.0%} | {r[5]:.0f} | {r[6]:.1f} | {r[7]:.0%} |"
+        )
+    text = "\n".join(
+        m.get("content") or "" for m in make_transcript(2000) if isinstance(m.get("content"), str)
+    )
+    _counts.clear()
+    start = time.perf_counter()
+    tokens = len(counter.encoding.encode_ordinary(text))
+    dt = time.perf_counter() - start
+    print()
+    print("| token counting | value |")
+    print("|---|---:|")
+    print(f"| text size | {len(text) / 1e6:.1f} MB, {tokens} tokens |")
+    print(f"| throughput (encode_ordinary, cl100k_base) | {tokens / dt / 1e6:.2f} M tokens/s |")
+    small = [f"message number {i} with some words" for i in range(20_000)]
+    start = time.perf_counter()
+    for s in small:
+        counter.count(s)
+    dt = time.perf_counter() - start
+    print(f"| short texts counted per second (cached path) | {len(small) / dt:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()

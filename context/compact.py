@@ -1,0 +1,371 @@
+"""compact_context: split a transcript into system / old / recent, replace *old* by a summary.
+
+The summary comes from the configured LLM (a `Summarizer` callable, injected) or, when that is
+missing or fails, from code (a truncation fallback, reported as such). Either way the open todo
+list and the user's constraint sentences are appended verbatim by code. Incremental: an earlier
+summary (ours, found in the system messages, or passed in from the store) is folded into the new
+one, with the seed's triggers for `auto`. Pure apart from the injected summarizer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from context import carryover
+from context.compress import compress_output, cut_middle
+from context.messages import Msg, arguments_text, content_text, with_content
+from context.optimize import SUMMARY_HEADING, chains, keep_last_user
+from context.tokens import Counter, message_tokens
+from mcp_server.errors import GeneralAgentError
+
+Strategy = Literal["auto", "compact", "summarize"]
+Summarizer = Callable[[list[dict[str, Any]], int], tuple[str, int]]
+"""(chat messages, max_tokens) -> (text, tokens used); raises GeneralAgentError on failure."""
+
+FIRST_TRIGGER_MESSAGES = 20
+NEW_MESSAGES_TRIGGER = 10
+NEW_TOKENS_RATIO_TRIGGER = 0.5
+AUTO_COMPACT_TOKENS = 6000
+LLM_INPUT_MAX_TOKENS = 24_000
+RECENT_MIN_MESSAGES = 10
+RECENT_WINDOW_SHARE = 0.15
+RECENT_MAX_SHARE = 0.5
+RECENT_TOOL_OUTPUT_MAX = 2000
+_HEADING_LINE = re.compile(r"(?m)^# Conversation summary")
+
+COMPACT_PROMPT = """You summarise an agent conversation so the work can continue in a fresh context.
+Write a detailed Markdown summary with exactly these sections:
+## Primary request and intent
+## Key technical concepts
+## Files and code sections (paths, important snippets)
+## Errors and fixes
+## Problem solving
+## User messages stating constraints or preferences (verbatim)
+## Pending tasks
+## Current work
+## Next step
+Keep names, paths, numbers and commands exact. Write in the conversation's language. If a previous
+summary is given, merge it with the newer messages into one summary."""
+
+SUMMARIZE_PROMPT = """Summarise this agent conversation in under 200 words: the user's goal, what was
+done, the current state and the next step. Keep names, paths and numbers exact. Write in the
+conversation's language. If a previous summary is given, merge it with the newer messages."""
+
+
+@dataclass(frozen=True)
+class CompactOptions:
+    strategy: Strategy = "auto"
+    context_window: int = 128_000
+    keep_recent_tokens: int | None = None
+    instructions: str | None = None
+    force: bool = False
+
+
+@dataclass
+class CompactReport:
+    action: str = "compacted"  # compacted | skipped
+    reason: str = ""
+    strategy: str = "auto"
+    source: str = "none"  # llm | fallback | none
+    fallback_reason: str | None = None
+    incremental: bool = False
+    messages_before: int = 0
+    messages_after: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    ratio: float = 1.0
+    old_messages: int = 0
+    recent_messages: int = 0
+    summary_tokens: int = 0
+    llm_tokens: int = 0
+    todos_carried: int = 0
+    todo_source: str = "none"
+    constraints_carried: int = 0
+    covered_sources: int = 0
+
+
+@dataclass
+class Prior:
+    """An earlier summary from the store: it stands for the caller's first `covered` messages."""
+
+    summary: str | None = None
+    covered: int = 0
+    todos: list[carryover.Todo] | None = None  # open items from the todo store (None: no store)
+    todo_source: str = "todo store"
+
+
+@dataclass
+class Split:
+    system: list[Msg]
+    previous: str | None
+    old: list[Msg]
+    recent: list[Msg]
+    clean: list[Msg] = field(default_factory=list)
+
+
+def split_summary(system: list[Msg]) -> tuple[list[Msg], str | None]:
+    """System messages without our earlier summary, and that summary's text (None: none)."""
+    kept, previous = [], None
+    for msg in system:
+        text = content_text(msg.content)
+        match = _HEADING_LINE.search(text) if previous is None else None
+        if match is None:
+            kept.append(msg)
+            continue
+        previous = text[match.start() :]
+        rest = text[: match.start()].rstrip()
+        if rest:
+            kept.append(with_content(msg, rest))
+    return kept, previous
+
+
+def split(msgs: list[Msg], counter: Counter, options: CompactOptions, prior: Prior) -> Split:
+    units, _broken = chains(msgs)
+    system_units = [u for u in units if msgs[u[0]].role == "system"]
+    system, previous = split_summary([msgs[u[0]] for u in system_units])
+    others = [u for u in units if msgs[u[0]].role != "system"]
+    if previous is None and prior.summary and prior.covered > 0:
+        previous = prior.summary
+        others = [u for u in others if msgs[u[0]].source >= prior.covered]
+    recent_units = _recent(msgs, others, counter, options)
+    recent_set = {i for u in recent_units for i in u}
+    old = [msgs[i] for u in others for i in u if i not in recent_set]
+    recent = [msgs[i] for i in sorted(recent_set)]
+    clean = [msgs[i] for u in units for i in u]
+    return Split(system, previous, old, recent, clean)
+
+
+def _recent(
+    msgs: list[Msg], others: list[list[int]], counter: Counter, options: CompactOptions
+) -> list[list[int]]:
+    want = options.keep_recent_tokens
+    if want is None:
+        want = int(options.context_window * RECENT_WINDOW_SHARE)
+    cap = max(want, int(options.context_window * RECENT_MAX_SHARE))
+    chosen: list[list[int]] = []
+    count = tokens = 0
+    for unit in reversed(others):
+        if count >= RECENT_MIN_MESSAGES and tokens >= want:
+            break
+        cost = sum(message_tokens(counter, msgs[i]) for i in unit)
+        if tokens + cost > cap:
+            break
+        chosen.append(unit)
+        count += len(unit)
+        tokens += cost
+    return chosen[::-1]
+
+
+def _skip_reason(parts: Split, counter: Counter, options: CompactOptions) -> str | None:
+    if not parts.old:
+        return "Nothing old to summarise: every message fits in the recent part."
+    if options.force or options.strategy != "auto":
+        return None
+    if parts.previous is None:
+        total = len(parts.old) + len(parts.recent)
+        if total < FIRST_TRIGGER_MESSAGES:
+            return f"Only {total} messages; the first summary is made at {FIRST_TRIGGER_MESSAGES} or more."
+        return None
+    new_tokens = sum(message_tokens(counter, m) for m in parts.old)
+    summary_tokens = max(counter.count(parts.previous), 1)
+    if len(parts.old) < NEW_MESSAGES_TRIGGER or new_tokens / summary_tokens <= NEW_TOKENS_RATIO_TRIGGER:
+        return (
+            f"{len(parts.old)} new messages ({new_tokens} tokens) since the last summary ({summary_tokens} "
+            f"tokens); re-summarising needs {NEW_MESSAGES_TRIGGER}+ messages and new/summary tokens > "
+            f"{NEW_TOKENS_RATIO_TRIGGER}. Pass strategy='compact' or 'summarize' to force."
+        )
+    return None
+
+
+def compact(
+    msgs: list[Msg],
+    counter: Counter,
+    options: CompactOptions,
+    summarizer: Summarizer | None,
+    prior: Prior | None = None,
+) -> tuple[list[Msg], CompactReport, str | None]:
+    """(messages, report, summary text or None when skipped)."""
+    prior = prior or Prior()
+    report = CompactReport(messages_before=len(msgs))
+    report.tokens_before = sum(message_tokens(counter, m) for m in msgs)
+    parts = split(msgs, counter, options, prior)
+    report.incremental = parts.previous is not None
+    report.old_messages, report.recent_messages = len(parts.old), len(parts.recent)
+    skip = _skip_reason(parts, counter, options)
+    if skip is not None:
+        report.action, report.reason, report.strategy = "skipped", skip, options.strategy
+        return _finish(msgs, msgs, counter, report), report, None
+    strategy = _resolve(options.strategy, parts, counter)
+    report.strategy = strategy
+    body = _llm_body(parts, counter, options, strategy, summarizer, report)
+    if body is None:
+        body = fallback_body(parts, counter, report.fallback_reason or "no LLM")
+        report.source = "fallback"
+    summary = _with_carryover(body, parts, prior, report)
+    summary_msg = Msg("system", summary, changed=True)
+    recent, _ = _trim_recent(parts.recent, counter)
+    recent = keep_last_user(parts.clean, recent, counter, int(options.context_window * RECENT_MAX_SHARE))
+    out = [*parts.system, summary_msg, *recent]
+    report.summary_tokens = counter.count(summary)
+    report.covered_sources = max((m.source for m in parts.old), default=-1) + 1
+    return _finish(msgs, out, counter, report), report, summary
+
+
+def _finish(before: list[Msg], out: list[Msg], counter: Counter, report: CompactReport) -> list[Msg]:
+    report.messages_after = len(out)
+    report.tokens_after = sum(message_tokens(counter, m) for m in out)
+    report.ratio = round(report.tokens_after / max(report.tokens_before, 1), 4)
+    return out
+
+
+def _resolve(strategy: Strategy, parts: Split, counter: Counter) -> str:
+    if strategy != "auto":
+        return strategy
+    size = sum(message_tokens(counter, m) for m in parts.old) + counter.count(parts.previous or "")
+    return "compact" if size > AUTO_COMPACT_TOKENS else "summarize"
+
+
+def _trim_recent(recent: list[Msg], counter: Counter) -> tuple[list[Msg], int]:
+    out, done = [], 0
+    for msg in recent:
+        if msg.role == "tool":
+            small = compress_output(content_text(msg.content), RECENT_TOOL_OUTPUT_MAX, counter.count)
+            if small is not None:
+                msg, done = with_content(msg, small), done + 1
+        out.append(msg)
+    return out, done
+
+
+# ---------------------------------------------------------------- the LLM summary
+
+
+def transcript_for_llm(msgs: list[Msg], counter: Counter, budget: int) -> str:
+    """The old messages as compact text for the summariser, cut in the middle past `budget` tokens."""
+    lines = []
+    for msg in msgs:
+        if msg.role == "tool":
+            result = content_text(msg.content)
+            result = cut_middle(result, 150, counter.count(result))
+            lines.append(f"[tool result {msg.tool_name or ''}] {result}")
+            continue
+        text = content_text(msg.content)
+        text = cut_middle(text, 1500, counter.count(text))
+        calls = "; ".join(f"{c.name}({arguments_text(c.arguments)[:200]})" for c in msg.calls)
+        lines.append(f"[{msg.role}] {text}" + (f"\n[calls] {calls}" if calls else ""))
+    joined = "\n".join(lines)
+    estimate = sum(counter.count(line) for line in lines)
+    return cut_middle(joined, budget, estimate)
+
+
+def _strip_carryover(summary: str) -> str:
+    for heading in (carryover.TODOS_HEADING, carryover.CONSTRAINTS_HEADING):
+        summary = summary.split(heading, 1)[0]
+    return summary.strip()
+
+
+def _llm_body(
+    parts: Split,
+    counter: Counter,
+    options: CompactOptions,
+    strategy: str,
+    summarizer: Summarizer | None,
+    report: CompactReport,
+) -> str | None:
+    if summarizer is None:
+        report.fallback_reason = "No LLM endpoint is configured (set GENERALAGENT_LLM_BASE_URL and _MODEL)."
+        return None
+    prompt = COMPACT_PROMPT if strategy == "compact" else SUMMARIZE_PROMPT
+    if options.instructions:
+        prompt += f"\nAdditional instructions: {options.instructions}"
+    user = ""
+    if parts.previous:
+        user += f"Previous summary:\n{_strip_carryover(parts.previous)}\n\n"
+    user += "Conversation to summarise:\n" + transcript_for_llm(parts.old, counter, LLM_INPUT_MAX_TOKENS)
+    chat = [{"role": "system", "content": prompt}, {"role": "user", "content": user}]
+    try:
+        text, used = summarizer(chat, 3000 if strategy == "compact" else 400)
+    except GeneralAgentError as exc:
+        report.fallback_reason = str(exc)
+        return None
+    report.llm_tokens = used
+    text = _strip_carryover(_HEADING_LINE.sub("", text or "", count=1))
+    if not text:
+        report.fallback_reason = "The LLM returned an empty summary."
+        return None
+    report.source = "llm"
+    return text
+
+
+# ---------------------------------------------------------------- fallback and carry-over
+
+_PATH = re.compile(
+    r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]+\.\w{1,8}\b|\b[\w-]+\.(?:py|ts|js|md|json|toml|yaml|yml|txt|rs|go)\b"
+)
+
+
+def fallback_body(parts: Split, counter: Counter, reason: str) -> str:
+    """A summary made by code: the first request, the earlier summary, files and tools seen."""
+    lines = [f"_(Made without an LLM: {reason} Older messages were truncated.)_"]
+    first = next((m for m in parts.old if m.role == "user"), None)
+    if first is not None:
+        text = content_text(first.content)
+        lines.append("## First request in the truncated part\n" + cut_middle(text, 300, counter.count(text)))
+    if parts.previous:
+        earlier = _strip_carryover(_HEADING_LINE.sub("", parts.previous, count=1))
+        lines.append("## Earlier summary\n" + cut_middle(earlier, 1500, counter.count(earlier)))
+    files: dict[str, None] = {}
+    tools: dict[str, int] = {}
+    for msg in parts.old:
+        for match in _PATH.findall(message_text_short(msg)):
+            files.setdefault(match, None)
+        for call in msg.calls:
+            tools[call.name] = tools.get(call.name, 0) + 1
+    if files:
+        lines.append("## Files mentioned\n" + ", ".join(list(files)[:40]))
+    if tools:
+        lines.append(
+            "## Tools used\n"
+            + ", ".join(f"{k} ×{v}" for k, v in sorted(tools.items(), key=lambda x: -x[1])[:20])
+        )
+    lines.append(f"{len(parts.old)} older messages were removed.")
+    return "\n\n".join(lines)
+
+
+def message_text_short(msg: Msg) -> str:
+    text = content_text(msg.content)
+    if len(text) > 4000:
+        text = text[:4000].rsplit(None, 1)[0]
+    return text + " " + " ".join(arguments_text(c.arguments)[:400] for c in msg.calls)
+
+
+def _with_carryover(body: str, parts: Split, prior: Prior, report: CompactReport) -> str:
+    previous = parts.previous or ""
+    constraints = list(
+        dict.fromkeys(
+            carryover.section_lines(previous, carryover.CONSTRAINTS_HEADING)
+            + carryover.constraint_sentences(parts.clean)
+        )
+    )
+    todos, source = _todos(parts, prior, previous)
+    report.todos_carried, report.todo_source, report.constraints_carried = (
+        len(todos),
+        source,
+        len(constraints),
+    )
+    extra = carryover.render_carryover(constraints, todos, source)
+    return f"{SUMMARY_HEADING}\n\n{body}" + (f"\n\n{extra}" if extra else "")
+
+
+def _todos(parts: Split, prior: Prior, previous: str) -> tuple[list[carryover.Todo], str]:
+    if prior.todos is not None:
+        return carryover.open_todos(prior.todos), prior.todo_source
+    found = carryover.todos_from_transcript(parts.clean)
+    if found is not None:
+        return carryover.open_todos(found), "the last todo_write call in the transcript"
+    earlier = carryover.todos_from_summary(previous)
+    if earlier:
+        return carryover.open_todos(earlier), "the previous summary"
+    return [], "none"

@@ -1,0 +1,304 @@
+"""Remembered facts in SQLite and their recall by TF-IDF relevance to the conversation.
+
+Facts keep the language they were written in. Terms come from the search analyzer
+(`indexing.analyzer.analyze`: stemming for English, jieba for Chinese), so recall works the
+same way search does. score = 0.6 x cosine similarity + 0.4 x confidence; facts below a
+similarity floor are left out when there is a context; with no context, confidence decides.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+import time
+import unicodedata
+from collections import Counter as Bag
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from context.messages import Msg, content_text
+from mcp_server.errors import InvalidInput, NotFound
+
+SIMILARITY_WEIGHT = 0.6
+CONFIDENCE_WEIGHT = 0.4
+MIN_SIMILARITY = 0.1
+DUPLICATE_SIMILARITY = 0.9
+MAX_FACT_CHARS = 2000
+CONTEXT_TURNS = 3
+
+_SCHEMA = (
+    """
+    CREATE TABLE memories (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        content TEXT NOT NULL,
+        category TEXT,
+        confidence REAL NOT NULL,
+        source TEXT NOT NULL,
+        terms TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX memories_updated ON memories(updated_at);
+    """,
+)
+
+Analyzer = Callable[[str], list[str]]
+
+
+def default_analyzer(text: str) -> list[str]:
+    from indexing.analyzer import analyze
+
+    return analyze(text)
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: int
+    content: str
+    category: str | None
+    confidence: float
+    source: str
+    created_at: float
+    updated_at: float
+    terms: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scored:
+    fact: Fact
+    similarity: float
+    score: float
+
+
+def normalize_text(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split()).rstrip(".。!！")
+
+
+def cosine(a: dict[str, float], b: dict[str, float]) -> float:
+    if not a or not b:
+        return 0.0
+    if len(a) > len(b):
+        a, b = b, a
+    dot = sum(w * b.get(t, 0.0) for t, w in a.items())
+    norm = math.sqrt(sum(w * w for w in a.values())) * math.sqrt(sum(w * w for w in b.values()))
+    return dot / norm if norm else 0.0
+
+
+def tfidf(terms: Iterable[str], idf: dict[str, float], default_idf: float) -> dict[str, float]:
+    counts = Bag(terms)
+    return {t: (1 + math.log(n)) * idf.get(t, default_idf) for t, n in counts.items()}
+
+
+def idf_table(docs: list[tuple[str, ...]]) -> tuple[dict[str, float], float]:
+    df: Bag[str] = Bag()
+    for terms in docs:
+        df.update(set(terms))
+    n = len(docs)
+    return {t: math.log((n + 1) / (c + 1)) + 1 for t, c in df.items()}, math.log(n + 1) + 1
+
+
+def rank(facts: list[Fact], context_terms: list[str], min_similarity: float = MIN_SIMILARITY) -> list[Scored]:
+    """Facts by score; with context terms, those under the similarity floor are dropped."""
+    if not context_terms:
+        ordered = sorted(facts, key=lambda f: (-f.confidence, -f.updated_at))
+        return [Scored(f, 0.0, round(CONFIDENCE_WEIGHT * f.confidence, 4)) for f in ordered]
+    idf, default = idf_table([f.terms for f in facts])
+    query = tfidf(context_terms, idf, default)
+    out = []
+    for fact in facts:
+        sim = cosine(tfidf(fact.terms, idf, default), query)
+        if sim >= min_similarity:
+            score = SIMILARITY_WEIGHT * sim + CONFIDENCE_WEIGHT * fact.confidence
+            out.append(Scored(fact, round(sim, 4), round(score, 4)))
+    out.sort(key=lambda s: (-s.score, -s.fact.updated_at))
+    return out
+
+
+def _fact(row: tuple[object, ...]) -> Fact:
+    fact_id, content, category, confidence, source, created, updated, terms = row
+    return Fact(
+        int(fact_id),  # type: ignore[call-overload]
+        str(content),
+        None if category is None else str(category),
+        float(confidence),  # type: ignore[arg-type]
+        str(source),
+        float(created),  # type: ignore[arg-type]
+        float(updated),  # type: ignore[arg-type]
+        tuple(str(terms).split()),
+    )
+
+
+class MemoryStore:
+    """Facts in one SQLite file (WAL; writes in BEGIN IMMEDIATE transactions)."""
+
+    def __init__(self, path: Path, analyzer: Analyzer = default_analyzer) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.analyze = analyzer
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        with self._lock, self._write():
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            for number, script in enumerate(_SCHEMA[version:], start=version + 1):
+                for statement in script.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version={number}")
+
+    def _write(self) -> _Tx:
+        return _Tx(self._db)
+
+    # -- reads
+    def all_facts(self) -> list[Fact]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, content, category, confidence, source, created_at, updated_at, terms FROM memories"
+            ).fetchall()
+        return [_fact(row) for row in rows]
+
+    def get(self, fact_id: int) -> Fact:
+        for fact in self.all_facts_by_id([fact_id]):
+            return fact
+        raise NotFound(f"No memory with id {fact_id}. Call list_memories to see the ids.")
+
+    def all_facts_by_id(self, ids: list[int]) -> list[Fact]:
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, content, category, confidence, source, created_at, updated_at, terms "
+                f"FROM memories WHERE id IN ({marks})",
+                ids,
+            ).fetchall()
+        return [_fact(row) for row in rows]
+
+    def page(self, offset: int, limit: int, category: str | None = None) -> tuple[list[Fact], int]:
+        where, args = ("WHERE category = ?", [category]) if category else ("", [])
+        with self._lock:
+            total = self._db.execute(f"SELECT COUNT(*) FROM memories {where}", args).fetchone()[0]
+            rows = self._db.execute(
+                "SELECT id, content, category, confidence, source, created_at, updated_at, terms "
+                f"FROM memories {where} ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+                [*args, limit, offset],
+            ).fetchall()
+        return [_fact(row) for row in rows], total
+
+    # -- writes
+    def remember(
+        self, content: str, confidence: float = 0.8, category: str | None = None, source: str = "client"
+    ) -> tuple[Fact, str]:
+        """Store a fact, or update the near-identical one already stored: (fact, 'created'|'updated')."""
+        content = " ".join(content.split())
+        if not content:
+            raise InvalidInput("fact is empty. Pass one short sentence, e.g. 'Prefers pytest for testing'.")
+        if len(content) > MAX_FACT_CHARS:
+            raise InvalidInput(
+                f"fact is {len(content)} characters; keep it under {MAX_FACT_CHARS} (one fact per call)."
+            )
+        if not 0.0 <= confidence <= 1.0:
+            raise InvalidInput("confidence must be between 0 and 1.")
+        terms = self.analyze(content)
+        now = time.time()
+        with self._lock, self._write():
+            duplicate = self._duplicate_of(content, terms)
+            if duplicate is not None:
+                self._db.execute(
+                    "UPDATE memories SET confidence = ?, category = COALESCE(?, category), updated_at = ? WHERE id = ?",
+                    (confidence, category, now, duplicate),
+                )
+                fact_id, action = duplicate, "updated"
+            else:
+                cursor = self._db.execute(
+                    "INSERT INTO memories(content, category, confidence, source, terms, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (content, category, confidence, source, " ".join(terms), now, now),
+                )
+                fact_id, action = int(cursor.lastrowid or 0), "created"
+        return self.get(fact_id), action
+
+    def _duplicate_of(self, content: str, terms: list[str]) -> int | None:
+        """Id of a stored near-identical fact: same normalised text, or TF-IDF cosine >= 0.9."""
+        wanted = normalize_text(content)
+        rows = self._db.execute("SELECT id, content, terms FROM memories").fetchall()
+        docs = [tuple(r[2].split()) for r in rows]
+        idf, default = idf_table([*docs, tuple(terms)])
+        mine = tfidf(terms, idf, default)
+        best, best_sim = None, 0.0
+        for (fact_id, text, _), doc in zip(rows, docs, strict=True):
+            if normalize_text(text) == wanted:
+                return int(fact_id)
+            sim = cosine(tfidf(doc, idf, default), mine) if terms else 0.0
+            if sim > best_sim:
+                best, best_sim = int(fact_id), sim
+        return best if best_sim >= DUPLICATE_SIMILARITY else None
+
+    def delete(self, ids: list[int]) -> int:
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        with self._lock, self._write():
+            cursor = self._db.execute(f"DELETE FROM memories WHERE id IN ({marks})", ids)
+        return cursor.rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class _Tx:
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def context_text(msgs: list[Msg], turns: int = CONTEXT_TURNS) -> str:
+    """The last `turns` turns: user messages and assistant messages without tool calls."""
+    picked: list[str] = []
+    users = 0
+    for msg in reversed(msgs):
+        if msg.role == "user" or (msg.role == "assistant" and not msg.calls):
+            text = content_text(msg.content).strip()
+            if text:
+                picked.append(text)
+            if msg.role == "user":
+                users += 1
+                if users >= turns:
+                    break
+    return "\n".join(reversed(picked))
+
+
+def format_block(chosen: list[Scored]) -> str:
+    """The `<memory>` block a client puts into its prompt."""
+    lines = [fact_line(s.fact) for s in chosen]
+    return "<memory>\n" + "\n".join(lines) + "\n</memory>" if lines else "<memory>\n</memory>"
+
+
+def fact_line(fact: Fact) -> str:
+    label = f"[{fact.category}] " if fact.category else ""
+    return f"- {label}{fact.content} (confidence {fact.confidence:.2f})"
+
+
+def select(
+    ranked: list[Scored], max_tokens: int, top_k: int, count: Callable[[str], int]
+) -> tuple[list[Scored], int]:
+    """Facts by score until the token budget (real counts, block framing included) or top_k."""
+    used = count("<memory>\n\n</memory>")
+    chosen: list[Scored] = []
+    for item in ranked:
+        if len(chosen) >= top_k:
+            break
+        cost = count(fact_line(item.fact)) + 1
+        if used + cost > max_tokens:
+            continue
+        chosen.append(item)
+        used += cost
+    return chosen, used

@@ -1,0 +1,177 @@
+"""Memory tools: remember, recall, forget, list_memories (facts in SQLite, recalled by relevance)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from context.memory import Fact, MemoryStore, context_text, format_block, rank, select
+from context.messages import parse
+from context.tokens import counter_for
+from mcp_server.errors import InvalidInput, NotFound
+from tools.runtime import Runtime
+
+FORGET_MIN_SIMILARITY = 0.5
+
+
+def memory_store(rt: Runtime) -> MemoryStore:
+    return rt.service("memory_store", lambda: MemoryStore(rt.data_dir / "memory.sqlite3"))
+
+
+class MemoryFact(BaseModel):
+    id: int = Field(description="The fact's id (for forget).")
+    content: str = Field(description="The fact, in the language it was written in.")
+    category: str | None = Field(description="Category, e.g. preference, project, person.")
+    confidence: float = Field(description="Confidence 0-1.")
+    source: str = Field(description="Who stored it.")
+    updated: str = Field(description="Last update, ISO 8601 UTC.")
+
+
+class ScoredFact(MemoryFact):
+    similarity: float = Field(description="TF-IDF cosine similarity to the context (0 without context).")
+    score: float = Field(description="0.6 x similarity + 0.4 x confidence.")
+
+
+def _model(fact: Fact) -> MemoryFact:
+    return MemoryFact(
+        id=fact.id,
+        content=fact.content,
+        category=fact.category,
+        confidence=round(fact.confidence, 3),
+        source=fact.source,
+        updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fact.updated_at)),
+    )
+
+
+class RememberResult(BaseModel):
+    fact: MemoryFact = Field(description="The stored fact.")
+    action: str = Field(
+        description="created, or updated (a near-identical fact existed; confidence updated)."
+    )
+
+
+def remember(
+    fact: Annotated[
+        str, Field(min_length=1, max_length=2000, description="One fact, e.g. 'Prefers pytest for testing'.")
+    ],
+    confidence: Annotated[float, Field(ge=0, le=1, description="How sure you are, 0-1.")] = 0.8,
+    category: Annotated[
+        str | None, Field(max_length=60, description="Optional category, e.g. preference, project, person.")
+    ] = None,
+    *,
+    rt: Runtime,
+) -> RememberResult:
+    """Store a fact about the user or the project for later conversations. A near-identical fact
+    is not duplicated: its confidence is updated instead."""
+    stored, action = memory_store(rt).remember(fact, confidence, category)
+    return RememberResult(fact=_model(stored), action=action)
+
+
+class RecallResult(BaseModel):
+    memory_block: str = Field(description="The chosen facts as a <memory>...</memory> block for your prompt.")
+    facts: list[ScoredFact] = Field(description="The chosen facts, best first.")
+    tokens: int = Field(description="Tokens of memory_block.")
+    context_used: bool = Field(description="False when there was no context: facts ordered by confidence.")
+    total_facts: int = Field(description="How many facts are stored.")
+
+
+def recall(
+    query: Annotated[
+        str | None, Field(max_length=20_000, description="What the facts should be relevant to.")
+    ] = None,
+    messages: Annotated[
+        list[dict[str, Any]] | None,
+        Field(description="The conversation instead of a query: its last 3 turns are the context."),
+    ] = None,
+    max_tokens: Annotated[int, Field(ge=50, le=8000, description="Token budget of the memory block.")] = 2000,
+    top_k: Annotated[int, Field(ge=1, le=100, description="At most this many facts.")] = 15,
+    min_similarity: Annotated[
+        float, Field(ge=0, le=1, description="Facts less similar than this to the context are left out.")
+    ] = 0.1,
+    *,
+    rt: Runtime,
+) -> RecallResult:
+    """Recall stored facts relevant to a query or to the conversation's last 3 turns (TF-IDF,
+    English and Chinese), ranked by 0.6 x similarity + 0.4 x confidence, within a token budget."""
+    if query is not None and messages is not None:
+        raise InvalidInput("Pass query or messages, not both.")
+    context = query or ""
+    if messages is not None:
+        context = context_text(parse(messages).messages)
+    store = memory_store(rt)
+    terms = store.analyze(context) if context.strip() else []
+    facts = store.all_facts()
+    ranked = rank(facts, terms, min_similarity)
+    counter = counter_for(None)
+    chosen, used = select(ranked, max_tokens, top_k, counter.count)
+    items = [
+        ScoredFact(**_model(s.fact).model_dump(), similarity=s.similarity, score=s.score) for s in chosen
+    ]
+    return RecallResult(
+        memory_block=format_block(chosen),
+        facts=items,
+        tokens=used,
+        context_used=bool(terms),
+        total_facts=len(facts),
+    )
+
+
+class ForgetResult(BaseModel):
+    deleted: list[MemoryFact] = Field(description="The facts deleted.")
+
+
+def forget(
+    id: Annotated[
+        int | None, Field(ge=1, description="Id of the fact to delete (from recall or list_memories).")
+    ] = None,
+    query: Annotated[
+        str | None,
+        Field(max_length=2000, description="Delete the stored fact(s) most similar to this text instead."),
+    ] = None,
+    limit: Annotated[
+        int, Field(ge=1, le=20, description="With query: delete at most this many matches.")
+    ] = 1,
+    *,
+    rt: Runtime,
+) -> ForgetResult:
+    """Delete a remembered fact by id, or the best matches of a query (similarity >= 0.5)."""
+    if (id is None) == (query is None):
+        raise InvalidInput("Pass exactly one of id or query.")
+    store = memory_store(rt)
+    if id is not None:
+        victims = [store.get(id)]
+    else:
+        terms = store.analyze(query or "")
+        ranked = rank(store.all_facts(), terms, FORGET_MIN_SIMILARITY) if terms else []
+        ranked.sort(key=lambda s: -s.similarity)
+        victims = [s.fact for s in ranked[:limit]]
+        if not victims:
+            raise NotFound(
+                f"No stored fact is similar enough to {query!r}. Call list_memories to find its id."
+            )
+    store.delete([f.id for f in victims])
+    return ForgetResult(deleted=[_model(f) for f in victims])
+
+
+class MemoryPage(BaseModel):
+    facts: list[MemoryFact] = Field(description="Facts, newest first.")
+    total: int = Field(description="How many facts match.")
+    offset: int = Field(description="Offset of this page.")
+    next_offset: int | None = Field(description="Pass as offset for the next page (null: last page).")
+
+
+def list_memories(
+    offset: Annotated[int, Field(ge=0, description="Skip this many facts (paging).")] = 0,
+    limit: Annotated[int, Field(ge=1, le=100, description="Facts per page.")] = 30,
+    category: Annotated[str | None, Field(max_length=60, description="Only this category.")] = None,
+    *,
+    rt: Runtime,
+) -> MemoryPage:
+    """List remembered facts, newest first, one page at a time."""
+    facts, total = memory_store(rt).page(offset, limit, category)
+    end = offset + len(facts)
+    return MemoryPage(
+        facts=[_model(f) for f in facts], total=total, offset=offset, next_offset=end if end < total else None
+    )
