@@ -286,7 +286,12 @@ async def test_cancellation_stops_the_loop(llm_settings: Any, fake_llm: FakeLLM,
                 await anyio.sleep(0.02)
         await anyio.sleep(0.3)
         assert len(fake_llm.requests) == 2  # no further model turns after the cancel
-    assert store.load(context_id).status == "cancelled"
+        thread = store.load(context_id)
+        assert thread.status == "cancelled"
+        assert [m["role"] for m in thread.messages] == ["system", "user", "assistant", "tool"]  # saved per step
+        resumed = await client.call_tool("delegate_task", {"task": "Go on.", "continue_id": context_id})
+    assert resumed.structured_content["result"] == LONG.strip()
+    assert [m["role"] for m in fake_llm.requests[-1]["messages"]] == ["system", "user", "assistant", "tool", "user"]
 
 
 def _only_thread(store: ThreadStore) -> str:
