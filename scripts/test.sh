@@ -1,16 +1,39 @@
 #!/usr/bin/env bash
 # Run the whole test suite: lint (ruff), types (mypy), then pytest (which includes the
 # stdio/HTTP subprocess tests, the MCP conformance suite and the Inspector CLI).
-# Creates/updates .venv first. Extra arguments go to pytest.
+# Creates/updates .venv first, and the pinned Node tooling in .cache/node (scripts/node.sh).
+# Extra arguments go to pytest. Safe for CI: no stdin needed, exit 0 only when all passed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-"$root/scripts/venv.sh" || exit 1
+exec </dev/null  # nothing here may wait for input
+started=$SECONDS
+
+"$root/scripts/venv.sh" || { echo "test.sh: could not create/update .venv" >&2; exit 1; }
 py="$root/.venv/bin/python"
-echo "== ruff"; "$py" -m ruff check mcp_server tools indexing context tests bench || exit 1
-echo "== mypy"; "$py" -m mypy || exit 1
+
+echo "== node tooling (scripts/node.sh)"
+if ! "$root/scripts/node.sh" >/dev/null; then
+  echo "test.sh: the pinned Node tooling is missing; the conformance and Inspector tests will fail" >&2
+fi
+
+echo "== ruff"
+"$py" -m ruff check mcp_server tools indexing context tests bench || exit 1
+echo "== mypy"
+"$py" -m mypy || exit 1
+
 echo "== pytest"
-"$py" -m pytest "$@"
+# A fresh temp root per run, removed by rm (pytest's own cleanup of old runs can hit Python's
+# recursion limit on very deep test trees).
+basetemp="$root/.cache/pytest-tmp"
+rm -rf "$basetemp"
+mkdir -p "$root/.cache"
+args=("$@")
+if [[ " ${args[*]-} " != *" --basetemp"* ]]; then
+  args=(--basetemp "$basetemp" "${args[@]}")
+fi
+"$py" -m pytest "${args[@]}"
 rc=$?
-if [[ $rc -eq 5 ]]; then echo "pytest collected no tests: failing" >&2; exit 1; fi
+if [[ $rc -eq 5 ]]; then echo "test.sh: pytest collected no tests: failing" >&2; rc=1; fi
+echo "test.sh: exit $rc after $((SECONDS - started)) s"
 exit $rc

@@ -22,8 +22,20 @@ if [[ ! -x "$venv/bin/python" ]]; then
   "$(pick_python)" -m venv "$venv" >&2
 fi
 stamp="$venv/.generalagent-stamp"
-want="$(cat "$root/pyproject.toml" "$root/constraints.txt" | sha256sum | cut -c1-16)-$extras"
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+hash="$(cat "$root/pyproject.toml" "$root/constraints.txt" | sha256sum | cut -c1-16)"
+want="$hash-$extras"
+
+up_to_date() {  # same pyproject/constraints and every wanted extra already installed
+  [[ -f "$stamp" ]] || return 1
+  local have; have="$(cat "$stamp")"
+  [[ "${have%%-*}" == "$hash" ]] || return 1
+  local extra
+  for extra in ${extras//,/ }; do
+    [[ ",${have#*-}," == *",$extra,"* ]] || return 1
+  done
+}
+
+if ! up_to_date; then
   echo "[venv] installing generalagent-mcp[$extras] (pinned by constraints.txt)" >&2
   "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
   "$venv/bin/python" -m pip install --disable-pip-version-check -q \
