@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mcp_server.policy import paths
-from mcp_server.policy.model import Decision, Risk, ask, deny
+from mcp_server.policy.model import Decision, ask, deny
 from mcp_server.policy.rules import Rules
 from mcp_server.policy.shell_syntax import Command, Group, ParseError, Pipeline, Script, Word, parse
 
@@ -429,4 +429,4 @@ def handles(*names: str, wrapper: bool = False) -> Callable[[Handler], Handler]:
 
 from mcp_server.policy import bash_commands as _bash_commands  # noqa: E402,F401  (registers the handlers)
 
-__all__ = ["Env", "Report", "Segment", "analyze", "Risk"]
+__all__ = ["Env", "Report", "Segment", "analyze"]

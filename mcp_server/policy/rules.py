@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -110,7 +110,6 @@ class Rules:
     secret_ask: tuple[Matcher, ...]
     secret_deny: tuple[Matcher, ...]
     sources: tuple[Path, ...] = ()
-    raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 # -- globs -----------------------------------------------------------------------------------
@@ -222,7 +221,6 @@ class _Builder:
         self.ask_write: list[Matcher] = []
         self.secret_ask: list[Matcher] = []
         self.secret_deny: list[Matcher] = []
-        self.raw: dict[str, Any] = {}
 
 
 def _build(docs: list[_Doc]) -> Rules:
@@ -247,7 +245,6 @@ def _build(docs: list[_Doc]) -> Rules:
         secret_ask=tuple(builder.secret_ask),
         secret_deny=tuple(builder.secret_deny),
         sources=tuple(d.path for d in docs if d.path is not None),
-        raw=MappingProxyType(builder.raw),
     )
 
 
@@ -266,7 +263,6 @@ class _Loader:
 
     def load(self) -> None:
         data = self.doc.data
-        self.b.raw[self.doc.origin] = data
         self._keys(data, _TOP_KEYS, "")
         version = data.get("version", 1)
         if version != 1:
