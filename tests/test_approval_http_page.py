@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -99,12 +100,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.mark.anyio
-async def test_over_real_http_the_result_names_the_page(settings: Any, monkeypatch: Any) -> None:
+@contextmanager
+def real_http_server(settings: Any) -> Iterator[tuple[Any, int]]:
+    """Our Streamable HTTP app served by uvicorn on a free loopback port (in a thread)."""
     import uvicorn
-    from mcp.client import Client
 
-    helpers.install(monkeypatch)
     server, _ = build_server(settings)
     port = _free_port()
     config = uvicorn.Config(http_app(server, settings, "127.0.0.1"), host="127.0.0.1", port=port,
@@ -113,11 +113,25 @@ async def test_over_real_http_the_result_names_the_page(settings: Any, monkeypat
     thread = threading.Thread(target=web.run, daemon=True)
     thread.start()
     try:
-        for _ in range(100):
+        for _ in range(200):
             if web.started:
                 break
             time.sleep(0.05)
-        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+        yield server, port
+    finally:
+        web.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_over_real_http_the_result_names_the_page(settings: Any, monkeypatch: Any, mode: str) -> None:
+    from mcp.client import Client
+
+    helpers.install(monkeypatch)
+    with real_http_server(settings) as (server, port):
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+            await client.list_tools()
             result = await client.call_tool("poke", {"text": "http"})
             text = result.content[0].text
             match = re.search(r"http://127\.0\.0\.1:\d+/approvals/(ap-[a-z2-9]{6})", text)
@@ -131,6 +145,23 @@ async def test_over_real_http_the_result_names_the_page(settings: Any, monkeypat
                                         data={"csrf": token, "decision": "approve"}).status_code == 200
             ok = await client.call_tool("poke", {"text": "http"})
             assert not ok.is_error and helpers.CALLS == ["http"]
-    finally:
-        web.should_exit = True
-        thread.join(timeout=10)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("action", ["accept", "decline"])
+async def test_elicitation_over_real_http(settings: Any, monkeypatch: Any, mode: str, action: str) -> None:
+    from mcp.client import Client
+
+    helpers.install(monkeypatch)
+    seen: list[str] = []
+    with real_http_server(settings) as (_, port):
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode,
+                          elicitation_callback=helpers.elicitation_answer(action, seen=seen)) as client:
+            await client.list_tools()
+            result = await client.call_tool("poke", {"text": "over-http"})
+    assert len(seen) == 1
+    if action == "accept":
+        assert not result.is_error and helpers.CALLS == ["over-http"]
+    else:
+        assert result.is_error and "did not approve" in result.content[0].text and helpers.CALLS == []
