@@ -149,7 +149,7 @@ def test_write_creates_parents_and_overwrites(rt: Runtime, call: CallContext, wo
 
 def test_write_very_deep_parents_without_recursion(rt: Runtime, call: CallContext, deep_workspace: Path) -> None:
     workspace = deep_workspace
-    rel = "d/" * 1500 + "f.txt"
+    rel = "d/" * 1200 + "f.txt"
     files.write_file(rel, "deep", rt=rt, call=call)
     assert (workspace / rel).read_text() == "deep"
 
@@ -344,7 +344,7 @@ def test_find_paging_and_errors(rt: Runtime, call: CallContext, tree: Path) -> N
 def test_find_survives_deep_trees_and_symlink_loops(rt: Runtime, call: CallContext, deep_workspace: Path) -> None:
     workspace = deep_workspace
     folder = workspace
-    for _ in range(1500):
+    for _ in range(1200):
         folder = folder / "d"
         os.mkdir(folder)
     (folder / "bottom.txt").write_text("x")

@@ -8,12 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from mcp_server.errors import NotConfigured, NotFound, PathNotAllowed
 from tools.runtime import Runtime
 from tools.workspace import (
+    GlobPattern,
     default_workspace,
     display_path,
+    expand_braces,
     remove_tree,
     resolve_path,
     session_dir_name,
@@ -291,9 +296,50 @@ def test_remove_tree_deep_and_with_symlinks(tmp_path: Path) -> None:
     (keep / "k.txt").write_text("k")
     doomed = tmp_path / "doomed"
     doomed.mkdir()
-    make_deep(doomed, 1500)
+    make_deep(doomed, 1200)
     (doomed / "link").symlink_to(keep, target_is_directory=True)
     (doomed / "f.txt").write_text("x")
     remove_tree(doomed)
     assert not doomed.exists() and (keep / "k.txt").exists()
     remove_tree(doomed)  # missing: no error
+
+
+# -- glob patterns ----------------------------------------------------------------------------
+
+
+@hyp_settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab*?[]!", max_size=8), st.text(alphabet="ab]", max_size=8))
+def test_segment_matching_agrees_with_fnmatch(pattern: str, name: str) -> None:
+    import fnmatch
+
+    if not pattern or not name or "**" in pattern:
+        return
+    assert GlobPattern(pattern).matches(name) == fnmatch.fnmatchcase(name, pattern)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("*.pdf", "a/b/c.PDF", True),
+        ("docs/*.md", "docs/x/a.md", False),
+        ("docs/**/*.md", "docs/a.md", True),
+        ("docs/**/*.md", "docs/x/y/a.md", True),
+        ("**/x/**", "a/x/b/c", True),
+        ("./src/*.py", "src/a.py", True),
+        ("report.{pdf,docx}", "x/report.docx", True),
+        ("{a,b{c,d}}.txt", "bd.txt", True),
+        ("[a-c]?.txt", "bz.txt", True),
+        ("[a-c]?.txt", "dz.txt", False),
+        ("[.txt", "[.txt", True),  # an unclosed bracket is a literal
+    ],
+)
+def test_glob_patterns(pattern: str, path: str, expected: bool) -> None:
+    assert GlobPattern(pattern).matches(path) is expected
+
+
+def test_brace_expansion() -> None:
+    assert expand_braces("a.{pdf,docx}") == ["a.pdf", "a.docx"]
+    assert expand_braces("{x}") == ["{x}"]
+    assert expand_braces("{a,{b,c}}") == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="alternatives"):
+        expand_braces("{a,b}" * 7)
