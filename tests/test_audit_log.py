@@ -74,3 +74,17 @@ def test_the_log_rotates_when_large(data_dir: Path) -> None:
     assert (data_dir / "audit.jsonl.1").exists()
     assert (data_dir / "audit.jsonl").stat().st_size < 2500
     assert log.read()[-1]["args"] == {"i": 39}
+
+
+def test_state_files_are_private(data_dir: Path) -> None:
+    import os
+    import stat
+
+    from mcp_server.approval.store import ApprovalStore
+
+    ApprovalStore(data_dir, 60)
+    AuditLog(data_dir).record(tool="t", args={}, action="allow", rule_id="r", risk="low", reason="x",
+                              outcome="allowed", origin="client:c")
+    if os.name == "posix":
+        for name in ("approvals.sqlite3", "audit.jsonl"):
+            assert stat.S_IMODE((data_dir / name).stat().st_mode) == 0o600, name

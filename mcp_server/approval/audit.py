@@ -92,8 +92,13 @@ class AuditLog:
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
         with self._lock:
             self._rotate_if_large()
+            fresh = not self.path.exists()
             with self.path.open("a", encoding="utf-8") as handle:
                 handle.write(line)
+            if fresh:
+                from mcp_server.approval.store import private
+
+                private(self.path)
 
     def _rotate_if_large(self) -> None:
         """Keep the log bounded: past MAX_BYTES it moves to audit.jsonl.1 (the previous .1 is dropped)."""

@@ -9,8 +9,10 @@ granted approvals expire `ttl` seconds after they were created / granted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -45,6 +47,12 @@ def canonical_json(value: Any) -> str:
 def call_hash(tool: str, args: dict[str, Any]) -> str:
     """The identity of one exact call: SHA-256 over the tool name and canonical arguments."""
     return hashlib.sha256(canonical_json({"tool": tool, "args": args}).encode()).hexdigest()
+
+
+def private(path: Path) -> None:
+    """Owner-only permissions (the file holds exact tool arguments); best effort on non-POSIX systems."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o600)
 
 
 def new_approval_id() -> str:
@@ -85,6 +93,7 @@ class ApprovalStore:
         self._lock = threading.Lock()
         self._session_grants: set[tuple[str, str, str]] = set()
         self._migrate()
+        private(self.path)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
