@@ -79,3 +79,16 @@ async def test_bash_disabled_then_enabled_with_scrubbed_env(settings: Any, mode:
         assert result.structured_content["exit_code"] == 0
         assert "FAKE_API_KEY" not in result.structured_content["stdout"]
         assert "sk-should-not-leak" not in result.content[0].text
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_pdf_pages_through_the_client(settings: Any, mode: str, workspace: Path) -> None:
+    from tests.docgen import make_pdf
+
+    make_pdf(workspace / "r.pdf", [[f"Page {n} text"] for n in range(1, 13)])
+    async with connect(settings, mode) as client:
+        first = await client.call_tool("read_file", {"path": "r.pdf"})
+        assert not first.is_error and first.structured_content["location"] == "pages 1-10 of 12"
+        rest = await client.call_tool("read_file", {"path": "r.pdf", "offset": first.structured_content["next_offset"]})
+        assert "Page 12 text" in rest.structured_content["content"]
+        assert rest.structured_content["next_offset"] is None
