@@ -63,6 +63,7 @@ DENY = [
     ("xargs -I{} rm -rf /", "bash.rm_catastrophic"),
     ("find / -exec rm -rf / \\;", "bash.rm_catastrophic"),
     ("timeout 5 sh -c \"rm -rf '/'\"", "bash.rm_catastrophic"),
+    ("time -o /etc/x ls", "bash.write_outside_roots"),
 ]
 
 ASK = [

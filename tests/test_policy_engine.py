@@ -43,6 +43,8 @@ FILE_CASES = [
     ("write_file", {"path": "a/../../outside.txt", "content": "hi"}, False, "deny", "files.write_outside_roots"),
     ("write_file", {"path": "~/x.txt", "content": "hi"}, False, "deny", "files.write_outside_roots"),
     ("write_file", {"path": "a\x00b", "content": "hi"}, False, "deny", "files.bad_path"),
+    ("write_file", {"path": "price$list.txt", "content": "hi"}, False, "ask", "default.ask"),
+    ("write_file", {"path": "/etc/$x", "content": "hi"}, False, "deny", "files.write_outside_roots"),
     ("write_file", {"path": "policy.toml", "content": "[permissions]"}, False, "deny", "files.protected"),
     ("edit_file", {"path": ".audit/log.jsonl", "old_string": "a", "new_string": "b"}, False, "deny", "files.protected"),
     ("write_file", {"path": ".git/hooks/pre-commit", "content": "x"}, False, "ask", "files.exec_config"),
@@ -169,6 +171,8 @@ USER_CASES = [
     ("run_bash_command", {"command": "npm testx"}, False, "ask", "default.ask"),
     ("run_bash_command", {"command": "npm test; curl http://x"}, False, "ask", "default.ask"),
     ("run_bash_command", {"command": "make all > build.log"}, False, "ask", "default.ask"),  # writes a file
+    ("run_bash_command", {"command": "make $TARGET"}, False, "ask", "default.ask"),  # value unknown
+    ("run_bash_command", {"command": "npm test $(cat args.txt)"}, False, "ask", "default.ask"),
     ("run_bash_command", {"command": "rm -rf build"}, False, "ask", "bash.rm_recursive"),  # checker beats allow
     ("write_file", {"path": "notes/today.md", "content": "x"}, False, "allow", "user.allow[2]"),
     ("write_file", {"path": "notes/../../x", "content": "x"}, False, "deny", "files.write_outside_roots"),

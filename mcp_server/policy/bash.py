@@ -55,7 +55,7 @@ DECODERS: dict[str, tuple[str, ...]] = {
     "zcat": (), "bzcat": (), "xzcat": (), "unxz": (), "rev": (), "tr": (),
 }
 PIECE_SPLIT = re.compile(r"[=:,@{}\s'\"()\[\];]+")
-KEYWORDS_TRANSPARENT = frozenset({"!", "if", "then", "else", "elif", "do", "while", "until", "{", "time"})
+KEYWORDS_TRANSPARENT = frozenset({"!", "if", "then", "else", "elif", "do", "while", "until", "{"})
 KEYWORDS_END = frozenset({"fi", "done", "esac", "}"})
 KEYWORDS_UNSUPPORTED = frozenset({"for", "case", "select", "function", "[[", "coproc", "declare", "typeset",
                                   "local", "export", "readonly", "alias", "trap", "shopt", "set", "unset"})
@@ -235,7 +235,7 @@ class _Analyzer:
         for word in args:
             for piece in self.pieces(word):
                 self.secret(piece)
-            if word.arith:  # $((x)) evaluates x's value as an expression, which can run $( ) in it
+            if word.dynamic:  # values unknown in advance ($X, $( ), $((x)) which can even run code)
                 seg.safe = seg.allowable = False
         if name in KEYWORDS_TRANSPARENT:
             if args:

@@ -112,10 +112,10 @@ def _path_checks(call: _Call) -> list[Decision]:
     cwd = call.roots[0]
     for key in rules.write_tools.get(call.tool, ()):
         for text in _path_values(call.args.get(key)):
-            out += _write_check(call, key, text, paths.normalize(text, cwd))
+            out += _write_check(call, key, text, paths.normalize(text, cwd, shell=False))
     for key in rules.path_keys:
         for text in _path_values(call.args.get(key)):
-            found = paths.secret_check(rules, text, paths.normalize(text, cwd), call.roots, "files")
+            found = paths.secret_check(rules, text, paths.normalize(text, cwd, shell=False), call.roots, "files")
             if found:
                 out.append(found)
     return out
@@ -223,7 +223,7 @@ def _value_texts(call: _Call, value: Any) -> list[str]:
     if not isinstance(value, str):
         return [_compact(value)]
     texts = [value]
-    norm = paths.normalize(value, call.roots[0])
+    norm = paths.normalize(value, call.roots[0], shell=False)
     if norm is not None:
         texts.append(norm)
         texts += [paths.os.path.relpath(norm, r) for r in call.roots if paths.within(norm, r) and norm != r]

@@ -23,9 +23,12 @@ def root_strings(roots: Iterable[Path]) -> tuple[str, ...]:
     return out or (VIRTUAL_ROOT,)
 
 
-def normalize(text: str, cwd: str | None) -> str | None:
-    """The lexically normalised absolute path, or None when unknown (`~`, `$VAR`, unknown cwd, NUL)."""
-    if not text or "\x00" in text or text.startswith("~") or "$" in text or "`" in text:
+def normalize(text: str, cwd: str | None, shell: bool = True) -> str | None:
+    """The lexically normalised absolute path, or None when unknown (`~`, unknown cwd, NUL, and in
+    shell words `$VAR`/backticks; file tools take `$` literally)."""
+    if not text or "\x00" in text or text.startswith("~"):
+        return None
+    if shell and ("$" in text or "`" in text):
         return None
     if os.path.isabs(text):
         return os.path.normpath(text)
