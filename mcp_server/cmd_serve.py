@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 
 from mcp_server.settings import Settings
 
@@ -18,13 +20,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from mcp_server.server import build_server
     from mcp_server.transports import configure_logging, run_http, run_stdio, transport_security
 
     configure_logging(settings.log_level)
     if args.transport == "http":
         transport_security(settings, args.host)  # fail fast on an unsafe bind before building anything
-    server, _ = build_server(settings)
+    with contextlib.redirect_stdout(sys.stderr):  # stray prints while importing/building must not reach the wire
+        from mcp_server.server import build_server
+
+        server, _ = build_server(settings)
     if args.transport == "http":
         run_http(server, settings, args.host, args.port)
     else:
