@@ -84,6 +84,7 @@ def test_docx_pages_by_character_budget(rt: Runtime, call: CallContext, workspac
     text = whole_text(pages)
     assert all(f"Chapter {n}\n" in text for n in range(1, 41)) and len(text) == pages[0].total_chars
     assert pages[1].content.lstrip().startswith("Chapter")  # cut between sections
+    assert pages[0].location is not None and pages[0].location.startswith("sections 1-")
 
 
 def test_xlsx_three_sheets_per_page(rt: Runtime, call: CallContext, workspace: Path) -> None:

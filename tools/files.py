@@ -187,7 +187,9 @@ def _location(extracted: Any, start: int, end: int) -> str | None:
     if kind == "xlsx":
         sheets = list(dict.fromkeys(u.sheet for u in units if u.sheet))
         return "sheets: " + ", ".join(sheets) if sheets else None
-    return f"units {extracted.units.index(units[0]) + 1}-{extracted.units.index(units[-1]) + 1} of {len(extracted.units)}"
+    first = next(i for i, u in enumerate(extracted.units) if u is units[0])
+    word = "sections" if kind == "docx" else "parts"
+    return f"{word} {first + 1}-{first + len(units)} of {len(extracted.units)}"
 
 
 def _text_location(text: str, start: int, end: int) -> str:
