@@ -1,6 +1,15 @@
 """File tools confined to the workspace roots: read (text and documents, paged), write, edit,
 list and find. Every path goes through `tools.workspace.resolve_path`; approval is decided at
-the dispatch point, never here."""
+the dispatch point, never here.
+
+read_file paging: `offset`/`next_offset` are character offsets into the file's text (for
+documents, the text `indexing.extract` produces). A text file up to 100 KB comes whole, a
+larger one in pages of up to 50,000 characters cut at line ends; documents come in pages cut
+at unit boundaries (PDF 10 pages / 30K chars, DOCX 30K chars, XLSX 3 sheets / 20K, PPTX 15
+slides / 25K). Every page is also sized so that, JSON-escaped, it uses at most 80% of
+max_result_tokens: the dispatcher then never cuts it, and pages join back to the whole text.
+Extractions are cached per (path, mtime, size) so paging does not re-parse a document.
+"""
 
 from __future__ import annotations
 
