@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -86,15 +87,12 @@ async def delegate_task(
     config = LLMConfig.from_settings(rt.settings, feature="delegate_task")
     store, dispatcher = thread_store(rt), _dispatcher(rt)
     active: set[str] = rt.service("subagent_active", set)
-    if continue_id:
-        thread = _load_for_continue(store, active, continue_id, agent)
-        agent = thread.agent
-    card = get_agent(rt.settings, agent) if agent else None
+    thread = _load_for_continue(store, active, continue_id, agent) if continue_id else None
+    agent_id = thread.agent if thread else agent
+    card = get_agent(rt.settings, agent_id) if agent_id else None
     label = card.id if card else GENERAL_AGENT
-    check_handoff(parent.agent_stack, label)
-    if parent.kind == "subagent":
-        raise InvalidInput("Sub-agents cannot call delegate_task (no nesting). Do the work yourself.")
-    if continue_id:
+    _check_caller(parent, label)
+    if thread is not None:
         context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [])
     else:
         context_id, specs, messages = _start(store, dispatcher, card, task, context, tools or [], max_loops, parent)
@@ -103,14 +101,8 @@ async def delegate_task(
     origin = CallOrigin(kind="subagent", client_id=parent.client_id, session_id=parent.session_id,
                         subagent_id=context_id, agent_stack=(*parent.agent_stack, label),
                         mcp_context=parent.mcp_context)
-    events = 0
-
-    async def report(message: str) -> None:
-        nonlocal events
-        events += 1
-        await call.areport(events, None, f"[{context_id}] {message}")
-
-    loop = SubagentLoop(context_id, dispatcher, store, config, origin, specs, messages, max_loops, report)
+    loop = SubagentLoop(context_id, dispatcher, store, config, origin, specs, messages, max_loops,
+                        _reporter(call, context_id))
     active.add(context_id)
     try:
         outcome = await loop.run(rt.settings.delegate_timeout_seconds)
@@ -123,6 +115,25 @@ async def delegate_task(
         loops=outcome.loops, tool_calls=outcome.tool_calls, tokens=outcome.tokens,
         incomplete=outcome.incomplete, stop_reason=outcome.stop_reason, notes=outcome.notes,
     )
+
+
+def _check_caller(parent: CallOrigin, label: str) -> None:
+    """Handoff protection (no agent twice on the stack, depth <= 5), then the no-nesting rule."""
+    check_handoff(parent.agent_stack, label)
+    if parent.kind == "subagent":
+        raise InvalidInput("Sub-agents cannot call delegate_task (no nesting). Do the work yourself.")
+
+
+def _reporter(call: CallContext, context_id: str) -> Callable[[str], Awaitable[None]]:
+    """Progress notifications `[subagent-xxxx] step 3: ...` with a strictly increasing counter."""
+    events = 0
+
+    async def report(message: str) -> None:
+        nonlocal events
+        events += 1
+        await call.areport(events, None, f"[{context_id}] {message}")
+
+    return report
 
 
 def _start(
