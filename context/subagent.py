@@ -8,6 +8,7 @@ Plain library code: no MCP imports.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -41,9 +42,10 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (context_id, seq)
     );
     """,
+    "ALTER TABLE threads ADD COLUMN runner_pid INTEGER",
 )
 
-STATUSES = ("running", "done", "incomplete", "failed", "cancelled")
+STATUSES = ("running", "done", "incomplete", "failed", "cancelled", "interrupted")
 
 
 @dataclass
@@ -106,9 +108,9 @@ class ThreadStore:
         now = time.time()
         with self._write() as conn:
             conn.execute(
-                "INSERT INTO threads(context_id, agent, tools, status, created_at, updated_at, client_id) "
-                "VALUES(?,?,?,?,?,?,?)",
-                (context_id, agent, json.dumps(tools), "running", now, now, client_id),
+                "INSERT INTO threads(context_id, agent, tools, status, created_at, updated_at, client_id, runner_pid) "
+                "VALUES(?,?,?,?,?,?,?,?)",
+                (context_id, agent, json.dumps(tools), "running", now, now, client_id, os.getpid()),
             )
 
     def save_step(self, context_id: str, delta: StepDelta, status: str = "running", result: str | None = None) -> None:
@@ -122,8 +124,8 @@ class ThreadStore:
             )
             conn.execute(
                 "UPDATE threads SET loops=loops+?, tool_calls=tool_calls+?, tokens=tokens+?, status=?, "
-                "result=COALESCE(?, result), updated_at=? WHERE context_id=?",
-                (delta.loops, delta.tool_calls, delta.tokens, status, result, time.time(), context_id),
+                "result=COALESCE(?, result), updated_at=?, runner_pid=? WHERE context_id=?",
+                (delta.loops, delta.tool_calls, delta.tokens, status, result, time.time(), os.getpid(), context_id),
             )
 
     def set_tools(self, context_id: str, tools: list[str]) -> None:
@@ -134,7 +136,7 @@ class ThreadStore:
         with self._lock:
             row = self._conn.execute(
                 "SELECT context_id, agent, tools, status, created_at, updated_at, loops, tool_calls, tokens, "
-                "result, client_id FROM threads WHERE context_id=?",
+                "result, client_id, runner_pid FROM threads WHERE context_id=?",
                 (context_id,),
             ).fetchone()
             if row is None:
@@ -146,9 +148,27 @@ class ThreadStore:
             if with_messages:
                 messages = [json.loads(m[0]) for m in self._conn.execute(
                     "SELECT message FROM thread_messages WHERE context_id=? ORDER BY seq", (context_id,))]
-        return Thread(row[0], row[1], json.loads(row[2]), row[3], row[4], row[5], row[6], row[7], row[8],
+        status = row[3]
+        if status == "running" and not _alive(row[11]):
+            status = "interrupted"  # its server process ended mid-run; continue_id resumes it
+        return Thread(row[0], row[1], json.loads(row[2]), status, row[4], row[5], row[6], row[7], row[8],
                       row[9], row[10], messages)
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether the process that last ran a thread still exists (unknown counts as alive)."""
+    if not pid:
+        return False
+    if pid == os.getpid() or os.name == "nt":  # on Windows os.kill(pid, 0) would terminate it
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists but not ours (EPERM)
+        return True
+    return True

@@ -127,3 +127,20 @@ async def test_continue_keeps_the_agent_and_adds_tools(agents_settings: Any, fak
     status = await dispatcher.run("delegate_status", {"context_id": context_id}, CallOrigin())
     assert status.tools == ["now", "todo_read"] and status.loops == 2  # type: ignore[attr-defined]
     rt.close()
+
+
+def test_a_thread_whose_server_died_reads_as_interrupted(data_dir: Path) -> None:
+    import subprocess
+    import sys
+
+    from context.subagent import StepDelta, ThreadStore
+
+    store = ThreadStore(data_dir / "subagents.sqlite3")
+    store.create("subagent-0000dead", None, ["now"], "c")
+    store.save_step("subagent-0000dead", StepDelta([{"role": "system", "content": "s"}]))
+    assert store.load("subagent-0000dead").status == "running"  # this process runs it
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with store._write() as conn:
+        conn.execute("UPDATE threads SET runner_pid=? WHERE context_id=?", (int(dead.stdout), "subagent-0000dead"))
+    assert store.load("subagent-0000dead").status == "interrupted"
+    store.close()

@@ -184,7 +184,7 @@ class TranscriptEntry(BaseModel):
 class ThreadStatus(BaseModel):
     context_id: str = Field(description="The thread id.")
     agent: str | None = Field(description="The agent card (null: the general sub-agent).")
-    status: str = Field(description="running, done, incomplete, failed or cancelled.")
+    status: str = Field(description="running, done, incomplete, failed, cancelled or interrupted (server ended mid-run).")
     tools: list[str] = Field(description="The tools the sub-agent has.")
     loops: int = Field(description="Model turns over all runs.")
     tool_calls: int = Field(description="Tool calls over all runs.")
