@@ -79,6 +79,7 @@ class Counter:
 
 
 _encodings: dict[str, Any] = {}
+_unavailable: set[str] = set()  # looked for once and not found offline (cleared by add_encoding_dir)
 _counts: dict[tuple[str, str], int] = {}
 _lock = threading.Lock()
 
@@ -102,8 +103,10 @@ _extra_dirs: list[Path] = []
 
 def add_encoding_dir(path: Path) -> None:
     """Also look for `o200k_base.tiktoken` in `path` (the server adds `<data dir>/encodings`)."""
-    if path not in _extra_dirs:
-        _extra_dirs.append(path)
+    with _lock:
+        if path not in _extra_dirs:
+            _extra_dirs.append(path)
+            _unavailable.clear()
 
 
 def _o200k_file() -> Path | None:
@@ -157,10 +160,12 @@ def _o200k_pattern() -> str:
 def get_encoding(name: str) -> tuple[Any, str]:
     """(encoding, actual name): `name` if available offline, else cl100k_base."""
     with _lock:
-        if name not in _encodings:
+        if name not in _encodings and name not in _unavailable:
             loaded = _load(name)
             if loaded is not None:
                 _encodings[name] = loaded
+            else:
+                _unavailable.add(name)
         if name in _encodings:
             return _encodings[name], name
         if DEFAULT_ENCODING not in _encodings:

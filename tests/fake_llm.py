@@ -194,7 +194,9 @@ def start_fake_llm() -> tuple[FakeLLM, Callable[[], None]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
     server.daemon_threads = True
     state.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="fake-llm", daemon=True)  # fast stop
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.05,), name="fake-llm", daemon=True
+    )  # fast stop
     thread.start()
 
     def stop() -> None:

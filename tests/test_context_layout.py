@@ -1,0 +1,130 @@
+"""assemble_context: a 10-turn session keeps the system message byte-stable within a minute and
+emits every reminder exactly once."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from mcp_server.errors import InvalidInput
+from tools.context_tools import assemble
+from tools.runtime import CallContext, Runtime
+
+T0 = datetime(2026, 11, 22, 3, 17, 5, tzinfo=UTC)
+
+
+@pytest.fixture
+def rt(settings: Any) -> Any:
+    runtime = Runtime(settings)
+    yield runtime
+    runtime.close()
+
+
+def _turn(rt: Runtime, messages: list[dict[str, Any]], now: datetime, **kw: Any) -> Any:
+    args: dict[str, Any] = {
+        "tools": None,
+        "skills": None,
+        "files": None,
+        "todo_list_id": None,
+        "context_window": None,
+    }
+    args.update(kw)
+    return assemble(
+        rt,
+        CallContext(tool="assemble_context"),
+        "You are a helpful agent.",
+        messages,
+        "conv",
+        args["tools"],
+        args["skills"],
+        args["files"],
+        args["todo_list_id"],
+        args["context_window"],
+        None,
+        args.get("fmt", "auto"),
+        0,
+        now,
+    )
+
+
+def test_ten_turn_session_stable_system_and_reminders_once(rt: Runtime) -> None:
+    from tools.todos import resolve_list_id, todo_store
+
+    messages: list[dict[str, Any]] = []
+    tools = ["search", "read_file"]
+    files: list[str] = []
+    hashes, reminders = set(), Counter()
+    list_id = resolve_list_id(rt, None, "default")
+    for turn in range(10):
+        messages.append({"role": "user", "content": f"Turn {turn}: keep going."})
+        if turn == 3:
+            tools.append("run_bash_command")
+        if turn == 5:
+            files.append("report.pdf")
+        if turn == 6:
+            todo_store(rt).write(list_id, [{"content": "Write the report", "status": "in_progress"}])
+        window = 100_000 if turn < 8 else 1000  # from turn 8 on, the context is past the warning level
+        result = _turn(
+            rt,
+            messages,
+            T0 + timedelta(seconds=5 * turn),
+            tools=list(tools),
+            files=list(files),
+            context_window=window,
+        )
+        system = result.messages[0]
+        assert system["role"] == "system" and system["content"].endswith(
+            "Current date and time: 2026-11-22 03:17 UTC"
+        )
+        hashes.add(hashlib.sha256(system["content"].encode()).hexdigest())
+        hashes.add(result.system_hash)
+        for reminder in result.reminders:
+            reminders[(reminder.kind, reminder.text)] += 1
+        last = result.messages[-1]
+        if result.reminders:
+            assert last["role"] == "user" and last["content"].startswith(f"Turn {turn}: keep going.")
+            assert "<system-reminder>" in last["content"]
+        else:
+            assert last == messages[-1]
+        messages.append({"role": "assistant", "content": f"Done with turn {turn}." + " padding" * 40 * turn})
+    assert len(hashes) == 2  # one full sha256 and the reported short hash: the same text all session
+    kinds = Counter(kind for kind, _ in reminders)
+    assert all(count == 1 for count in reminders.values()), reminders
+    assert kinds["tools"] == 2 and kinds["files"] == 1 and kinds["todos"] == 1 and kinds["tokens"] == 1
+    texts = " ".join(text for _, text in reminders)
+    assert "run_bash_command" in texts and "report.pdf" in texts and "Write the report" in texts
+
+
+def test_system_changes_only_with_the_minute(rt: Runtime) -> None:
+    msgs = [{"role": "user", "content": "hi"}]
+    a = _turn(rt, msgs, T0)
+    b = _turn(rt, msgs, T0 + timedelta(seconds=50))
+    c = _turn(rt, msgs, T0 + timedelta(minutes=1))
+    assert a.system_hash == b.system_hash != c.system_hash
+
+
+def test_trailing_user_message_and_anthropic(rt: Runtime) -> None:
+    call = {"type": "tool_use", "id": "t1", "name": "search", "input": {}}
+    msgs = [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+    ]
+    result = _turn(rt, msgs, T0, tools=["search"], fmt="anthropic")
+    assert result.format == "anthropic" and result.system.startswith("You are a helpful agent.")
+    last = result.messages[-1]
+    assert len(result.messages) == 3 and last["role"] == "user"
+    assert last["content"][0]["type"] == "tool_result" and "<system-reminder>" in last["content"][-1]["text"]
+    openai = _turn(
+        rt, [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}], T0, files=["a.txt"]
+    )
+    assert openai.messages[-1]["role"] == "user" and "a.txt" in openai.messages[-1]["content"]
+
+
+def test_system_messages_in_the_list_are_refused(rt: Runtime) -> None:
+    with pytest.raises(InvalidInput, match="system_prompt"):
+        _turn(rt, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], T0)

@@ -1,0 +1,100 @@
+"""Token counting: offline encodings, model mapping, estimates, the count_tokens/context_status tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from context import tokens
+from mcp_server.errors import InvalidInput
+from tools.context_tools import context_status, count_tokens
+from tools.runtime import Runtime
+
+
+@pytest.fixture(autouse=True)
+def no_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tiktoken.load
+
+    real = tiktoken.load.read_file
+
+    def guarded(blobpath: str) -> bytes:
+        assert not blobpath.startswith("http"), f"tiktoken tried to download {blobpath}"
+        return real(blobpath)
+
+    monkeypatch.setattr(tiktoken.load, "read_file", guarded)
+
+
+def test_cl100k_offline_exact_counts() -> None:
+    counter = tokens.counter_for("gpt-4")
+    assert (counter.name, counter.estimate) == ("cl100k_base", False)
+    assert counter.count("hello world") == 2
+    assert counter.count("<|endoftext|>") > 1  # special-token text counted as plain text, never an error
+    assert tokens.counter_for("gpt-4-turbo").encoding is counter.encoding  # loaded once
+
+
+@pytest.mark.parametrize(
+    ("model", "wanted", "exact"),
+    [
+        ("gpt-4o", "o200k_base", True),
+        ("gpt-4o-mini-2024-07-18", "o200k_base", True),
+        ("openai/gpt-5", "o200k_base", True),
+        ("o3-mini", "o200k_base", True),
+        ("gpt-3.5-turbo", "cl100k_base", True),
+        ("claude-sonnet-4-5", "cl100k_base", False),
+        ("llama3.1:8b", "o200k_base", False),
+        ("some-local-model", "cl100k_base", False),
+        (None, "cl100k_base", False),
+    ],
+)
+def test_model_map(model: str | None, wanted: str, exact: bool) -> None:
+    assert tokens.encoding_for_model(model) == (wanted, exact)
+
+
+def test_o200k_without_its_file_is_an_estimate_with_cl100k(tmp_path: Path) -> None:
+    bogus = tmp_path / "encodings"
+    bogus.mkdir()
+    (bogus / "o200k_base.tiktoken").write_bytes(b"not the real file")  # checksum mismatch: ignored
+    tokens.add_encoding_dir(bogus)
+    counter = tokens.counter_for("gpt-4o")
+    if tokens._o200k_file() is None:  # the real file is not on this machine (the tests run offline)
+        assert (counter.name, counter.estimate) == ("cl100k_base", True)
+    else:
+        assert (counter.name, counter.estimate) == ("o200k_base", False)
+
+
+def test_count_tokens_tool_text_and_messages() -> None:
+    text = count_tokens(text="hello world", model="gpt-4")
+    assert text.tokens == 2 and not text.estimate and text.messages is None
+    msgs = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "你好，世界"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "result"},
+    ]
+    counted = count_tokens(messages=msgs, model="claude-3-5-haiku")
+    assert counted.estimate and counted.messages == 4
+    assert set(counted.by_role) == {"system", "user", "assistant", "tool"}
+    assert counted.tokens == sum(counted.by_role.values()) + tokens.TOKENS_REPLY_PRIMING
+    with pytest.raises(InvalidInput, match="exactly one"):
+        count_tokens(text="a", messages=msgs)
+
+
+@pytest.mark.parametrize(("used", "level"), [(1000, "info"), (7600, "warning"), (9600, "critical")])
+def test_context_status_levels(settings: Any, used: int, level: str) -> None:
+    rt = Runtime(settings)
+    status = context_status(10_000, prompt_tokens=used, rt=rt)
+    assert status.level == level and status.tokens_left == 10_000 - used
+    assert ("compact_context" in status.recommendation) == (level != "info")
+    custom = context_status(10_000, prompt_tokens=used, warning_ratio=0.05, critical_ratio=0.99, rt=rt)
+    assert custom.level == ("warning" if used < 9900 else "critical")
+    with pytest.raises(InvalidInput):
+        context_status(10_000, prompt_tokens=1, warning_ratio=0.9, critical_ratio=0.8, rt=rt)
+    rt.close()
