@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mcp_server import registry
@@ -129,7 +131,7 @@ async def test_continue_keeps_the_agent_and_adds_tools(agents_settings: Any, fak
     rt.close()
 
 
-def test_a_thread_whose_server_died_reads_as_interrupted(data_dir: Path) -> None:
+def test_a_thread_whose_server_died_reads_as_interrupted(data_dir: Path, make_settings: Any, fake_llm: FakeLLM) -> None:  # noqa: F811
     import subprocess
     import sys
 
@@ -139,8 +141,17 @@ def test_a_thread_whose_server_died_reads_as_interrupted(data_dir: Path) -> None
     store.create("subagent-0000dead", None, ["now"], "c")
     store.save_step("subagent-0000dead", StepDelta([{"role": "system", "content": "s"}]))
     assert store.load("subagent-0000dead").status == "running"  # this process runs it
+    rt, dispatcher = runtime_with_dispatcher(make_settings(**fake_llm.settings_overrides()))
+    rt.service("subagent_threads", lambda: store)
+    with pytest.raises(Conflict, match="still running"):
+        anyio.run(partial(dispatcher.run, "delegate_task", {"task": "t", "continue_id": "subagent-0000dead"},
+                          CallOrigin()))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     with store._write() as conn:
         conn.execute("UPDATE threads SET runner_pid=? WHERE context_id=?", (int(dead.stdout), "subagent-0000dead"))
     assert store.load("subagent-0000dead").status == "interrupted"
-    store.close()
+    fake_llm.reply_text(LONG)
+    resumed = anyio.run(partial(dispatcher.run, "delegate_task", {"task": "t", "continue_id": "subagent-0000dead"},
+                                CallOrigin()))
+    assert resumed.ok and store.load("subagent-0000dead").status == "done"  # type: ignore[attr-defined]
+    rt.close()

@@ -151,9 +151,9 @@ def _start(
 
 
 def _load_for_continue(store: ThreadStore, active: set[str], continue_id: str, agent: str | None) -> Thread:
-    if continue_id in active:
-        raise Conflict(f"Thread {continue_id} is still running. Wait for its result, then continue it.")
     thread = store.load(continue_id)
+    if continue_id in active or thread.status == "running":  # here or in another live server process
+        raise Conflict(f"Thread {continue_id} is still running. Wait for its result, then continue it.")
     if agent and agent != thread.agent:
         raise InvalidInput(f"Thread {continue_id} belongs to agent {thread.agent or 'none'}; omit agent to continue it.")
     return thread
