@@ -77,8 +77,13 @@ def test_environment_is_scrubbed(rt: Runtime, call: CallContext, monkeypatch: An
 
 
 def test_scrubbed_env_unit(tmp_path: Path) -> None:
-    env = scrubbed_env({"PATH": "/bin", "my_key": "x", "Session_Token": "y", "LANG": "de_DE.UTF-8"}, tmp_path)
-    assert env == {"PATH": "/bin", "LANG": "de_DE.UTF-8", "HOME": str(tmp_path), "PWD": str(tmp_path)}
+    env = scrubbed_env({
+        "PATH": "/bin", "my_key": "x", "Session_Token": "y", "LANG": "de_DE.UTF-8", "MYSQL_PWD": "p",
+        "DATABASE_URL": "postgres://app:hunter2@db/app", "CI_VALUE": "ghp_abcdefghijklmnop",
+        "CERT": "-----BEGIN RSA PRIVATE KEY-----", "DOCS_URL": "https://example.org/x", "EDITOR": "vi",
+    }, tmp_path)
+    assert env == {"PATH": "/bin", "LANG": "de_DE.UTF-8", "DOCS_URL": "https://example.org/x", "EDITOR": "vi",
+                   "HOME": str(tmp_path), "PWD": str(tmp_path)}
 
 
 def test_timeout_kills_the_whole_group(rt: Runtime, call: CallContext, workspace: Path) -> None:

@@ -25,7 +25,12 @@ from mcp_server.errors import InvalidInput, NotConfigured
 from tools.runtime import CallContext, Runtime
 from tools.workspace import workspace_roots
 
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
+SECRET_VALUE = re.compile(
+    r"://[^/\s:@]+:[^/\s@]+@"  # credentials in a URL (DATABASE_URL=postgres://user:pass@host)
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY"
+    r"|^(?:sk-|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abprs]-|AKIA[0-9A-Z]{16})"
+)
 DROPPED_PREFIXES = ("GENERALAGENT_",)
 STDOUT_HEAD, STDOUT_TAIL = 12_000, 6_000
 STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
@@ -34,11 +39,14 @@ MAX_COMMAND_CHARS = 100_000
 
 
 def scrubbed_env(environ: Mapping[str, str], workspace: Path) -> dict[str, str]:
-    """The server's environment minus secrets and our own settings, with HOME/PWD = the workspace."""
+    """The server's environment minus secrets (by name or by well-known value shapes) and our own
+    settings, with HOME/PWD = the workspace."""
     env = {
         name: value
         for name, value in environ.items()
-        if not SECRET_NAME.search(name) and not name.upper().startswith(DROPPED_PREFIXES)
+        if not SECRET_NAME.search(name)
+        and not name.upper().startswith(DROPPED_PREFIXES)
+        and not SECRET_VALUE.search(value)
     }
     env.update(HOME=str(workspace), PWD=str(workspace))
     env.setdefault("PATH", os.defpath)
