@@ -175,3 +175,32 @@ def test_worker_is_reused_across_files(tmp_path: Path) -> None:
     for path in paths[1:]:
         assert "doc" in extract_file(path).text
     assert {w.process.pid for w in POOL._idle} == pids  # no new interpreter per file
+
+
+def test_docx_runs_tabs_breaks_content_controls_text_boxes(tmp_path: Path) -> None:
+    import zipfile
+
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    mc = 'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document {w} {mc}><w:body>'
+        '<w:p><w:pPr><w:tabs><w:tab w:val="left" w:pos="720"/></w:tabs></w:pPr>'
+        "<w:r><w:t>Name</w:t><w:tab/><w:t>Value</w:t><w:br/><w:t>next line</w:t></w:r>"
+        '<w:hyperlink><w:r><w:t xml:space="preserve"> link text</w:t></w:r></w:hyperlink>'
+        "<w:del><w:r><w:delText>deleted</w:delText></w:r></w:del></w:p>"
+        "<w:sdt><w:sdtContent><w:p><w:r><w:t>inside a content control</w:t></w:r></w:p></w:sdtContent></w:sdt>"
+        "<w:p><w:r><mc:AlternateContent><mc:Choice><w:txbxContent><w:p><w:r><w:t>box text</w:t></w:r></w:p>"
+        "</w:txbxContent></mc:Choice><mc:Fallback><w:txbxContent><w:p><w:r><w:t>box text</w:t></w:r></w:p>"
+        "</w:txbxContent></mc:Fallback></mc:AlternateContent></w:r></w:p>"
+        "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>merged</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>b</w:t></w:r></w:p></w:tc></w:tr>"
+        "<w:tr><w:tc><w:tcPr><w:vMerge/></w:tcPr><w:p/></w:tc><w:tc><w:p><w:r><w:t>d</w:t></w:r></w:p></w:tc></w:tr></w:tbl>"
+        "</w:body></w:document>"
+    )
+    source = make_docx(tmp_path / "src.docx", ["placeholder"])
+    target = tmp_path / "rich.docx"
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as new:
+        for info in old.infolist():
+            data = body.encode() if info.filename == "word/document.xml" else old.read(info.filename)
+            new.writestr(info.filename, data)
+    text = extract_file(target).text
+    assert text == "Name\tValue\nnext line link text\n\ninside a content control\n\nbox text\n\nmerged | b\n | d"

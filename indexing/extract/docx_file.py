@@ -1,10 +1,13 @@
-"""DOCX extraction with python-docx: body paragraphs and tables in document order.
+"""DOCX extraction: python-docx opens the package; body paragraphs and tables are read with lxml.
 
-Paragraphs whose style is a heading ("Heading N", "Title", or a style with an outline level,
-including styles based on one, so localised Word files work) start a new "section" Unit whose
-heading_path is the stack of enclosing headings. Paragraphs are separated by a blank line; a
-table becomes one line per row, cells joined with " | " (merged cells once). Content controls
-(w:sdt) are read through. Runs inside the extraction worker, after the zip checks.
+Blocks are read in document order, descending into content controls (w:sdt). Paragraph text is
+every w:t of the paragraph (runs, hyperlinks, fields' results, text boxes; not deleted text),
+w:tab → tab, w:br/w:cr → newline; the Fallback copy of mc:AlternateContent is skipped so text
+boxes are not read twice. Paragraphs whose style is a heading ("Heading N", "Title", or a style
+with an outline level, including styles based on one, so localised Word files work) start a
+new "section" Unit whose heading_path is the stack of enclosing headings. Paragraphs are
+separated by a blank line; a table becomes one line per row, cells joined with " | ".
+Runs inside the extraction worker, after the zip checks.
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ from typing import Any
 from indexing.extract.builder import TextBuilder
 from indexing.model import Extracted, ExtractionLimits
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+_P, _TBL, _SDT, _SDT_CONTENT, _TR, _TC = (_W + t for t in ("p", "tbl", "sdt", "sdtContent", "tr", "tc"))
+_T, _TAB, _BR, _CR, _R = (_W + t for t in ("t", "tab", "br", "cr", "r"))
+_STYLE_PATH = f"{_W}pPr/{_W}pStyle"
 _HEADING_NAME = re.compile(r"heading\s*([1-9])")
 
 
@@ -24,16 +32,17 @@ def extract_docx(path: Path, limits: ExtractionLimits) -> Extracted:
     import docx
 
     document = docx.Document(str(path))
-    levels = _heading_levels(document)
+    levels = _HeadingLevels(document.styles.element)
     builder = TextBuilder(limits.max_extracted_chars)
     stack: list[tuple[int, str]] = []
     parts: list[str] = []
-    for kind, block in _blocks(document.element.body, document):
-        if kind == "table":
-            parts.append("\n".join(_table_rows(block)))
+    for element in _blocks(document.element.body):
+        if element.tag == _TBL:
+            parts.append("\n".join(_table_rows(element)))
             continue
-        text = block.text
-        level = levels.get(block._p.style or "")
+        text = paragraph_text(element)
+        style = element.find(_STYLE_PATH)
+        level = levels.get(style.get(_W + "val") if style is not None else None)
         if level is not None and text.strip():
             if not _flush(builder, parts, stack):
                 break
@@ -52,63 +61,79 @@ def _flush(builder: TextBuilder, parts: list[str], stack: list[tuple[int, str]])
     return builder.add(text, "section", heading_path=tuple(title for _, title in stack))
 
 
-def _blocks(container: Any, parent: Any) -> Iterator[tuple[str, Any]]:
-    """("paragraph", Paragraph) / ("table", Table) in order, descending into content controls."""
-    from docx.oxml.ns import qn
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
-    p_tag, tbl_tag, sdt_tag, content_tag = qn("w:p"), qn("w:tbl"), qn("w:sdt"), qn("w:sdtContent")
-    for child in container.iterchildren():
-        if child.tag == p_tag:
-            yield "paragraph", Paragraph(child, parent)
-        elif child.tag == tbl_tag:
-            yield "table", Table(child, parent)
-        elif child.tag == sdt_tag:
-            content = child.find(content_tag)
+def _children(element: Any, *tags: str) -> Iterator[Any]:
+    """Direct children with one of `tags`, looking through content controls (w:sdt)."""
+    for child in element.iterchildren():
+        if child.tag in tags:
+            yield child
+        elif child.tag == _SDT:
+            content = child.find(_SDT_CONTENT)
             if content is not None:
-                yield from _blocks(content, parent)
+                yield from _children(content, *tags)
+
+
+def _blocks(body: Any) -> Iterator[Any]:
+    return _children(body, _P, _TBL)
+
+
+def paragraph_text(paragraph: Any) -> str:
+    parts: list[str] = []
+    skip: set[Any] = set()
+    for element in paragraph.iter(_T, _TAB, _BR, _CR, _P, _FALLBACK):
+        tag = element.tag
+        if tag == _FALLBACK:
+            skip.update(element.iter(_T, _TAB, _BR, _CR, _P))
+        elif skip and element in skip:
+            continue
+        elif tag == _T:
+            parts.append(element.text or "")
+        elif tag == _TAB:
+            if element.getparent().tag == _R:  # not a tab-stop definition in w:pPr
+                parts.append("\t")
+        elif tag != _P or (element is not paragraph and parts and parts[-1] != "\n"):
+            parts.append("\n")  # w:br, w:cr, or between paragraphs nested in a text box
+    return "".join(parts)
 
 
 def _table_rows(table: Any) -> Iterator[str]:
-    for row in table.rows:
-        seen: set[int] = set()
-        cells: list[str] = []
-        for cell in row.cells:
-            if id(cell._tc) in seen:
-                continue
-            seen.add(id(cell._tc))
-            cells.append(" ".join(cell.text.split()))
+    for row in _children(table, _TR):
+        cells = [" ".join(" ".join(paragraph_text(p) for p in cell.iter(_P)).split()) for cell in _children(row, _TC)]
         while cells and not cells[-1]:
             cells.pop()
-        if any(cells):
+        if cells:
             yield " | ".join(cells)
 
 
-def _heading_levels(document: Any) -> dict[str, int]:
-    """Paragraph style id → heading level (Title 0, Heading N → N, outline level L → L + 1)."""
-    from docx.enum.style import WD_STYLE_TYPE
+class _HeadingLevels:
+    """Paragraph style id → heading level (Title 0, "Heading N" → N, outline level L → L + 1).
 
-    levels: dict[str, int] = {}
-    for style in document.styles:
-        if style.type != WD_STYLE_TYPE.PARAGRAPH:
-            continue
-        level = _style_level(style, depth=0)
-        if level is not None and style.style_id:
-            levels[style.style_id] = level
-    return levels
+    Computed lazily for the style ids a document uses, following basedOn chains.
+    """
 
+    def __init__(self, styles: Any) -> None:
+        self._styles = styles
+        self._cache: dict[str, int | None] = {}
 
-def _style_level(style: Any, depth: int) -> int | None:
-    if style is None or depth > 8:
-        return None
-    name = (style.name or "").strip().lower()
-    if name == "title":
-        return 0
-    match = _HEADING_NAME.fullmatch(name)
-    if match:
-        return int(match.group(1))
-    outline = style.element.xpath("./w:pPr/w:outlineLvl/@w:val")
-    if outline and str(outline[0]).isdigit() and int(outline[0]) < 9:
-        return int(outline[0]) + 1
-    return _style_level(style.base_style, depth + 1)
+    def get(self, style_id: str | None) -> int | None:
+        if not style_id:
+            return None
+        if style_id not in self._cache:
+            self._cache[style_id] = self._level(style_id, depth=0)
+        return self._cache[style_id]
+
+    def _level(self, style_id: str, depth: int) -> int | None:
+        style = self._styles.get_by_id(style_id)
+        if style is None or depth > 8:
+            return None
+        name = (style.name_val or "").strip().lower()
+        if name == "title":
+            return 0
+        match = _HEADING_NAME.fullmatch(name)
+        if match:
+            return int(match.group(1))
+        outline = style.find(f"{_W}pPr/{_W}outlineLvl")
+        value = outline.get(_W + "val") if outline is not None else None
+        if value is not None and value.isdigit() and int(value) < 9:
+            return int(value) + 1
+        base = style.basedOn_val
+        return self._level(base, depth + 1) if base else None

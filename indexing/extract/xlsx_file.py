@@ -1,7 +1,7 @@
 """XLSX extraction with openpyxl in read-only mode: per sheet, rows batched into "rows" Units.
 
-`ws.reset_dimensions()` is called first, so a sheet that claims A1:XFD1048576 costs only its real
-cells. Each non-empty row becomes one line, cells joined with " | " (trailing empty cells
+`ws.reset_dimensions()` is called first (and openpyxl's dimension pre-scan is skipped), so a
+sheet that claims A1:XFD1048576 costs only its real cells and each sheet is parsed once. Each non-empty row becomes one line, cells joined with " | " (trailing empty cells
 dropped, whole numbers without ".0", dates ISO). Rows are batched 20 per Unit (fewer when the
 batch passes ~1,500 characters) with 2 rows of overlap between batches, and the sheet's header
 row (its first non-empty row) is repeated at the top of every batch. Unit.sheet and Unit.rows
@@ -24,9 +24,7 @@ BATCH_CHARS = 1500
 
 
 def extract_xlsx(path: Path, limits: ExtractionLimits) -> Extracted:
-    import openpyxl
-
-    workbook = openpyxl.load_workbook(str(path), read_only=True, data_only=True)
+    workbook = _load_without_dimension_scan(path)
     builder = TextBuilder(limits.max_extracted_chars)
     try:
         for sheet in workbook.worksheets:
@@ -38,6 +36,26 @@ def extract_xlsx(path: Path, limits: ExtractionLimits) -> Extracted:
     finally:
         workbook.close()
     return builder.build("xlsx", title=title)
+
+
+def _load_without_dimension_scan(path: Path) -> Any:
+    """load_workbook(read_only=True) without its per-sheet dimension scan.
+
+    openpyxl reads each sheet's declared size when it opens the workbook; a sheet without a
+    <dimension> element (files written by many tools) is parsed completely just for that.
+    reset_dimensions() discards the result anyway, so the scan is skipped while loading.
+    """
+    import openpyxl
+    from openpyxl.worksheet._read_only import ReadOnlyWorksheet
+
+    original = ReadOnlyWorksheet.__dict__.get("_get_size")
+    if original is not None:
+        ReadOnlyWorksheet._get_size = lambda self: None  # type: ignore[method-assign]
+    try:
+        return openpyxl.load_workbook(str(path), read_only=True, data_only=True)
+    finally:
+        if original is not None:
+            ReadOnlyWorksheet._get_size = original  # type: ignore[method-assign]
 
 
 def _lines(sheet: Any) -> Iterator[tuple[int, str]]:
