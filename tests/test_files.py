@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mcp_server.bounding import estimate_tokens
-from mcp_server.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound, PathNotAllowed
+from mcp_server.errors import Conflict, ExtractionError, InvalidInput, LimitExceeded, NotFound, PathNotAllowed
 from tools import files
 from tools.runtime import CallContext, Runtime
 from tools.workspace import remove_tree
@@ -235,6 +235,23 @@ def test_edit_errors(rt: Runtime, call: CallContext, workspace: Path) -> None:
     (workspace / "latin.txt").write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(InvalidInput, match="UTF-8"):
         files.edit_file("latin.txt", "caf", "bar", rt=rt, call=call)
+
+
+def test_edit_whitespace_hint(rt: Runtime, call: CallContext, workspace: Path) -> None:
+    (workspace / "i.py").write_text("def f():\n    return 1\n")
+    with pytest.raises(NotFound, match="different leading/trailing whitespace"):
+        files.edit_file("i.py", "  return 1  ", "return 2", rt=rt, call=call)
+
+
+def test_atomic_write_refuses_when_the_file_changed(workspace: Path) -> None:
+    target = workspace / "c.txt"
+    target.write_text("v1")
+    seen = files._version(target)
+    target.write_text("v2 by someone else")
+    with pytest.raises(Conflict, match="changed while"):
+        files.atomic_write(target, b"mine", expect=seen)
+    assert target.read_text() == "v2 by someone else"
+    assert [p.name for p in workspace.iterdir()] == ["c.txt"]  # temp file removed
 
 
 def test_edit_keeps_crlf_and_bom(rt: Runtime, call: CallContext, workspace: Path) -> None:

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from mcp_server.bounding import dumps, estimate_tokens
-from mcp_server.errors import InvalidInput, LimitExceeded, NotFound
+from mcp_server.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 from tools.runtime import CallContext, Runtime
 from tools.workspace import (
     INDEX_DIR_NAMES,
@@ -279,15 +279,23 @@ def _make_dirs(folder: Path) -> None:
             raise InvalidInput(f"{part.parent} is not a folder, so no file can be created below it.") from None
 
 
-def atomic_write(target: Path, data: bytes) -> None:
+def _version(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return info.st_mtime_ns, info.st_size
+
+
+def atomic_write(target: Path, data: bytes, expect: tuple[int, int] | None = None) -> None:
     """Write through a new temp file in the same folder, then rename over the target.
 
     The rename replaces a symlink swapped in at the last moment instead of writing through it;
-    an existing file keeps its permission bits; a new one gets the umask's.
+    an existing file keeps its permission bits; a new one gets the umask's. With `expect`
+    (mtime_ns, size), a file changed by someone else meanwhile is left alone (Conflict).
     """
     mode: int | None = None
-    with_info = target.exists()
-    if with_info:
+    if target.exists():
         mode = stat.S_IMODE(os.stat(target, follow_symlinks=False).st_mode)
     tmp = target.parent / f".{target.name[:60]}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
@@ -298,6 +306,9 @@ def atomic_write(target: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
+        if expect is not None and _version(target) != expect:
+            raise Conflict(f"{target.name} changed while it was being edited; nothing was written. "
+                           "Read it again and repeat the edit.")
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -363,8 +374,9 @@ def _read_utf8(real: Path, path: str) -> tuple[str, bool]:
 def _count_or_raise(text: str, old: str, path: str, replace_all: bool) -> int:
     count = text.count(old)
     if count == 0:
-        raise NotFound(f"old_string was not found in {path!r}. Read the file with read_file and copy the "
-                       "exact text, including whitespace and line breaks.")
+        near = " (it does occur with different leading/trailing whitespace)" if old.strip() in text else ""
+        raise NotFound(f"old_string was not found in {path!r}{near}. Read the file with read_file and copy "
+                       "the exact text, including indentation and line breaks.")
     if count > 1 and not replace_all:
         raise InvalidInput(f"old_string occurs {count} times in {path!r}. Add surrounding lines to make it "
                            "unique, or set replace_all=true to replace all of them.")
@@ -424,12 +436,13 @@ def edit_file(
         raise NotFound(f"{path!r} does not exist. Create it with write_file.")
     if old_string == new_string:
         raise InvalidInput("old_string and new_string are the same; nothing to change.")
+    before = _version(real)
     text, bom = _read_utf8(real, path)
     if old_string not in text and "\r\n" in text and "\r\n" not in old_string:
         old_string, new_string = old_string.replace("\n", "\r\n"), new_string.replace("\n", "\r\n")
     count = _count_or_raise(text, old_string, path, replace_all)
     updated = text.replace(old_string, new_string)
-    atomic_write(real, (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string"))
+    atomic_write(real, (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string"), expect=before)
     name = display_path(real, workspace_roots(rt, session))
     return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
 
