@@ -75,10 +75,12 @@ ensure() {
     flock 9
     # Another process may have finished the install while we waited.
     if [[ -f "$cache/stamp" && "$(cat "$cache/stamp")" == "$want" && -x "$node_bin" ]]; then
+      exec 9>&-
       return 0
     fi
   fi
   install
+  exec 9>&-  # release the lock (if taken) before running anything
 }
 
 ensure
