@@ -123,7 +123,7 @@ def split_summary(system: list[Msg]) -> tuple[list[Msg], str | None]:
 
 
 def split(msgs: list[Msg], counter: Counter, options: CompactOptions, prior: Prior) -> Split:
-    units, _broken = chains(msgs)
+    units, _broken = chains(msgs)  # broken chains (unanswered calls, orphaned results) are dropped
     system_units = [u for u in units if msgs[u[0]].role == "system"]
     system, previous = split_summary([msgs[u[0]] for u in system_units])
     others = [u for u in units if msgs[u[0]].role != "system"]
@@ -197,7 +197,7 @@ def compact(
     skip = _skip_reason(parts, counter, options)
     if skip is not None:
         report.action, report.reason, report.strategy = "skipped", skip, options.strategy
-        return _finish(msgs, msgs, counter, report), report, None
+        return _finish(msgs, parts.clean, counter, report), report, None
     strategy = _resolve(options.strategy, parts, counter)
     report.strategy = strategy
     body = _llm_body(parts, counter, options, strategy, summarizer, report)
@@ -210,8 +210,16 @@ def compact(
     recent = keep_last_user(parts.clean, recent, counter, int(options.context_window * RECENT_MAX_SHARE))
     out = [*parts.system, summary_msg, *recent]
     report.summary_tokens = counter.count(summary)
-    report.covered_sources = max((m.source for m in parts.old), default=-1) + 1
+    report.covered_sources = _covered(parts)
     return _finish(msgs, out, counter, report), report, summary
+
+
+def _covered(parts: Split) -> int:
+    """How many of the caller's leading messages the summary stands for (the rest stay verbatim)."""
+    recent = [m.source for m in parts.recent if m.source >= 0]
+    if recent:
+        return min(recent)
+    return max((m.source for m in parts.old), default=-1) + 1
 
 
 def _finish(before: list[Msg], out: list[Msg], counter: Counter, report: CompactReport) -> list[Msg]:

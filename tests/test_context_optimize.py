@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from context.compact import CompactOptions, compact
 from context.messages import parse, render
 from context.optimize import Budget, optimize
 from context.tokens import counter_for
@@ -129,6 +130,20 @@ def test_output_is_always_api_valid(
     last_user = [t for t in user_texts(messages)[-1:]]
     if last_user and "[compressed:" not in "".join(user_texts(out)):
         assert user_texts(out)[-1:] == last_user or not user_texts(out)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(evs=events(), fmt=st.sampled_from(["openai", "anthropic"]), keep=st.integers(0, 3000))
+def test_compact_fallback_output_is_api_valid(evs: Any, fmt: str, keep: int) -> None:
+    messages = to_openai(evs) if fmt == "openai" else to_anthropic(evs)
+    transcript = parse(messages, "You are helpful." if fmt == "anthropic" else None)
+    options = CompactOptions("compact", 8000, keep_recent_tokens=keep, force=True)
+    out, report, _ = compact(transcript.messages, COUNTER, options, None)
+    rendered, _system = render(transcript, out)
+    assert api_problems(rendered, fmt) == []
+    assert _unchanged_or_marked(user_texts(rendered), user_texts(messages))
+    if report.action == "compacted":
+        assert report.source == "fallback"
 
 
 # ---------------------------------------------------------------- examples
