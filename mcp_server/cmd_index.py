@@ -1,17 +1,57 @@
-"""`generalagent-mcp index` (placeholder until its feature lands)."""
+"""`generalagent-mcp index PATH`: index a file or folder for search (the index_path tool for people).
+
+Without configured roots (--root / GENERALAGENT_ROOTS) any path on this machine may be indexed:
+the person at the terminal is the one asking.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from mcp_server.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser.add_argument("path", help="File or folder to index.")
+    parser.add_argument("--no-recursive", action="store_true", help="Do not descend into sub-folders.")
+
+
+def cli_settings(settings: Settings) -> Settings:
+    """The settings for a person's command: the whole file system when no roots are configured."""
+    return settings if settings.roots else settings.model_copy(update={"roots": (Path("/"),)})
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    print("generalagent-mcp index: not available in this version yet.", file=sys.stderr)
-    return 2
+    from tools.documents import index_path
+    from tools.runtime import CallContext, Runtime
+
+    rt = Runtime(cli_settings(settings))
+    call = CallContext(tool="index_path")
+    call.sink, call.portal = _progress, _call_sync
+    try:
+        result = index_path(str(Path(args.path).absolute()), recursive=not args.no_recursive, rt=rt, call=call)
+    finally:
+        rt.close()
+    print(file=sys.stderr)
+    print(
+        f"{result.path}: {result.indexed} indexed, {result.unchanged} unchanged, {result.removed} removed, "
+        f"{len(result.failed)} failed, {result.skipped} skipped (unsupported); "
+        f"{result.chunks_added} chunks added in {result.seconds:.1f} s"
+    )
+    for failed in result.failed:
+        print(f"  failed: {failed.path}: {failed.reason}")
+    if result.note:
+        print(result.note)
+    return 1 if result.failed and not result.indexed and not result.unchanged else 0
+
+
+async def _progress(done: float, total: float | None, message: str | None) -> None:
+    print(f"\r[{int(done)}/{int(total or 0)}] {(message or '')[:60]:<60}", end="", file=sys.stderr, flush=True)
+
+
+def _call_sync(fn, *args):  # type: ignore[no-untyped-def]
+    import anyio
+
+    return anyio.run(fn, *args)

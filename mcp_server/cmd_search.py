@@ -1,17 +1,57 @@
-"""`generalagent-mcp search` (placeholder until its feature lands)."""
+"""`generalagent-mcp search "query" [--path P]`: search the index and print readable hits."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import textwrap
 
 from mcp_server.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser.add_argument("query", help="Words to look for (English or Chinese); a regex with --regex.")
+    parser.add_argument("--path", action="append", help="Only this file, folder or glob (repeatable).")
+    parser.add_argument("-n", "--max-results", type=int, default=10, help="Number of hits (1-50).")
+    parser.add_argument("--mode", choices=["natural", "all", "phrase", "fts"], default="natural")
+    parser.add_argument("--regex", action="store_true", help="Treat the query as a regular expression.")
+    parser.add_argument("--documents", action="store_true", help="Group hits by document.")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    print("generalagent-mcp search: not available in this version yet.", file=sys.stderr)
-    return 2
+    from mcp_server.cmd_index import cli_settings
+    from tools.documents import Hit, search_documents
+    from tools.runtime import CallContext, Runtime
+
+    rt = Runtime(cli_settings(settings))
+    try:
+        result = search_documents(
+            args.query, paths=args.path, max_results=max(1, min(50, args.max_results)), use_regex=args.regex,
+            mode=args.mode, group_by_document=args.documents, rt=rt, call=CallContext(tool="search_documents"),
+        )
+    finally:
+        rt.close()
+
+    def show(rank: str, hit: Hit, indent: str = "") -> None:
+        where = ", ".join(
+            part for part in (
+                f"page {hit.page}" if hit.page else "", f"slide {hit.slide}" if hit.slide else "",
+                f"sheet {hit.sheet}" if hit.sheet else "", hit.heading or "",
+            ) if part
+        )
+        print(f"{indent}{rank} {_abs(hit.path)}{' (' + where + ')' if where else ''}  score {hit.score:.2f}")
+        body = " ".join(hit.text.split())
+        print(textwrap.indent(textwrap.fill(body[:400], width=100), indent + "    "))
+
+    for i, doc in enumerate(result.documents or [], start=1):
+        print(f"{i}. {_abs(doc.path)}  score {doc.score:.2f}")
+        for hit in doc.matched_chunks:
+            show("-", hit, "   ")
+    for i, hit in enumerate(result.hits, start=1):
+        show(f"{i}.", hit)
+    if result.note:
+        print(result.note)
+    return 0 if result.hits or result.documents else 1
+
+
+def _abs(path: str) -> str:
+    return path if path.startswith("/") or path == "." else "/" + path

@@ -1,17 +1,39 @@
-"""`generalagent-mcp status` (placeholder until its feature lands)."""
+"""`generalagent-mcp status [PATH]`: the index's totals, or one file's or folder's state."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from mcp_server.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser.add_argument("path", nargs="?", help="A file or folder to report on.")
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    print("generalagent-mcp status: not available in this version yet.", file=sys.stderr)
-    return 2
+    from pathlib import Path
+
+    from mcp_server.cmd_index import cli_settings
+    from tools.documents import index_status
+    from tools.runtime import CallContext, Runtime
+
+    rt = Runtime(cli_settings(settings))
+    try:
+        path = str(Path(args.path).absolute()) if args.path else None
+        st = index_status(path, rt=rt, call=CallContext(tool="index_status"))
+    finally:
+        rt.close()
+    print(f"index: {st.database} ({st.database_bytes / 2**20:.1f} MiB)")
+    print(f"files: {st.files} ({st.failed_files} failed), documents: {st.documents}, chunks: {st.chunks}, "
+          f"characters: {st.characters:,}")
+    ps = st.path_status
+    if ps is not None:
+        state = "indexed" if ps.indexed else "not indexed"
+        fresh = "" if ps.fresh is None else (", up to date" if ps.fresh else ", changed since")
+        print(f"{ps.path}: {state}{fresh}" + (f", {ps.chunks} chunks" if ps.chunks is not None else "")
+              + (f", {ps.files} files ({ps.stale} stale, {ps.failed} failed)" if ps.files is not None else "")
+              + (f", at {ps.indexed_at}" if ps.indexed_at else ""))
+        if ps.error:
+            print(f"  error: {ps.error}")
+    return 0

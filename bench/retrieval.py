@@ -1,0 +1,240 @@
+"""Retrieval quality on the shared eval DEV queries (CMRC 2018 zh, SQuAD v1.1 en).
+
+    .venv/bin/python -m bench.retrieval [--eval DIR] [--lang zh,en] [--no-docs] [--no-baselines]
+
+Passage view: every passage of corpus.jsonl becomes one document (title as its heading) in a
+real index, searched through `indexing.search.Searcher` (the code path of search_documents).
+Document view: every article of docs.jsonl is written as a Markdown file (`# title`, blank
+line, text), indexed by `indexing.indexer` (our extractor + chunker) and searched the same way;
+scored by the overlap rule and the contains-answer rule of the eval README.
+Baselines in the same run: the design's dual-column FTS5 with implicit AND, the same with OR,
+and bm25s. Tune on DEV only; holdout sets are checked separately with the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from indexing.analyzer import analyze, jieba_tokenizer
+from indexing.model import Chunk
+from indexing.search import RankParams, Searcher
+from indexing.store import AnalyzedChunk, IndexStore
+
+DEFAULT_EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
+if not DEFAULT_EVAL.exists():
+    DEFAULT_EVAL = Path("/work/shared/eval")
+K = 10
+
+
+def load_jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+@dataclass
+class Scores:
+    r1: float
+    r5: float
+    r10: float
+    mrr: float
+    n: int
+    ms: float = 0.0
+
+
+def score_ranks(ranks: Iterable[int | None], ms: float = 0.0) -> Scores:
+    """Ranks are 1-based positions of the first hit within the top K, None for a miss."""
+    ranks = list(ranks)
+    n = len(ranks) or 1
+    hit = [r for r in ranks if r is not None and r <= K]
+    return Scores(
+        sum(r <= 1 for r in hit) / n, sum(r <= 5 for r in hit) / n, len(hit) / n,
+        sum(1 / r for r in hit) / n, len(ranks), ms,
+    )
+
+
+def first_rank(ids: list[str], gold: str) -> int | None:
+    return ids.index(gold) + 1 if gold in ids[:K] else None
+
+
+# -- ours, passage view ------------------------------------------------------------------------
+
+
+def build_passage_index(corpus: list[dict], db: Path) -> IndexStore:  # type: ignore[type-arg]
+    store = IndexStore(db)
+    with store.write() as conn:
+        for p in corpus:
+            title = p.get("title", "").replace("_", " ")
+            chunk = Chunk(index=0, start=0, end=len(p["text"]), text=p["text"], heading=title)
+            analyzed = AnalyzedChunk(chunk, " ".join(analyze(title)), " ".join(analyze(p["text"])))
+            doc_id = store.insert_document(conn, "passage:" + p["id"], "text", len(p["text"]), [analyzed])
+            store.link_file(conn, "/eval/" + p["id"], doc_id, 0, 0)
+    return store
+
+
+def run_ours(store: IndexStore, queries: list[dict], params: RankParams | None = None) -> Scores:  # type: ignore[type-arg]
+    searcher = Searcher(store, params or RankParams())
+    ranks, started = [], time.perf_counter()
+    for q in queries:
+        ids = [h.path[len("/eval/") :] for h in searcher.search(q["query"], limit=K)]
+        ranks.append(first_rank(ids, q["passage_id"]))
+    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+
+
+# -- baselines ---------------------------------------------------------------------------------
+
+
+def build_design_index(corpus: list[dict]) -> sqlite3.Connection:  # type: ignore[type-arg]
+    """The design as written: porter/unicode61 text column + jieba-segmented column."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(text, seg, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    jb = jieba_tokenizer()
+    conn.executemany(
+        "INSERT INTO t(rowid, text, seg) VALUES(?,?,?)",
+        [(i, p["text"], " ".join(jb.lcut(p["text"]))) for i, p in enumerate(corpus)],
+    )
+    return conn
+
+
+def design_query(conn: sqlite3.Connection, corpus: list[dict], text: str, op: str) -> list[str]:  # type: ignore[type-arg]
+    """`op` " " = implicit AND over the jieba words (the design), " OR " = OR."""
+    words = [w for w in jieba_tokenizer().lcut(text) if any(ch.isalnum() for ch in w)]
+    if not words:
+        return []
+    match = op.join('"' + w.replace('"', "") + '"' for w in words)
+    rows = conn.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (match, K)).fetchall()
+    return [corpus[r[0]]["id"] for r in rows]
+
+
+def run_design(conn: sqlite3.Connection, corpus: list[dict], queries: list[dict], op: str) -> Scores:  # type: ignore[type-arg]
+    started = time.perf_counter()
+    ranks = [first_rank(design_query(conn, corpus, q["query"], op), q["passage_id"]) for q in queries]
+    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+
+
+def run_bm25s(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type: ignore[type-arg]
+    try:
+        import bm25s
+    except ImportError:
+        return None
+    retriever = bm25s.BM25()
+    retriever.index([analyze(p["text"]) for p in corpus], show_progress=False)
+    started = time.perf_counter()
+    ranks = []
+    for q in queries:
+        terms = [t for t in analyze(q["query"]) if t in retriever.vocab_dict]
+        if not terms:
+            ranks.append(None)
+            continue
+        docs, _ = retriever.retrieve([terms], k=K, show_progress=False, n_threads=1)
+        ranks.append(first_rank([corpus[int(i)]["id"] for i in docs[0]], q["passage_id"]))
+    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+
+
+# -- ours, document view -----------------------------------------------------------------------
+
+
+def run_document_view(docs: list[dict], queries: list[dict], work: Path) -> tuple[Scores, Scores]:  # type: ignore[type-arg]
+    """Index the articles as Markdown files through our extractor and chunker; score both rules."""
+    from indexing.indexer import Indexer
+
+    folder = work / "docs"
+    folder.mkdir()
+    prefix_len: dict[str, int] = {}
+    by_path: dict[str, dict] = {}  # type: ignore[type-arg]
+    for i, d in enumerate(docs):
+        head = f"# {d['title'].replace('_', ' ')}\n\n"
+        path = folder / f"{i:05d}.md"
+        path.write_text(head + d["text"], encoding="utf-8")
+        prefix_len[d["id"]] = len(head)
+        by_path[str(path)] = d
+    store = IndexStore(work / "docs.sqlite3")
+    Indexer(store).index_tree(folder)
+    searcher = Searcher(store)
+    passages = {p["id"]: (d["id"], p["start"], p["end"]) for d in docs for p in d["passages"]}
+    overlap, contains = [], []
+    for q in queries:
+        hits = searcher.search(q["query"], limit=K)
+        doc_id, p_start, p_end = passages[q["passage_id"]]
+        spans = [(a["start"] + p_start, a["start"] + p_start + len(a["text"])) for a in q["answers"]]
+        r_overlap = r_contains = None
+        for rank, h in enumerate(hits, start=1):
+            d = by_path.get(h.path)
+            if d is None or d["id"] != doc_id:
+                continue
+            start, end = h.start - prefix_len[doc_id], h.end - prefix_len[doc_id]
+            if r_overlap is None and start < p_end and end > p_start:
+                r_overlap = rank
+            if r_contains is None and any(start <= s and e <= end for s, e in spans):
+                r_contains = rank
+        overlap.append(r_overlap)
+        contains.append(r_contains)
+    store.close()
+    return score_ranks(overlap), score_ranks(contains)
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+
+def row(name: str, by_lang: dict[str, Scores | None], langs: list[str]) -> str:
+    cells = []
+    for lang in langs:
+        s = by_lang.get(lang)
+        cells += [f"{s.r1:.3f} | {s.r5:.3f} | {s.r10:.3f} | {s.mrr:.3f}" if s else "- | - | - | -"]
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
+    parser.add_argument("--lang", default="zh,en")
+    parser.add_argument("--no-docs", action="store_true", help="skip the document view")
+    parser.add_argument("--no-baselines", action="store_true")
+    args = parser.parse_args(argv)
+    langs = args.lang.split(",")
+    results: dict[str, dict[str, Scores | None]] = {}
+    started = time.perf_counter()
+    for lang in langs:
+        corpus = load_jsonl(args.eval / lang / "corpus.jsonl")
+        queries = load_jsonl(args.eval / lang / "queries_dev.jsonl")
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            if not args.no_baselines:
+                conn = build_design_index(corpus)
+                _put(results, "FTS5 dual column, AND (design as written)", lang, run_design(conn, corpus, queries, " "))
+                _put(results, "FTS5 dual column, OR", lang, run_design(conn, corpus, queries, " OR "))
+                conn.close()
+                _put(results, "bm25s (same analyzer)", lang, run_bm25s(corpus, queries))
+            store = build_passage_index(corpus, work / "passages.sqlite3")
+            _put(results, "ours: passage view", lang, run_ours(store, queries))
+            store.close()
+            if not args.no_docs:
+                docs = load_jsonl(args.eval / lang / "docs.jsonl")
+                overlap, contains = run_document_view(docs, queries, work)
+                _put(results, "ours: document view, overlap rule", lang, overlap)
+                _put(results, "ours: document view, contains-answer rule", lang, contains)
+    head = " | ".join(f"{lang} R@1 | {lang} R@5 | {lang} R@10 | {lang} MRR@10" for lang in langs)
+    print(f"| system (DEV, top {K}) | {head} |")
+    print("|---|" + "---|" * (4 * len(langs)))
+    for name, by_lang in results.items():
+        print(row(name, by_lang, langs))
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def _put(results: dict[str, dict[str, Scores | None]], name: str, lang: str, s: Scores | None) -> None:
+    results.setdefault(name, {})[lang] = s
+
+
+Runner = Callable[..., Scores]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""Index files and folders into an `IndexStore`.
+
+Per file: a path whose size and mtime are unchanged is skipped without reading it; otherwise
+the bytes are hashed, and a document with the same hash is reused (dedupe); only new content is
+extracted, chunked and analysed. Each file is written in one transaction, so an interrupted run
+leaves every file fully indexed or absent. The document a path pointed at before is deleted when
+no other path uses it (orphan cleanup). Bad files are recorded with their reason and skipped.
+For folders, the next file is extracted in the background while the current one is analysed and
+written, and indexed paths under the folder whose files are gone are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from indexing.analyzer import analyze
+from indexing.model import Chunk, ChunkingOptions, Extracted, ExtractionLimits
+from indexing.store import AnalyzedChunk, IndexStore
+from mcp_server.errors import Cancelled, GeneralAgentError, LimitExceeded
+
+Progress = Callable[[int, int, str], None]
+ShouldCancel = Callable[[], bool]
+_HASH_BLOCK = 1 << 20
+_UNEXPECTED = "could not be indexed"  # an unexpected failure: retried on the next run
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    status: str  # "indexed" | "deduplicated" | "unchanged" | "failed"
+    chunks: int = 0
+    reason: str = ""
+
+
+@dataclass
+class IndexReport:
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    failed: list[FileOutcome] = field(default_factory=list)
+    skipped: int = 0  # unsupported file types
+    chunks_added: int = 0
+    truncated: bool = False  # the folder walk stopped at its entry limit
+
+    def add(self, outcome: FileOutcome) -> None:
+        if outcome.status == "unchanged":
+            self.unchanged += 1
+        elif outcome.status == "failed":
+            self.failed.append(outcome)
+        else:
+            self.indexed += 1
+            self.chunks_added += outcome.chunks
+
+
+@dataclass
+class _Prepared:
+    """A file read and analysed, ready to be written (or the reason it cannot be)."""
+
+    path: Path
+    size: int
+    mtime_ns: int
+    digest: str = ""
+    doc_id: int | None = None
+    extracted: Extracted | None = None
+    chunks: list[AnalyzedChunk] = field(default_factory=list)
+    error: str = ""
+    unchanged: bool = False
+
+
+def file_digest(path: Path, max_bytes: int) -> str:
+    """sha256 of the file's bytes (LimitExceeded past `max_bytes`: it grew while we read it)."""
+    digest, total = hashlib.sha256(), 0
+    with path.open("rb") as fh:
+        while block := fh.read(_HASH_BLOCK):
+            total += len(block)
+            if total > max_bytes:
+                raise LimitExceeded(f"{path.name} is larger than the {max_bytes:,} byte limit (max_file_bytes).")
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def analyze_chunks(chunks: Iterable[Chunk]) -> list[AnalyzedChunk]:
+    return [AnalyzedChunk(c, " ".join(analyze(c.heading)), " ".join(analyze(c.text))) for c in chunks]
+
+
+class Indexer:
+    def __init__(
+        self, store: IndexStore, limits: ExtractionLimits | None = None, chunking: ChunkingOptions | None = None,
+        should_cancel: ShouldCancel | None = None,
+    ) -> None:
+        self.store = store
+        self.limits = limits or ExtractionLimits()
+        self.chunking = chunking or ChunkingOptions()
+        self.should_cancel = should_cancel or (lambda: False)
+
+    # -- one file ------------------------------------------------------------------------------
+
+    def index_file(self, path: Path) -> FileOutcome:
+        """Index one file (skipped when unchanged). Never raises for a bad file, only for Cancelled."""
+        return self._write(self._read(self._stat(path)))
+
+    def _stat(self, path: Path) -> _Prepared:
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            return _Prepared(path, 0, 0, error=f"cannot be read ({exc.strerror or exc})")
+        if not stat.S_ISREG(info.st_mode):
+            return _Prepared(path, 0, 0, error="not a regular file")
+        return _Prepared(path, info.st_size, info.st_mtime_ns)
+
+    def _read(self, prep: _Prepared) -> _Prepared:
+        """Hash, and extract + chunk when the content is new (runs in a helper thread for folders)."""
+        if prep.error:
+            return prep
+        row = self.store.file_row(str(prep.path))
+        same = row is not None and row.size == prep.size and row.mtime_ns == prep.mtime_ns
+        if row is not None and same and not (row.error or "").startswith(_UNEXPECTED):
+            prep.unchanged, prep.error = True, row.error or ""  # known-bad files are not re-read until changed
+            return prep
+        try:
+            if prep.size > self.limits.max_file_bytes:
+                raise LimitExceeded(
+                    f"{prep.path.name} is {prep.size:,} bytes, over the {self.limits.max_file_bytes:,} byte "
+                    "limit (max_file_bytes); raise the limit to index it."
+                )
+            prep.digest = file_digest(prep.path, self.limits.max_file_bytes)
+            prep.doc_id = self.store.doc_id_for_hash(prep.digest)
+            if prep.doc_id is None:
+                from indexing.chunking import chunk_document
+                from indexing.extract import extract_file
+
+                prep.extracted = extract_file(prep.path, self.limits, should_cancel=self.should_cancel)
+                prep.chunks = [AnalyzedChunk(c, "", "") for c in chunk_document(prep.extracted, self.chunking)]
+        except Cancelled:
+            raise
+        except GeneralAgentError as exc:
+            prep.error = str(exc)
+        except OSError as exc:
+            prep.error = f"cannot be read ({exc.strerror or exc})"
+        except Exception as exc:  # a parser bug must not stop a folder
+            prep.error = f"{_UNEXPECTED} ({type(exc).__name__}: {str(exc)[:300]})"
+        return prep
+
+    def _write(self, prep: _Prepared) -> FileOutcome:
+        key = str(prep.path)
+        if prep.unchanged:
+            if prep.error:
+                return FileOutcome(key, "failed", reason=prep.error + " (file unchanged since)")
+            return FileOutcome(key, "unchanged")
+        if prep.error:
+            self._record_failure(prep)
+            return FileOutcome(key, "failed", reason=prep.error)
+        analyzed = analyze_chunks(a.chunk for a in prep.chunks)
+        with self.store.write() as conn:
+            doc_id = prep.doc_id or self.store.doc_id_for_hash(prep.digest)
+            status = "deduplicated" if doc_id is not None else "indexed"
+            if doc_id is None:
+                assert prep.extracted is not None
+                doc_id = self.store.insert_document(
+                    conn, prep.digest, prep.extracted.kind, len(prep.extracted.text), analyzed,
+                    prep.extracted.warnings,
+                )
+            old = self.store.link_file(conn, key, doc_id, prep.size, prep.mtime_ns)
+            if old != doc_id:
+                self.store.drop_if_orphan(conn, old)
+        return FileOutcome(key, status, chunks=len(analyzed) if status == "indexed" else 0)
+
+    def _record_failure(self, prep: _Prepared) -> None:
+        if not prep.size and not prep.mtime_ns:  # could not even stat it: forget the path
+            with self.store.write() as conn:
+                self.store.drop_if_orphan(conn, self.store.unlink_file(conn, str(prep.path)))
+            return
+        with self.store.write() as conn:
+            old = self.store.link_file(conn, str(prep.path), None, prep.size, prep.mtime_ns, prep.error)
+            self.store.drop_if_orphan(conn, old)
+
+    # -- folders -------------------------------------------------------------------------------
+
+    def index_files(self, paths: list[Path], progress: Progress | None = None) -> IndexReport:
+        """Index `paths` in order; the next file is read in a helper thread while one is written."""
+        report = IndexReport()
+        total = len(paths)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-read") as pool:
+            pending: Future[_Prepared] | None = None
+            for i, path in enumerate(paths):
+                if self.should_cancel():
+                    raise Cancelled("Indexing was cancelled; files indexed so far are kept.")
+                current = pending.result() if pending else self._read(self._stat(path))
+                pending = pool.submit(self._read, self._stat(paths[i + 1])) if i + 1 < total else None
+                outcome = self._write(current)
+                report.add(outcome)
+                if progress:
+                    progress(i + 1, total, f"{outcome.status}: {path.name}")
+        return report
+
+    def index_tree(
+        self, root: Path, recursive: bool = True, progress: Progress | None = None, max_files: int = 200_000
+    ) -> IndexReport:
+        """Index every supported file under `root` and drop index entries of files gone from it."""
+        from indexing.extract import is_supported
+        from tools.workspace import FileWalk
+
+        walk = FileWalk(root, max_depth=64 if recursive else 0, max_entries=max_files)
+        found, skipped = [], 0
+        for entry in walk:
+            if is_supported(entry.path):
+                found.append(entry.path)
+            else:
+                skipped += 1
+        report = self.index_files(found, progress)
+        report.skipped, report.truncated = skipped, walk.truncated
+        if not walk.truncated:
+            report.removed = self.remove_missing(root, {str(p) for p in found}, recursive)
+        return report
+
+    def remove_missing(self, root: Path, present: set[str], recursive: bool = True) -> int:
+        """Remove indexed paths under `root` that are not in `present` and no longer exist."""
+        removed = 0
+        for row in self.store.files_under(str(root)):
+            nested = "/" in row.path[len(str(root)) + 1 :]
+            if row.path in present or (nested and not recursive) or os.path.isfile(row.path):
+                continue
+            removed += self.remove_path(row.path)
+        return removed
+
+    def remove_path(self, path: str) -> int:
+        """Forget one indexed path (and its document when orphaned); returns 1 if it was indexed."""
+        with self.store.write() as conn:
+            existed = conn.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
+            self.store.drop_if_orphan(conn, self.store.unlink_file(conn, path))
+        return int(existed)

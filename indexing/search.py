@@ -1,0 +1,322 @@
+"""Ranked search over the index: FTS5 finds candidates, a BM25F + proximity rerank orders them.
+
+Stage 1: the MATCH expression from `indexing.query` (OR of analysed terms in natural mode),
+ordered by FTS5's bm25() with a heading weight, keeps the top `candidates` chunks.
+Stage 2: each candidate is scored in Python from its stored terms: BM25 with our own k1/b
+(FTS5's are fixed), the heading as a weighted field, and a bonus for query terms that are
+adjacent in the chunk as in the query (bigrams). Scores are higher-better.
+`group_by_document` groups the ranked chunks by document (two-stage search).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+
+from indexing.query import Mode, ParsedQuery, fts_error, parse, to_match, translate_fts
+from indexing.store import IndexStore
+
+
+@dataclass(frozen=True)
+class RankParams:
+    candidates: int = 100
+    k1: float = 1.2
+    b: float = 0.75
+    head_weight: float = 2.0
+    bigram_weight: float = 0.5
+    window: int = 12
+    window_weight: float = 0.0
+    fts_head_weight: float = 2.0
+
+
+DEFAULT_RANK = RankParams()
+
+
+@dataclass
+class ChunkHit:
+    chunk_id: int
+    doc_id: int
+    index: int
+    start: int
+    end: int
+    heading: str
+    page: int | None
+    slide: int | None
+    sheet: str | None
+    rows: tuple[int, int] | None
+    text: str
+    score: float
+    path: str = ""
+    doc_hash: str = ""
+    before: str = ""
+    after: str = ""
+
+
+@dataclass
+class DocumentHit:
+    doc_id: int
+    path: str
+    doc_hash: str
+    score: float
+    matched: list[ChunkHit] = field(default_factory=list)
+    context: list[ChunkHit] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PathFilter:
+    """Restrict results to documents reachable from these files/folders (absolute) or GLOBs."""
+
+    files: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    globs: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.files or self.folders or self.globs)
+
+    def sql(self) -> tuple[str, list[str]]:
+        parts: list[str] = []
+        args: list[str] = []
+        for f in self.files:
+            parts.append("path = ?")
+            args.append(f)
+        for d in self.folders:
+            prefix = d.rstrip("/") + "/"
+            parts.append("(path >= ? AND path < ?)")
+            args += [prefix, prefix[:-1] + "0"]
+        for g in self.globs:
+            parts.append("path GLOB ?")
+            args.append(g)
+        return "(" + " OR ".join(parts) + ")", args
+
+
+_CHUNK_COLS = "c.id, c.doc_id, c.idx, c.start, c.end, c.heading, c.page, c.slide, c.sheet, c.row_first, c.row_last, c.text"
+
+
+def _hit(row: tuple, score: float = 0.0) -> ChunkHit:  # type: ignore[type-arg]
+    rows = (row[9], row[10]) if row[9] is not None else None
+    return ChunkHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], rows, row[11], score)
+
+
+class Searcher:
+    def __init__(self, store: IndexStore, params: RankParams = DEFAULT_RANK) -> None:
+        self.store = store
+        self.params = params
+
+    # -- public ------------------------------------------------------------------------------
+
+    def search(
+        self, text: str, *, mode: Mode = "natural", limit: int = 10, offset: int = 0,
+        paths: PathFilter | None = None, context_chars: int = 0,
+    ) -> list[ChunkHit]:
+        """Ranked chunks for `text` (best first), `offset` of them skipped."""
+        ranked = self.rank(text, mode=mode, want=offset + limit, paths=paths)
+        hits = ranked[offset : offset + limit]
+        self.attach(hits, paths, context_chars)
+        return hits
+
+    def search_documents(
+        self, text: str, *, mode: Mode = "natural", limit: int = 10, offset: int = 0,
+        paths: PathFilter | None = None, per_document: int = 3, context_chars: int = 0,
+    ) -> list[DocumentHit]:
+        """Documents ranked by their best chunk, each with its top chunks and the best one's neighbours."""
+        ranked = self.rank(text, mode=mode, want=max(self.params.candidates, 5 * (offset + limit)), paths=paths)
+        groups: dict[int, DocumentHit] = {}
+        for hit in ranked:
+            group = groups.setdefault(hit.doc_id, DocumentHit(hit.doc_id, "", "", hit.score))
+            if len(group.matched) < per_document:
+                group.matched.append(hit)
+        docs = list(groups.values())[offset : offset + limit]
+        for doc in docs:
+            self.attach(doc.matched, paths, context_chars)
+            doc.path, doc.doc_hash = doc.matched[0].path, doc.matched[0].doc_hash
+            doc.context = self.neighbours(doc.matched[0], {h.index for h in doc.matched})
+        return docs
+
+    def rank(self, text: str, *, mode: Mode = "natural", want: int = 10, paths: PathFilter | None = None) -> list[ChunkHit]:
+        match: str | None
+        if mode == "fts":
+            match = translate_fts(text)
+            parsed = ParsedQuery(terms=[t for t in match.replace('"', " ").split() if t not in ("AND", "OR", "NOT")])
+        else:
+            parsed = parse(text, mode)
+            match = to_match(parsed, mode)
+        if not match:
+            return []
+        rows = self._candidates(match, max(want, self.params.candidates), paths, raw=text if mode == "fts" else None)
+        return self._rerank(rows, parsed)[: max(want, 1)]
+
+    # -- stage 1 -----------------------------------------------------------------------------
+
+    def _candidates(self, match: str, n: int, paths: PathFilter | None, raw: str | None) -> list[tuple]:  # type: ignore[type-arg]
+        where, args = "chunks_fts MATCH ?", [match]
+        if paths is not None and paths.active:
+            cond, extra = paths.sql()
+            where += f" AND c.doc_id IN (SELECT doc_id FROM files WHERE {cond})"
+            args += extra
+        sql = (
+            f"SELECT {_CHUNK_COLS}, c.head_terms, c.terms FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            f"WHERE {where} ORDER BY bm25(chunks_fts, {self.params.fts_head_weight}, 1.0) LIMIT {int(n)}"
+        )
+        try:
+            return self.store.conn().execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if raw is not None:
+                raise fts_error(raw, str(exc)) from None
+            raise
+
+    # -- stage 2 -----------------------------------------------------------------------------
+
+    def _rerank(self, rows: list[tuple], parsed: ParsedQuery) -> list[ChunkHit]:  # type: ignore[type-arg]
+        if not rows:
+            return []
+        p = self.params
+        qterms = parsed.all_terms()
+        n_docs, avgdl = self.store.corpus_stats()
+        dfs = self.store.doc_freqs(qterms)
+        idf = {t: math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) for t, df in dfs.items()}
+        pairs = _query_pairs(parsed)
+        hits = []
+        for row in rows:
+            head, body = row[12].split(), row[13].split()
+            tf_body, tf_head = Counter(body), Counter(head)
+            norm = p.k1 * (1 - p.b + p.b * len(body) / avgdl)
+            score = 0.0
+            for t, w in idf.items():
+                tf = tf_body.get(t, 0) + p.head_weight * tf_head.get(t, 0)
+                if tf:
+                    score += w * tf * (p.k1 + 1) / (tf + norm)
+            if pairs and p.bigram_weight:
+                present = set(zip(body, body[1:], strict=False)) | set(zip(head, head[1:], strict=False))
+                score += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
+            if p.window_weight:
+                score += p.window_weight * _best_window(body, idf, p.window)
+            hits.append(_hit(row, score))
+        hits.sort(key=lambda h: (-h.score, h.chunk_id))
+        return hits
+
+    # -- details ------------------------------------------------------------------------------
+
+    def attach(self, hits: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:
+        """Fill in path, content hash and, when asked, the text around each hit."""
+        if not hits:
+            return
+        doc_ids = sorted({h.doc_id for h in hits})
+        marks = ",".join("?" * len(doc_ids))
+        conn = self.store.conn()
+        sql = f"SELECT doc_id, path FROM files WHERE doc_id IN ({marks})"
+        args: list[object] = list(doc_ids)
+        if paths is not None and paths.active:
+            cond, extra = paths.sql()
+            sql += f" AND {cond}"
+            args += extra
+        first: dict[int, str] = {}
+        for doc_id, path in conn.execute(sql + " ORDER BY path", args):
+            first.setdefault(doc_id, path)
+        hashes = dict(conn.execute(f"SELECT id, hash FROM documents WHERE id IN ({marks})", doc_ids).fetchall())
+        for h in hits:
+            h.path, h.doc_hash = first.get(h.doc_id, ""), hashes.get(h.doc_id, "")
+            if context_chars > 0:
+                self._context(h, context_chars)
+
+    def _context(self, hit: ChunkHit, chars: int) -> None:
+        conn = self.store.conn()
+        for row in conn.execute(
+            "SELECT idx, start, end, text FROM chunks WHERE doc_id=? AND idx IN (?, ?)",
+            (hit.doc_id, hit.index - 1, hit.index + 1),
+        ):
+            idx, start, _end, text = row
+            if idx < hit.index:
+                hit.before = text[: max(0, hit.start - start)][-chars:]
+            else:
+                hit.after = text[max(0, hit.end - start) :][:chars]
+
+    def neighbours(self, hit: ChunkHit, skip: set[int]) -> list[ChunkHit]:
+        rows = self.store.conn().execute(
+            f"SELECT {_CHUNK_COLS} FROM chunks c WHERE c.doc_id=? AND c.idx IN (?, ?) ORDER BY c.idx",
+            (hit.doc_id, hit.index - 1, hit.index + 1),
+        )
+        out = [_hit(r) for r in rows if r[2] not in skip]
+        for h in out:
+            h.path, h.doc_hash = hit.path, hit.doc_hash
+        return out
+
+
+def _query_pairs(parsed: ParsedQuery) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for seq in [parsed.terms, *parsed.phrases]:
+        pairs += [(a, b) for a, b in zip(seq, seq[1:], strict=False) if a != b]
+    return list(dict.fromkeys(pairs))
+
+
+def _best_window(terms: list[str], idf: dict[str, float], width: int) -> float:
+    """The largest IDF mass of distinct query terms inside any `width` consecutive terms."""
+    found = [(i, t) for i, t in enumerate(terms) if t in idf]
+    if len(found) < 2:
+        return 0.0
+    best = mass = 0.0
+    counts: Counter[str] = Counter()
+    left = 0
+    for pos, term in found:
+        counts[term] += 1
+        if counts[term] == 1:
+            mass += idf[term]
+        while pos - found[left][0] >= width:
+            old = found[left][1]
+            counts[old] -= 1
+            if counts[old] == 0:
+                mass -= idf[old]
+            left += 1
+        best = max(best, mass)
+    return best
+
+
+# -- live search in one text file (no index) ----------------------------------------------------
+
+
+@dataclass
+class LineHit:
+    line: int  # 1-based
+    start: int  # character offsets into the file's text
+    end: int
+    text: str
+    score: float
+    match: str = ""
+
+
+def rank_lines(text: str, query: str, mode: Mode = "natural", limit: int = 5) -> list[LineHit]:
+    """The lines of `text` that best match `query` (BM25 over lines, adjacent-term bonus), best first."""
+    parsed = parse(text=query, mode="natural" if mode == "fts" else mode)
+    qterms = list(dict.fromkeys(parsed.all_terms()))
+    if not qterms:
+        return []
+    from indexing.analyzer import analyze
+
+    lines, offsets, pos = text.split("\n"), [], 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    wanted = set(qterms)
+    analysed = {i: terms for i, line in enumerate(lines) if line.strip() and wanted & set(terms := analyze(line))}
+    df = Counter(t for terms in analysed.values() for t in set(terms) & wanted)
+    n = max(1, len(lines))
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in qterms}
+    pairs = set(_query_pairs(parsed))
+    required = set(qterms) if mode in ("all", "phrase") else set()
+    hits = []
+    for i, terms in analysed.items():
+        present = set(terms)
+        if not required <= present or any(not _contains_seq(terms, p) for p in parsed.phrases):
+            continue
+        score = sum(idf[t] for t in wanted & present)
+        score += 0.5 * sum(min(idf[a], idf[b]) for a, b in zip(terms, terms[1:], strict=False) if (a, b) in pairs)
+        hits.append(LineHit(i + 1, offsets[i], offsets[i] + len(lines[i]), lines[i], round(score, 4)))
+    hits.sort(key=lambda h: (-h.score, h.line))
+    return hits[:limit]
+
+
+def _contains_seq(terms: list[str], seq: list[str]) -> bool:
+    k = len(seq)
+    return any(terms[i : i + k] == seq for i in range(len(terms) - k + 1))

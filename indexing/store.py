@@ -1,0 +1,298 @@
+"""The SQLite index: documents keyed by content hash, paths pointing at them, chunks, FTS5.
+
+- WAL, a busy timeout, one writer at a time (`BEGIN IMMEDIATE`), schema as ordered migrations.
+- `chunks.terms` / `chunks.head_terms` hold the analysed terms (see `indexing.analyzer`); the
+  FTS5 table `chunks_fts` is an external-content index over them, i.e. derived data that
+  `rebuild()` regenerates (re-analysing the stored chunk text when asked).
+- Documents are shared by every path whose bytes hash the same; a document no path points at
+  is an orphan and is deleted with its chunks.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from indexing.model import Chunk
+
+BUSY_TIMEOUT_MS = 10_000
+
+MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE documents(
+        id INTEGER PRIMARY KEY,
+        hash TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        chars INTEGER NOT NULL,
+        n_chunks INTEGER NOT NULL,
+        warnings TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE files(
+        path TEXT PRIMARY KEY,
+        doc_id INTEGER REFERENCES documents(id),
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        indexed_at REAL NOT NULL,
+        error TEXT
+    );
+    CREATE INDEX files_doc ON files(doc_id);
+    CREATE TABLE chunks(
+        id INTEGER PRIMARY KEY,
+        doc_id INTEGER NOT NULL REFERENCES documents(id),
+        idx INTEGER NOT NULL,
+        start INTEGER NOT NULL,
+        end INTEGER NOT NULL,
+        heading TEXT NOT NULL DEFAULT '',
+        page INTEGER, slide INTEGER, sheet TEXT, row_first INTEGER, row_last INTEGER,
+        text TEXT NOT NULL,
+        head_terms TEXT NOT NULL,
+        terms TEXT NOT NULL,
+        UNIQUE(doc_id, idx)
+    );
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        head_terms, terms, content='chunks', content_rowid='id', tokenize='ascii'
+    );
+    CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
+    CREATE TABLE stats(id INTEGER PRIMARY KEY CHECK (id = 1), chunks INTEGER NOT NULL, terms INTEGER NOT NULL);
+    INSERT INTO stats VALUES(1, 0, 0);
+    """,
+]
+
+
+@dataclass(frozen=True)
+class FileRow:
+    path: str
+    doc_id: int | None
+    size: int
+    mtime_ns: int
+    indexed_at: float
+    error: str | None
+
+
+@dataclass(frozen=True)
+class AnalyzedChunk:
+    chunk: Chunk
+    head_terms: str
+    terms: str
+
+
+class IndexStore:
+    """One index database. Thread-safe: one connection per thread, one writer at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._migrate()
+
+    # -- connections -----------------------------------------------------------------------
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (autocommit mode; writers use `write()`)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE): all of it or nothing."""
+        conn = self.conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
+        self._local = threading.local()
+
+    def _migrate(self) -> None:
+        with self.write() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in _statements(script):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={number}")
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def file_row(self, path: str) -> FileRow | None:
+        row = self.conn().execute(
+            "SELECT path, doc_id, size, mtime_ns, indexed_at, error FROM files WHERE path=?", (path,)
+        ).fetchone()
+        return FileRow(*row) if row else None
+
+    def files_under(self, folder: str) -> list[FileRow]:
+        prefix = folder.rstrip("/") + "/"
+        rows = self.conn().execute(
+            "SELECT path, doc_id, size, mtime_ns, indexed_at, error FROM files "
+            "WHERE path >= ? AND path < ? ORDER BY path",
+            (prefix, prefix[:-1] + "0"),
+        )
+        return [FileRow(*row) for row in rows]
+
+    def all_files(self) -> list[FileRow]:
+        rows = self.conn().execute("SELECT path, doc_id, size, mtime_ns, indexed_at, error FROM files")
+        return [FileRow(*row) for row in rows]
+
+    def doc_id_for_hash(self, digest: str) -> int | None:
+        row = self.conn().execute("SELECT id FROM documents WHERE hash=?", (digest,)).fetchone()
+        return int(row[0]) if row else None
+
+    def totals(self) -> dict[str, int]:
+        conn = self.conn()
+        files, failed = conn.execute("SELECT count(*), count(error) FROM files").fetchone()
+        docs, chars = conn.execute("SELECT count(*), coalesce(sum(chars), 0) FROM documents").fetchone()
+        chunks = conn.execute("SELECT coalesce(sum(n_chunks), 0) FROM documents").fetchone()[0]
+        return {"files": files, "failed": failed, "documents": docs, "chunks": chunks, "chars": chars}
+
+    def corpus_stats(self) -> tuple[int, float]:
+        """(number of chunks, average analysed terms per chunk) for BM25."""
+        chunks, terms = self.conn().execute("SELECT chunks, terms FROM stats").fetchone()
+        return int(chunks), (terms / chunks if chunks else 1.0)
+
+    def doc_freqs(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many chunks contain each term (FTS5 vocabulary)."""
+        unique = list(dict.fromkeys(terms))
+        if not unique:
+            return {}
+        marks = ",".join("?" * len(unique))
+        rows = self.conn().execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", unique)
+        found = dict(rows.fetchall())
+        return {t: int(found.get(t, 0)) for t in unique}
+
+    def db_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+
+    # -- writes (callers hold `write()`) ------------------------------------------------------
+
+    @staticmethod
+    def insert_document(
+        conn: sqlite3.Connection, digest: str, kind: str, chars: int, chunks: Sequence[AnalyzedChunk],
+        warnings: Sequence[str] = (),
+    ) -> int:
+        """Store a document with its chunks and index them; returns the document id."""
+        cur = conn.execute(
+            "INSERT INTO documents(hash, kind, chars, n_chunks, warnings, created_at) VALUES(?,?,?,?,?,?)",
+            (digest, kind, chars, len(chunks), "\n".join(warnings), time.time()),
+        )
+        doc_id = int(cur.lastrowid or 0)
+        first = _next_chunk_id(conn)
+        rows = [_chunk_row(first + i, doc_id, a) for i, a in enumerate(chunks)]
+        conn.executemany("INSERT INTO chunks VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.executemany(
+            "INSERT INTO chunks_fts(rowid, head_terms, terms) VALUES(?,?,?)",
+            [(row[0], row[12], row[13]) for row in rows],
+        )
+        n_terms = sum(_count_terms(a.terms) for a in chunks)
+        conn.execute("UPDATE stats SET chunks = chunks + ?, terms = terms + ?", (len(chunks), n_terms))
+        return doc_id
+
+    @staticmethod
+    def link_file(
+        conn: sqlite3.Connection, path: str, doc_id: int | None, size: int, mtime_ns: int, error: str | None = None
+    ) -> int | None:
+        """Point `path` at `doc_id` (or record its error); returns the document it pointed at before."""
+        old = conn.execute("SELECT doc_id FROM files WHERE path=?", (path,)).fetchone()
+        conn.execute(
+            "INSERT OR REPLACE INTO files(path, doc_id, size, mtime_ns, indexed_at, error) VALUES(?,?,?,?,?,?)",
+            (path, doc_id, size, mtime_ns, time.time(), error),
+        )
+        return old[0] if old else None
+
+    @staticmethod
+    def unlink_file(conn: sqlite3.Connection, path: str) -> int | None:
+        old = conn.execute("SELECT doc_id FROM files WHERE path=?", (path,)).fetchone()
+        conn.execute("DELETE FROM files WHERE path=?", (path,))
+        return old[0] if old else None
+
+    @staticmethod
+    def drop_if_orphan(conn: sqlite3.Connection, doc_id: int | None) -> bool:
+        """Delete the document and its chunks when no path points at it any more."""
+        if doc_id is None:
+            return False
+        if conn.execute("SELECT 1 FROM files WHERE doc_id=? LIMIT 1", (doc_id,)).fetchone():
+            return False
+        conn.execute(
+            "INSERT INTO chunks_fts(chunks_fts, rowid, head_terms, terms) "
+            "SELECT 'delete', id, head_terms, terms FROM chunks WHERE doc_id=?",
+            (doc_id,),
+        )
+        gone = conn.execute("SELECT terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()
+        conn.execute(
+            "UPDATE stats SET chunks = chunks - ?, terms = terms - ?",
+            (len(gone), sum(_count_terms(r[0]) for r in gone)),
+        )
+        conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
+        conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))
+        return True
+
+    def orphan_documents(self) -> list[int]:
+        rows = self.conn().execute(
+            "SELECT id FROM documents WHERE id NOT IN (SELECT doc_id FROM files WHERE doc_id IS NOT NULL)"
+        )
+        return [int(r[0]) for r in rows]
+
+    def rebuild(self, analyze_fn: Callable[[str], list[str]] | None = None) -> int:
+        """Regenerate the FTS index from stored chunks (re-analysing their text when given `analyze_fn`)."""
+        with self.write() as conn:
+            if analyze_fn is not None:
+                rows = conn.execute("SELECT id, heading, text FROM chunks").fetchall()
+                conn.executemany(
+                    "UPDATE chunks SET head_terms=?, terms=? WHERE id=?",
+                    [(" ".join(analyze_fn(h)), " ".join(analyze_fn(t)), i) for i, h, t in rows],
+                )
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")
+            terms = [r[0] for r in conn.execute("SELECT terms FROM chunks")]
+            conn.execute("UPDATE stats SET chunks = ?, terms = ?", (len(terms), sum(map(_count_terms, terms))))
+            return len(terms)
+
+    def vacuum(self) -> None:
+        conn = self.conn()
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _count_terms(terms: str) -> int:
+    return terms.count(" ") + 1 if terms else 0
+
+
+def _next_chunk_id(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
+
+
+def _chunk_row(chunk_id: int, doc_id: int, a: AnalyzedChunk) -> tuple[object, ...]:
+    c = a.chunk
+    rows = c.rows or (None, None)
+    return (
+        chunk_id, doc_id, c.index, c.start, c.end, c.heading, c.page, c.slide, c.sheet, rows[0], rows[1],
+        c.text, a.head_terms, a.terms,
+    )
+
+
+def _statements(script: str) -> Iterable[str]:
+    return (s.strip() for s in script.split(";") if s.strip())

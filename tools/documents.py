@@ -1,0 +1,550 @@
+"""Document search and index management: search_documents, search_file, index_path, index_status,
+remove_from_index, cleanup_index. Thin wrappers over `indexing` (store, indexer, search, regex).
+
+Paths are resolved with `tools.workspace.resolve_path` (inside the workspace roots); the index
+stores real absolute paths and results show them relative to their root. The database is
+`<data_dir>/index.sqlite3`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from indexing.indexer import Indexer, IndexReport
+from indexing.model import ChunkingOptions, ExtractionLimits
+from indexing.search import ChunkHit, PathFilter, Searcher, rank_lines
+from indexing.store import IndexStore
+from mcp_server.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
+from tools.runtime import CallContext, Runtime
+from tools.workspace import GlobPattern, display_path, resolve_path, workspace_roots
+
+LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
+MAX_GLOB_FILES = 5000
+LINE_CHARS = 500
+SearchMode = Literal["natural", "all", "phrase", "fts"]
+
+QueryArg = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=2000,
+        description='What to look for, in plain words (English or Chinese); "quoted phrases" must match '
+        "exactly. With use_regex: a regular expression.",
+    ),
+]
+ModeArg = Annotated[
+    SearchMode,
+    Field(
+        description="natural: any words, best matches first (default); all: every word required; "
+        'phrase: the words in this order; fts: raw SQLite FTS5 syntax (AND/OR/NOT, NEAR(), "...", prefix*).'
+    ),
+]
+RegexArg = Annotated[bool, Field(description="Treat query as a regular expression (time-limited).")]
+ContextArg = Annotated[
+    int, Field(ge=0, le=2000, description="Characters of surrounding text to add before and after each hit.")
+]
+
+
+# -- services ---------------------------------------------------------------------------------
+
+
+def index_store(rt: Runtime) -> IndexStore:
+    """The shared index database of this server."""
+    return rt.service("index.store", lambda: IndexStore(rt.data_dir / "index.sqlite3"))
+
+
+def _indexer(rt: Runtime, call: CallContext | None = None) -> Indexer:
+    s = rt.settings
+    limits = ExtractionLimits(s.max_file_bytes, s.max_extracted_chars, s.max_decompressed_bytes, s.file_timeout_seconds)
+    chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
+    return Indexer(index_store(rt), limits, chunking, should_cancel=(lambda: call.cancelled) if call else None)
+
+
+def _session(call: CallContext | None) -> str | None:
+    return call.session_id if call else None
+
+
+# -- result models ------------------------------------------------------------------------------
+
+
+class Hit(BaseModel):
+    path: str = Field(description="File path (relative to its workspace root).")
+    doc_id: str = Field(description="Content hash of the document (files with equal bytes share it).")
+    chunk_index: int | None = Field(default=None, description="Chunk number in the document (0-based).")
+    line: int | None = Field(default=None, description="Line number (live text-file search).")
+    page: int | None = None
+    slide: int | None = None
+    sheet: str | None = None
+    rows: list[int] | None = Field(default=None, description="First and last sheet row.")
+    heading: str | None = None
+    start: int = Field(description="Start offset in the document's extracted text (characters).")
+    end: int = Field(description="End offset (exclusive).")
+    score: float = Field(description="Relevance, higher is better.")
+    text: str
+    match: str | None = Field(default=None, description="The regex match.")
+    before: str | None = Field(default=None, description="Text just before the hit.")
+    after: str | None = Field(default=None, description="Text just after the hit.")
+
+
+class DocumentResult(BaseModel):
+    path: str
+    doc_id: str
+    score: float = Field(description="Score of its best chunk.")
+    matched_chunks: list[Hit]
+    context_chunks: list[Hit] = Field(description="Neighbours of the best chunk.")
+
+
+class SearchResult(BaseModel):
+    query: str
+    mode: str
+    hits: list[Hit] = Field(default_factory=list)
+    documents: list[DocumentResult] | None = Field(default=None, description="With group_by_document.")
+    next_offset: int | None = Field(default=None, description="Pass as offset for more results; null at the end.")
+    note: str | None = None
+
+
+def _hit_model(h: ChunkHit, roots: tuple[Path, ...], match: str | None = None) -> Hit:
+    return Hit(
+        path=display_path(Path(h.path), roots) if h.path else "", doc_id=h.doc_hash[:16], chunk_index=h.index,
+        page=h.page, slide=h.slide, sheet=h.sheet, rows=list(h.rows) if h.rows else None,
+        heading=h.heading or None, start=h.start, end=h.end, score=round(h.score, 4), text=h.text, match=match,
+        before=h.before or None, after=h.after or None,
+    )
+
+
+# -- search_documents ---------------------------------------------------------------------------
+
+
+def search_documents(
+    query: QueryArg,
+    paths: Annotated[
+        list[str] | None,
+        Field(description="Only these files, folders or globs (e.g. reports/, *.pdf); default: everything indexed."),
+    ] = None,
+    max_results: Annotated[int, Field(ge=1, le=50, description="Hits (or documents) per page.")] = 10,
+    offset: Annotated[int, Field(ge=0, le=10_000, description="Skip this many results (paging).")] = 0,
+    group_by_document: Annotated[
+        bool, Field(description="Rank documents by their best passage, each with its top passages and neighbours.")
+    ] = False,
+    use_regex: RegexArg = False,
+    mode: ModeArg = "natural",
+    context_chars: ContextArg = 0,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> SearchResult:
+    """Search every indexed document (PDF, DOCX, XLSX, PPTX, text) with BM25 ranking, English
+    stemming and Chinese word segmentation. Index folders first with index_path."""
+    store = index_store(rt)
+    if store.totals()["files"] == 0:
+        raise NotFound("The index is empty. Call index_path on a folder or file first.")
+    roots = workspace_roots(rt, _session(call))
+    scope = _path_filter(rt, paths, roots, call)
+    searcher = Searcher(store)
+    if use_regex:
+        return _regex_result(searcher, query, scope, max_results, offset, roots)
+    if group_by_document:
+        docs = searcher.search_documents(
+            query, mode=mode, limit=max_results + 1, offset=offset, paths=scope, context_chars=context_chars
+        )
+        more = len(docs) > max_results
+        models = [
+            DocumentResult(
+                path=display_path(Path(d.path), roots), doc_id=d.doc_hash[:16], score=round(d.score, 4),
+                matched_chunks=[_hit_model(h, roots) for h in d.matched],
+                context_chunks=[_hit_model(h, roots) for h in d.context],
+            )
+            for d in docs[:max_results]
+        ]
+        return SearchResult(
+            query=query, mode=mode, documents=models, next_offset=offset + max_results if more else None,
+            note=None if models else _no_hits_note(query, mode),
+        )
+    hits = searcher.search(
+        query, mode=mode, limit=max_results + 1, offset=offset, paths=scope, context_chars=context_chars
+    )
+    more = len(hits) > max_results
+    return SearchResult(
+        query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
+        next_offset=offset + max_results if more else None, note=None if hits else _no_hits_note(query, mode),
+    )
+
+
+def _regex_result(
+    searcher: Searcher, pattern: str, scope: PathFilter, limit: int, offset: int, roots: tuple[Path, ...]
+) -> SearchResult:
+    from indexing.regex_search import search_index
+
+    found = search_index(searcher, pattern, limit=limit + 1, offset=offset, paths=scope)
+    hits = [_hit_model(h, roots, match) for h, match in found[:limit]]
+    return SearchResult(
+        query=pattern, mode="regex", hits=hits, next_offset=offset + limit if len(found) > limit else None,
+        note=None if hits else "No chunk matches this pattern.",
+    )
+
+
+def _no_hits_note(query: str, mode: str) -> str:
+    if mode == "natural":
+        return "No matches. Try other or fewer words, check that the files are indexed (index_status)."
+    return 'No matches. Try mode="natural", which needs only some of the words.'
+
+
+def _path_filter(rt: Runtime, paths: list[str] | None, roots: tuple[Path, ...], call: CallContext) -> PathFilter:
+    """Files/folders/globs → a filter on indexed paths; no paths → the workspace roots."""
+    if not paths:
+        return PathFilter(folders=tuple(str(r) for r in roots))
+    files: list[str] = []
+    folders: list[str] = []
+    for raw in paths:
+        if any(ch in raw for ch in "*?[{"):
+            files += _glob_files(rt, raw, roots)
+            continue
+        real = resolve_path(rt, raw, session_id=_session(call))
+        (folders if real.is_dir() else files).append(str(real))
+    if not files and not folders:
+        files = ["\x00no-match"]
+    return PathFilter(files=tuple(files), folders=tuple(folders))
+
+
+def _glob_files(rt: Runtime, pattern: str, roots: tuple[Path, ...]) -> list[str]:
+    try:
+        glob = GlobPattern(pattern)
+    except ValueError as exc:
+        raise InvalidInput(f"Bad glob {pattern!r}: {exc}.") from None
+    out = []
+    for row in index_store(rt).all_files():
+        path = Path(row.path)
+        rel = display_path(path, roots)
+        if not os.path.isabs(rel) and glob.matches(rel):
+            out.append(row.path)
+            if len(out) > MAX_GLOB_FILES:
+                raise LimitExceeded(f"{pattern!r} matches over {MAX_GLOB_FILES} indexed files; use a narrower one.")
+    return out
+
+
+# -- search_file ----------------------------------------------------------------------------------
+
+
+class SearchFileResult(BaseModel):
+    path: str
+    kind: str = Field(description="text, pdf, docx, xlsx or pptx.")
+    hits: list[Hit]
+    searched: str = Field(description="'lines' (live, text files) or 'index'.")
+    note: str | None = None
+
+
+def search_file(
+    path: Annotated[str, Field(description="The file to search (relative to the workspace root).")],
+    query: QueryArg,
+    max_results: Annotated[int, Field(ge=1, le=50, description="Maximum hits.")] = 5,
+    context_chars: ContextArg = 0,
+    use_regex: RegexArg = False,
+    mode: ModeArg = "natural",
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> SearchFileResult:
+    """Search inside one file. PDF/DOCX/XLSX/PPTX are indexed on first use (then reused while
+    unchanged); text files are searched line by line, with line numbers."""
+    from indexing.extract import detect_kind
+
+    real = resolve_path(rt, path, must_exist=True, session_id=_session(call))
+    if real.is_dir():
+        raise InvalidInput(f"{path} is a folder. Use search_documents(paths=[{path!r}]) for folders.")
+    roots = workspace_roots(rt, _session(call))
+    shown = display_path(real, roots)
+    try:
+        kind = detect_kind(real)
+    except ExtractionError as exc:
+        raise InvalidInput(str(exc)) from None
+    if kind == "text" and real.stat().st_size <= LIVE_TEXT_MAX_BYTES:
+        hits = _search_lines(real, query, mode, use_regex, max_results, context_chars)
+        return SearchFileResult(
+            path=shown, kind=kind, hits=hits, searched="lines", note=None if hits else _no_hits_note(query, mode)
+        )
+    outcome = _indexer(rt, call).index_file(real)
+    if outcome.status == "failed":
+        raise ExtractionError(f"{shown} cannot be searched: {outcome.reason}")
+    scope = PathFilter(files=(str(real),))
+    searcher = Searcher(index_store(rt))
+    if use_regex:
+        result = _regex_result(searcher, query, scope, max_results, 0, roots)
+        return SearchFileResult(path=shown, kind=kind, hits=result.hits, searched="index", note=result.note)
+    found = searcher.search(query, mode=mode, limit=max_results, paths=scope, context_chars=context_chars)
+    return SearchFileResult(
+        path=shown, kind=kind, hits=[_hit_model(h, roots) for h in found], searched="index",
+        note=None if found else _no_hits_note(query, mode),
+    )
+
+
+def _search_lines(
+    real: Path, query: str, mode: SearchMode, use_regex: bool, limit: int, context_chars: int
+) -> list[Hit]:
+    from indexing.extract import extract_file
+
+    text = extract_file(real).text
+    lines = text.split("\n")
+    found = _regex_lines(text, query, limit) if use_regex else rank_lines(text, query, mode, limit)
+    out = []
+    for h in found:
+        before, after = _around(lines, h.line, text, h.start, h.end, context_chars)
+        out.append(
+            Hit(
+                path="", doc_id="", line=h.line, start=h.start, end=h.end, score=h.score, text=h.text[:LINE_CHARS],
+                match=h.match or None, before=before, after=after,
+            )
+        )
+    return out
+
+
+def _around(lines: list[str], line: int, text: str, start: int, end: int, chars: int) -> tuple[str | None, str | None]:
+    """`chars` of text around the line, or else the line before and after (cut to 200 chars)."""
+    if chars > 0:
+        return text[max(0, start - chars) : start] or None, text[end : end + chars] or None
+    before = lines[line - 2][:200] if line >= 2 else None
+    after = lines[line][:200] if line < len(lines) else None
+    return before, after
+
+
+def _regex_lines(text: str, pattern: str, limit: int) -> list:  # type: ignore[type-arg]
+    from indexing.regex_search import compile_pattern
+    from indexing.search import LineHit
+
+    timed = compile_pattern(pattern)
+    out, pos, line_no = [], 0, 1
+    for line in text.split("\n"):
+        m = timed.search(line)
+        if m is not None:
+            out.append(LineHit(line_no, pos, pos + len(line), line, 1.0, m.group()[:200]))
+            if len(out) >= limit:
+                break
+        pos += len(line) + 1
+        line_no += 1
+    return out
+
+
+# -- index_path ------------------------------------------------------------------------------------
+
+
+class FailedFile(BaseModel):
+    path: str
+    reason: str
+
+
+class IndexResult(BaseModel):
+    path: str
+    indexed: int = Field(description="Files read and indexed now (new or changed content).")
+    unchanged: int = Field(description="Files skipped because they did not change.")
+    removed: int = Field(description="Index entries dropped because their files are gone.")
+    failed: list[FailedFile] = Field(description="Files that could not be indexed, with the reason.")
+    skipped: int = Field(description="Files of unsupported types.")
+    chunks_added: int
+    seconds: float
+    note: str | None = None
+
+
+def index_path(
+    path: Annotated[str, Field(description="File or folder to index (relative to the workspace root).")],
+    recursive: Annotated[bool, Field(description="Include sub-folders.")] = True,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> IndexResult:
+    """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
+    skipped, changed ones re-indexed, deleted ones dropped. Reports progress; can be cancelled."""
+    real = resolve_path(rt, path, must_exist=True, session_id=_session(call))
+    roots = workspace_roots(rt, _session(call))
+    indexer = _indexer(rt, call)
+    started = time.perf_counter()
+
+    def progress(done: int, total: int, message: str) -> None:
+        call.report(done, total, message)
+
+    if real.is_dir():
+        report = indexer.index_tree(real, recursive=recursive, progress=progress)
+    else:
+        report = IndexReport()
+        report.add(indexer.index_file(real))
+        call.report(1, 1, real.name)
+    failed = [FailedFile(path=display_path(Path(f.path), roots), reason=f.reason[:300]) for f in report.failed[:50]]
+    note = "The folder walk stopped at its file limit; index sub-folders separately." if report.truncated else None
+    if len(report.failed) > 50:
+        note = f"{len(report.failed)} files failed; the first 50 are listed."
+    return IndexResult(
+        path=display_path(real, roots), indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
+        failed=failed, skipped=report.skipped, chunks_added=report.chunks_added,
+        seconds=round(time.perf_counter() - started, 2), note=note,
+    )
+
+
+# -- index_status ----------------------------------------------------------------------------------
+
+
+class PathStatus(BaseModel):
+    path: str
+    indexed: bool
+    fresh: bool | None = Field(default=None, description="True when the file has not changed since indexing.")
+    indexed_at: str | None = None
+    chunks: int | None = None
+    error: str | None = None
+    files: int | None = Field(default=None, description="For folders: indexed files under it.")
+    stale: int | None = Field(default=None, description="For folders: indexed files changed or deleted since.")
+    failed: int | None = Field(default=None, description="For folders: files that could not be indexed.")
+
+
+class IndexStatus(BaseModel):
+    database: str
+    database_bytes: int
+    files: int
+    failed_files: int
+    documents: int
+    chunks: int
+    characters: int
+    path_status: PathStatus | None = None
+
+
+def index_status(
+    path: Annotated[
+        str | None, Field(description="A file or folder to report on; omit for index totals.")
+    ] = None,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> IndexStatus:
+    """What is indexed: totals (files, documents, chunks, database size), or one file's or folder's
+    state (indexed? unchanged since? when? how many chunks?)."""
+    store = index_store(rt)
+    totals = store.totals()
+    status = IndexStatus(
+        database=str(store.path), database_bytes=store.db_bytes(), files=totals["files"],
+        failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
+        characters=totals["chars"],
+    )
+    if path is not None:
+        real = resolve_path(rt, path, session_id=_session(call))
+        status.path_status = _path_status(store, real, display_path(real, workspace_roots(rt, _session(call))))
+    return status
+
+
+def _path_status(store: IndexStore, real: Path, shown: str) -> PathStatus:
+    row = store.file_row(str(real))
+    if row is not None:
+        chunks = None
+        if row.doc_id is not None:
+            got = store.conn().execute("SELECT n_chunks FROM documents WHERE id=?", (row.doc_id,)).fetchone()
+            chunks = got[0] if got else None
+        return PathStatus(
+            path=shown, indexed=row.error is None, fresh=_fresh(row.path, row.size, row.mtime_ns),
+            indexed_at=_iso(row.indexed_at), chunks=chunks, error=row.error,
+        )
+    rows = store.files_under(str(real))
+    if not rows:
+        return PathStatus(path=shown, indexed=False)
+    stale = sum(not _fresh(r.path, r.size, r.mtime_ns) for r in rows[:20_000])
+    return PathStatus(
+        path=shown, indexed=True, fresh=stale == 0, files=len(rows), stale=stale,
+        failed=sum(r.error is not None for r in rows), indexed_at=_iso(max(r.indexed_at for r in rows)),
+    )
+
+
+def _fresh(path: str, size: int, mtime_ns: int) -> bool:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return info.st_size == size and info.st_mtime_ns == mtime_ns
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- remove_from_index / cleanup_index ------------------------------------------------------------
+
+
+class RemoveResult(BaseModel):
+    removed_paths: int
+    removed_documents: int
+    examples: list[str] = Field(description="Some removed paths.")
+    vacuumed: bool = False
+    database_bytes: int
+
+
+def remove_from_index(
+    path: Annotated[str, Field(description="Indexed file or folder to drop from the index (files stay on disk).")],
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> RemoveResult:
+    """Remove a file, or every file under a folder, from the search index. Files on disk are untouched."""
+    real = resolve_path(rt, path, session_id=_session(call))
+    store = index_store(rt)
+    rows = [store.file_row(str(real))]
+    targets = [r.path for r in rows if r is not None] or [r.path for r in store.files_under(str(real))]
+    if not targets:
+        raise NotFound(f"{path} is not in the index. index_status shows what is indexed.")
+    return _remove(rt, targets, call)
+
+
+def cleanup_index(
+    missing_files: Annotated[bool, Field(description="Drop entries whose files no longer exist.")] = True,
+    older_than_days: Annotated[
+        float | None, Field(gt=0, description="Also drop entries indexed more than this many days ago.")
+    ] = None,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> RemoveResult:
+    """Tidy the index: drop entries of deleted files (and, if asked, old entries), delete documents
+    no file uses any more, and compact the database when that frees space."""
+    store = index_store(rt)
+    cutoff = time.time() - older_than_days * 86400 if older_than_days else None
+    targets = [
+        r.path for r in store.all_files()
+        if (missing_files and not os.path.isfile(r.path)) or (cutoff is not None and r.indexed_at < cutoff)
+    ]
+    return _remove(rt, targets, call)
+
+
+def _remove(rt: Runtime, targets: list[str], call: CallContext) -> RemoveResult:
+    store = index_store(rt)
+    docs_before = store.totals()["documents"]
+    indexer = _indexer(rt)
+    for i, target in enumerate(targets):
+        call.check_cancelled()
+        indexer.remove_path(target)
+        if i % 100 == 99:
+            call.report(i + 1, len(targets), "removing")
+    with store.write() as conn:
+        for doc_id in store.orphan_documents():
+            store.drop_if_orphan(conn, doc_id)
+    vacuumed = _vacuum_if_worthwhile(store)
+    roots = workspace_roots(rt, _session(call))
+    return RemoveResult(
+        removed_paths=len(targets), removed_documents=docs_before - store.totals()["documents"],
+        examples=[display_path(Path(t), roots) for t in targets[:20]], vacuumed=vacuumed,
+        database_bytes=store.db_bytes(),
+    )
+
+
+def _vacuum_if_worthwhile(store: IndexStore) -> bool:
+    conn = store.conn()
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    if free < 256 or free < pages // 4:
+        return False
+    store.vacuum()
+    return True
+
+
+def warm_up_search(rt: Runtime) -> None:
+    """Start-up warm-up (background thread): load jieba's dictionary and open the index."""
+    from indexing.analyzer import warm_up
+
+    warm_up()
+    index_store(rt)
