@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from mcp_server.toolspec import ToolSpec
 from tools import delegate, human, meta, tiers, todos
 from tools import context_tools as ctx
-from tools import memory
+from tools import documents, memory
 from tools.runtime import Runtime
 
 
@@ -54,6 +54,16 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(memory.recall, title="Recall facts", read_only=True, idempotent=True, tier="core"),
     ToolSpec(memory.forget, title="Forget a fact", read_only=False, destructive=True, tier="full"),
     ToolSpec(memory.list_memories, title="List remembered facts", read_only=True, idempotent=True, tier="full"),
+    # -- document search and the index
+    ToolSpec(documents.search_documents, title="Search indexed documents", read_only=True, idempotent=True,
+             tier="core"),
+    ToolSpec(documents.search_file, title="Search in a file", read_only=True, idempotent=True, tier="core"),
+    ToolSpec(documents.index_path, title="Index files for search", read_only=False, idempotent=True, tier="core"),
+    ToolSpec(documents.index_status, title="Index status", read_only=True, idempotent=True, tier="core"),
+    ToolSpec(documents.remove_from_index, title="Remove from the index", read_only=False, destructive=True,
+             idempotent=True, tier="default"),
+    ToolSpec(documents.cleanup_index, title="Clean up the index", read_only=False, destructive=True,
+             idempotent=True, tier="default"),
 ]
 
 RESOURCES: list[ResourceSpec] = [
@@ -67,5 +77,5 @@ RESOURCES: list[ResourceSpec] = [
     ),
 ]
 
-WARMUPS: list[Callable[[Runtime], None]] = [ctx.warm_up_tokens]
+WARMUPS: list[Callable[[Runtime], None]] = [documents.warm_up_search, ctx.warm_up_tokens]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""
