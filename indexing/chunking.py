@@ -5,8 +5,10 @@ spans two pages/slides/sheets and always carries one heading path. Inside a unit
 at the highest-level boundary that yields pieces of at most `max_chars`: blank-line paragraphs →
 lines → sentences (。！？；… and . ! ? ; followed by space, closing quotes kept with the sentence) →
 fixed-size windows with `overlap_chars` of overlap (the last resort; they prefer to end at a space
-or a CJK comma). Consecutive pieces are then packed greedily up to `max_chars`; a chunk shorter
-than `min_chars` is merged with a neighbour in the same unit when the result still fits. A unit
+or a CJK comma). Whole pieces of one level are packed greedily up to `max_chars`; a piece too
+large is cut at the next level on its own (a chunk never holds fragments of two paragraphs),
+aiming at equal sizes below the paragraph level. A chunk shorter than `min_chars` is merged with
+a neighbour in the same unit when the result still fits. A unit
 that is only a heading (shorter than `min_chars`) is glued to the following sub-section.
 XLSX "rows" units stay whole up to `max_rows_chars`, so the header row stays with its rows.
 
@@ -95,29 +97,53 @@ def _segments(text: str, units: list[Unit], options: ChunkingOptions) -> Iterato
 
 
 def _chunk_span(text: str, start: int, end: int, limit: int, options: ChunkingOptions) -> list[tuple[int, int]]:
-    packed = _pack(_pieces(text, start, end, 0, limit, options), limit)
-    trimmed = [span for span in (_trim(text, s, e, hard) for s, e, hard in packed) if span[0] < span[1]]
+    spans = _split(text, start, end, 0, limit, options)
+    trimmed = [span for span in (_trim(text, s, e, hard) for s, e, hard in spans) if span[0] < span[1]]
     return [(s, e) for s, e, _ in _merge_small(trimmed, limit, options.min_chars)]
 
 
-def _pieces(
-    text: str, start: int, end: int, level: int, limit: int, options: ChunkingOptions
-) -> Iterator[tuple[int, int, bool]]:
-    """Contiguous pieces of at most `limit` chars; (start, end, hard) with hard = fixed window."""
+def _split(text: str, start: int, end: int, level: int, limit: int, options: ChunkingOptions) -> list[tuple[int, int, bool]]:
+    """Chunks (start, end, hard) of text[start:end]: pieces at this level's boundaries are packed
+    greedily; a piece too large is split at the next level on its own, so a chunk never mixes
+    fragments of two paragraphs. Below paragraphs the packing aims at equal sizes (no tiny tail).
+    hard = a fixed-size window (never merged with neighbours)."""
     if end - start <= limit:
-        yield start, end, False
-        return
+        return [(start, end, False)]
     if level >= len(_LEVELS):
-        yield from _windows(text, start, end, limit, options)
-        return
+        return list(_windows(text, start, end, limit, options))
+    target = limit
+    if level >= 1:
+        parts = -(-(end - start) // limit)
+        target = min(limit, (end - start) // parts + limit // 10)
+    out: list[tuple[int, int, bool]] = []
+    current: tuple[int, int] | None = None
+    for a, b in _boundaries(text, start, end, level):
+        if b - a > limit:
+            if current:
+                out.append((current[0], current[1], False))
+                current = None
+            out.extend(_split(text, a, b, level + 1, limit, options))
+        elif current is None:
+            current = (a, b)
+        elif b - current[0] <= target:
+            current = (current[0], b)
+        else:
+            out.append((current[0], current[1], False))
+            current = (a, b)
+    if current:
+        out.append((current[0], current[1], False))
+    return out
+
+
+def _boundaries(text: str, start: int, end: int, level: int) -> Iterator[tuple[int, int]]:
+    """Contiguous pieces of text[start:end], each ending just after a boundary of `level`."""
     piece_start = start
     for match in _LEVELS[level].finditer(text, start, end):
         cut = match.end()
-        if cut <= piece_start or cut >= end:
-            continue
-        yield from _pieces(text, piece_start, cut, level + 1, limit, options)
-        piece_start = cut
-    yield from _pieces(text, piece_start, end, level + 1, limit, options)
+        if piece_start < cut < end:
+            yield piece_start, cut
+            piece_start = cut
+    yield piece_start, end
 
 
 def _windows(text: str, start: int, end: int, limit: int, options: ChunkingOptions) -> Iterator[tuple[int, int, bool]]:
@@ -141,28 +167,6 @@ def _windows(text: str, start: int, end: int, limit: int, options: ChunkingOptio
             if 0 <= space < stop - 1:
                 nxt = space + 1
         pos = nxt if nxt > pos else stop
-
-
-def _pack(pieces: Iterator[tuple[int, int, bool]], limit: int) -> list[tuple[int, int, bool]]:
-    """Greedily join consecutive soft pieces up to `limit`; hard windows stay alone."""
-    out: list[tuple[int, int, bool]] = []
-    cur: tuple[int, int] | None = None
-    for start, end, hard in pieces:
-        if hard:
-            if cur:
-                out.append((cur[0], cur[1], False))
-                cur = None
-            out.append((start, end, True))
-        elif cur is None:
-            cur = (start, end)
-        elif end - cur[0] <= limit:
-            cur = (cur[0], end)
-        else:
-            out.append((cur[0], cur[1], False))
-            cur = (start, end)
-    if cur:
-        out.append((cur[0], cur[1], False))
-    return out
 
 
 def _trim(text: str, start: int, end: int, hard: bool) -> tuple[int, int, bool]:

@@ -70,6 +70,26 @@ def test_property_markdown_sections(pieces: list[str]) -> None:
         assert chunk.heading == " > ".join(unit.heading_path)
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from(PIECES), min_size=1, max_size=200),
+    st.lists(st.integers(min_value=0, max_value=3000), max_size=8),
+    st.integers(min_value=20, max_value=400),
+)
+def test_property_chunks_stay_inside_their_unit(pieces: list[str], cuts: list[int], max_chars: int) -> None:
+    text = text_of(pieces)
+    bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
+    pairs = zip(bounds, bounds[1:], strict=False)
+    units = [Unit(a, b, "page", page=n, heading_path=(f"h{n}",)) for n, (a, b) in enumerate(pairs, start=1)]
+    options = ChunkingOptions(max_chars=max_chars, overlap_chars=max_chars // 4, min_chars=max_chars // 6)
+    chunks = chunk_document(Extracted(text=text, units=units, kind="pdf"), options)
+    check(text, chunks, options)
+    for chunk in chunks:
+        unit = units[chunk.page - 1]  # type: ignore[operator]
+        assert unit.start <= chunk.start and chunk.end <= unit.end
+        assert chunk.heading == f"h{chunk.page}"
+
+
 def test_paragraphs_are_kept_whole_and_packed() -> None:
     paragraphs = [f"Paragraph {n} talks about revenue growth in region {n}." for n in range(12)]
     text = "\n\n".join(paragraphs)

@@ -186,3 +186,26 @@ def test_parallel_extraction_from_threads(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(60)
     assert results == {n: f"thread {n}" for n in range(6)}
+
+
+def test_worker_never_writes_to_stdout_nor_reads_stdin(tmp_path: Path) -> None:
+    """Under the stdio transport stdout/stdin carry the MCP protocol: the worker must not touch them."""
+    import subprocess
+    import sys
+
+    broken = make_truncated_pdf(tmp_path / "cut.pdf", [["repaired text"]])
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from indexing.extract import extract_file\n"
+        "if __name__ == '__main__':\n"
+        f"    result = extract_file(Path({str(broken)!r}))\n"
+        "    print('RESULT', result.text, len(result.warnings))\n"
+        "    print('STDIN', sys.stdin.read())\n"
+    )
+    (tmp_path / "run.py").write_text(script)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "run.py")], input="protocol bytes", capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "RESULT repaired text 1\nSTDIN protocol bytes\n"

@@ -97,7 +97,10 @@ def extract_file(
     if kind == "text":
         from indexing.extract.text import extract_text_file
 
-        return extract_text_file(path, limits)
+        try:
+            return extract_text_file(path, limits)
+        except OSError as exc:
+            raise ExtractionError(f"{path.name} cannot be read ({exc.strerror or exc}).") from exc
     _check_magic(path, kind)
     from indexing.extract.worker import POOL
 

@@ -36,7 +36,11 @@ _ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionErro
 def worker_main(conn: Connection, memory_bytes: int) -> None:
     """Child process loop: receive (kind, path, limits), reply ("ok", Extracted) or an error tuple."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and kills us
-    os.dup2(2, 1)  # stdout may be the MCP stdio stream: anything a library prints goes to stderr
+    # stdin/stdout may be the MCP stdio stream: never read it, and send library prints to stderr.
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     # pymupdf and openpyxl import optional extras when installed (pymupdf.layout with onnx,
     # pymupdf4llm, numpy: ~1 s and much memory); plain text extraction needs none of them.
     for optional in _BLOCKED_IMPORTS:
