@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,4 +29,4 @@ class ToolSpec:
 
     @property
     def description(self) -> str:
-        return (self.fn.__doc__ or self.title).strip()
+        return inspect.cleandoc(self.fn.__doc__ or self.title)
