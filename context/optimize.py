@@ -16,6 +16,7 @@ user message when it alone is over budget (cut with an explicit marker).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from context.compress import compress_output, cut_middle
@@ -96,6 +97,51 @@ def compress_tools(msgs: list[Msg], counter: Counter, max_tokens: int) -> tuple[
     return out, done
 
 
+_memo: dict[tuple[str, int, str], str | None] = {}
+_MEMO_ENTRIES = 20_000
+_MEMO_MAX_CHARS = 200_000
+
+
+def compressed_output(text: str, max_tokens: int, counter: Counter) -> str | None:
+    """compress_output, remembered across calls (clients resend the same transcript every turn)."""
+    if len(text) > _MEMO_MAX_CHARS:
+        return compress_output(text, max_tokens, counter.count)
+    key = (text, max_tokens, counter.name)
+    if key in _memo:
+        return _memo[key]
+    value = compress_output(text, max_tokens, counter.count)
+    if len(_memo) >= _MEMO_ENTRIES:
+        _memo.clear()
+    _memo[key] = value
+    return value
+
+
+class Lazy:
+    """Messages with tool outputs compressed on first look (only the ones selection visits)."""
+
+    def __init__(self, msgs: list[Msg], before: list[int], counter: Counter, max_tokens: int) -> None:
+        self.msgs, self.before, self.counter, self.max_tokens = msgs, before, counter, max_tokens
+        self._done: dict[int, tuple[Msg, int]] = {}
+
+    def get(self, i: int) -> tuple[Msg, int]:
+        hit = self._done.get(i)
+        if hit is None:
+            msg = self.msgs[i]
+            small = None
+            if msg.role == "tool":
+                small = compressed_output(content_text(msg.content), self.max_tokens, self.counter)
+            hit = (msg, self.before[i]) if small is None else self._shrunk(msg, small)
+            self._done[i] = hit
+        return hit
+
+    def _shrunk(self, msg: Msg, small: str) -> tuple[Msg, int]:
+        new = with_content(msg, small)
+        return new, message_tokens(self.counter, new)
+
+    def size(self, unit: list[int]) -> int:
+        return sum(self.get(i)[1] for i in unit)
+
+
 def optimize(
     msgs: list[Msg], counter: Counter, budget: Budget, reserve_tokens: int = 0
 ) -> tuple[list[Msg], Report]:
@@ -105,14 +151,11 @@ def optimize(
     report.tokens_before = sum(before)
     units, broken = chains(msgs)
     report.orphans_removed = len(broken)
-    compressed, report.compressed = compress_tools(msgs, counter, budget.tool_output_max_tokens)
-    sizes = [
-        before[i] if compressed[i] is msgs[i] else message_tokens(counter, compressed[i])
-        for i in range(len(msgs))
-    ]
-    keep = _select(compressed, sizes, units, budget, reserve_tokens, report)
-    out = [compressed[i] for i in sorted(keep)]
-    out = keep_last_user(compressed, out, counter, max(report.budgets.get("recent", 0), 1))
+    lazy = Lazy(msgs, before, counter, budget.tool_output_max_tokens)
+    keep = _select(msgs, lazy, units, budget, reserve_tokens, report)
+    out = [lazy.get(i)[0] for i in sorted(keep)]
+    report.compressed = sum(1 for i in keep if lazy.get(i)[0] is not msgs[i])
+    out = keep_last_user(msgs, out, counter, max(report.budgets.get("recent", 0), 1))
     report.messages_after = len(out)
     report.removed = len(msgs) - len(out)
     report.tokens_after = sum(message_tokens(counter, m) for m in out)
@@ -120,11 +163,11 @@ def optimize(
 
 
 def _select(
-    msgs: list[Msg], sizes: list[int], units: list[list[int]], budget: Budget, reserve: int, report: Report
+    msgs: list[Msg], lazy: Lazy, units: list[list[int]], budget: Budget, reserve: int, report: Report
 ) -> set[int]:
     system = [u for u in units if msgs[u[0]].role == "system"]
     others = [u for u in units if msgs[u[0]].role != "system"]
-    system_tokens = sum(sizes[u[0]] for u in system)
+    system_tokens = sum(lazy.size(u) for u in system)
     target = int(budget.context_window * budget.target_ratio)
     available = max(target - system_tokens - reserve, 0)
     recent_budget = int(available * budget.recent_ratio)
@@ -137,21 +180,21 @@ def _select(
         "head": available - recent_budget,
     }
     keep = {u[0] for u in system}
-    total = sum(sizes[i] for u in others for i in u)
-    if len(others) <= budget.min_messages or total <= available:
-        return keep | {i for u in others for i in u}
-    tail = _take(reversed(others), sizes, recent_budget)
-    head_budget = available - sum(sizes[i] for i in tail)
-    head = _take_prefix([u for u in others if u[0] not in tail], sizes, head_budget)
+    everything = keep | {i for u in others for i in u}
+    if len(others) <= budget.min_messages or sum(lazy.before[i] for u in others for i in u) <= available:
+        return everything
+    tail = _take(reversed(others), lazy, recent_budget)
+    head_budget = available - sum(lazy.get(i)[1] for i in tail)
+    head = _take_prefix([u for u in others if u[0] not in tail], lazy, head_budget)
     return keep | tail | head
 
 
-def _take(units: object, sizes: list[int], budget: int) -> set[int]:
+def _take(units: Iterable[list[int]], lazy: Lazy, budget: int) -> set[int]:
     """Units (newest first) that fit; a unit that does not fit is skipped whole."""
     chosen: set[int] = set()
     left = budget
-    for unit in units:  # type: ignore[attr-defined]
-        cost = sum(sizes[i] for i in unit)
+    for unit in units:
+        cost = lazy.size(unit)
         if cost <= left:
             chosen.update(unit)
             left -= cost
@@ -160,12 +203,12 @@ def _take(units: object, sizes: list[int], budget: int) -> set[int]:
     return chosen
 
 
-def _take_prefix(units: list[list[int]], sizes: list[int], budget: int) -> set[int]:
+def _take_prefix(units: list[list[int]], lazy: Lazy, budget: int) -> set[int]:
     """The oldest units, in order, while they fit (stops at the first that does not)."""
     chosen: set[int] = set()
     left = budget
     for unit in units:
-        cost = sum(sizes[i] for i in unit)
+        cost = lazy.size(unit)
         if cost > left:
             break
         chosen.update(unit)
