@@ -3,7 +3,8 @@
 Documents are described with plain values:
 - `make_pdf(path, pages)`: each page a list of blocks; a block is a paragraph `str` or a
   `Heading(text, level)` (headings also go into the PDF outline). Chinese text uses MuPDF's
-  built-in CJK font. `password=` saves it encrypted (AES-256, a user password is then needed).
+  built-in CJK font. `password=` saves it encrypted (AES-256, a user password is then needed);
+  `overflow=True` continues text that does not fit onto extra pages instead of dropping it.
 - `make_docx(path, blocks)`: blocks are `str` paragraphs, `Heading(text, level)` (Word's
   "Heading N" styles; level 0 = "Title") and `Table(rows)`.
 - `make_xlsx(path, sheets)`: `{sheet name: [row, ...]}`, a row is a list of cell values.
@@ -51,22 +52,27 @@ def _has_cjk(text: str) -> bool:
 # ---------------------------------------------------------------- PDF
 
 
-def make_pdf(path: Path, pages: Sequence[Sequence[str | Heading]], password: str | None = None) -> Path:
-    """A text PDF, one page per entry; long paragraphs wrap and continue on the same page only."""
+def make_pdf(
+    path: Path, pages: Sequence[Sequence[str | Heading]], password: str | None = None, overflow: bool = False
+) -> Path:
+    """A text PDF, one page per entry. Text that does not fit on its page is dropped, unless
+    `overflow=True`: then it continues on extra pages (use that to keep long texts whole)."""
     import pymupdf
 
     doc = pymupdf.open()
     toc: list[list[object]] = []
-    for number, blocks in enumerate(pages, start=1):
+    for blocks in pages:
         page = doc.new_page(width=595, height=842)
         y = 60.0
         for block in blocks:
             text, size = (block.text, 16 - 2 * min(block.level, 3)) if isinstance(block, Heading) else (block, 10)
             if isinstance(block, Heading):
-                toc.append([max(block.level, 1), block.text, number])
+                toc.append([max(block.level, 1), block.text, doc.page_count])
             for line in _wrap(text, 95 if not _has_cjk(text) else 48):
                 if y > 800:
-                    break
+                    if not overflow:
+                        break
+                    page, y = doc.new_page(width=595, height=842), 60.0
                 page.insert_text((50, y), line, fontsize=size, fontname="china-s" if _has_cjk(line) else "helv")
                 y += size * 1.4
             y += 6

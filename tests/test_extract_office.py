@@ -204,3 +204,12 @@ def test_docx_runs_tabs_breaks_content_controls_text_boxes(tmp_path: Path) -> No
             new.writestr(info.filename, data)
     text = extract_file(target).text
     assert text == "Name\tValue\nnext line link text\n\ninside a content control\n\nbox text\n\nmerged | b\n | d"
+
+
+def test_docgen_pdf_overflow_keeps_long_text(tmp_path: Path) -> None:
+    long = " ".join(f"w{n}" for n in range(3000))
+    clipped = extract_file(make_pdf(tmp_path / "clip.pdf", [[long]]))
+    whole = extract_file(make_pdf(tmp_path / "whole.pdf", [[Heading("Long"), long], ["next"]], overflow=True))
+    assert "w2999" not in clipped.text and len(clipped.units) == 1
+    assert "w2999" in whole.text and len(whole.units) > 2 and whole.text.endswith("next")
+    assert all(u.heading_path == ("Long",) for u in whole.units)
