@@ -163,16 +163,28 @@ def test_loopback_origin_is_accepted(server: HttpServer) -> None:
     assert status == 200
 
 
-def test_foreign_origin_is_forbidden(server: HttpServer) -> None:
-    headers = {**MCP_HEADERS, "Origin": "http://evil.example"}
-    status, body = request(server.port, "POST", "/mcp", INIT_BODY, headers)
-    assert status == 403, body
+DISCOVER_BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}})
+MODERN_HEADERS = {**MCP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+ERAS = [pytest.param(INIT_BODY, MCP_HEADERS, id="2025-11-25"), pytest.param(DISCOVER_BODY, MODERN_HEADERS, id="2026-07-28")]
 
 
-def test_foreign_host_is_misdirected(server: HttpServer) -> None:
-    headers = {**MCP_HEADERS, "Host": f"evil.example:{server.port}"}
-    status, body = request(server.port, "POST", "/mcp", INIT_BODY, headers)
-    assert status == 421, body
+@pytest.mark.parametrize(("body", "base"), ERAS)
+def test_foreign_origin_is_forbidden(server: HttpServer, body: str, base: dict[str, str]) -> None:
+    status, answer = request(server.port, "POST", "/mcp", body, {**base, "Origin": "http://evil.example"})
+    assert status == 403, answer
+
+
+@pytest.mark.parametrize(("body", "base"), ERAS)
+def test_foreign_host_is_misdirected(server: HttpServer, body: str, base: dict[str, str]) -> None:
+    status, answer = request(server.port, "POST", "/mcp", body, {**base, "Host": f"evil.example:{server.port}"})
+    assert status == 421, answer
+
+
+def test_modern_discover_from_loopback_is_answered(server: HttpServer) -> None:
+    status, answer = request(server.port, "POST", "/mcp", DISCOVER_BODY, MODERN_HEADERS)
+    assert status == 200, answer
+    assert b"2026-07-28" in answer
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
