@@ -185,6 +185,13 @@ ASK = [
     ("git diff --output=/tmp/x", "default.ask"),
     ("find . -fprint out.txt", "default.ask"),
     ("tail -f log.txt", "default.ask"),
+    ("uniq a.txt b.txt", "default.ask"),  # the second operand is an output file
+    ("rg --hostname-bin=./x foo", "default.ask"),
+    ("file -C -m magic", "default.ask"),
+    ("sort -o out.txt in.txt", "default.ask"),
+    ("sort --output=out.txt in.txt", "default.ask"),
+    ("cat .*", "default.ask"),
+    ("cat */.env", "bash.secret_read"),
     ("cat .ss?/config", "default.ask"),
     ("cat {/etc/hosts,x}", "default.ask"),
     ("cat {/etc/passwd,x}", "global.etc_passwd"),
@@ -259,8 +266,12 @@ def test_missing_or_bad_command_argument_asks(ctx: PolicyContext) -> None:
 
 
 def test_huge_and_deeply_nested_commands_ask_quickly(ctx: PolicyContext) -> None:
-    assert bash("ls " + "a " * 150_000, ctx).rule_id == "bash.too_long"
+    assert bash("ls " + "a " * 10_000, ctx).rule_id == "bash.too_long"
+    assert bash('"$(' * 3000 + "ls" + ')"' * 3000, ctx).rule_id == "bash.unparsed"
+    assert bash("env " * 2000 + "ls", ctx).rule_id == "bash.too_deep"
+    assert bash("! " * 2000 + "ls", ctx).rule_id == "bash.too_deep"
     assert bash("$(" * 40 + "ls" + ")" * 40, ctx).action == "ask"
     assert bash("bash -c " + "'bash -c " * 3 + "ls" + "'" * 3, ctx).action == "ask"
     many = "; ".join(["ls"] * 1000)
+    assert len(many) < 16_384
     assert bash(many, ctx).rule_id == "bash.too_complex"

@@ -97,11 +97,11 @@ def test_bad_rules_file_and_bad_arguments_fail_clearly(data_dir: Path, tmp_path:
 
 
 def test_show_lists_rules_and_files(data_dir: Path) -> None:
-    (data_dir / "policy.toml").write_text('[permissions]\nallow = ["remember"]\n')
+    (data_dir / "policy.toml").write_text('[permissions]\nallow = ["custom_tool"]\n')
     proc = run_cli(data_dir, "policy", "show")
     assert proc.returncode == 0, proc.stderr
     view = json.loads(proc.stdout)
     assert view["user_rules"] == str(data_dir / "policy.toml")
     assert str((data_dir / "policy.toml").resolve()) in view["protected_paths"]
-    assert {"id": "user.allow[0]", "action": "allow", "rule": "remember"} in view["permissions"]
+    assert {"id": "user.allow[0]", "action": "allow", "rule": "custom_tool"} in view["permissions"]
     assert any(p["id"] == "global.private_key" for p in view["patterns"])

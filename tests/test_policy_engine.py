@@ -139,7 +139,7 @@ disable_patterns = ["drop_table"]
 deny = ["run_bash_command(git push:*)", "delete_*", "write_file(path=*.lock)"]
 ask = ["read_file(*.pdf)", "run_bash_command(ls secret*)"]
 allow = ["run_bash_command(npm test:*)", "run_bash_command(make *)", "write_file(path=notes/*)",
-         "run_bash_command(rm -rf build)", "remember"]
+         "run_bash_command(rm -rf build)", "custom_tool"]
 
 [tools.run_bash_command]
 high_risk = ['terraform\\s+(destroy|apply)']
@@ -180,7 +180,7 @@ USER_CASES = [
     ("write_file", {"path": "notes/a.md", "content": "CONFIDENTIAL"}, False, "ask",
      "user.tools.write_file.medium_risk[0]"),
     ("write_file", {"path": "notes/a.sql", "content": "DROP TABLE x"}, False, "allow", "user.allow[2]"),  # disabled
-    ("remember", {"fact": "x"}, False, "allow", "user.allow[4]"),
+    ("custom_tool", {"fact": "x"}, False, "allow", "user.allow[4]"),
     ("run_bash_command", {"command": "terraform destroy"}, False, "ask", "user.tools.run_bash_command.high_risk[0]"),
     ("run_bash_command", {"command": "kubectl delete pod x"}, False, "ask",
      "user.tools.run_bash_command.medium_risk[0]"),
@@ -328,3 +328,24 @@ def test_fuzz_rm_variants_are_never_allowed(prefix: str, rm: str, flags: str, su
     command = f"{prefix}{rm} {flags} x{suffix}"
     decision = decide("run_bash_command", {"command": command}, make_ctx(workspace))
     assert decision.action in ("ask", "deny"), (command, decision)
+
+
+ADVERSARIAL = {
+    "rm options": "rm " + "-r " * 30_000 + "x",
+    "rm in options": "rm" + " -rm" * 30_000,
+    "curl without pipe": "curl " * 30_000,
+    "keys": "password " * 20_000 + "sk-" * 20_000 + "AKIA" * 20_000,
+    "begin": "-----BEGIN " * 20_000 + "-----BEGIN " + "A " * 20_000,
+    "sql": "drop " * 20_000 + "truncate " * 20_000,
+    "fork": ":(){ " * 20_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_shipped_patterns_stay_linear_on_adversarial_input(name: str, ctx: PolicyContext) -> None:
+    """Quadratic or exponential regexes would hang here for minutes (pytest-timeout catches it);
+    the linear ones finish in milliseconds. See bench numbers in the policy report."""
+    decision = decide("write_file", {"path": "x.txt", "content": ADVERSARIAL[name]}, ctx)
+    assert decision.action in ("ask", "deny")
+    decision = decide("run_bash_command", {"command": ADVERSARIAL[name][:16_000]}, ctx)
+    assert decision.action in ("ask", "deny") and decision.rule_id != "engine.error"

@@ -36,7 +36,7 @@ allow = ["run_bash_command(npm test:*)"]
 [shell]
 safe_commands = ["make check"]
 [secrets]
-ask = ['(^|/)vault\\.json$']
+ask = ['(^|/)vault\\.json$', '(?i)(^|/)TOP-SECRET', '(?a)\\bkeyring$']
 [files]
 path_keys = ["location"]
 [files.write_tools]
@@ -49,6 +49,9 @@ save_note = ["location"]
     ctx = PolicyContext(rules=rules, roots=(tmp_path,), read_only=False)
     assert decide("run_bash_command", {"command": "make check"}, ctx).action == "allow"
     assert decide("read_file", {"path": "vault.json"}, ctx).rule_id == "files.secret_read"
+    assert decide("read_file", {"path": "docs/top-secret.txt"}, ctx).rule_id == "files.secret_read"
+    assert decide("read_file", {"path": "my/keyring"}, ctx).rule_id == "files.secret_read"
+    assert decide("read_file", {"path": "docs/a.md"}, ctx).action == "ask"  # not read-only here
     assert decide("save_note", {"location": "/etc/x"}, ctx).rule_id == "files.write_outside_roots"
 
 

@@ -22,7 +22,7 @@ from mcp_server.policy.model import Decision, ask, deny
 from mcp_server.policy.rules import Rules
 from mcp_server.policy.shell_syntax import Command, Group, ParseError, Pipeline, Script, Word, parse
 
-MAX_COMMAND_CHARS = 200_000
+MAX_COMMAND_CHARS = 16_384  # longer command lines ask (they are scripts: write a file and review it)
 MAX_SEGMENTS = 400
 MAX_DEPTH = 8
 STD_BIN_DIRS = frozenset({"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin",
@@ -131,6 +131,7 @@ class _Analyzer:
         self.rules = env.rules
         self.report = Report(command)
         self.cwd: str | None = env.roots[0]
+        self._secret_seen: set[tuple[str, str | None]] = set()
 
     # -- bookkeeping
 
@@ -220,7 +221,12 @@ class _Analyzer:
 
     # -- one argv (recursive through wrappers)
 
-    def argv(self, words: list[Word], depth: int, seg: Segment, cmd: Command | None) -> None:
+    def argv(self, words: list[Word], depth: int, seg: Segment, cmd: Command | None, scanned: bool = False) -> None:
+        """Analyse one argv; `scanned`: its words were already checked (a wrapper's inner command)."""
+        if depth > MAX_DEPTH * 4:
+            self.find(ask("Commands are wrapped too deeply to analyse.", "high", "bash.too_deep"))
+            seg.safe = seg.allowable = False
+            return
         head = words[0]
         if head.dynamic or head.glob or head.brace or head.procsub or not head.text.strip():
             self.dynamic_head(head, depth, seg)
@@ -232,14 +238,14 @@ class _Analyzer:
         seg.texts += (" ".join([raw if not std else raw.rsplit("/", 1)[-1], *(w.text for w in args)]),)
         if not std or head.tilde:
             seg.safe = False
-        for word in args:
+        for word in () if scanned else args:
             for piece in self.pieces(word):
                 self.secret(piece)
             if word.dynamic:  # values unknown in advance ($X, $( ), $((x)) which can even run code)
                 seg.safe = seg.allowable = False
         if name in KEYWORDS_TRANSPARENT:
             if args:
-                self.argv(args, depth, seg, cmd)
+                self.argv(args, depth + 1, seg, cmd, scanned=True)
             return
         if name in KEYWORDS_END and not args:
             return
@@ -300,6 +306,10 @@ class _Analyzer:
         return parts
 
     def secret(self, text: str) -> None:
+        key = (text, self.cwd)
+        if key in self._secret_seen:
+            return
+        self._secret_seen.add(key)
         found = paths.secret_check(self.rules, text, paths.normalize(text, self.cwd), self.env.roots, "bash")
         if found is not None:
             self.find(found)

@@ -132,7 +132,7 @@ def _find(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: C
             shown = " ".join(w.text for w in inner)
             an.find(ask(f"find {text} runs `{shown[:60]}` on every match.", "medium", "bash.find_exec"))
             if inner:
-                an.argv(inner, depth + 1, Segment((), shown), None)
+                an.argv(inner, depth + 1, Segment((), shown), None, scanned=True)
         elif text in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(args):
             an.write_target(args[i + 1], seg)
     return None
@@ -315,7 +315,7 @@ def _privileged(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, 
         return _TRANSPARENT
     inner = _after_options(args, _SUDO_WITH_VALUE)
     if inner:
-        an.argv(inner, depth + 1, seg, None)
+        an.argv(inner, depth + 1, seg, None, scanned=True)
         seg.safe = False
     return _TRANSPARENT
 
@@ -458,7 +458,7 @@ def _watch(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: 
     if not inner:
         return _TRANSPARENT
     if any(w.text in ("-x", "--exec") for w in args[: len(args) - len(inner)]):
-        an.argv(inner, depth + 1, seg, None)
+        an.argv(inner, depth + 1, seg, None, scanned=True)
     else:
         _run_source(an, Word(" ".join(w.text for w in inner), " ".join(w.raw for w in inner),
                              dynamic=any(w.dynamic for w in inner), subs=[s for w in inner for s in w.subs]),
@@ -474,7 +474,7 @@ def _wrap(an: _Analyzer, inner: Args, depth: int, seg: Segment, transparent: boo
     if not inner:
         seg.safe = False
         return _TRANSPARENT
-    an.argv(inner, depth + 1, seg, None)
+    an.argv(inner, depth + 1, seg, None, scanned=True)
     if not transparent:
         seg.safe = False
     return _TRANSPARENT

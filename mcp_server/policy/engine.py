@@ -226,7 +226,7 @@ def _value_texts(call: _Call, value: Any) -> list[str]:
     norm = paths.normalize(value, call.roots[0], shell=False)
     if norm is not None:
         texts.append(norm)
-        texts += [paths.os.path.relpath(norm, r) for r in call.roots if paths.within(norm, r) and norm != r]
+        texts += [norm[len(r.rstrip("/")) + 1 :] for r in call.roots if norm != r and paths.within(norm, r)]
     return texts
 
 

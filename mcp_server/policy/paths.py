@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mcp_server.policy.model import Decision, ask, deny
-from mcp_server.policy.rules import Matcher, Rules
+from mcp_server.policy.rules import MatcherSet, Rules
 
 VIRTUAL_ROOT = os.sep + "\x00workspace"  # cannot collide with a real path (NUL)
 HARMLESS_WRITE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
@@ -38,12 +38,13 @@ def normalize(text: str, cwd: str | None, shell: bool = True) -> str | None:
 
 
 def within(path: str, base: str) -> bool:
-    """`path` equals `base` or lies below it (prefix siblings like /root_evil vs /root excluded)."""
-    try:
-        path_c, base_c = os.path.normcase(path), os.path.normcase(base)
-        return os.path.commonpath([path_c, base_c]) == base_c
-    except ValueError:
-        return False
+    """`path` equals `base` or lies below it (prefix siblings like /root_evil vs /root excluded).
+    Both are normalised absolute paths (normpath), so a string prefix test is exact."""
+    path_c, base_c = os.path.normcase(path), os.path.normcase(base)
+    if path_c == base_c:
+        return True
+    prefix = base_c if base_c.endswith(os.sep) else base_c + os.sep
+    return path_c.startswith(prefix)
 
 
 def inside_roots(path: str, roots: tuple[str, ...]) -> bool:
@@ -63,24 +64,17 @@ def _candidates(text: str, normalized: str | None, roots: tuple[str, ...]) -> li
     if normalized is not None:
         out.append(normalized.replace(os.sep, "/"))
         for root in roots:
-            if within(normalized, root) and normalized != root:
-                out.append(os.path.relpath(normalized, root).replace(os.sep, "/"))
+            if normalized != root and within(normalized, root):
+                out.append(normalized[len(root.rstrip(os.sep)) + 1 :].replace(os.sep, "/"))
     return out
 
 
-def matches_any(matchers: tuple[Matcher, ...], text: str, normalized: str | None, roots: tuple[str, ...]) -> str | None:
-    """The source of the first matcher found in the path (as written, resolved, or root-relative).
-
-    Returns "?" when a user pattern timed out (treated as a match: fail closed)."""
-    candidates = _candidates(text, normalized, roots)
-    for matcher in matchers:
-        for candidate in candidates:
-            hit = matcher.search(candidate)
-            if hit is None:
-                return "?"
-            if hit:
-                return matcher.source
-    return None
+def matches_any(matchers: MatcherSet, text: str, normalized: str | None, roots: tuple[str, ...]) -> bool:
+    """Whether any pattern is found in the path (as written, resolved, or root-relative).
+    A user pattern that timed out counts as found (fail closed)."""
+    if not matchers:
+        return False
+    return any(matchers.search(candidate) is not False for candidate in _candidates(text, normalized, roots))
 
 
 def secret_check(rules: Rules, text: str, norm: str | None, roots: tuple[str, ...], layer: str) -> Decision | None:

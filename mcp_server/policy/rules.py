@@ -58,6 +58,48 @@ class Matcher:
         return f"Matcher({self.source!r})"
 
 
+class MatcherSet:
+    """Several regexes searched as one (one alternation per engine): "does any of them match?"."""
+
+    __slots__ = ("sources", "_combined")
+
+    def __init__(self, matchers: list[Matcher]) -> None:
+        self.sources: tuple[str, ...] = tuple(m.source for m in matchers)
+        combined: list[Matcher] = []
+        for timeout in (None, USER_PATTERN_TIMEOUT):
+            group = [m for m in matchers if m._timeout == timeout]
+            if not group:
+                continue
+            alternation = "|".join(f"(?:{_scoped_flags(m.source)})" for m in group)
+            try:
+                if timeout is None:
+                    combined.append(Matcher(alternation, re.compile(alternation), None))
+                else:
+                    import regex
+
+                    combined.append(Matcher(alternation, regex.compile(alternation, regex.V0), timeout))
+            except Exception:  # noqa: BLE001 - flags that cannot be combined: search one by one
+                combined += group
+        self._combined = tuple(combined)
+
+    def search(self, text: str) -> bool | None:
+        """True/False, or None when a user pattern timed out (treat as a match)."""
+        for matcher in self._combined:
+            hit = matcher.search(text)
+            if hit is None or hit:
+                return hit
+        return False
+
+    def __bool__(self) -> bool:
+        return bool(self.sources)
+
+
+def _scoped_flags(source: str) -> str:
+    """`(?i)abc` -> `(?i:abc)`, so that patterns with leading flags can share one alternation."""
+    m = re.match(r"\(\?([imsx]+)\)", source)
+    return f"(?{m.group(1)}:{source[m.end():]})" if m else source
+
+
 @dataclass(frozen=True, eq=False)
 class PermissionRule:
     """One `Tool` / `Tool(glob)` / `Tool(key=glob)` entry of permissions.allow/ask/deny."""
@@ -106,9 +148,9 @@ class Rules:
     shell: ShellRules
     path_keys: tuple[str, ...]
     write_tools: Mapping[str, tuple[str, ...]]
-    ask_write: tuple[Matcher, ...]
-    secret_ask: tuple[Matcher, ...]
-    secret_deny: tuple[Matcher, ...]
+    ask_write: MatcherSet
+    secret_ask: MatcherSet
+    secret_deny: MatcherSet
     sources: tuple[Path, ...] = ()
 
 
@@ -241,9 +283,9 @@ def _build(docs: list[_Doc]) -> Rules:
         shell=shell,
         path_keys=tuple(dict.fromkeys(builder.path_keys)),
         write_tools=MappingProxyType({k: tuple(v) for k, v in builder.write_tools.items()}),
-        ask_write=tuple(builder.ask_write),
-        secret_ask=tuple(builder.secret_ask),
-        secret_deny=tuple(builder.secret_deny),
+        ask_write=MatcherSet(builder.ask_write),
+        secret_ask=MatcherSet(builder.secret_ask),
+        secret_deny=MatcherSet(builder.secret_deny),
         sources=tuple(d.path for d in docs if d.path is not None),
     )
 
@@ -461,7 +503,7 @@ def _array_table(lines: list[str], name: str, index: int) -> int | None:
 
 def describe(rules: Rules) -> dict[str, Any]:
     """A JSON-friendly view of the effective rules (for `policy show`)."""
-    show: Callable[[tuple[Matcher, ...]], list[str]] = lambda ms: [m.source for m in ms]  # noqa: E731
+    show: Callable[[MatcherSet], list[str]] = lambda ms: list(ms.sources)  # noqa: E731
     return {
         "rules_files": [str(p) for p in rules.sources],
         "permissions": [{"id": r.rule_id, "action": r.action, "rule": r.text} for r in rules.permissions],

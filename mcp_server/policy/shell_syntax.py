@@ -60,6 +60,8 @@ Script = list[Pipeline]
 
 _OPERATORS = ("&&", "||", "|&", ";;&", ";;", ";&", "&>>", "&>", ">>", ">|", ">&", "<<<", "<<-", "<<", "<&", "<>",
               "|", ";", "&", "(", ")", "<", ">", "\n")
+_OPS_BY_CHAR: dict[str, tuple[str, ...]] = {
+    c: tuple(op for op in _OPERATORS if op[0] == c) for c in {op[0] for op in _OPERATORS}}
 _REDIRECTS = {"&>>", "&>", ">>", ">|", ">&", "<<<", "<<-", "<<", "<&", "<>", "<", ">"}
 _WORD_END = set(" \t\n;&|<>()")
 _ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
@@ -111,7 +113,7 @@ class _Lexer:
                 out.append(Token("word", word=Word(s[i : end + 1], s[i : end + 1], dynamic=True, procsub=True,
                                                    subs=[s[i + 2 : end]])))
                 i = end + 1
-            elif fd := _FD.match(s, i):
+            elif c.isdigit() and (fd := _FD.match(s, i)):
                 fd_op = self._operator(fd.end()) or ">"
                 out.append(Token("redir", fd_op, fd.group()))
                 i = fd.end() + len(fd_op)
@@ -126,7 +128,8 @@ class _Lexer:
         return out
 
     def _operator(self, i: int) -> str | None:
-        return next((op for op in _OPERATORS if self.s.startswith(op, i)), None)
+        candidates = _OPS_BY_CHAR.get(self.s[i]) if i < self.n else None
+        return next((op for op in candidates if self.s.startswith(op, i)), None) if candidates else None
 
     def _word(self, i: int) -> tuple[Word, int]:
         s, start = self.s, i
@@ -247,8 +250,10 @@ class _Lexer:
         raise ParseError("unbalanced backtick")
 
 
-def match_paren(s: str, i: int) -> int:
+def match_paren(s: str, i: int, nesting: int = 0) -> int:
     """Index of the `)` matching the `(` at s[i], skipping quotes and nested substitutions."""
+    if nesting > MAX_NESTING * 4:
+        raise ParseError("nested too deeply")
     depth, n, j = 0, len(s), i
     while j < n:
         c = s[j]
@@ -262,7 +267,7 @@ def match_paren(s: str, i: int) -> int:
             j = end + 1
             continue
         if c == '"':
-            j = _skip_dquote(s, j + 1)
+            j = _skip_dquote(s, j + 1, nesting + 1)
             continue
         if c == "`":
             end = s.find("`", j + 1)
@@ -280,7 +285,7 @@ def match_paren(s: str, i: int) -> int:
     raise ParseError("unbalanced parenthesis")
 
 
-def _skip_dquote(s: str, j: int) -> int:
+def _skip_dquote(s: str, j: int, nesting: int = 0) -> int:
     n = len(s)
     while j < n:
         c = s[j]
@@ -289,7 +294,7 @@ def _skip_dquote(s: str, j: int) -> int:
         elif c == '"':
             return j + 1
         elif s.startswith("$(", j):
-            j = match_paren(s, j + 1) + 1
+            j = match_paren(s, j + 1, nesting + 1) + 1
         else:
             j += 1
     raise ParseError("unbalanced double quote")
