@@ -54,7 +54,7 @@ class TimedPattern:
 
     def too_slow(self) -> PatternTooSlow:
         return PatternTooSlow(
-            f"Regex pattern too slow (over {self.budget:g} s), simplify it: avoid nested or adjacent "
+            f"Regex pattern too slow, simplify it (it ran over {self.budget:g} s): avoid nested or adjacent "
             "repeats such as (a+)+ or (.*)*, anchor it, or add a literal word it must contain."
         )
 

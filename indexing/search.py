@@ -26,8 +26,8 @@ class RankParams:
     b: float = 0.75
     head_weight: float = 2.0
     bigram_weight: float = 0.5
-    window: int = 12
-    window_weight: float = 0.0
+    window: int = 10
+    window_weight: float = 0.5
     fts_head_weight: float = 2.0
 
 

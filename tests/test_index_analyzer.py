@@ -1,0 +1,67 @@
+"""The shared analysis: Porter stems identical to SQLite FTS5's porter tokenizer, jieba words,
+stop/question words of both languages, diacritics, and jieba never imported at start-up."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import subprocess
+import sys
+
+from indexing.analyzer import analyze, stem
+
+WORDS = """running runs run baseline baselines happiness relational conditional generalization
+    hopefully caresses ponies cats feed agreed plastered motoring sing conflated troubled sized hopping
+    tanned falling hissing fizzed failing filing happy sky relate probate rate cease controlling
+    rolling electrical electricity formalize adjustable dependent adoption effective bowdlerize
+    revenue revenues growth analysis analyses triplicate formative hopeful goodness""".split()  # noqa: SIM905
+
+
+def test_porter_matches_sqlite_fts5() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter ascii')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    conn.executemany("INSERT INTO t(rowid, x) VALUES(?, ?)", list(enumerate(WORDS, start=1)))
+    for doc, term in conn.execute("SELECT doc, term FROM v"):
+        assert stem(WORDS[doc - 1]) == term, WORDS[doc - 1]
+
+
+def test_english_stems_and_stop_words() -> None:
+    assert analyze("The baselines were running") == ["baselin", "run"]
+    assert analyze("baseline") == analyze("baselines")
+    assert analyze("run") == analyze("running") == analyze("runs")
+    assert analyze("What is the revenue?") == ["revenu"]
+
+
+def test_diacritics_and_width_folded() -> None:
+    assert analyze("Café") == analyze("cafe") == ["cafe"]
+    assert analyze("ＡＢＣ naïve") == ["abc", "naiv"]
+
+
+def test_chinese_words_and_question_words() -> None:
+    assert analyze("客户") == ["客户"]
+    # jieba runs without HMM: a word missing from its dictionary (营收) is cut into characters the
+    # same way in every context, so documents and questions agree (the ranker rewards adjacency).
+    assert analyze("营收") == ["营", "收"]
+    assert analyze("客户的营收是多少？") == ["客户", "营", "收"]
+    assert analyze("谁设计了该教堂？") == ["设计", "该", "教堂"]
+
+
+def test_mixed_latin_and_chinese() -> None:
+    assert analyze("Q3营收增长率") == ["q3", "营", "收", "增长率"]
+    assert analyze("2024年Q3营收") == ["2024", "年", "q3", "营", "收"]
+
+
+def test_symbols_never_become_terms() -> None:
+    assert analyze('4.1 C++ AND NEAR( "x": -y 🙂') == ["4", "1", "c", "near", "x", "y"]
+    for term in analyze("a:b (c) {d} [e] 'f' \"g\" h* ^i"):
+        assert re.fullmatch(r"[^\W_]+", term)
+
+
+def test_jieba_not_imported_at_startup() -> None:
+    code = (
+        "import sys, mcp_server.registry, tools.documents, indexing.search, indexing.indexer;"
+        "print('jieba' in sys.modules, 'regex' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]

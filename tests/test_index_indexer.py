@@ -1,0 +1,214 @@
+"""The indexer on real files: every format in English and Chinese, dedupe by content hash,
+unchanged files skipped, changes re-indexed, orphans removed, bad files reported, and an index
+killed mid-batch left consistent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from indexing.analyzer import analyze
+from indexing.indexer import Indexer
+from indexing.search import PathFilter, Searcher
+from indexing.store import IndexStore
+from tests.docgen import Heading, Slide, Table, make_docx, make_pdf, make_pptx, make_xlsx
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> IndexStore:
+    s = IndexStore(tmp_path / "index.sqlite3")
+    yield s
+    s.close()
+
+
+def consistent(store: IndexStore) -> None:
+    conn = store.conn()
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
+    bad = conn.execute(
+        "SELECT d.id FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id GROUP BY d.id "
+        "HAVING count(c.id) != d.n_chunks"
+    ).fetchall()
+    assert bad == []
+    chunks, terms = conn.execute("SELECT chunks, terms FROM stats").fetchone()
+    assert chunks == conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+
+
+def paths_of(store: IndexStore, query: str, **kwargs: object) -> list[str]:
+    return [Path(h.path).name for h in Searcher(store).search(query, **kwargs)]  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def office(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("office")
+    make_docx(folder / "report.docx", [
+        Heading("Quarterly report", 1), "Q3营收增长率达到15%，客户数量增加。",
+        "The baselines were running well at the café.", Table([["Region", "Revenue"], ["North", "100"]]),
+    ])
+    make_pdf(folder / "paper.pdf", [["First page about sailing boats."], [Heading("Results"), "第二页：营收和客户的分析。"]])
+    make_xlsx(folder / "data.xlsx", {"Sales": [["Name", "Amount"], ["客户甲", 10], ["Customer Bravo", 20]]})
+    make_pptx(folder / "deck.pptx", [
+        Slide("Roadmap", ["Launch the product"], notes="Speaker notes mention quarterly growth"),
+        Slide("Hiring", ["Hire engineers in Zürich"]),
+    ])
+    (folder / "notes.md").write_text("# Notes\n\nA baseline for the experiment.\n", encoding="utf-8")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "log.txt").write_text("营业额和营收不同。\n", encoding="utf-8")
+    (folder / "image.png").write_bytes(b"\x89PNG\r\n")
+    return folder
+
+
+def test_every_format_is_indexed_and_found(store: IndexStore, office: Path) -> None:
+    report = Indexer(store).index_tree(office)
+    assert report.indexed == 6 and not report.failed and report.skipped == 1
+    consistent(store)
+    assert set(paths_of(store, "营收")) == {"log.txt", "paper.pdf", "report.docx"}
+    assert set(paths_of(store, "客户")) == {"report.docx", "paper.pdf", "data.xlsx"}
+    assert paths_of(store, "Q3营收增长率")[0] == "report.docx"
+    assert set(paths_of(store, "baseline")) == {"report.docx", "notes.md"}
+    assert paths_of(store, "ran running") == ["report.docx"]
+    assert paths_of(store, "cafe") == ["report.docx"] and paths_of(store, "Zurich") == ["deck.pptx"]
+    hit = Searcher(store).search("sailing")[0]
+    assert hit.page == 1 and hit.text.startswith("First page")
+    hit = Searcher(store).search("分析")[0]
+    assert hit.page == 2 and hit.heading == "Results"
+    hit = Searcher(store).search("Bravo")[0]
+    assert hit.sheet == "Sales" and hit.rows is not None
+    hit = Searcher(store).search("engineers")[0]
+    assert hit.slide == 2 and hit.heading == "Hiring"
+    assert Searcher(store).search("quarterly growth")[0].slide == 1  # speaker notes
+
+
+def test_offsets_point_into_the_extracted_text(store: IndexStore, office: Path) -> None:
+    from indexing.extract import extract_file
+
+    Indexer(store).index_tree(office)
+    for hit in Searcher(store).search("baseline 营收 客户 engineers", limit=20):
+        text = extract_file(Path(hit.path)).text
+        assert text[hit.start : hit.end] == hit.text
+
+
+def test_unchanged_files_are_skipped_and_changes_reindexed(store: IndexStore, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    note = folder / "a.md"
+    note.write_text("alpha bravo\n", encoding="utf-8")
+    indexer = Indexer(store)
+    assert indexer.index_tree(folder).indexed == 1
+    assert indexer.index_tree(folder).unchanged == 1
+    note.write_text("charlie delta\n", encoding="utf-8")
+    os.utime(note, ns=(time.time_ns(), time.time_ns() + 10**9))
+    report = indexer.index_tree(folder)
+    assert report.indexed == 1 and report.unchanged == 0
+    assert paths_of(store, "alpha") == [] and paths_of(store, "charlie") == ["a.md"]
+    assert store.totals()["documents"] == 1  # the old content was an orphan and is gone
+    consistent(store)
+
+
+def test_same_bytes_under_two_names_share_one_document(store: IndexStore, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    make_docx(folder / "one.docx", ["shared quarterly numbers"])
+    (folder / "two.docx").write_bytes((folder / "one.docx").read_bytes())
+    report = Indexer(store).index_tree(folder)
+    assert report.indexed == 2
+    totals = store.totals()
+    assert totals["files"] == 2 and totals["documents"] == 1
+    hits = Searcher(store).search("quarterly", paths=PathFilter(files=(str(folder / "two.docx"),)))
+    assert [Path(h.path).name for h in hits] == ["two.docx"]
+    # deleting one name keeps the document; deleting both removes it (orphan cleanup)
+    (folder / "one.docx").unlink()
+    assert Indexer(store).index_tree(folder).removed == 1
+    assert store.totals()["documents"] == 1
+    (folder / "two.docx").unlink()
+    Indexer(store).index_tree(folder)
+    assert store.totals() == {"files": 0, "failed": 0, "documents": 0, "chunks": 0, "chars": 0}
+    consistent(store)
+
+
+def test_bad_files_are_reported_and_the_rest_indexed(store: IndexStore, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "broken.pdf").write_bytes(b"this is not a pdf")
+    (folder / "binary.txt").write_bytes(bytes(range(256)) * 40)
+    (folder / "empty.md").write_bytes(b"")
+    (folder / "good.md").write_text("the good file\n", encoding="utf-8")
+    report = Indexer(store).index_tree(folder)
+    reasons = {Path(f.path).name: f.reason for f in report.failed}
+    assert set(reasons) == {"broken.pdf", "binary.txt"}
+    assert "PDF" in reasons["broken.pdf"]
+    assert report.indexed == 2 and paths_of(store, "good") == ["good.md"]
+    again = Indexer(store).index_tree(folder)  # known-bad files are not re-read until they change
+    assert again.unchanged == 2 and len(again.failed) == 2
+    consistent(store)
+
+
+def test_rebuild_regenerates_fts_from_stored_text(store: IndexStore, office: Path) -> None:
+    Indexer(store).index_tree(office)
+    before = paths_of(store, "营收 baseline", limit=10)
+    store.conn().execute("INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all')")
+    assert paths_of(store, "baseline") == []
+    assert store.rebuild(analyze) == store.totals()["chunks"]
+    assert paths_of(store, "营收 baseline", limit=10) == before
+    consistent(store)
+
+
+def test_schema_migrations_are_recorded(tmp_path: Path) -> None:
+    from indexing.store import MIGRATIONS
+
+    db = tmp_path / "i.sqlite3"
+    IndexStore(db).close()
+    IndexStore(db).close()  # re-opening does not re-run migrations
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+KILL_SCRIPT = """
+import sys
+from pathlib import Path
+from indexing.indexer import Indexer
+from indexing.store import IndexStore
+def progress(done, total, message):
+    print(done, flush=True)
+Indexer(IndexStore(Path(sys.argv[1]))).index_tree(Path(sys.argv[2]), progress=progress)
+print("finished", flush=True)
+"""
+
+
+def test_killed_mid_batch_leaves_a_consistent_index(tmp_path: Path) -> None:
+    folder = tmp_path / "many"
+    folder.mkdir()
+    words = ["营收", "客户", "revenue", "growth", "baseline", "analysis", "quarterly", "report"]
+    for i in range(400):
+        body = " ".join(words[(i + k) % len(words)] for k in range(300)) + f" file{i}"
+        (folder / f"f{i:03d}.md").write_text(body, encoding="utf-8")
+    db = tmp_path / "index.sqlite3"
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, str(db), str(folder)], cwd=root, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip().isdigit() and int(line) >= 20:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = IndexStore(db)
+    try:
+        consistent(store)
+        done = store.totals()["files"]
+        assert 20 <= done < 400
+        report = Indexer(store).index_tree(folder)
+        assert report.unchanged == done and report.indexed == 400 - done and not report.failed
+        consistent(store)
+        assert paths_of(store, "file399") == ["f399.md"]
+    finally:
+        store.close()
