@@ -81,4 +81,8 @@ def test_conformance_suite(server: HttpServer, tmp_path: Path) -> None:
         assert failed == 0 and passed > 0, f"{scenario}: {passed} passed, {failed} failed\n{report}"
     assert done.returncode == 0, f"unexpected failures or stale baseline entries:\n{report}"
     passing = sorted(name for name, (_, failed) in results.items() if failed == 0)
-    print(f"\nconformance: {len(passing)} scenarios passed, {len(results) - len(passing)} expected failures")
+    checks_passed = sum(passed for passed, _ in results.values())
+    checks_failed = sum(failed for _, failed in results.values())
+    print(f"\nconformance: {len(passing)}/{len(results)} scenarios passed ({', '.join(passing)}); "
+          f"{len(results) - len(passing)} expected failures (fixture scenarios); "
+          f"checks {checks_passed} passed, {checks_failed} failed")
