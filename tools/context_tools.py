@@ -11,6 +11,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -108,13 +109,21 @@ def _key(name: str, **parts: Any) -> str:
     return name + ":" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def _cached(rt: Runtime, key: str, offset: int) -> tuple[Any, ...] | None:
-    """A cached result, only when asking for a later page (the first page is always computed)."""
-    return rt.service("context_page_cache", PageCache).get(key) if offset > 0 else None
-
-
-def _store(rt: Runtime, key: str, value: tuple[Any, ...]) -> None:
-    rt.service("context_page_cache", PageCache).put(key, value)
+def _paged(
+    rt: Runtime, name: str, key_parts: dict[str, Any], offset: int, compute: Callable[[], tuple[Any, ...]]
+) -> tuple[MessagesPage, Any]:
+    """(page, report) of a (format, messages, system, report) result. The first page is always
+    computed; results that need more pages are cached so later pages reuse them."""
+    cache = rt.service("context_page_cache", PageCache)
+    key = _key(name, **key_parts) if offset > 0 else None
+    hit = cache.get(key) if key else None
+    if hit is None:
+        hit = compute()
+    fmt, rendered, system_out, data = hit
+    page = _page(rt, fmt, rendered, system_out, offset)
+    if page.next_offset is not None:
+        cache.put(key or _key(name, **key_parts), hit)
+    return page, data
 
 
 def _page(rt: Runtime, fmt: str, messages: list[dict[str, Any]], system: Any, offset: int) -> MessagesPage:
@@ -296,21 +305,8 @@ def optimize_context(
     """Shrink a conversation without an LLM: drop unanswered tool calls and orphaned results, compress
     big tool outputs (JSON-aware), keep system messages, the newest turns and the first request
     under the budget. Tool chains stay whole: the output is always valid for the chat APIs."""
-    key = _key(
-        "optimize",
-        m=messages,
-        s=system,
-        w=context_window,
-        t=target_ratio,
-        sr=summary_ratio,
-        r=recent_ratio,
-        to=tool_output_max_tokens,
-        mm=min_messages,
-        model=model,
-        f=format,
-    )
-    hit = _cached(rt, key, page_offset)
-    if hit is None:
+
+    def compute() -> tuple[Any, ...]:
         transcript = _parse(messages, system, format)
         counter = counter_for(model)
         budget = Budget(
@@ -329,10 +325,21 @@ def optimize_context(
             orphans_removed=report.orphans_removed,
             budgets=report.budgets,
         )
-        hit = (transcript.format, rendered, system_out, data)
-        _store(rt, key, hit)
-    fmt, rendered, system_out, data = hit
-    page = _page(rt, fmt, rendered, system_out, page_offset)
+        return transcript.format, rendered, system_out, data
+
+    key = dict(
+        m=messages,
+        s=system,
+        w=context_window,
+        t=target_ratio,
+        sr=summary_ratio,
+        r=recent_ratio,
+        to=tool_output_max_tokens,
+        mm=min_messages,
+        model=model,
+        f=format,
+    )
+    page, data = _paged(rt, "optimize", key, page_offset, compute)
     return OptimizeResult(**page.model_dump(), report=data)
 
 
@@ -434,8 +441,7 @@ def compact_context(
     returns [system..., summary, recent...]. Open todos and the user's constraint sentences are
     carried over verbatim by code. Without an LLM, or when it fails, falls back to truncation
     and says so. auto re-summarises only when enough is new."""
-    key = _key(
-        "compact",
+    key = dict(
         m=messages,
         s=system,
         st=strategy,
@@ -447,25 +453,21 @@ def compact_context(
         model=model,
         f=format,
     )
-    hit = _cached(rt, key, page_offset)
-    if hit is None:
-        hit = _compact(
-            messages,
-            strategy,
-            context_window,
-            keep_recent_tokens,
-            instructions,
-            conversation_id,
-            todo_list_id,
-            model,
-            system,
-            format,
-            rt,
-            call,
-        )
-        _store(rt, key, hit)
-    fmt, rendered, system_out, data = hit
-    page = _page(rt, fmt, rendered, system_out, page_offset)
+    args = (
+        messages,
+        strategy,
+        context_window,
+        keep_recent_tokens,
+        instructions,
+        conversation_id,
+        todo_list_id,
+        model,
+        system,
+        format,
+        rt,
+        call,
+    )
+    page, data = _paged(rt, "compact", key, page_offset, lambda: _compact(*args))
     return CompactResult(**page.model_dump(), report=data)
 
 
