@@ -153,3 +153,14 @@ def test_malformed_line_does_not_kill_the_server(tmp_path: Path) -> None:
         assert server.close() == 0
     for line in server.stdout:
         assert json.loads(line)["jsonrpc"] == "2.0", line
+
+
+def test_serve_script_keeps_stdout_for_the_protocol(tmp_path: Path) -> None:
+    """./scripts/serve.sh (the README's command) checks the venv first; none of that may reach stdout."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "serve.sh"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    env["GENERALAGENT_DATA_DIR"] = str(tmp_path / "data")
+    done = subprocess.run([str(script)], input=_frame({"jsonrpc": "2.0", "id": 7, "method": "ping"}),
+                          capture_output=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [{"jsonrpc": "2.0", "id": 7, "result": {}}]
