@@ -43,6 +43,7 @@ DENY = [
     ("tee /tmp/outside", "bash.write_outside_roots"),
     ("echo x | tee -a ../escape.txt", "bash.write_outside_roots"),
     ("cp notes.txt /tmp/y", "bash.write_outside_roots"),
+    ("uniq a.txt /tmp/y", "bash.write_outside_roots"),
     ("mv notes.txt /tmp/", "bash.write_outside_roots"),
     ("cd /tmp && echo x > f", "bash.write_outside_roots"),
     ("cat /etc/shadow", "bash.secret_denied"),
@@ -210,7 +211,7 @@ ALLOW = [
     "git log --oneline | head -5", "cd src && ls", "cd src; cat a.py", "time git status", "nice -n 5 ls",
     "sh -c 'git status'", "bash -c 'ls -la && pwd'", "ls 2>/dev/null", "ls >/dev/null 2>&1", "ls >&2",
     "cat .env.example", "echo ok &", "ls # rm -rf x", "ls *", "wc -l src/*.py", "ls\n\npwd", "eval ls", "env ls", "/bin/ls -la",
-    "/usr/bin/git status", "echo $'hi'", "printf '%s\\n' a b",
+    "/usr/bin/git status", "echo $'hi'", "printf '%s\\n' a b", "sort a.txt | uniq -c",
 ]
 
 

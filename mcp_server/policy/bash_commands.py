@@ -225,6 +225,14 @@ def _copies(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd:
     return _TRANSPARENT
 
 
+@handles("uniq")
+def _uniq(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    operands = _operands(args, frozenset({"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"}))
+    if len(operands) >= 2:
+        an.write_target(operands[1], seg)  # uniq INPUT OUTPUT writes OUTPUT
+    return None
+
+
 @handles("sed")
 def _sed(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
