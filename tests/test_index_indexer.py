@@ -212,3 +212,36 @@ def test_killed_mid_batch_leaves_a_consistent_index(tmp_path: Path) -> None:
         assert paths_of(store, "file399") == ["f399.md"]
     finally:
         store.close()
+
+
+def test_cancel_stops_between_files(store: IndexStore, tmp_path: Path) -> None:
+    from mcp_server.errors import Cancelled
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(10):
+        (folder / f"{i}.md").write_text(f"file number {i}\n", encoding="utf-8")
+    seen: list[int] = []
+    indexer = Indexer(store, should_cancel=lambda: len(seen) >= 3)
+    with pytest.raises(Cancelled):
+        indexer.index_tree(folder, progress=lambda done, total, msg: seen.append(done))
+    consistent(store)
+    assert 3 <= store.totals()["files"] < 10
+
+
+def test_cli_index_search_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_server.cli import main
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    make_docx(folder / "report.docx", ["Q3营收增长率达到15%", "revenue growth was strong"])
+    data = ["--data-dir", str(tmp_path / "data")]
+    assert main([*data, "index", str(folder)]) == 0
+    assert "1 indexed" in capsys.readouterr().out
+    assert main([*data, "search", "营收", "--path", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "report.docx" in out and "营收" in out
+    assert main([*data, "search", "nothing-like-this"]) == 1
+    capsys.readouterr()
+    assert main([*data, "status", str(folder / "report.docx")]) == 0
+    assert "indexed, up to date" in capsys.readouterr().out

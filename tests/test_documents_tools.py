@@ -1,0 +1,93 @@
+"""The document tools through the real SDK client (in memory), in both protocol eras."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import MODES, connect
+from tests.docgen import Heading, Slide, make_docx, make_pdf, make_pptx, make_xlsx
+
+pytestmark = pytest.mark.anyio
+
+DOC_TOOLS = {"search_documents", "search_file", "index_path", "index_status", "remove_from_index", "cleanup_index"}
+
+
+def fill(workspace: Path) -> None:
+    docs = workspace / "docs"
+    docs.mkdir()
+    make_docx(docs / "report.docx", [Heading("Quarterly report"), "Q3营收增长率达到15%，客户数量增加。", "Baselines held."])
+    make_pdf(docs / "paper.pdf", [["Sailing boats and running experiments."], ["第二页：营收分析。"]])
+    make_xlsx(docs / "data.xlsx", {"Sales": [["Name", "Amount"], ["客户甲", 10], ["Customer Bravo", 20]]})
+    make_pptx(docs / "deck.pptx", [Slide("Roadmap", ["Launch the café product"], notes="revenue growth")])
+    (docs / "notes.md").write_text("# Notes\n\nline one\nthe baseline is here\nline three\n", encoding="utf-8")
+    (docs / "broken.pdf").write_bytes(b"garbage")
+
+
+async def call(client: Any, name: str, args: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    result = await client.call_tool(name, args, **kwargs)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_index_search_status_remove(settings: Any, workspace: Path, mode: str) -> None:
+    fill(workspace)
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with connect(settings, mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert DOC_TOOLS <= set(tools)
+        assert tools["search_documents"].annotations.read_only_hint is True
+        assert tools["remove_from_index"].annotations.destructive_hint is True
+
+        empty = await client.call_tool("search_documents", {"query": "x"})
+        assert empty.is_error and "index_path" in empty.content[0].text
+
+        report = await call(client, "index_path", {"path": "docs"}, progress_callback=on_progress)
+        assert report["indexed"] == 5 and report["failed"][0]["path"] == "docs/broken.pdf"
+        assert seen and seen[-1][0] == seen[-1][1] == 6
+
+        found = await call(client, "search_documents", {"query": "营收"})
+        assert {h["path"] for h in found["hits"]} == {"docs/report.docx", "docs/paper.pdf"}
+        assert all(h["score"] > 0 and h["doc_id"] and h["end"] > h["start"] for h in found["hits"])
+        pdf_hit = next(h for h in found["hits"] if h["path"] == "docs/paper.pdf")
+        assert pdf_hit["page"] == 2
+        cafe = await call(client, "search_documents", {"query": "cafe", "paths": ["*.pptx"]})
+        assert [h["slide"] for h in cafe["hits"]] == [1]
+        grouped = await call(client, "search_documents", {"query": "客户 baseline", "group_by_document": True})
+        assert grouped["documents"][0]["path"] == "docs/report.docx" and grouped["documents"][0]["matched_chunks"]
+        regex = await call(client, "search_documents", {"query": r"增长率达到\d+%", "use_regex": True})
+        assert regex["hits"][0]["match"] == "增长率达到15%"
+        bad = await client.call_tool("search_documents", {"query": "x AND (", "mode": "fts"})
+        assert bad.is_error and "e.g." in bad.content[0].text
+        slow = await client.call_tool("search_documents", {"query": "(a|aa)+$", "use_regex": True, "paths": ["docs"]})
+        assert not slow.is_error  # no long run of a's here: quick, no matches
+
+        lines = await call(client, "search_file", {"path": "docs/notes.md", "query": "baselines"})
+        assert lines["searched"] == "lines" and lines["hits"][0]["line"] == 4
+        assert lines["hits"][0]["before"] == "line one" and lines["hits"][0]["after"] == "line three"
+        xlsx = await call(client, "search_file", {"path": "docs/data.xlsx", "query": "Bravo"})
+        assert xlsx["hits"][0]["sheet"] == "Sales"
+
+        status = await call(client, "index_status", {})
+        assert status["files"] == 6 and status["failed_files"] == 1 and status["documents"] == 5
+        one = await call(client, "index_status", {"path": "docs/report.docx"})
+        assert one["path_status"]["indexed"] and one["path_status"]["fresh"] and one["path_status"]["chunks"] >= 1
+
+        again = await call(client, "index_path", {"path": "docs"})
+        assert again["unchanged"] == 5 and again["indexed"] == 0
+
+        removed = await call(client, "remove_from_index", {"path": "docs/report.docx"})
+        assert removed["removed_paths"] == 1 and removed["removed_documents"] == 1
+        (workspace / "docs" / "notes.md").unlink()
+        cleaned = await call(client, "cleanup_index", {})
+        assert cleaned["examples"] == ["docs/notes.md"]
+
+        outside = await client.call_tool("index_path", {"path": "/etc"})
+        assert outside.is_error and "not allowed" in outside.content[0].text
