@@ -42,7 +42,7 @@ async def test_index_search_status_remove(settings: Any, workspace: Path, mode: 
 
     async with connect(settings, mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert DOC_TOOLS <= set(tools)
+        assert set(tools) >= DOC_TOOLS
         assert tools["search_documents"].annotations.read_only_hint is True
         assert tools["remove_from_index"].annotations.destructive_hint is True
 
