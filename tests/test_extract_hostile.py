@@ -209,3 +209,15 @@ def test_worker_never_writes_to_stdout_nor_reads_stdin(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "RESULT repaired text 1\nSTDIN protocol bytes\n"
+
+
+def test_worker_is_recycled_after_many_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexing.extract import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "TASKS_PER_WORKER", 2)
+    path = make_pdf(tmp_path / "r.pdf", [["recycle"]])
+    pids = set()
+    for _ in range(4):
+        assert extract_file(path).text == "recycle"
+        pids |= {w.process.pid for w in worker_module.POOL._idle}
+    assert len(worker_module.POOL._idle) <= 1 and len(pids) >= 2

@@ -4,7 +4,7 @@ Parsing untrusted office files runs outside the server process, under an address
 (RLIMIT_AS, where the platform has it), with `defusedxml` hardening and a per-file time budget.
 Workers are started lazily with the 'spawn' context (a fresh interpreter, safe with threads), reused
 across files (no per-file interpreter start), and killed and replaced after a timeout, a crash,
-a memory error or a cancellation. The pool grows on demand up to `max_workers` so that several
+a memory error, a cancellation, or TASKS_PER_WORKER files (parser heaps only grow). The pool grows on demand up to `max_workers` so that several
 threads can extract in parallel. Requests carry only the path; replies carry the Extracted value.
 """
 
@@ -26,6 +26,7 @@ from indexing.model import Extracted, ExtractionLimits
 from mcp_server.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
 
 _POLL_SECONDS = 0.1
+TASKS_PER_WORKER = 500
 _BLOCKED_IMPORTS = ("pymupdf.layout", "pymupdf4llm", "numpy")
 _ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionError, "LimitExceeded": LimitExceeded}
 
@@ -122,6 +123,7 @@ class _Worker:
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.memory_bytes = memory_bytes
+        self.tasks = 0
         self.process = ctx.Process(
             target=worker_main, args=(child, memory_bytes), daemon=True, name="generalagent-extract"
         )
@@ -132,7 +134,8 @@ class _Worker:
         self, kind: str, path: Path, limits: ExtractionLimits, should_cancel: Callable[[], bool] | None
     ) -> tuple[Any, ...]:
         try:
-            self.conn.send((kind, str(path), limits))
+            self.tasks += 1
+            self.conn.send((kind, str(path.absolute()), limits))
             deadline = time.monotonic() + limits.timeout_seconds
             while True:
                 if should_cancel is not None and should_cancel():
@@ -211,6 +214,7 @@ class WorkerPool:
             raise
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
+        healthy = healthy and worker.tasks < TASKS_PER_WORKER  # recycle: parsers' heaps only grow
         if not healthy:
             worker.kill()
         with self._cond:
