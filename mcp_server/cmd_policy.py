@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help='Read one {"tool": ..., "args": ...} JSON object per line from stdin.')
     check.add_argument("--read-only", dest="read_only", action="store_true", default=None,
                        help="Treat the tool as read-only (default: its registered annotation).")
-    check.add_argument("--not-read-only", dest="read_only", action="store_false")
+    check.add_argument("--not-read-only", dest="read_only", action="store_false",
+                       help="Treat the tool as one that changes things.")
     check.add_argument("--origin", choices=["client", "subagent"], default="client")
     sub.add_parser("show", help="Print the effective rules, the rules files and the protected paths.")
 

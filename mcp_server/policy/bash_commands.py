@@ -280,6 +280,8 @@ def _git(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Co
         return None
     sub, rest = args[i].text, args[i + 1 :]
     texts = [w.text for w in rest]
+    if i > 0:  # rules like "git push:*" also see "git -C dir push" as "git push"
+        seg.texts += (" ".join(["git", sub, *texts]),)
     flags = _short_flags(rest)
     if sub == "push":
         if ({"--force", "--mirror", "--force-if-includes"} & set(texts) or "f" in flags
