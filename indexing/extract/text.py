@@ -105,8 +105,17 @@ def _utf16_without_bom(sample: bytes) -> str | None:
     return None
 
 
+_DOCUMENT_MAGIC = (
+    (b"%PDF-", "a PDF, not text (rename it to .pdf to index it)"),
+    (b"PK\x03\x04", "a zip container (DOCX/XLSX/PPTX or an archive), not text"),
+)
+
+
 def _refuse_binary(data: bytes, name: str) -> None:
     sample = data[:_SAMPLE]
+    for magic, what in _DOCUMENT_MAGIC:
+        if sample.startswith(magic):
+            raise ExtractionError(f"{name} looks binary: it is {what}. Not indexed.")
     if sample.startswith(_BINARY_MAGIC) or b"\x00" in sample:
         raise ExtractionError(f"{name} looks binary (it contains NUL bytes), not text; it was not indexed.")
     controls = len(sample) - len(sample.translate(None, _CONTROL))
