@@ -94,20 +94,19 @@ def http_app(server: Any, settings: Settings, host: str) -> Any:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """Listen on host:port before starting uvicorn, so a busy port is a clear error, not a log line."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise GeneralAgentError(f"Cannot listen on {host}: {exc}. Pass an IP address or host name with --host.") from None
+    """Listen on host:port before starting uvicorn (same address rules as uvicorn), so that a busy
+    port or an unknown host is a clear error instead of a log line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
+        sock.bind((host.strip("[]"), port))
         sock.listen(2048)
     except OSError as exc:
         sock.close()
         raise GeneralAgentError(
-            f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Choose another --port or stop what uses it."
+            f"Cannot listen on {host}:{port}: {exc.strerror or exc}. "
+            "Choose another --port (or --host), or stop what uses it."
         ) from None
     sock.set_inheritable(True)
     return sock
