@@ -246,3 +246,54 @@ def test_anthropic_round_trip_unchanged_when_small() -> None:
 def test_malformed_input_names_the_index(messages: list[Any], fragment: str) -> None:
     with pytest.raises(InvalidInput, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         parse(messages)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+ROLE = st.sampled_from(["user", "assistant", "tool", "system", "developer", "bot", None])
+PART = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "tool_use", "tool_result", "image", "image_url", 3])},
+    optional={
+        "text": JSON,
+        "id": st.sampled_from(["a", "b", 1]),
+        "tool_use_id": st.sampled_from(["a", "b"]),
+        "name": JSON,
+        "input": JSON,
+        "content": JSON,
+    },
+)
+MESSAGE = st.fixed_dictionaries(
+    {"role": ROLE},
+    optional={
+        "content": st.one_of(JSON, st.lists(PART, max_size=3)),
+        "tool_calls": st.one_of(
+            JSON,
+            st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "id": st.sampled_from(["a", "b"]),
+                        "function": st.fixed_dictionaries({"name": st.just("f")}),
+                    }
+                ),
+                max_size=2,
+            ),
+        ),
+        "tool_call_id": st.sampled_from(["a", "b", 5]),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages=st.lists(st.one_of(MESSAGE, JSON), max_size=8), system=st.one_of(st.none(), JSON))
+def test_garbage_input_gets_invalid_input_never_a_crash(messages: Any, system: Any) -> None:
+    try:
+        transcript = parse(messages, system)
+    except InvalidInput as exc:
+        assert str(exc)
+        return
+    out, _ = optimize(transcript.messages, COUNTER, Budget(context_window=1000, min_messages=0))
+    rendered, _system = render(transcript, out)
+    assert api_problems(rendered, transcript.format) == []
