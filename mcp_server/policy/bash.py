@@ -438,5 +438,6 @@ def handles(*names: str, wrapper: bool = False) -> Callable[[Handler], Handler]:
 
 
 from mcp_server.policy import bash_commands as _bash_commands  # noqa: E402,F401  (registers the handlers)
+from mcp_server.policy import bash_exec as _bash_exec  # noqa: E402,F401
 
 __all__ = ["Env", "Report", "Segment", "analyze"]

@@ -22,14 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_server.policy import bash, paths
+from mcp_server.policy import bash, paths, risk
 from mcp_server.policy.model import Decision, Risk, ask, deny
 from mcp_server.policy.rules import PermissionRule, Rules
 
 __all__ = ["Decision", "PolicyContext", "decide"]
 
-MAX_ARG_NODES = 50_000
-MAX_ARG_DEPTH = 64
 PRIMARY_KEYS = ("command", "path", "file_path", "directory", "pattern", "query", "url", "name")
 
 
@@ -67,13 +65,13 @@ def _decide(tool: str, args: Mapping[str, Any], ctx: PolicyContext) -> Decision:
         return ask("Malformed call (tool name or arguments of the wrong type).", "high", "engine.bad_call")
     call = _Call(tool, args, ctx, paths.root_strings(ctx.roots),
                  tuple(str(p) for p in (paths.normalize(str(p), None) for p in ctx.protected_paths) if p))
-    strings, complete = _strings(args)
+    strings, complete = risk.argument_strings(args)
     matches: list[Decision] = []
     report = _shell_report(call, matches)
     matches += _path_checks(call)
     if not complete:
         matches.append(ask("The arguments are too deeply nested or too large to check.", "high", "engine.args_too_complex"))
-    matches += _pattern_checks(call, strings)
+    matches += risk.pattern_matches(ctx.rules, tool, ctx.read_only, strings)
     matches += _permission_matches(call, report)
     for action in ("deny", "ask"):
         found = next((m for m in matches if m.action == action), None)
@@ -135,49 +133,6 @@ def _write_check(call: _Call, key: str, text: str, norm: str | None) -> list[Dec
         return [ask(f"Writing {text!r} can make later commands run code (git/shell/tool config).", "high",
                     "files.exec_config")]
     return []
-
-
-# -- layer 2 (and per-tool risk patterns of layer 3) ---------------------------------------------
-
-
-def _strings(args: Mapping[str, Any]) -> tuple[list[str], bool]:
-    """Every string (keys included) in nested arguments, iteratively, bounded."""
-    out: list[str] = []
-    stack: list[tuple[Any, int]] = [(args, 0)]
-    nodes = 0
-    while stack:
-        value, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_ARG_NODES or depth > MAX_ARG_DEPTH:
-            return out, False
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, bytes | bytearray):
-            out.append(bytes(value).decode("latin-1"))
-        elif isinstance(value, Mapping):
-            for k, v in value.items():
-                stack.append((k, depth + 1))
-                stack.append((v, depth + 1))
-        elif isinstance(value, list | tuple | set | frozenset):
-            stack.extend((v, depth + 1) for v in value)
-    return out, True
-
-
-def _pattern_checks(call: _Call, strings: list[str]) -> list[Decision]:
-    out: list[Decision] = []
-    for pattern in call.ctx.rules.patterns:
-        if not pattern.applies_to(call.tool, call.ctx.read_only):
-            continue
-        for text in strings:
-            hit = pattern.matcher.search(text)
-            if hit is None:
-                out.append(ask(f"Risk pattern {pattern.rule_id} took too long on these arguments.", "high",
-                               pattern.rule_id))
-                break
-            if hit:
-                out.append(Decision(pattern.action, pattern.reason, pattern.risk, pattern.rule_id))
-                break
-    return out
 
 
 # -- layer 3 ---------------------------------------------------------------------------------

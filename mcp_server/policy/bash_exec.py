@@ -1,0 +1,292 @@
+"""Shell-checker handlers for commands that run other commands: privilege (sudo, su, doas),
+shells and interpreters (`sh -c`, `python -c`, `eval`, `source`, `watch`) and wrappers (`env`,
+`nice`, `timeout`, `xargs`, `time`, `command`, `exec`, `busybox`, ...). The wrapped command is
+analysed as if it stood alone; transparent wrappers let its safety decide the segment's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mcp_server.policy.bash import (
+    _TRANSPARENT,
+    INLINE_DANGER,
+    INLINE_FLAGS,
+    INTERPRETERS,
+    POWER,
+    PRIVILEGED,
+    SHELLS,
+    Segment,
+    _Analyzer,
+    _family,
+    handles,
+)
+from mcp_server.policy.bash_commands import Args, _after_options, _operands, _value_word
+from mcp_server.policy.model import ask, deny
+from mcp_server.policy.shell_syntax import Command, Word
+
+# -- privilege, power ------------------------------------------------------------------------
+
+_SUDO_WITH_VALUE = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group",
+                              "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--close-from",
+                              "--command-timeout"})
+
+
+@handles(*PRIVILEGED, wrapper=True)
+def _privileged(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = seg.allowable = False
+    an.find(ask(f"`{name}` runs commands with elevated privileges.", "critical", "bash.privileged"))
+    if name in ("su", "runuser"):
+        for i, word in enumerate(args[:-1]):
+            if word.text in ("-c", "--command"):
+                _run_source(an, args[i + 1], depth, "bash.dynamic_script")
+        return _TRANSPARENT
+    inner = _after_options(args, _SUDO_WITH_VALUE)
+    if inner:
+        an.argv(inner, depth + 1, seg, None, scanned=True)
+        seg.safe = False
+    return _TRANSPARENT
+
+
+@handles(*POWER)
+def _power(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    an.find(ask(f"{name} shuts down or restarts the machine.", "critical", "bash.power"))
+    return _TRANSPARENT
+
+
+@handles("systemctl", "init", "telinit")
+def _systemctl(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    if {w.text for w in args} & {"poweroff", "reboot", "halt", "kexec", "0", "6", "suspend", "hibernate"}:
+        an.find(ask(f"{name} shuts down or restarts the machine.", "critical", "bash.power"))
+    return _TRANSPARENT
+
+
+# -- shells, interpreters, eval ----------------------------------------------------------------
+
+
+def _run_source(an: _Analyzer, word: Word, depth: int, rule: str) -> None:
+    """Analyse a string that will run as shell code (sh -c, eval, watch, su -c)."""
+    if word.dynamic:
+        _dynamic_code(an, word.subs, depth)
+        an.find(ask(f"Runs shell code built at run time: `{word.raw[:60]}`.", "high", rule))
+    else:
+        an.source(word.text, depth + 1)
+
+
+def _dynamic_code(an: _Analyzer, subs: list[str], depth: int) -> None:
+    kinds = an.classify_sources(subs, depth + 1)
+    if "download" in kinds:
+        an.find(deny("Runs code downloaded from the network.", "critical", "bash.download_exec"))
+    elif "decode" in kinds:
+        an.find(deny("Runs code decoded at run time (obfuscation).", "critical", "bash.decode_exec"))
+
+
+def _script_operand(an: _Analyzer, word: Word, depth: int, cmd: Command | None) -> None:
+    if word.procsub:
+        _dynamic_code(an, word.subs, depth)
+        an.find(ask("Runs a script produced by another command.", "high", "bash.procsub_script"))
+
+
+def _stdin_code(an: _Analyzer, name: str, cmd: Command | None) -> None:
+    if cmd is not None and any(r.op in ("<", "<<<") for r in cmd.redirects):
+        an.find(ask(f"{name} runs code fed from a file or string.", "high", "bash.shell_stdin"))
+
+
+@handles(*SHELLS)
+def _shell(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    cflag, other, i = False, False, 0
+    while i < len(args):
+        text = args[i].text
+        if text == "--":
+            i += 1
+            break
+        if text[:1] in "-+" and text not in ("-", "+"):
+            if text in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+                other, i = True, i + 2
+                continue
+            if not text.startswith("--") and "c" in text[1:]:
+                cflag = True
+            other = other or text != "-c"
+            i += 1
+            continue
+        break
+    operands = args[i:]
+    if cflag and operands:
+        _run_source(an, operands[0], depth, "bash.dynamic_script")
+        if other or len(operands) > 1 or operands[0].dynamic:
+            seg.safe = False
+        return _TRANSPARENT
+    seg.safe = False
+    if operands:
+        _script_operand(an, operands[0], depth, cmd)
+    if not operands or operands[0].text in ("-", "/dev/stdin"):
+        _stdin_code(an, name, cmd)
+    return _TRANSPARENT
+
+
+@handles(*INTERPRETERS)
+def _interpreter(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    texts = [w.text for w in args]
+    if texts and all(t in ("--version", "-V", "-v", "--help", "-h") for t in texts):
+        return None
+    seg.safe = False
+    code: Word | None = None
+    for i, text in enumerate(texts):
+        if text in INLINE_FLAGS and i + 1 < len(args):
+            code = args[i + 1]
+            break
+        if _family(name) in ("python", "python3", "python2") and text.startswith("-c") and len(text) > 2:
+            code = _value_word(args[i], text[2:])
+            break
+    operands = _operands(args, frozenset({"-m", "-W", "-X", "-I", "-r", "--require", "-f", "-v"}))
+    if code is None and name in ("awk", "gawk", "mawk", "nawk") and operands:
+        code = operands[0]
+    if code is not None:
+        if code.dynamic:
+            _dynamic_code(an, code.subs, depth)
+        danger = INLINE_DANGER.search(code.text)
+        if danger:
+            an.find(ask(f"{name} inline code uses `{danger.group()}` (can delete files or run programs).", "high",
+                        "bash.inline_code_destructive"))
+        else:
+            an.find(ask(f"{name} runs inline code.", "medium", "bash.inline_code"))
+        return _TRANSPARENT
+    if operands:
+        _script_operand(an, operands[0], depth, cmd)
+    if not operands or operands[0].text in ("-", "/dev/stdin"):
+        _stdin_code(an, name, cmd)
+    return _TRANSPARENT
+
+
+@handles("eval")
+def _eval(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    if any(w.dynamic for w in args):
+        seg.safe = seg.allowable = False
+        _dynamic_code(an, [s for w in args for s in w.subs], depth)
+        an.find(ask("eval runs code built at run time.", "high", "bash.dynamic_eval"))
+    elif args:
+        an.source(" ".join(w.text for w in args), depth + 1)
+    return _TRANSPARENT
+
+
+@handles("source", ".")
+def _source(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = False
+    if args:
+        _script_operand(an, args[0], depth, cmd)
+    return _TRANSPARENT
+
+
+@handles("watch")
+def _watch(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    seg.safe = seg.allowable = False
+    inner = _after_options(args, frozenset({"-n", "--interval", "-q", "--equexit"}))
+    if not inner:
+        return _TRANSPARENT
+    if any(w.text in ("-x", "--exec") for w in args[: len(args) - len(inner)]):
+        an.argv(inner, depth + 1, seg, None, scanned=True)
+    else:
+        _run_source(an, Word(" ".join(w.text for w in inner), " ".join(w.raw for w in inner),
+                             dynamic=any(w.dynamic for w in inner), subs=[s for w in inner for s in w.subs]),
+                    depth, "bash.dynamic_script")
+    seg.safe = False
+    return _TRANSPARENT
+
+
+# -- wrappers --------------------------------------------------------------------------------
+
+
+def _wrap(an: _Analyzer, inner: Args, depth: int, seg: Segment, transparent: bool) -> object:
+    if not inner:
+        seg.safe = False
+        return _TRANSPARENT
+    an.argv(inner, depth + 1, seg, None, scanned=True)
+    if not transparent:
+        seg.safe = False
+    return _TRANSPARENT
+
+
+@handles("env", wrapper=True)
+def _env(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    i, transparent, saved = 0, True, an.cwd
+    while i < len(args):
+        word, text = args[i], args[i].text
+        if text in ("-i", "--ignore-environment", "-0", "--null", "-v", "--debug", "-"):
+            i += 1
+        elif text in ("-u", "--unset"):
+            i += 2
+        elif text.startswith(("--unset=", "-u")):
+            i += 1
+        elif text in ("-S", "--split-string") or text.startswith(("-S", "--split-string=")):
+            value = args[i + 1] if text in ("-S", "--split-string") and i + 1 < len(args) else _value_word(
+                word, text.split("=", 1)[1] if "=" in text else text[2:])
+            seg.safe = False
+            _run_source(an, value, depth, "bash.dynamic_script")
+            return _TRANSPARENT
+        elif text in ("-C", "--chdir", "-P") or text.startswith(("--chdir=", "-C")):
+            transparent, an.cwd = False, None
+            i += 2 if text in ("-C", "--chdir", "-P") else 1
+        elif text.startswith("-"):
+            transparent = False
+            i += 1
+        elif "=" in text and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", text):
+            an.assignment(word, seg)
+            i += 1
+        else:
+            break
+    result = _wrap(an, args[i:], depth, seg, transparent)
+    an.cwd = saved
+    return result
+
+
+def _simple_wrapper(with_value: frozenset[str], transparent: bool = True, skip_operand: bool = False) -> object:
+    def handler(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+        inner = _after_options(args, with_value)
+        if skip_operand:
+            inner = inner[1:]
+        return _wrap(an, inner, depth, seg, transparent)
+
+    return handler
+
+
+for _names, _values, _transparent, _skip in (
+    (("nice",), {"-n", "--adjustment"}, True, False),
+    (("nohup", "builtin", "unbuffer", "setsid"), set(), True, False),
+    (("timeout",), {"-s", "--signal", "-k", "--kill-after"}, True, True),
+    (("exec",), {"-a"}, True, False),
+    (("stdbuf",), {"-i", "-o", "-e", "--input", "--output", "--error"}, True, False),
+    (("ionice",), {"-c", "-n", "-t", "--class", "--classdata"}, True, False),
+    (("busybox", "toybox"), set(), True, False),
+    (("chrt", "taskset", "numactl", "cgexec", "systemd-run", "flock", "nsenter", "chroot", "unshare", "firejail",
+      "bwrap", "proxychains", "proxychains4", "torsocks", "strace", "ltrace", "valgrind", "perf", "gdb", "catchsegv",
+      "faketime", "fakeroot", "caffeinate", "nocache", "parallel", "entr", "script", "run-parts", "doppler",
+      "dotenv", "op", "aws-vault", "npx", "pnpx", "bunx", "uvx", "pipx"), set(), False, False),
+):
+    handles(*_names, wrapper=True)(_simple_wrapper(frozenset(_values), _transparent, _skip))  # type: ignore[arg-type]
+
+
+@handles("xargs", wrapper=True)
+def _xargs(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    inner = _after_options(args, frozenset({"-I", "-n", "-P", "-L", "-s", "-d", "-E", "-a", "--arg-file",
+                                            "--delimiter", "--max-args", "--max-procs", "--max-lines",
+                                            "--max-chars", "--eof", "--replace", "--process-slot-var"}))
+    seg.allowable = False
+    return _wrap(an, inner, depth, seg, transparent=False)
+
+
+@handles("time", wrapper=True)
+def _time(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    for i, word in enumerate(args[:-1]):
+        if word.text in ("-o", "--output"):
+            an.write_target(args[i + 1], seg)
+    return _wrap(an, _after_options(args, frozenset({"-o", "--output", "-f", "--format"})), depth, seg, True)
+
+
+@handles("command", wrapper=True)
+def _command(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    if any(w.text in ("-v", "-V") for w in args[:2]):
+        seg.safe = False  # a lookup, harmless, but not on the safe list
+        return _TRANSPARENT
+    return _wrap(an, _after_options(args), depth, seg, True)
