@@ -1,4 +1,5 @@
-"""Per-command handlers of the shell checker: destructive commands, writers, git, wrappers.
+"""Per-command handlers of the shell checker: destructive commands, writers, git, cd
+(commands that run other commands are in bash_exec.py).
 
 A handler gets the analyser, the command name, its argument words, the nesting depth, the
 segment being built and the parsed command (for its redirections). It adds findings and may
@@ -14,8 +15,6 @@ from mcp_server.policy import paths
 from mcp_server.policy.bash import (
     _TRANSPARENT,
     DISK_TOOLS,
-    INTERPRETERS,
-    SHELLS,
     Segment,
     _Analyzer,
     handles,
@@ -326,4 +325,4 @@ def _pushd(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: 
     return _TRANSPARENT
 
 
-__all__ = ["SYSTEM_DIRS", "SHELLS", "INTERPRETERS"]
+__all__ = ["SYSTEM_DIRS", "Args"]
