@@ -235,7 +235,7 @@ def _timed(fn: Any, repeat: int) -> tuple[float, Any]:
 def main() -> None:
     from context.compact import CompactOptions, compact
     from context.messages import parse, render
-    from context.optimize import Budget, optimize
+    from context.optimize import Budget, _memo, optimize
     from context.tokens import _counts, counter_for
 
     counter = counter_for("gpt-4")
@@ -259,8 +259,11 @@ def main() -> None:
             return report
 
         _counts.clear()
+        _memo.clear()
         cold, report = _timed(run_optimize, 1)
         warm, report = _timed(run_optimize, 5)
+        _counts.clear()
+        _memo.clear()
         ccold = _timed(run_compact, 1)[0]
         cwarm, creport = _timed(run_compact, 3)
         rows.append(

@@ -10,7 +10,11 @@ import pytest
 from context.memory import MemoryStore
 from mcp_server.errors import InvalidInput, NotFound
 from tools.memory import forget, list_memories, recall, remember
-from tools.runtime import Runtime
+from tools.runtime import CallContext, Runtime
+
+
+def remember_(fact: str, confidence: float = 0.8, category: str | None = None, *, rt: Runtime) -> Any:
+    return remember(fact, confidence, category, rt=rt, call=CallContext(tool="remember"))
 
 
 @pytest.fixture
@@ -21,8 +25,8 @@ def rt(settings: Any) -> Any:
 
 
 def test_seed_example_prefers_pytest_over_docker(rt: Runtime) -> None:
-    remember("Prefers pytest for testing", 0.8, "preference", rt=rt)
-    remember("Uses Docker for containerization", 0.9, "tooling", rt=rt)
+    remember_("Prefers pytest for testing", 0.8, "preference", rt=rt)
+    remember_("Uses Docker for containerization", 0.9, "tooling", rt=rt)
     messages = [
         {"role": "user", "content": "I'm building a Python FastAPI service."},
         {"role": "assistant", "content": "Great, FastAPI works well for that."},
@@ -38,9 +42,9 @@ def test_seed_example_prefers_pytest_over_docker(rt: Runtime) -> None:
 
 
 def test_chinese_recall_and_language_kept(rt: Runtime) -> None:
-    remember("用户喜欢用 pytest 写测试", 0.7, rt=rt)
-    remember("用户住在上海，喜欢喝咖啡", 0.9, rt=rt)
-    remember("The deployment target is Kubernetes", 0.9, rt=rt)
+    remember_("用户喜欢用 pytest 写测试", 0.7, rt=rt)
+    remember_("用户住在上海，喜欢喝咖啡", 0.9, rt=rt)
+    remember_("The deployment target is Kubernetes", 0.9, rt=rt)
     result = recall(query="我们来写测试吧，用什么框架？", rt=rt)
     assert [f.content for f in result.facts] == ["用户喜欢用 pytest 写测试"]
     coffee = recall(query="上海 咖啡", rt=rt)
@@ -48,8 +52,8 @@ def test_chinese_recall_and_language_kept(rt: Runtime) -> None:
 
 
 def test_recall_skips_tool_traffic_and_uses_last_three_turns(rt: Runtime) -> None:
-    remember("The project database is PostgreSQL", 0.6, rt=rt)
-    remember("Prefers dark mode in the editor", 0.6, rt=rt)
+    remember_("The project database is PostgreSQL", 0.6, rt=rt)
+    remember_("Prefers dark mode in the editor", 0.6, rt=rt)
     call = {
         "id": "c1",
         "type": "function",
@@ -67,7 +71,7 @@ def test_recall_skips_tool_traffic_and_uses_last_three_turns(rt: Runtime) -> Non
 
 def test_no_context_falls_back_to_confidence_order_and_budget(rt: Runtime) -> None:
     for i, conf in enumerate([0.2, 0.9, 0.5]):
-        remember(f"Fact number {i} about something different {i * 'x'}", conf, rt=rt)
+        remember_(f"Fact number {i} about something different {i * 'x'}", conf, rt=rt)
     result = recall(rt=rt)
     assert not result.context_used
     assert [f.confidence for f in result.facts] == [0.9, 0.5, 0.2]
@@ -77,10 +81,10 @@ def test_no_context_falls_back_to_confidence_order_and_budget(rt: Runtime) -> No
 
 
 def test_near_identical_facts_are_deduplicated(rt: Runtime) -> None:
-    first = remember("Prefers pytest for testing", 0.6, rt=rt)
-    again = remember("prefers pytest for testing.", 0.9, rt=rt)
-    stemmed = remember("Preferring pytest for tests", 0.7, rt=rt)
-    other = remember("Prefers unittest for testing legacy code", 0.7, rt=rt)
+    first = remember_("Prefers pytest for testing", 0.6, rt=rt)
+    again = remember_("prefers pytest for testing.", 0.9, rt=rt)
+    stemmed = remember_("Preferring pytest for tests", 0.7, rt=rt)
+    other = remember_("Prefers unittest for testing legacy code", 0.7, rt=rt)
     assert first.action == "created" and again.action == "updated" and stemmed.action == "updated"
     assert again.fact.id == first.fact.id == stemmed.fact.id and stemmed.fact.confidence == 0.7
     assert other.action == "created"
@@ -89,7 +93,7 @@ def test_near_identical_facts_are_deduplicated(rt: Runtime) -> None:
 
 def test_forget_by_id_and_query_and_paging(rt: Runtime) -> None:
     ids = [
-        remember(f"Fact {i}: the {word} service uses port {8000 + i}", rt=rt).fact.id
+        remember_(f"Fact {i}: the {word} service uses port {8000 + i}", rt=rt).fact.id
         for i, word in enumerate(["billing", "search", "auth", "mail", "chat"])
     ]
     page = list_memories(limit=2, rt=rt)

@@ -11,7 +11,7 @@ from context.memory import Fact, MemoryStore, context_text, format_block, rank, 
 from context.messages import parse
 from context.tokens import counter_for
 from mcp_server.errors import InvalidInput, NotFound
-from tools.runtime import Runtime
+from tools.runtime import CallContext, Runtime
 
 FORGET_MIN_SIMILARITY = 0.5
 
@@ -62,10 +62,14 @@ def remember(
     ] = None,
     *,
     rt: Runtime,
+    call: CallContext,
 ) -> RememberResult:
     """Store a fact about the user or the project for later conversations. A near-identical fact
     is not duplicated: its confidence is updated instead."""
-    stored, action = memory_store(rt).remember(fact, confidence, category)
+    origin: Any = call.extras.get("origin")
+    is_subagent = getattr(origin, "kind", "") == "subagent"
+    source = f"subagent:{getattr(origin, 'subagent_id', '')}" if is_subagent else f"client:{call.client_id}"
+    stored, action = memory_store(rt).remember(fact, confidence, category, source=source[:120])
     return RememberResult(fact=_model(stored), action=action)
 
 
