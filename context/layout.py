@@ -27,6 +27,7 @@ _LABELS = {
     "skills": "New skills are available: {items}. Read a skill's instructions before using it.",
     "files": "New files were uploaded: {items}. Read or search them when relevant.",
 }
+MAX_KNOWN = 2000
 REMINDER_OPEN = "<system-reminder>"
 REMINDER_CLOSE = "</system-reminder>"
 
@@ -48,11 +49,12 @@ def observe(state: dict[str, Any], kind: str, items: Iterable[str]) -> None:
     new = state.setdefault(f"new_{kind}", [])
     seen = set(known)
     for item in items:
-        item = str(item).strip()
+        item = str(item).strip()[:200]
         if item and item not in seen:
             known.append(item)
             new.append(item)
             seen.add(item)
+    del known[:-MAX_KNOWN]  # bounded state: the oldest names are forgotten first
 
 
 @dataclass
