@@ -9,6 +9,7 @@ reference fixture server are listed in tests/conformance/expected-failures.yml.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -86,3 +87,15 @@ def test_conformance_suite(server: HttpServer, tmp_path: Path) -> None:
     print(f"\nconformance: {len(passing)}/{len(results)} scenarios passed ({', '.join(passing)}); "
           f"{len(results) - len(passing)} expected failures (fixture scenarios); "
           f"checks {checks_passed} passed, {checks_failed} failed")
+
+
+def test_unreachable_npm_registry_fails_loudly(tmp_path: Path) -> None:
+    """Without the registry (here: a closed loopback port) node.sh must fail and say why, never pass."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("npm_config_")}
+    env.update(GENERALAGENT_NODE_CACHE=str(tmp_path / "node-cache"), npm_config_registry="http://127.0.0.1:9/",
+               npm_config_cache=str(tmp_path / "npm-cache"))
+    done = subprocess.run([str(NODE_SH), "conformance", "--version"], capture_output=True, text=True, timeout=240,
+                          env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0
+    assert "cannot install" in done.stderr and "npm registry" in done.stderr
+    assert not (tmp_path / "node-cache").exists()
