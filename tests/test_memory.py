@@ -124,3 +124,34 @@ def test_store_survives_reopen_and_rejects_bad_input(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput):
         reopened.remember("x", confidence=2)
     reopened.close()
+
+
+def test_two_stores_on_one_file_write_concurrently(tmp_path: Path) -> None:
+    """Two server processes share the data dir: separate connections, one writer at a time."""
+    import threading
+
+    from context.store import ContextStore
+
+    path = tmp_path / "memory.sqlite3"
+    stores = [MemoryStore(path), MemoryStore(path)]
+    contexts = [ContextStore(tmp_path / "context.sqlite3"), ContextStore(tmp_path / "context.sqlite3")]
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(25):
+                stores[k].remember(f"Writer {k} fact {i}: service {k * 100 + i} listens on port {9000 + i}")
+                contexts[k].put_state(f"conv-{k}", {"turn": i})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(stores[0].all_facts()) == 50
+    assert contexts[1].get_state("conv-0") == {"turn": 24}
+    for store in [*stores, *contexts]:
+        store.close()
