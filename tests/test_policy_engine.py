@@ -139,7 +139,7 @@ disable_patterns = ["drop_table"]
 deny = ["run_bash_command(git push:*)", "delete_*", "write_file(path=*.lock)"]
 ask = ["read_file(*.pdf)", "run_bash_command(ls secret*)"]
 allow = ["run_bash_command(npm test:*)", "run_bash_command(make *)", "write_file(path=notes/*)",
-         "run_bash_command(rm -rf build)", "custom_tool"]
+         "run_bash_command(rm -rf build)", "custom_tool", "web_get(https://docs.python.org/*)"]
 
 [tools.run_bash_command]
 high_risk = ['terraform\\s+(destroy|apply)']
@@ -181,11 +181,16 @@ USER_CASES = [
     ("run_bash_command", {"command": "rm -rf build"}, False, "ask", "bash.rm_recursive"),  # checker beats allow
     ("write_file", {"path": "notes/today.md", "content": "x"}, False, "allow", "user.allow[2]"),
     ("write_file", {"path": "notes/../../x", "content": "x"}, False, "deny", "files.write_outside_roots"),
+    ("write_file", {"path": "notes/../src/main.py", "content": "x"}, False, "ask", "default.ask"),
+    ("write_file", {"path": "./notes/./a.md", "content": "x"}, False, "allow", "user.allow[2]"),
+    ("run_bash_command", {"command": "make -C ../other all"}, False, "ask", "default.ask"),
     ("write_file", {"path": "notes/k", "content": KEY}, False, "ask", "global.private_key"),
     ("write_file", {"path": "notes/a.md", "content": "CONFIDENTIAL"}, False, "ask",
      "user.tools.write_file.medium_risk[0]"),
     ("write_file", {"path": "notes/a.sql", "content": "DROP TABLE x"}, False, "allow", "user.allow[2]"),  # disabled
     ("custom_tool", {"fact": "x"}, False, "allow", "user.allow[4]"),
+    ("web_get", {"url": "https://docs.python.org/3/"}, False, "allow", "user.allow[5]"),
+    ("web_get", {"url": "https://evil.example/docs.python.org/"}, False, "ask", "default.ask"),
     ("run_bash_command", {"command": "terraform destroy"}, False, "ask", "user.tools.run_bash_command.high_risk[0]"),
     ("run_bash_command", {"command": "kubectl delete pod x"}, False, "ask",
      "user.tools.run_bash_command.medium_risk[0]"),

@@ -59,6 +59,7 @@ KEYWORDS_TRANSPARENT = frozenset({"!", "if", "then", "else", "elif", "do", "whil
 KEYWORDS_END = frozenset({"fi", "done", "esac", "}"})
 KEYWORDS_UNSUPPORTED = frozenset({"for", "case", "select", "function", "[[", "coproc", "declare", "typeset",
                                   "local", "export", "readonly", "alias", "trap", "shopt", "set", "unset"})
+_PARENT = re.compile(r"(^|/)\.\.(/|$)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HIDDEN_GLOB = re.compile(r"(^|/)\.[^/]*[*?\[]")  # a glob that can match hidden files (.ss?/id_rsa)
 OUT_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
@@ -243,6 +244,8 @@ class _Analyzer:
                 self.secret(piece)
             if word.dynamic:  # values unknown in advance ($X, $( ), $((x)) which can even run code)
                 seg.safe = seg.allowable = False
+            if _PARENT.search(word.text):  # allow globs see words as written: "notes/../x" is not in notes/
+                seg.allowable = False
         if name in KEYWORDS_TRANSPARENT:
             if args:
                 self.argv(args, depth + 1, seg, cmd, scanned=True)

@@ -153,18 +153,22 @@ def _rule_texts(call: _Call, rule: PermissionRule, report: bash.Report | None) -
     """The texts an argument glob is matched against (any of them matching counts)."""
     if report is not None and rule.key is None:
         return [report.command.strip(), *report.all_texts()]
-    value = call.args.get(rule.key) if rule.key else _primary(call.args)
+    key, value = (rule.key, call.args.get(rule.key)) if rule.key else _primary(call.args)
     texts: list[str] = []
     for item in value if isinstance(value, list | tuple) else [value]:
-        texts += _value_texts(call, item)
+        texts += _value_texts(call, item, _is_path_key(call, key))
     return texts
 
 
-def _primary(args: Mapping[str, Any]) -> Any:
+def _primary(args: Mapping[str, Any]) -> tuple[str | None, Any]:
     for key in PRIMARY_KEYS:
         if key in args:
-            return args[key]
-    return _compact(args)
+            return key, args[key]
+    return None, _compact(args)
+
+
+def _is_path_key(call: _Call, key: str | None) -> bool:
+    return key is not None and (key in call.ctx.rules.path_keys or key in call.ctx.rules.write_tools.get(call.tool, ()))
 
 
 def _compact(value: Any) -> str:
@@ -174,15 +178,18 @@ def _compact(value: Any) -> str:
         return repr(value)
 
 
-def _value_texts(call: _Call, value: Any) -> list[str]:
+def _value_texts(call: _Call, value: Any, is_path: bool, for_allow: bool = False) -> list[str]:
+    """A value as written plus, for paths, its resolved and root-relative forms. Allow rules see
+    only the resolved forms, so `write_file(path=notes/*)` does not allow `notes/../src/x`."""
     if not isinstance(value, str):
         return [_compact(value)]
-    texts = [value]
+    if not is_path:
+        return [value]
     norm = paths.normalize(value, call.roots[0], shell=False)
-    if norm is not None:
-        texts.append(norm)
-        texts += [norm[len(r.rstrip("/")) + 1 :] for r in call.roots if norm != r and paths.within(norm, r)]
-    return texts
+    if norm is None:
+        return [] if for_allow and "\x00" in value else [value]
+    resolved = [norm, *(norm[len(r.rstrip("/")) + 1 :] for r in call.roots if norm != r and paths.within(norm, r))]
+    return resolved if for_allow else [value, *resolved]
 
 
 # -- allow (layers 3 and 4) --------------------------------------------------------------------
@@ -205,11 +212,11 @@ def _allow(call: _Call, report: bash.Report | None) -> Decision:
 
 def _allow_texts(call: _Call, rule: PermissionRule) -> list[list[str]]:
     """One group of candidate texts per value; an allow rule must match every value."""
-    value = call.args.get(rule.key) if rule.key else _primary(call.args)
     if rule.key and rule.key not in call.args:
         return []
+    key, value = (rule.key, call.args.get(rule.key)) if rule.key else _primary(call.args)
     items = list(value) if isinstance(value, list | tuple) else [value]
-    return [_value_texts(call, item) for item in items]
+    return [_value_texts(call, item, _is_path_key(call, key), for_allow=True) for item in items]
 
 
 def _allow_shell(report: bash.Report, allows: list[PermissionRule]) -> Decision:
