@@ -17,10 +17,12 @@ if ! "$root/scripts/node.sh" >/dev/null; then
   echo "test.sh: the pinned Node tooling is missing; the conformance and Inspector tests will fail" >&2
 fi
 
+# Every stage runs even when an earlier one fails, so one run shows everything that is broken.
+failed=()
 echo "== ruff"
-"$py" -m ruff check mcp_server tools indexing context tests bench || exit 1
+"$py" -m ruff check mcp_server tools indexing context tests bench || failed+=(ruff)
 echo "== mypy"
-"$py" -m mypy || exit 1
+"$py" -m mypy || failed+=(mypy)
 
 echo "== pytest"
 # A fresh temp root per run, removed by rm (pytest's own cleanup of old runs can hit Python's
@@ -34,6 +36,10 @@ if [[ " ${args[*]-} " != *" --basetemp"* ]]; then
 fi
 "$py" -m pytest "${args[@]}"
 rc=$?
-if [[ $rc -eq 5 ]]; then echo "test.sh: pytest collected no tests: failing" >&2; rc=1; fi
-echo "test.sh: exit $rc after $((SECONDS - started)) s"
-exit $rc
+if [[ $rc -eq 5 ]]; then echo "test.sh: pytest collected no tests: failing" >&2; fi
+[[ $rc -ne 0 ]] && failed+=("pytest (exit $rc)")
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "test.sh: FAILED: ${failed[*]} ($((SECONDS - started)) s)" >&2
+  exit 1
+fi
+echo "test.sh: all passed ($((SECONDS - started)) s)"
