@@ -194,6 +194,8 @@ ASK = [
     ("cat .*", "default.ask"),
     ("cat */.env", "bash.secret_read"),
     ("cat .ss?/config", "default.ask"),
+    ("[ -f ../x ]", "default.ask"),
+    ('[ "$X" = y ]', "default.ask"),
     ("cat {/etc/hosts,x}", "default.ask"),
     ("cat {/etc/passwd,x}", "global.etc_passwd"),
     ("ls # rm -rf /", "global.rm_rf_root"),
@@ -211,7 +213,7 @@ ALLOW = [
     "git log --oneline | head -5", "cd src && ls", "cd src; cat a.py", "time git status", "nice -n 5 ls",
     "sh -c 'git status'", "bash -c 'ls -la && pwd'", "ls 2>/dev/null", "ls >/dev/null 2>&1", "ls >&2",
     "cat .env.example", "echo ok &", "ls # rm -rf x", "ls *", "wc -l src/*.py", "ls\n\npwd", "eval ls", "env ls", "/bin/ls -la",
-    "/usr/bin/git status", "echo $'hi'", "printf '%s\\n' a b", "sort a.txt | uniq -c",
+    "/usr/bin/git status", "echo $'hi'", "printf '%s\\n' a b", "sort a.txt | uniq -c", "[ -f README.md ] && cat README.md", "test -d src || ls",
 ]
 
 

@@ -229,7 +229,7 @@ class _Analyzer:
             seg.safe = seg.allowable = False
             return
         head = words[0]
-        if head.dynamic or head.glob or head.brace or head.procsub or not head.text.strip():
+        if head.dynamic or (head.glob and head.text != "[") or head.brace or head.procsub or not head.text.strip():
             self.dynamic_head(head, depth, seg)
             return
         raw = head.text
