@@ -151,21 +151,52 @@ class Searcher:
     # -- stage 1 -----------------------------------------------------------------------------
 
     def _candidates(self, match: str, n: int, paths: PathFilter | None, raw: str | None) -> list[tuple]:  # type: ignore[type-arg]
-        where, args = "chunks_fts MATCH ?", [match]
-        if paths is not None and paths.active:
-            cond, extra = paths.sql()
-            where += f" AND c.doc_id IN (SELECT doc_id FROM files WHERE {cond})"
-            args += extra
-        sql = (
-            f"SELECT {_CHUNK_COLS}, c.head_terms, c.terms FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-            f"WHERE {where} ORDER BY bm25(chunks_fts, {self.params.fts_head_weight}, 1.0) LIMIT {int(n)}"
-        )
+        """The top `n` chunk rows by FTS5 bm25. A path filter is applied to a wider unfiltered top
+        list first (cheap when most documents qualify) and inside the FTS query only when needed."""
+        conn = self.store.conn()
+        order = f"ORDER BY bm25(chunks_fts, {self.params.fts_head_weight}, 1.0)"
         try:
-            return self.store.conn().execute(sql, args).fetchall()
+            if paths is None or not paths.active:
+                ids = conn.execute(
+                    f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? {order} LIMIT {int(n)}", (match,)
+                ).fetchall()
+                return self._rows([i for (i,) in ids])
+            cond, extra = paths.sql()
+            wide = 4 * n
+            ranked = conn.execute(
+                f"SELECT c.id, c.doc_id FROM (SELECT rowid AS id FROM chunks_fts WHERE chunks_fts MATCH ? {order} "
+                f"LIMIT {wide}) AS top JOIN chunks c ON c.id = top.id",
+                (match,),
+            ).fetchall()
+            docs = sorted({d for _, d in ranked})
+            allowed = {
+                d for (d,) in conn.execute(
+                    f"SELECT DISTINCT doc_id FROM files WHERE {cond} AND doc_id IN ({','.join(map(str, docs))})", extra
+                )
+            } if docs else set()
+            kept = [i for i, d in ranked if d in allowed]
+            if len(kept) < n and len(ranked) == wide:
+                ids = conn.execute(
+                    f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN (SELECT id FROM chunks "
+                    f"WHERE doc_id IN (SELECT doc_id FROM files WHERE {cond})) {order} LIMIT {int(n)}",
+                    [match, *extra],
+                ).fetchall()
+                kept = [i for (i,) in ids]
+            return self._rows(kept[:n])
         except sqlite3.OperationalError as exc:
             if raw is not None:
                 raise fts_error(raw, str(exc)) from None
             raise
+
+    def _rows(self, ids: list[int]) -> list[tuple]:  # type: ignore[type-arg]
+        """Chunk rows (with their terms) for `ids`, in the order given."""
+        if not ids:
+            return []
+        rows = self.store.conn().execute(
+            f"SELECT {_CHUNK_COLS}, c.head_terms, c.terms FROM chunks c WHERE c.id IN ({','.join(map(str, ids))})"
+        ).fetchall()
+        by_id = {r[0]: r for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
 
     # -- stage 2 -----------------------------------------------------------------------------
 
@@ -181,15 +212,14 @@ class Searcher:
         hits = []
         for row in rows:
             head, body = row[12].split(), row[13].split()
-            tf_body, tf_head = Counter(body), Counter(head)
             norm = p.k1 * (1 - p.b + p.b * len(body) / avgdl)
             score = 0.0
             for t, w in idf.items():
-                tf = tf_body.get(t, 0) + p.head_weight * tf_head.get(t, 0)
+                tf = body.count(t) + (p.head_weight * head.count(t) if head else 0)
                 if tf:
                     score += w * tf * (p.k1 + 1) / (tf + norm)
             if pairs and p.bigram_weight:
-                present = set(zip(body, body[1:], strict=False)) | set(zip(head, head[1:], strict=False))
+                present = _adjacent(body, idf) | _adjacent(head, idf)
                 score += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
             if p.window_weight:
                 score += p.window_weight * _best_window(body, idf, p.window)
@@ -249,6 +279,13 @@ def _query_pairs(parsed: ParsedQuery) -> list[tuple[str, str]]:
     for seq in [parsed.terms, *parsed.phrases]:
         pairs += [(a, b) for a, b in zip(seq, seq[1:], strict=False) if a != b]
     return list(dict.fromkeys(pairs))
+
+
+def _adjacent(terms: list[str], wanted: dict[str, float]) -> set[tuple[str, str]]:
+    """Pairs of adjacent terms in `terms` where both are query terms."""
+    return {
+        (terms[i], terms[i + 1]) for i in range(len(terms) - 1) if terms[i] in wanted and terms[i + 1] in wanted
+    }
 
 
 def _best_window(terms: list[str], idf: dict[str, float], width: int) -> float:

@@ -1,0 +1,300 @@
+"""Indexing throughput, query latency and first-search time.
+
+    .venv/bin/python -m bench.index_speed [--eval DIR] [--files N] [--big N] [--skip-index] [--skip-query]
+
+1. Office corpus: PDF/DOCX/XLSX/PPTX files in Chinese and English generated from the eval passages
+   with `tests/docgen.py`. Per format: our indexing (`Indexer.index_tree`: hash, extract in the
+   worker process, chunk, analyse, write SQLite/FTS5) against the floor measured in the same run:
+   the raw library extraction (PyMuPDF get_text, python-docx paragraphs, openpyxl read-only rows,
+   python-pptx shapes) plus jieba segmentation of the extracted text, both in this process.
+2. Query latency p50/p95 (DEV questions, top 10) at about 5k chunks (the eval corpora cut by our
+   chunker) and about 100k (the same replicated with a distinct marker), with tantivy on the
+   same analysed terms as the yardstick (BM25, OR of the query terms, top 10).
+3. First search after start: a fresh process builds the server (jieba warm-up in the background)
+   and calls search_documents on an existing index; wall time from process start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.retrieval import DEFAULT_EVAL, load_jsonl
+from indexing.analyzer import analyze, jieba_tokenizer
+from indexing.indexer import Indexer, analyze_chunks
+from indexing.model import Chunk, ChunkingOptions, Extracted, Unit
+from indexing.search import Searcher
+from indexing.store import AnalyzedChunk, IndexStore
+
+FORMATS = ("pdf", "docx", "xlsx", "pptx")
+
+
+# -- 1. the office corpus ----------------------------------------------------------------------
+
+
+def make_corpus(folder: Path, passages: list[dict], files_per_format: int) -> dict[str, Path]:  # type: ignore[type-arg]
+    """`files_per_format` files per format, each holding 8 consecutive passages."""
+    from tests.docgen import Heading, Slide, make_docx, make_pdf, make_pptx, make_xlsx
+
+    dirs = {fmt: folder / fmt for fmt in FORMATS}
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    for i in range(files_per_format):
+        group = passages[i * 8 : i * 8 + 8]
+        titles = [p.get("title", "").replace("_", " ") or f"Part {k}" for k, p in enumerate(group)]
+        texts = [p["text"] for p in group]
+        make_pdf(dirs["pdf"] / f"f{i:03d}.pdf", [[Heading(t), x] for t, x in zip(titles, texts, strict=True)])
+        blocks: list[object] = []
+        for t, x in zip(titles, texts, strict=True):
+            blocks += [Heading(t), *x.split("。" if _cjk(x) else ". ")]
+        make_docx(dirs["docx"] / f"f{i:03d}.docx", blocks)  # type: ignore[arg-type]
+        rows = [["#", "title", "sentence"]] + [
+            [str(n), t, s] for n, (t, x) in enumerate(zip(titles, texts, strict=True)) for s in _sentences(x)
+        ]
+        make_xlsx(dirs["xlsx"] / f"f{i:03d}.xlsx", {"Data": rows})
+        slides = [Slide(t, _sentences(x)[:6], notes=" ".join(_sentences(x)[6:])) for t, x in zip(titles, texts, strict=True)]
+        make_pptx(dirs["pptx"] / f"f{i:03d}.pptx", slides)
+    return dirs
+
+
+def _cjk(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text[:50])
+
+
+def _sentences(text: str) -> list[str]:
+    sep = "。" if _cjk(text) else ". "
+    return [s for s in text.split(sep) if s.strip()]
+
+
+def raw_extract(fmt: str, path: Path) -> str:
+    """The libraries' own extraction, no hardening, no offsets: the floor."""
+    if fmt == "pdf":
+        import pymupdf
+
+        with pymupdf.open(path) as doc:
+            return "\n".join(page.get_text() for page in doc)
+    if fmt == "docx":
+        import docx
+
+        return "\n".join(p.text for p in docx.Document(str(path)).paragraphs)
+    if fmt == "xlsx":
+        import openpyxl
+
+        wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
+        out = [" | ".join(str(c) for c in row if c is not None) for ws in wb.worksheets for row in ws.iter_rows(values_only=True)]
+        wb.close()
+        return "\n".join(out)
+    import pptx
+
+    parts = []
+    for slide in pptx.Presentation(str(path)).slides:
+        parts += [shape.text_frame.text for shape in slide.shapes if shape.has_text_frame]
+        if slide.has_notes_slide:
+            parts.append(slide.notes_slide.notes_text_frame.text)
+    return "\n".join(parts)
+
+
+def bench_indexing(work: Path, dirs: dict[str, Path]) -> list[str]:
+    jb = jieba_tokenizer()
+    lines = ["| format | files | floor: extract s | floor: jieba s | ours: index s | ours / floor speed | chunks |",
+             "|---|---|---|---|---|---|---|"]
+    total_chars = 0
+    total_seg = 0.0
+    for fmt, folder in dirs.items():
+        files = sorted(folder.iterdir())
+        started = time.perf_counter()
+        texts = [raw_extract(fmt, f) for f in files]
+        t_extract = time.perf_counter() - started
+        started = time.perf_counter()
+        for text in texts:
+            jb.lcut(text, HMM=False)
+        t_seg = time.perf_counter() - started
+        total_chars += sum(map(len, texts))
+        total_seg += t_seg
+        store = IndexStore(work / f"speed-{fmt}.sqlite3")
+        started = time.perf_counter()
+        report = Indexer(store).index_tree(folder)
+        t_ours = time.perf_counter() - started
+        assert not report.failed, report.failed[:3]
+        floor = t_extract + t_seg
+        lines.append(
+            f"| {fmt} | {len(files)} | {t_extract:.2f} | {t_seg:.2f} | {t_ours:.2f} | {floor / t_ours:.2f}x | "
+            f"{report.chunks_added} |"
+        )
+        store.close()
+    lines.append(f"\njieba segmentation (HMM off): {total_chars / max(total_seg, 1e-9):,.0f} chars/s")
+    return lines
+
+
+# -- 2. query latency ----------------------------------------------------------------------------
+
+
+def chunk_corpora(eval_dir: Path) -> list[AnalyzedChunk]:
+    from indexing.chunking import chunk_document
+
+    out: list[AnalyzedChunk] = []
+    for lang in ("zh", "en"):
+        for doc in load_jsonl(eval_dir / lang / "docs.jsonl"):
+            text = doc["text"]
+            extracted = Extracted(text=text, units=[Unit(0, len(text), "text")], kind="text")
+            out += analyze_chunks(chunk_document(extracted, ChunkingOptions()))
+    return out
+
+
+def build_store(path: Path, chunks: list[AnalyzedChunk], copies: int) -> IndexStore:
+    store = IndexStore(path)
+    per_doc = 50
+    with store.write() as conn:
+        for copy in range(copies):
+            marker = f"replica{copy}"
+            for start in range(0, len(chunks), per_doc):
+                group = [
+                    AnalyzedChunk(
+                        Chunk(i, a.chunk.start, a.chunk.end, a.chunk.text), a.head_terms, f"{a.terms} {marker}"
+                    )
+                    for i, a in enumerate(chunks[start : start + per_doc])
+                ]
+                doc_id = store.insert_document(conn, f"{copy}:{start}", "text", 0, group)
+                store.link_file(conn, f"/bench/{copy}/{start}.txt", doc_id, 0, 0)
+    return store
+
+
+def build_tantivy(chunks: list[AnalyzedChunk], copies: int) -> tuple[object, object]:
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("body", stored=False, tokenizer_name="whitespace")
+    builder.add_integer_field("id", stored=True)
+    schema = builder.build()
+    index = tantivy.Index(schema)
+    writer = index.writer(heap_size=200_000_000, num_threads=1)
+    n = 0
+    for copy in range(copies):
+        for a in chunks:
+            writer.add_document(tantivy.Document(body=f"{a.terms} replica{copy}", id=n))
+            n += 1
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    return index, schema
+
+
+def tantivy_search(index: object, terms: list[str]) -> list[int]:
+    import tantivy
+
+    if not terms:
+        return []
+    subs = [(tantivy.Occur.Should, tantivy.Query.term_query(index.schema, "body", t)) for t in dict.fromkeys(terms)]  # type: ignore[attr-defined]
+    searcher = index.searcher()  # type: ignore[attr-defined]
+    return [addr.doc for _, addr in searcher.search(tantivy.Query.boolean_query(subs), 10).hits]
+
+
+def latency(fn: Callable[[str], object], queries: list[str]) -> tuple[float, float]:
+    times = []
+    for q in queries:
+        started = time.perf_counter()
+        fn(q)
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+
+
+def bench_queries(work: Path, eval_dir: Path, big_copies: int, n_queries: int) -> list[str]:
+    chunks = chunk_corpora(eval_dir)
+    rng = random.Random(7)
+    queries = [q["query"] for lang in ("zh", "en") for q in load_jsonl(eval_dir / lang / "queries_dev.jsonl")]
+    queries = rng.sample(queries, min(n_queries, len(queries)))
+    lines = ["| chunks | ours p50 ms | ours p95 ms | tantivy p50 ms | tantivy p95 ms | ours / tantivy p50 |",
+             "|---|---|---|---|---|---|"]
+    analysed = {q: analyze(q) for q in queries}
+    for copies in (1, big_copies):
+        store = build_store(work / f"latency-{copies}.sqlite3", chunks, copies)
+        searcher = Searcher(store)
+        searcher.search("warm up 预热")
+        ours = latency(lambda q, s=searcher: s.search(q, limit=10), queries)  # type: ignore[misc]
+        tindex, _ = build_tantivy(chunks, copies)
+        tv = latency(lambda q, ix=tindex: tantivy_search(ix, analysed[q]), queries)  # type: ignore[misc]
+        n = store.totals()["chunks"]
+        lines.append(f"| {n:,} | {ours[0]:.2f} | {ours[1]:.2f} | {tv[0]:.2f} | {tv[1]:.2f} | {ours[0] / tv[0]:.1f}x |")
+        store.close()
+        del tindex
+    lines.append("(tantivy gets the already-analysed query terms; ours includes query analysis and the rerank.)")
+    return lines
+
+
+# -- 3. first search after start -------------------------------------------------------------------
+
+FIRST_SEARCH = """
+import time, sys
+t0 = float(sys.argv[1])
+from mcp_server.settings import load_settings
+from mcp_server.server import build_server
+settings = load_settings({"data_dir": sys.argv[2], "roots": [sys.argv[3]]}, environ={})
+server, dispatcher = build_server(settings)
+import anyio
+from mcp_server.dispatch import CallOrigin
+async def main():
+    await dispatcher.run("search_documents", {"query": "营收增长 revenue growth"}, CallOrigin())
+anyio.run(main)
+print(time.time() - t0)
+"""
+
+
+def bench_first_search(work: Path, eval_dir: Path) -> list[str]:
+    root = work / "first"
+    root.mkdir()
+    for i, p in enumerate(load_jsonl(eval_dir / "zh" / "corpus.jsonl")[:50]):
+        (root / f"{i}.md").write_text(p["text"], encoding="utf-8")
+    data = work / "first-data"
+    store = IndexStore(data / "index.sqlite3")
+    Indexer(store).index_tree(root)
+    store.close()
+    repo = Path(__file__).resolve().parents[1]
+    times = []
+    for _ in range(3):
+        out = subprocess.run(
+            [sys.executable, "-c", FIRST_SEARCH, str(time.time()), str(data), str(root)],
+            cwd=repo, capture_output=True, text=True, check=True,
+        )
+        times.append(float(out.stdout.strip().splitlines()[-1]))
+    return [f"first search after start (process start → result, incl. jieba load): "
+            f"median {statistics.median(times):.2f} s of {len(times)} runs (max {max(times):.2f} s)"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
+    parser.add_argument("--files", type=int, default=12, help="files per format (8 passages each)")
+    parser.add_argument("--big", type=int, default=12, help="replicas for the large latency index")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--skip-index", action="store_true")
+    parser.add_argument("--skip-query", action="store_true")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="bench-speed-"))
+    try:
+        if not args.skip_index:
+            zh = load_jsonl(args.eval / "zh" / "corpus.jsonl")
+            en = load_jsonl(args.eval / "en" / "corpus.jsonl")
+            mixed = [p for pair in zip(zh, en, strict=False) for p in pair]
+            dirs = make_corpus(work / "office", mixed, args.files)
+            print("\n".join(bench_indexing(work, dirs)), flush=True)
+            print()
+        if not args.skip_query:
+            print("\n".join(bench_queries(work, args.eval, args.big, args.queries)), flush=True)
+            print()
+        print("\n".join(bench_first_search(work, args.eval)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
