@@ -217,8 +217,8 @@ class _Analyzer:
             elif redirect.op in ("<", "<&") and not re.fullmatch(r"\d+|-", target.text):
                 self.secret(target.text)
                 self.read_path(target, seg)
-            elif redirect.op == "<<<":
-                seg.safe = False  # a here-string feeds data to stdin (maybe a script)
+            elif redirect.op in ("<<<", "<<", "<<-"):
+                seg.safe = False  # a here-string/heredoc feeds data to stdin (maybe a script)
 
     # -- one argv (recursive through wrappers)
 

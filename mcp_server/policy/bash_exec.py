@@ -89,9 +89,36 @@ def _script_operand(an: _Analyzer, word: Word, depth: int, cmd: Command | None) 
         an.find(ask("Runs a script produced by another command.", "high", "bash.procsub_script"))
 
 
-def _stdin_code(an: _Analyzer, name: str, cmd: Command | None) -> None:
-    if cmd is not None and any(r.op in ("<", "<<<") for r in cmd.redirects):
-        an.find(ask(f"{name} runs code fed from a file or string.", "high", "bash.shell_stdin"))
+HERE_OPS = ("<<", "<<-", "<<<")
+
+
+def _stdin_text(cmd: Command | None) -> Word | None:
+    """The heredoc / here-string fed to the command's stdin, if any."""
+    return next((r.target for r in cmd.redirects if r.op in HERE_OPS), None) if cmd else None
+
+
+def _stdin_code(an: _Analyzer, name: str, cmd: Command | None, depth: int, shell: bool) -> None:
+    """A shell/interpreter reading its program from stdin: a heredoc/here-string given to a shell
+    is analysed as shell code; any program from a file or string still asks."""
+    if cmd is None or not any(r.op in ("<", *HERE_OPS) for r in cmd.redirects):
+        return
+    text = _stdin_text(cmd)
+    if text is not None and shell:
+        _run_source(an, text, depth, "bash.dynamic_script")
+    elif text is not None:
+        _inline_code(an, name, text, depth)
+    an.find(ask(f"{name} runs code fed from a file, heredoc or string.", "high", "bash.shell_stdin"))
+
+
+def _inline_code(an: _Analyzer, name: str, code: Word, depth: int) -> None:
+    if code.dynamic:
+        _dynamic_code(an, code.subs, depth)
+    danger = INLINE_DANGER.search(code.text)
+    if danger:
+        an.find(ask(f"{name} inline code uses `{danger.group()}` (can delete files or run programs).", "high",
+                    "bash.inline_code_destructive"))
+    else:
+        an.find(ask(f"{name} runs inline code.", "medium", "bash.inline_code"))
 
 
 @handles(*SHELLS)
@@ -122,7 +149,7 @@ def _shell(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: 
     if operands:
         _script_operand(an, operands[0], depth, cmd)
     if not operands or operands[0].text in ("-", "/dev/stdin"):
-        _stdin_code(an, name, cmd)
+        _stdin_code(an, name, cmd, depth, shell=True)
     return _TRANSPARENT
 
 
@@ -144,19 +171,12 @@ def _interpreter(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment,
     if code is None and name in ("awk", "gawk", "mawk", "nawk") and operands:
         code = operands[0]
     if code is not None:
-        if code.dynamic:
-            _dynamic_code(an, code.subs, depth)
-        danger = INLINE_DANGER.search(code.text)
-        if danger:
-            an.find(ask(f"{name} inline code uses `{danger.group()}` (can delete files or run programs).", "high",
-                        "bash.inline_code_destructive"))
-        else:
-            an.find(ask(f"{name} runs inline code.", "medium", "bash.inline_code"))
+        _inline_code(an, name, code, depth)
         return _TRANSPARENT
     if operands:
         _script_operand(an, operands[0], depth, cmd)
     if not operands or operands[0].text in ("-", "/dev/stdin"):
-        _stdin_code(an, name, cmd)
+        _stdin_code(an, name, cmd, depth, shell=False)
     return _TRANSPARENT
 
 

@@ -4,9 +4,10 @@ It understands what matters for deciding what a command line runs: words with qu
 (`r''m`, `"r"m`, `\\rm`, `$'\\x72m'` all become `rm`), the operators `;`, `&&`, `||`, `|`,
 `|&`, `&` and newlines, subshells `( )`, redirections, comments, and the places where code
 is nested: `$( )`, backticks and process substitution `<( )` / `>( )` (their source is kept
-for the caller to analyse). Parameter expansion (`$X`, `${X}`) and arithmetic mark a word as
-dynamic. Anything it does not handle (heredocs, case/function syntax, unbalanced quotes or
-parentheses) raises ParseError: the caller then asks instead of guessing.
+for the caller to analyse). Heredocs become the redirection's target word (expanded like a
+double-quoted string unless the delimiter is quoted). Parameter expansion (`$X`, `${X}`) and
+arithmetic mark a word as dynamic. Anything it does not handle (case/function syntax, unbalanced
+quotes or parentheses) raises ParseError: the caller then asks instead of guessing.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class _Lexer:
     def tokens(self) -> list[Token]:
         s, i = self.s, 0
         out: list[Token] = []
+        pending: list[tuple[Token, str, bool, bool]] = []  # heredocs waiting for their body
         while i < self.n:
             c = s[i]
             if c in " \t":
@@ -117,15 +119,75 @@ class _Lexer:
                 fd_op = self._operator(fd.end()) or ">"
                 out.append(Token("redir", fd_op, fd.group()))
                 i = fd.end() + len(fd_op)
+                if fd_op in ("<<", "<<-"):
+                    i = self._heredoc_start(i, fd_op, out, pending)
             elif (op := self._operator(i)) is not None:
                 if op in (";;", ";;&", ";&"):
                     raise ParseError("case statements are not analysed")
                 out.append(Token("redir" if op in _REDIRECTS else "op", op))
                 i += len(op)
+                if op in ("<<", "<<-"):
+                    i = self._heredoc_start(i, op, out, pending)
+                elif op == "\n" and pending:
+                    i = self._heredoc_bodies(i, pending)
             else:
                 word, i = self._word(i)
                 out.append(Token("word", word=word))
+        if pending:  # bash reads a heredoc up to the end of input when its delimiter line is missing
+            self._heredoc_bodies(self.n, pending)
         return out
+
+    def _heredoc_start(self, i: int, op: str, out: list[Token], pending: list[tuple[Token, str, bool, bool]]) -> int:
+        """After `<<`/`<<-`: read the delimiter word; the body is attached at the next newline."""
+        while i < self.n and self.s[i] in " \t":
+            i += 1
+        if i >= self.n or self.s[i] in _WORD_END:
+            raise ParseError("heredoc without a delimiter")
+        word, i = self._word(i)
+        if word.dynamic or not word.text:
+            raise ParseError("heredoc with a computed delimiter")
+        token = Token("word", word=Word("", ""))
+        out.append(token)
+        pending.append((token, word.text, any(q in word.raw for q in "'\"\\"), op == "<<-"))
+        return i
+
+    def _heredoc_bodies(self, i: int, pending: list[tuple[Token, str, bool, bool]]) -> int:
+        """Read the bodies of the pending heredocs (in order) starting at s[i]; return the end."""
+        for token, delimiter, quoted, strip_tabs in pending:
+            lines: list[str] = []
+            while i < self.n:
+                end = self.s.find("\n", i)
+                end = self.n if end < 0 else end
+                line = self.s[i:end].lstrip("\t") if strip_tabs else self.s[i:end]
+                i = min(end + 1, self.n)
+                if line == delimiter:
+                    break
+                lines.append(line)
+            body = "".join(line + "\n" for line in lines)
+            token.word = Word(body, body) if quoted else _Lexer(body).expanding_text()
+        pending.clear()
+        return i
+
+    def expanding_text(self) -> Word:
+        """The whole source as the body of an unquoted heredoc: $X, $( ) and backticks expand."""
+        buf: list[str] = []
+        word = Word("", self.s)
+        i = 0
+        while i < self.n:
+            c = self.s[i]
+            if c == "\\" and i + 1 < self.n and self.s[i + 1] in "$`\\\n":
+                if self.s[i + 1] != "\n":
+                    buf.append(self.s[i + 1])
+                i += 2
+            elif c == "$":
+                i = self._dollar(i, buf, word, in_dquote=True)
+            elif c == "`":
+                i = self._backtick(i, buf, word)
+            else:
+                buf.append(c)
+                i += 1
+        word.text = "".join(buf)
+        return word
 
     def _operator(self, i: int) -> str | None:
         candidates = _OPS_BY_CHAR.get(self.s[i]) if i < self.n else None
@@ -401,8 +463,6 @@ class _Parser:
                 pending = False
             elif kind == "redir":
                 op, fd = token.op, token.fd
-                if op in ("<<", "<<-"):
-                    raise ParseError("heredocs are not analysed")
                 pos += 1
                 target = self.tokens[pos].word if pos < len(self.tokens) else None
                 if target is None:
