@@ -292,3 +292,16 @@ def test_huge_and_deeply_nested_commands_ask_quickly(ctx: PolicyContext) -> None
     many = "; ".join(["ls"] * 1000)
     assert len(many) < 16_384
     assert bash(many, ctx).rule_id == "bash.too_complex"
+
+
+RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+@pytest.mark.parametrize("joiner", ["; ", " && ", " || ", "\n", " & "])
+def test_prefixing_safe_commands_never_loosens_a_decision(joiner: str, ctx: PolicyContext) -> None:
+    """`safe; X` is at least as strict as `X` alone, for every row of the tables."""
+    for safe in ALLOW[:8]:
+        for command, _ in DENY + ASK:
+            alone = bash(command, ctx)
+            combined = bash(safe + joiner + command, ctx)
+            assert RANK[combined.action] >= RANK[alone.action], (safe, command, alone, combined)

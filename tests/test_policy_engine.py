@@ -300,7 +300,7 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )
-SHELL_ALPHABET = st.sampled_from(list("abrmls -;|&<>()$`'\"\\\n{}*?~/.=#!0123456789") + ["rm", "sh -c ", "$(", "<("])
+SHELL_ALPHABET = st.sampled_from(list("abrmls -;|&<>()$`'\"\\\n{}*?~/.=#!0123456789") + ["rm", "sh -c ", "$(", "<(", "<<", "<<'E'", "\nE\n", "<<<"])
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
