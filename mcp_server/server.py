@@ -147,24 +147,40 @@ def human_answer(outcome: Any) -> dict[str, Any] | None:
     return {"action": action, "content": content}
 
 
-def compact_schema(node: Any, is_mapping: bool = False, drop: tuple[str, ...] = ("title",)) -> None:
-    """Drop generated `title`s (and, for output schemas, `description`s) from a JSON schema, in place.
+def compact_schema(node: Any, is_mapping: bool = False, drop: tuple[str, ...] = ("title",),
+                   output: bool = False) -> None:
+    """Shrink a JSON schema in place without changing what it accepts; keeps tools/list small.
 
-    Keeps tools/list small. Output schemas keep their structure (types, required, enums) for
-    validation; clients hand the model the input schema and the result itself, not the output
-    schema's prose. A property that is itself called "title"/"description" is kept (mapping keys
-    are names, not annotations).
+    Always drops pydantic's generated `title`s. For output schemas (`output=True`; clients validate
+    results with them, models see the results themselves) also the `description`s and `default`s, and
+    `anyOf: [{type: X}, {type: null}]` becomes the equivalent `type: [X, "null"]`. Mapping keys are
+    names, not annotations: a property called "title" or "default" is kept.
     """
-    if isinstance(node, dict):
-        if not is_mapping:
-            for key in drop:
-                if isinstance(node.get(key), str):
-                    del node[key]
-        for key, value in node.items():
-            compact_schema(value, not is_mapping and key in ("properties", "$defs", "definitions"), drop)
-    elif isinstance(node, list):
+    if isinstance(node, list):
         for item in node:
-            compact_schema(item, False, drop)
+            compact_schema(item, False, drop, output)
+        return
+    if not isinstance(node, dict):
+        return
+    if not is_mapping:
+        for key in (*drop, "default") if output else drop:
+            if key in node and (key == "default" or isinstance(node[key], str)):
+                del node[key]
+        if output:
+            _nullable_to_type_list(node)
+    for key, value in node.items():
+        compact_schema(value, not is_mapping and key in ("properties", "$defs", "definitions"), drop, output)
+
+
+def _nullable_to_type_list(node: dict[str, Any]) -> None:
+    options = node.get("anyOf")
+    if not (isinstance(options, list) and len(options) == 2 and {"type": "null"} in options):
+        return
+    other = next(option for option in options if option != {"type": "null"})
+    if isinstance(other, dict) and isinstance(other.get("type"), str) and not set(other) & set(node):
+        del node["anyOf"]
+        node.update(other)
+        node["type"] = [other["type"], "null"]
 
 
 def annotations_for(spec: ToolSpec) -> ToolAnnotations:
@@ -222,7 +238,7 @@ class ToolCatalog:
         if tool is not None:
             compact_schema(tool.parameters)
             if tool.fn_metadata.output_schema is not None:
-                compact_schema(tool.fn_metadata.output_schema, drop=("title", "description"))
+                compact_schema(tool.fn_metadata.output_schema, drop=("title", "description"), output=True)
 
     def enable(self, names: list[str]) -> list[str]:
         """List the named tools from now on; returns the names that were newly enabled."""

@@ -34,3 +34,31 @@ def test_compact_schema_keeps_names_and_structure() -> None:
     compact_schema(schema, drop=("title", "description"))
     assert schema["properties"]["title"] == {"type": "string"} and schema["required"] == ["title"]
     assert schema["$defs"]["Item"]["properties"] == {"description": {"type": "string"}}
+
+
+def test_compact_output_schema_accepts_the_same_values() -> None:
+    import jsonschema
+
+    from mcp_server.server import compact_schema
+
+    schema = {
+        "type": "object", "required": ["a"],
+        "properties": {
+            "a": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "description": "A."},
+            "default": {"type": "integer", "default": 3},
+            "b": {"anyOf": [{"$ref": "#/$defs/B"}, {"type": "null"}]},
+        },
+        "$defs": {"B": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+    }
+    compact_schema(schema, drop=("title", "description"), output=True)
+    assert schema["properties"]["a"] == {"type": ["string", "null"]}
+    assert schema["properties"]["default"] == {"type": "integer"}  # a property called "default" stays
+    assert "anyOf" in schema["properties"]["b"]  # only simple types are folded
+    for value in ({"a": None, "default": 1, "b": None}, {"a": "x", "b": {"x": 2}}):
+        jsonschema.validate(value, schema)
+    try:
+        jsonschema.validate({"a": 5}, schema)
+    except jsonschema.ValidationError:
+        pass
+    else:
+        raise AssertionError("a number must still be rejected")
