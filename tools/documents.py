@@ -546,5 +546,5 @@ def warm_up_search(rt: Runtime) -> None:
     """Start-up warm-up (background thread): load jieba's dictionary and open the index."""
     from indexing.analyzer import warm_up
 
-    warm_up()
+    warm_up(rt.data_dir / "cache")
     index_store(rt)
