@@ -91,3 +91,30 @@ async def test_index_search_status_remove(settings: Any, workspace: Path, mode: 
 
         outside = await client.call_tool("index_path", {"path": "/etc"})
         assert outside.is_error and "not allowed" in outside.content[0].text
+
+
+async def test_cleanup_old_entries_and_paging(settings: Any, workspace: Path) -> None:
+    import os
+    import time
+
+    for i in range(30):
+        (workspace / f"n{i:02d}.md").write_text(f"# Note {i}\n\nshared lighthouse keeper {i}\n", encoding="utf-8")
+    async with connect(settings) as client:
+        await call(client, "index_path", {"path": "."})
+        first = await call(client, "search_documents", {"query": "lighthouse", "max_results": 20})
+        rest = await call(client, "search_documents", {"query": "lighthouse", "max_results": 20, "offset": 20})
+        assert first["next_offset"] == 20 and rest["next_offset"] is None
+        assert len(first["hits"]) + len(rest["hits"]) == 30
+        old = time.time() - 10 * 86400
+        db = settings.data_dir / "index.sqlite3"
+        import sqlite3
+
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE files SET indexed_at = ? WHERE path LIKE ?", (old, "%n0_.md"))
+        cleaned = await call(client, "cleanup_index", {"missing_files": False, "older_than_days": 5})
+        assert cleaned["removed_paths"] == 10 and cleaned["removed_documents"] == 10
+        status = await call(client, "index_status", {"path": "."})
+        assert status["files"] == 20 and status["path_status"]["files"] == 20
+        os.utime(workspace / "n29.md", (time.time(), time.time() + 5))
+        status = await call(client, "index_status", {"path": "."})
+        assert status["path_status"]["stale"] == 1 and status["path_status"]["fresh"] is False

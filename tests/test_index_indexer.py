@@ -245,3 +245,27 @@ def test_cli_index_search_status(tmp_path: Path, capsys: pytest.CaptureFixture[s
     capsys.readouterr()
     assert main([*data, "status", str(folder / "report.docx")]) == 0
     assert "indexed, up to date" in capsys.readouterr().out
+
+
+def test_hostile_files_fail_cleanly(store: IndexStore, tmp_path: Path) -> None:
+    from indexing.model import ExtractionLimits
+    from tests.docgen import (
+        make_corrupt_pdf,
+        make_entity_bomb_docx,
+        make_entity_bomb_xlsx,
+        make_zip_bomb_docx,
+    )
+
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    make_zip_bomb_docx(folder / "bomb.docx", inflated_mib=16)
+    make_entity_bomb_docx(folder / "laughs.docx")
+    make_entity_bomb_xlsx(folder / "laughs.xlsx")
+    make_corrupt_pdf(folder / "corrupt.pdf")
+    (folder / "fine.md").write_text("still indexed\n", encoding="utf-8")
+    limits = ExtractionLimits(max_decompressed_bytes=8 * 2**20, timeout_seconds=20)
+    report = Indexer(store, limits=limits).index_tree(folder)
+    assert {Path(f.path).name for f in report.failed} == {"bomb.docx", "laughs.docx", "laughs.xlsx", "corrupt.pdf"}
+    assert all(f.reason for f in report.failed) and report.indexed == 1
+    assert store.totals()["documents"] == 1 and paths_of(store, "indexed") == ["fine.md"]
+    consistent(store)
