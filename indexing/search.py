@@ -212,17 +212,20 @@ class Searcher:
         hits = []
         for row in rows:
             head, body = row[12].split(), row[13].split()
+            found = [(i, t) for i, t in enumerate(body) if t in idf]  # query terms with positions
+            tf_body = Counter(t for _, t in found)
+            tf_head = Counter(t for t in head if t in idf)
             norm = p.k1 * (1 - p.b + p.b * len(body) / avgdl)
             score = 0.0
             for t, w in idf.items():
-                tf = body.count(t) + (p.head_weight * head.count(t) if head else 0)
+                tf = tf_body[t] + p.head_weight * tf_head[t]
                 if tf:
                     score += w * tf * (p.k1 + 1) / (tf + norm)
             if pairs and p.bigram_weight:
-                present = _adjacent(body, idf) | _adjacent(head, idf)
+                present = _adjacent(found) | _adjacent([(i, t) for i, t in enumerate(head) if t in idf])
                 score += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
             if p.window_weight:
-                score += p.window_weight * _best_window(body, idf, p.window)
+                score += p.window_weight * _best_window(found, idf, p.window)
             hits.append(_hit(row, score))
         hits.sort(key=lambda h: (-h.score, h.chunk_id))
         return hits
@@ -281,16 +284,13 @@ def _query_pairs(parsed: ParsedQuery) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def _adjacent(terms: list[str], wanted: dict[str, float]) -> set[tuple[str, str]]:
-    """Pairs of adjacent terms in `terms` where both are query terms."""
-    return {
-        (terms[i], terms[i + 1]) for i in range(len(terms) - 1) if terms[i] in wanted and terms[i + 1] in wanted
-    }
+def _adjacent(found: list[tuple[int, str]]) -> set[tuple[str, str]]:
+    """Pairs of query terms that stand next to each other (`found`: positions and terms, in order)."""
+    return {(a, b) for (i, a), (j, b) in zip(found, found[1:], strict=False) if j == i + 1}
 
 
-def _best_window(terms: list[str], idf: dict[str, float], width: int) -> float:
+def _best_window(found: list[tuple[int, str]], idf: dict[str, float], width: int) -> float:
     """The largest IDF mass of distinct query terms inside any `width` consecutive terms."""
-    found = [(i, t) for i, t in enumerate(terms) if t in idf]
     if len(found) < 2:
         return 0.0
     best = mass = 0.0
