@@ -21,7 +21,7 @@ from indexing.store import IndexStore
 
 @dataclass(frozen=True)
 class RankParams:
-    candidates: int = 100
+    candidates: int = 50
     k1: float = 1.2
     b: float = 0.75
     head_weight: float = 2.0
