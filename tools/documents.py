@@ -543,8 +543,9 @@ def _vacuum_if_worthwhile(store: IndexStore) -> bool:
 
 
 def warm_up_search(rt: Runtime) -> None:
-    """Start-up warm-up (background thread): load jieba's dictionary and open the index."""
+    """Start-up warm-up (background thread): load jieba's dictionary. A data dir that holds an
+    index also keeps a faster copy of the dictionary; fresh data dirs get no files written."""
     from indexing.analyzer import warm_up
 
-    warm_up(rt.data_dir / "cache")
-    index_store(rt)
+    has_index = (rt.settings.data_dir / "index.sqlite3").exists()
+    warm_up(rt.settings.data_dir / "cache" if has_index else None)
