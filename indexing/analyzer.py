@@ -85,14 +85,15 @@ def _load_cached(dt: Any, folder: Path) -> bool:
         pass
     except Exception:
         return False
-    dt.tmp_dir = str(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    dt.initialize()
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        pickle.dump((dt.FREQ, dt.total), fh, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
-    (folder / "jieba.cache").unlink(missing_ok=True)  # jieba's own (slower) cache is not needed
+    dt.initialize()  # jieba's own way (its marshal cache in the temp dir), then keep our copy
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump((dt.FREQ, dt.total), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only or vanished data dir: jieba works anyway
     return True
 
 
