@@ -19,6 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+ANALYZER_VERSION = "1"
+"""Bump when the analysis changes: indexes made with another version are re-analysed on open."""
+
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_HAN}]+|[^\W_{_HAN}]+")
 _MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")

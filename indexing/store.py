@@ -63,6 +63,10 @@ MIGRATIONS: list[str] = [
     CREATE TABLE stats(id INTEGER PRIMARY KEY CHECK (id = 1), chunks INTEGER NOT NULL, terms INTEGER NOT NULL);
     INSERT INTO stats VALUES(1, 0, 0);
     """,
+    # 2: key/value facts about the index (the analyzer version its terms were made with)
+    """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
 ]
 
 
@@ -183,6 +187,24 @@ class IndexStore:
         rows = self.conn().execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", unique)
         found = dict(rows.fetchall())
         return {t: int(found.get(t, 0)) for t in unique}
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.write() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, value))
+
+    def ensure_analysis(self, version: str, analyze_fn: Callable[[str], list[str]]) -> bool:
+        """Re-analyse every chunk when the index was built with another analyzer version."""
+        if self.get_meta("analyzer") == version:
+            return False
+        rebuilt = self.totals()["chunks"] > 0
+        if rebuilt:
+            self.rebuild(analyze_fn)
+        self.set_meta("analyzer", version)
+        return rebuilt
 
     def db_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())

@@ -14,8 +14,11 @@ from mcp_server.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="File or folder to index.")
+    parser.add_argument("path", nargs="?", help="File or folder to index.")
     parser.add_argument("--no-recursive", action="store_true", help="Do not descend into sub-folders.")
+    parser.add_argument(
+        "--rebuild", action="store_true", help="Regenerate the full-text index from the stored chunk text."
+    )
 
 
 def cli_settings(settings: Settings) -> Settings:
@@ -27,6 +30,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from tools.documents import index_path
     from tools.runtime import CallContext, Runtime
 
+    if args.rebuild:
+        return _rebuild(settings)
+    if not args.path:
+        print("generalagent-mcp index: give a PATH to index (or --rebuild).", file=sys.stderr)
+        return 2
     rt = Runtime(cli_settings(settings))
     call = CallContext(tool="index_path")
     call.sink, call.portal = _progress, _call_sync
@@ -45,6 +53,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if result.note:
         print(result.note)
     return 1 if result.failed and not result.indexed and not result.unchanged else 0
+
+
+def _rebuild(settings: Settings) -> int:
+    from indexing.analyzer import analyze
+    from indexing.store import IndexStore
+
+    store = IndexStore(settings.data_dir / "index.sqlite3")
+    try:
+        count = store.rebuild(analyze)
+    finally:
+        store.close()
+    print(f"Rebuilt the full-text index from {count} stored chunks.")
+    return 0
 
 
 async def _progress(done: float, total: float | None, message: str | None) -> None:

@@ -269,3 +269,26 @@ def test_hostile_files_fail_cleanly(store: IndexStore, tmp_path: Path) -> None:
     assert all(f.reason for f in report.failed) and report.indexed == 1
     assert store.totals()["documents"] == 1 and paths_of(store, "indexed") == ["fine.md"]
     consistent(store)
+
+
+def test_index_made_by_another_analyzer_is_reanalysed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from indexing.analyzer import ANALYZER_VERSION
+    from mcp_server.cli import main
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("Baselines of 营收 growth\n", encoding="utf-8")
+    db = tmp_path / "data" / "index.sqlite3"
+    store = IndexStore(db)
+    Indexer(store).index_tree(folder)
+    with store.write() as conn:  # as if an older analyzer had made other terms
+        conn.execute("UPDATE chunks SET terms = 'zzz', head_terms = ''")
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")
+    store.set_meta("analyzer", "0")
+    assert paths_of(store, "baseline") == []
+    assert store.ensure_analysis(ANALYZER_VERSION, analyze) is True
+    assert paths_of(store, "baseline 营收") == ["a.md"]
+    assert store.ensure_analysis(ANALYZER_VERSION, analyze) is False
+    store.close()
+    assert main(["--data-dir", str(tmp_path / "data"), "index", "--rebuild"]) == 0
+    assert "1 stored chunks" in capsys.readouterr().out

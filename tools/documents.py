@@ -54,8 +54,16 @@ ContextArg = Annotated[
 
 
 def index_store(rt: Runtime) -> IndexStore:
-    """The shared index database of this server."""
-    return rt.service("index.store", lambda: IndexStore(rt.data_dir / "index.sqlite3"))
+    """The shared index database of this server (re-analysed once if made by another analyzer)."""
+    return rt.service("index.store", lambda: _open_store(rt.data_dir / "index.sqlite3"))
+
+
+def _open_store(path: Path) -> IndexStore:
+    from indexing.analyzer import ANALYZER_VERSION, analyze
+
+    store = IndexStore(path)
+    store.ensure_analysis(ANALYZER_VERSION, analyze)
+    return store
 
 
 def _indexer(rt: Runtime, call: CallContext | None = None) -> Indexer:
