@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp_server.toolspec import ToolSpec
-from tools import delegate, human, meta, tiers, todos
+from tools import bash, delegate, files, human, meta, tiers, todos
 from tools import context_tools as ctx
 from tools import documents, memory
 from tools.runtime import Runtime
@@ -39,6 +39,14 @@ TOOLS: list[ToolSpec] = [
     # -- todos
     ToolSpec(todos.todo_write, title="Write todo list", read_only=False, idempotent=False, tier="core"),
     ToolSpec(todos.todo_read, title="Read todo list", read_only=True, idempotent=True, tier="core"),
+    # -- workspace files and shell (paths confined to the roots; bash disabled unless enabled)
+    ToolSpec(files.read_file, title="Read a file", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(files.list_workspace_files, title="List a folder", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(files.find_files, title="Find files by pattern", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(files.write_file, title="Write a file", read_only=False, destructive=True, idempotent=True, tier="default"),
+    ToolSpec(files.edit_file, title="Edit a file", read_only=False, destructive=True, idempotent=False, tier="default"),
+    ToolSpec(bash.run_bash_command, title="Run a shell command", read_only=False, destructive=True, open_world=True,
+             tier="full"),
     # -- delegation (calls the user's LLM endpoint: open world)
     ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default"),
     ToolSpec(delegate.delegate_status, title="Sub-agent thread status", read_only=True, idempotent=True, tier="default"),
