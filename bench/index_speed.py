@@ -174,7 +174,7 @@ def build_tantivy(chunks: list[AnalyzedChunk], copies: int) -> tuple[object, obj
     import tantivy
 
     builder = tantivy.SchemaBuilder()
-    builder.add_text_field("body", stored=False, tokenizer_name="whitespace")
+    builder.add_text_field("body", stored=False, tokenizer_name="whitespace")  # terms are pre-analysed
     builder.add_integer_field("id", stored=True)
     schema = builder.build()
     index = tantivy.Index(schema)
@@ -190,14 +190,18 @@ def build_tantivy(chunks: list[AnalyzedChunk], copies: int) -> tuple[object, obj
     return index, schema
 
 
-def tantivy_search(index: object, terms: list[str]) -> list[int]:
+def tantivy_search(index: object, terms: list[str], ids: bool = False) -> list[int]:
+    """Top 10 by tantivy's BM25 for an OR of `terms`: segment-local doc numbers, or our ids."""
     import tantivy
 
     if not terms:
         return []
     subs = [(tantivy.Occur.Should, tantivy.Query.term_query(index.schema, "body", t)) for t in dict.fromkeys(terms)]  # type: ignore[attr-defined]
     searcher = index.searcher()  # type: ignore[attr-defined]
-    return [addr.doc for _, addr in searcher.search(tantivy.Query.boolean_query(subs), 10).hits]
+    hits = searcher.search(tantivy.Query.boolean_query(subs), 10).hits
+    if ids:
+        return [int(searcher.doc(addr)["id"][0]) for _, addr in hits]
+    return [addr.doc for _, addr in hits]
 
 
 def latency(fn: Callable[[str], object], queries: list[str]) -> tuple[float, float]:

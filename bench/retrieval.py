@@ -128,7 +128,7 @@ def run_bm25s(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type
     retriever = bm25s.BM25()
     retriever.index([analyze(p["text"]) for p in corpus], show_progress=False)
     started = time.perf_counter()
-    ranks = []
+    ranks: list[int | None] = []
     for q in queries:
         terms = [t for t in analyze(q["query"]) if t in retriever.vocab_dict]
         if not terms:
@@ -136,6 +136,21 @@ def run_bm25s(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type
             continue
         docs, _ = retriever.retrieve([terms], k=K, show_progress=False, n_threads=1)
         ranks.append(first_rank([corpus[int(i)]["id"] for i in docs[0]], q["passage_id"]))
+    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+
+
+def run_tantivy(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type: ignore[type-arg]
+    try:
+        from bench.index_speed import build_tantivy, tantivy_search
+    except ImportError:
+        return None
+    chunks = [AnalyzedChunk(Chunk(0, 0, len(p["text"]), p["text"]), "", " ".join(analyze(p["text"]))) for p in corpus]
+    index, _ = build_tantivy(chunks, 1)
+    started = time.perf_counter()
+    ranks = [
+        first_rank([corpus[i]["id"] for i in tantivy_search(index, analyze(q["query"]), ids=True)], q["passage_id"])
+        for q in queries
+    ]
     return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
 
 
@@ -167,8 +182,8 @@ def run_document_view(docs: list[dict], queries: list[dict], work: Path) -> tupl
         spans = [(a["start"] + p_start, a["start"] + p_start + len(a["text"])) for a in q["answers"]]
         r_overlap = r_contains = None
         for rank, h in enumerate(hits, start=1):
-            d = by_path.get(h.path)
-            if d is None or d["id"] != doc_id:
+            found = by_path.get(h.path)
+            if found is None or found["id"] != doc_id:
                 continue
             start, end = h.start - prefix_len[doc_id], h.end - prefix_len[doc_id]
             if r_overlap is None and start < p_end and end > p_start:
@@ -213,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 _put(results, "FTS5 dual column, OR", lang, run_design(conn, corpus, queries, " OR "))
                 conn.close()
                 _put(results, "bm25s (same analyzer)", lang, run_bm25s(corpus, queries))
+                _put(results, "tantivy (same analyzer)", lang, run_tantivy(corpus, queries))
             store = build_passage_index(corpus, work / "passages.sqlite3")
             _put(results, "ours: passage view", lang, run_ours(store, queries))
             store.close()
