@@ -118,3 +118,14 @@ async def test_cleanup_old_entries_and_paging(settings: Any, workspace: Path) ->
         os.utime(workspace / "n29.md", (time.time(), time.time() + 5))
         status = await call(client, "index_status", {"path": "."})
         assert status["path_status"]["stale"] == 1 and status["path_status"]["fresh"] is False
+
+
+async def test_damaged_index_is_moved_aside(settings: Any, workspace: Path) -> None:
+    (workspace / "a.md").write_text("hello lighthouse\n", encoding="utf-8")
+    (settings.data_dir / "index.sqlite3").write_bytes(b"this is not a database" * 100)
+    async with connect(settings) as client:
+        report = await call(client, "index_path", {"path": "."})
+        assert report["indexed"] == 1
+        found = await call(client, "search_documents", {"query": "lighthouse"})
+        assert [h["path"] for h in found["hits"]] == ["a.md"]
+    assert any(p.name.startswith("index.sqlite3.damaged-") for p in settings.data_dir.iterdir())

@@ -59,9 +59,22 @@ def index_store(rt: Runtime) -> IndexStore:
 
 
 def _open_store(path: Path) -> IndexStore:
+    """Open the index; a damaged database file (derived data) is moved aside and started afresh."""
+    import logging
+    import sqlite3
+
     from indexing.analyzer import ANALYZER_VERSION, analyze
 
-    store = IndexStore(path)
+    try:
+        store = IndexStore(path)
+    except sqlite3.DatabaseError as exc:
+        aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
+        logging.getLogger("generalagent.index").warning("index %s is damaged (%s); moved to %s", path, exc, aside)
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(str(path) + suffix)
+            if part.exists():
+                part.rename(Path(str(aside) + suffix))
+        store = IndexStore(path)
     store.ensure_analysis(ANALYZER_VERSION, analyze)
     return store
 
