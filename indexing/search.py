@@ -29,6 +29,8 @@ class RankParams:
     window: int = 10
     window_weight: float = 0.5
     fts_head_weight: float = 2.0
+    match_keep: float = 0.8  # share of the distinct loose terms (rarest first) used to find candidates
+    match_min: int = 3
 
 
 DEFAULT_RANK = RankParams()
@@ -142,13 +144,23 @@ class Searcher:
             parsed = ParsedQuery(terms=[t for t in match.replace('"', " ").split() if t not in ("AND", "OR", "NOT")])
         else:
             parsed = parse(text, mode)
-            match = to_match(parsed, mode)
+            match = to_match(self._candidate_query(parsed, mode), mode)
         if not match:
             return []
         rows = self._candidates(match, max(want, self.params.candidates), paths, raw=text if mode == "fts" else None)
         return self._rerank(rows, parsed)[: max(want, 1)]
 
     # -- stage 1 -----------------------------------------------------------------------------
+
+    def _candidate_query(self, parsed: ParsedQuery, mode: Mode) -> ParsedQuery:
+        """In natural mode, only the rarest loose terms find candidates (all of them rank)."""
+        loose = list(dict.fromkeys(parsed.terms))
+        keep = max(self.params.match_min, math.ceil(len(loose) * self.params.match_keep))
+        if mode != "natural" or len(loose) <= keep:
+            return parsed
+        dfs = self.store.doc_freqs(loose)
+        rare = set(sorted(loose, key=lambda t: dfs[t])[:keep])
+        return ParsedQuery(terms=[t for t in parsed.terms if t in rare], phrases=parsed.phrases)
 
     def _candidates(self, match: str, n: int, paths: PathFilter | None, raw: str | None) -> list[tuple]:  # type: ignore[type-arg]
         """The top `n` chunk rows by FTS5 bm25. A path filter is applied to a wider unfiltered top
