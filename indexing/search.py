@@ -1,7 +1,8 @@
 """Ranked search over the index: FTS5 finds candidates, a BM25F + proximity rerank orders them.
 
-Stage 1: the MATCH expression from `indexing.query` (OR of analysed terms in natural mode),
-ordered by FTS5's bm25() with a heading weight, keeps the top `candidates` chunks.
+Stage 1: the MATCH expression from `indexing.query` (in natural mode an OR of the rarest 80% of
+the analysed terms: common words only make FTS5 score more rows), ordered by FTS5's bm25() with a
+heading weight, keeps the top `candidates` chunks.
 Stage 2: each candidate is scored in Python from its stored terms: BM25 with our own k1/b
 (FTS5's are fixed), the heading as a weighted field, and a bonus for query terms that are
 adjacent in the chunk as in the query (bigrams). Scores are higher-better.
