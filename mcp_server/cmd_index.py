@@ -42,14 +42,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         result = index_path(str(Path(args.path).absolute()), recursive=not args.no_recursive, rt=rt, call=call)
     finally:
         rt.close()
+    from mcp_server.cmd_search import _abs
+
     print(file=sys.stderr)
     print(
-        f"{result.path}: {result.indexed} indexed, {result.unchanged} unchanged, {result.removed} removed, "
+        f"{_abs(result.path)}: {result.indexed} indexed, {result.unchanged} unchanged, {result.removed} removed, "
         f"{len(result.failed)} failed, {result.skipped} skipped (unsupported); "
         f"{result.chunks_added} chunks added in {result.seconds:.1f} s"
     )
     for failed in result.failed:
-        print(f"  failed: {failed.path}: {failed.reason}")
+        print(f"  failed: {_abs(failed.path)}: {failed.reason}")
     if result.note:
         print(result.note)
     return 1 if result.failed and not result.indexed and not result.unchanged else 0
