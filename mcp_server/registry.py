@@ -11,9 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp_server.toolspec import ToolSpec
-from tools import bash, delegate, files, human, meta, tiers, todos
+from tools import bash, delegate, documents, files, human, memory, meta, tiers, todos
 from tools import context_tools as ctx
-from tools import documents, memory
 from tools.runtime import Runtime
 
 
