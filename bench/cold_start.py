@@ -57,27 +57,30 @@ def clean_env(data_dir: str) -> dict[str, str]:
 
 def time_to_tools_list(command: list[str], env: dict[str, str], cwd: str) -> float:
     """Seconds from spawn until the tools/list response line is read from stdout."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-    assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(FRAMES)
-    process.stdin.flush()
-    try:
-        for line in process.stdout:
-            message = json.loads(line)
-            if message.get("id") == 2:
-                if "result" not in message or not message["result"].get("tools"):
-                    raise RuntimeError(f"bad tools/list answer: {message}")
-                return time.perf_counter() - start
-        raise RuntimeError(f"{command[0]} exited before answering tools/list")
-    finally:
-        process.stdin.close()
+    with tempfile.TemporaryFile() as errlog:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=errlog, env=env, cwd=cwd)
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(FRAMES)
+        process.stdin.flush()
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            for line in process.stdout:
+                message = json.loads(line)
+                if message.get("id") == 2:
+                    if "result" not in message or not message["result"].get("tools"):
+                        raise RuntimeError(f"bad tools/list answer: {message}")
+                    return time.perf_counter() - start
+            errlog.seek(0)
+            tail = errlog.read().decode(errors="replace")[-2000:]
+            raise RuntimeError(f"{command[0]} exited before answering tools/list:\n{tail}")
+        finally:
+            process.stdin.close()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def measure(runs: int) -> dict[str, list[float]]:
