@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from context import carryover
-from context.compress import compress_output, cut_middle
-from context.messages import Msg, arguments_text, content_text, with_content
+from context.compress import compress_output, shorten
+from context.messages import Msg, arguments_text, content_text, message_text, with_content
 from context.optimize import SUMMARY_HEADING, chains, keep_last_user
-from context.tokens import Counter, message_tokens
+from context.tokens import Counter, lower_bound, message_tokens, total_tokens
 from mcp_server.errors import GeneralAgentError
 
 Strategy = Literal["auto", "compact", "summarize"]
@@ -75,6 +75,7 @@ class CompactReport:
     messages_before: int = 0
     messages_after: int = 0
     tokens_before: int = 0
+    tokens_before_estimated: bool = False
     tokens_after: int = 0
     ratio: float = 1.0
     old_messages: int = 0
@@ -104,6 +105,7 @@ class Split:
     old: list[Msg]
     recent: list[Msg]
     clean: list[Msg] = field(default_factory=list)
+    counted: dict[int, int] = field(default_factory=dict)  # exact sizes of the recent messages
 
 
 def split_summary(system: list[Msg]) -> tuple[list[Msg], str | None]:
@@ -130,16 +132,21 @@ def split(msgs: list[Msg], counter: Counter, options: CompactOptions, prior: Pri
     if previous is None and prior.summary and prior.covered > 0:
         previous = prior.summary
         others = [u for u in others if msgs[u[0]].source >= prior.covered]
-    recent_units = _recent(msgs, others, counter, options)
+    counted: dict[int, int] = {}
+    recent_units = _recent(msgs, others, counter, options, counted)
     recent_set = {i for u in recent_units for i in u}
     old = [msgs[i] for u in others for i in u if i not in recent_set]
     recent = [msgs[i] for i in sorted(recent_set)]
     clean = [msgs[i] for u in units for i in u]
-    return Split(system, previous, old, recent, clean)
+    return Split(system, previous, old, recent, clean, counted)
 
 
 def _recent(
-    msgs: list[Msg], others: list[list[int]], counter: Counter, options: CompactOptions
+    msgs: list[Msg],
+    others: list[list[int]],
+    counter: Counter,
+    options: CompactOptions,
+    counted: dict[int, int],
 ) -> list[list[int]]:
     want = options.keep_recent_tokens
     if want is None:
@@ -150,7 +157,11 @@ def _recent(
     for unit in reversed(others):
         if count >= RECENT_MIN_MESSAGES and tokens >= want:
             break
-        cost = sum(message_tokens(counter, msgs[i]) for i in unit)
+        if tokens + sum(lower_bound(message_text(msgs[i])) for i in unit) > cap:
+            break
+        sizes = {i: message_tokens(counter, msgs[i]) for i in unit}
+        counted.update(sizes)
+        cost = sum(sizes.values())
         if tokens + cost > cap:
             break
         chosen.append(unit)
@@ -169,8 +180,8 @@ def _skip_reason(parts: Split, counter: Counter, options: CompactOptions) -> str
         if total < FIRST_TRIGGER_MESSAGES:
             return f"Only {total} messages; the first summary is made at {FIRST_TRIGGER_MESSAGES} or more."
         return None
-    new_tokens = sum(message_tokens(counter, m) for m in parts.old)
     summary_tokens = max(counter.count(parts.previous), 1)
+    new_tokens = tokens_upto(counter, parts.old, int(summary_tokens * NEW_TOKENS_RATIO_TRIGGER))
     if len(parts.old) < NEW_MESSAGES_TRIGGER or new_tokens / summary_tokens <= NEW_TOKENS_RATIO_TRIGGER:
         return (
             f"{len(parts.old)} new messages ({new_tokens} tokens) since the last summary ({summary_tokens} "
@@ -190,8 +201,8 @@ def compact(
     """(messages, report, summary text or None when skipped)."""
     prior = prior or Prior()
     report = CompactReport(messages_before=len(msgs))
-    report.tokens_before = sum(message_tokens(counter, m) for m in msgs)
     parts = split(msgs, counter, options, prior)
+    report.tokens_before, report.tokens_before_estimated = total_tokens(counter, msgs, parts.counted, {})
     report.incremental = parts.previous is not None
     report.old_messages, report.recent_messages = len(parts.old), len(parts.recent)
     skip = _skip_reason(parts, counter, options)
@@ -232,15 +243,30 @@ def _finish(before: list[Msg], out: list[Msg], counter: Counter, report: Compact
 def _resolve(strategy: Strategy, parts: Split, counter: Counter) -> str:
     if strategy != "auto":
         return strategy
-    size = sum(message_tokens(counter, m) for m in parts.old) + counter.count(parts.previous or "")
+    previous = counter.count(parts.previous or "")
+    size = previous + tokens_upto(counter, parts.old, AUTO_COMPACT_TOKENS - previous)
     return "compact" if size > AUTO_COMPACT_TOKENS else "summarize"
+
+
+def tokens_upto(counter: Counter, msgs: list[Msg], limit: int) -> int:
+    """The messages' tokens when at most `limit`, else some number above `limit` (counting stops
+    there; cheap lower bounds first, so a huge message is not tokenised to learn it is too big)."""
+    floor = sum(lower_bound(message_text(m)) for m in msgs)
+    if floor > limit:
+        return floor
+    total = 0
+    for msg in msgs:
+        total += message_tokens(counter, msg)
+        if total > limit:
+            break
+    return total
 
 
 def _trim_recent(recent: list[Msg], counter: Counter) -> tuple[list[Msg], int]:
     out, done = [], 0
     for msg in recent:
         if msg.role == "tool":
-            small = compress_output(content_text(msg.content), RECENT_TOOL_OUTPUT_MAX, counter.count)
+            small, _ = compress_output(content_text(msg.content), RECENT_TOOL_OUTPUT_MAX, counter.count)
             if small is not None:
                 msg, done = with_content(msg, small), done + 1
         out.append(msg)
@@ -251,21 +277,37 @@ def _trim_recent(recent: list[Msg], counter: Counter) -> tuple[list[Msg], int]:
 
 
 def transcript_for_llm(msgs: list[Msg], counter: Counter, budget: int) -> str:
-    """The old messages as compact text for the summariser, cut in the middle past `budget` tokens."""
-    lines = []
+    """The old messages as compact text for the summariser: the oldest lines for about 2/3 of
+    `budget` tokens and the newest for 1/3, with a marker for the lines between (never read)."""
+    head, used = _lines(msgs, counter, budget * 2 // 3)
+    tail, _ = _lines(msgs[used:][::-1], counter, budget - sum(n for _, n in head))
+    tail.reverse()
+    omitted = len(msgs) - len(head) - len(tail)
+    middle = [f"…[{omitted} messages omitted from the middle]…"] if omitted else []
+    return "\n".join([line for line, _ in head] + middle + [line for line, _ in tail])
+
+
+def _lines(msgs: list[Msg], counter: Counter, budget: int) -> tuple[list[tuple[str, int]], int]:
+    """(line, tokens) for the messages in order while they fit in `budget`; and how many were used."""
+    out: list[tuple[str, int]] = []
+    left = budget
     for msg in msgs:
-        if msg.role == "tool":
-            result = content_text(msg.content)
-            result = cut_middle(result, 150, counter.count(result))
-            lines.append(f"[tool result {msg.tool_name or ''}] {result}")
-            continue
-        text = content_text(msg.content)
-        text = cut_middle(text, 1500, counter.count(text))
-        calls = "; ".join(f"{c.name}({arguments_text(c.arguments)[:200]})" for c in msg.calls)
-        lines.append(f"[{msg.role}] {text}" + (f"\n[calls] {calls}" if calls else ""))
-    joined = "\n".join(lines)
-    estimate = sum(counter.count(line) for line in lines)
-    return cut_middle(joined, budget, estimate)
+        line = _line(msg, counter)
+        tokens = counter.count(line)
+        if tokens > left:
+            break
+        out.append((line, tokens))
+        left -= tokens
+    return out, len(out)
+
+
+def _line(msg: Msg, counter: Counter) -> str:
+    if msg.role == "tool":
+        result = shorten(content_text(msg.content), 150, counter.count)
+        return f"[tool result {msg.tool_name or ''}] {result}"
+    text = shorten(content_text(msg.content), 1500, counter.count)
+    calls = "; ".join(f"{c.name}({arguments_text(c.arguments)[:200]})" for c in msg.calls)
+    return f"[{msg.role}] {text}" + (f"\n[calls] {calls}" if calls else "")
 
 
 def _strip_carryover(summary: str) -> str:
@@ -320,10 +362,10 @@ def fallback_body(parts: Split, counter: Counter, reason: str) -> str:
     first = next((m for m in parts.old if m.role == "user"), None)
     if first is not None:
         text = content_text(first.content)
-        lines.append("## First request in the truncated part\n" + cut_middle(text, 300, counter.count(text)))
+        lines.append("## First request in the truncated part\n" + shorten(text, 300, counter.count))
     if parts.previous:
         earlier = _strip_carryover(_HEADING_LINE.sub("", parts.previous, count=1))
-        lines.append("## Earlier summary\n" + cut_middle(earlier, 1500, counter.count(earlier)))
+        lines.append("## Earlier summary\n" + shorten(earlier, 1500, counter.count))
     files: dict[str, None] = {}
     tools: dict[str, int] = {}
     for msg in parts.old:

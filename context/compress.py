@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from context.tokens import lower_bound, rough_tokens, upper_bound
+
 FLAG_KEYS = {
     "success",
     "ok",
@@ -71,11 +73,32 @@ def _shrink(value: Any, limit: int, depth: int, omitted: list[int]) -> Any:
     return value
 
 
-def compress_output(text: str, max_tokens: int, count: Callable[[str], int]) -> str | None:
-    """The compressed text, or None when `text` already fits in `max_tokens`."""
-    tokens = count(text)
-    if tokens <= max_tokens:
+def compress_output(text: str, max_tokens: int, count: Callable[[str], int]) -> tuple[str | None, int]:
+    """(the compressed text, or None when `text` already fits in `max_tokens`; a lower bound of the
+    original's tokens, exact when it had to be counted, 0 when it fits). The original is counted
+    only when its cheap bounds cannot decide; the compressed text always has fewer tokens than it."""
+    tokens = tokens_over(text, max_tokens, count)
+    if tokens is None:
+        return None, 0
+    small = _compressed(text, max_tokens, tokens, count)
+    if count(small) < tokens:
+        return small, tokens
+    exact = count(text)  # `tokens` was only a bound: compare with the real size
+    return (small, exact) if count(small) < exact else (None, exact)
+
+
+def tokens_over(text: str, limit: int, count: Callable[[str], int]) -> int | None:
+    """None when `text` has at most `limit` tokens, else its token count or a lower bound (> limit)."""
+    if upper_bound(text) <= limit:
         return None
+    floor = lower_bound(text)
+    if floor > limit:
+        return floor
+    tokens = count(text)
+    return tokens if tokens > limit else None
+
+
+def _compressed(text: str, max_tokens: int, floor: int, count: Callable[[str], int]) -> str:
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and len(stripped) < 5_000_000:
         try:
@@ -86,7 +109,18 @@ def compress_output(text: str, max_tokens: int, count: Callable[[str], int]) -> 
             packed = _compress_json_to_fit(value, max_tokens, count)
             if packed is not None:
                 return packed
-    return cut_middle(text, max_tokens, tokens)
+    return cut_to(text, max_tokens, floor, count)
+
+
+def cut_to(text: str, max_tokens: int, floor: int, count: Callable[[str], int], note: str = "") -> str:
+    """`cut_middle` without counting `text`: sized by an estimate of its tokens (at least `floor`),
+    then checked by counting the result and cut once more when it is still over `max_tokens`."""
+    estimate = max(rough_tokens(text) * 11 // 10, floor)  # a little high: the result rarely needs a recut
+    out = cut_middle(text, max_tokens, estimate, note)
+    tokens = count(out)
+    if tokens > max_tokens and out != text:
+        out = cut_middle(text, max_tokens, int(estimate * tokens / max(max_tokens * 0.9, 1)) + 1, note)
+    return out
 
 
 def _compress_json_to_fit(value: Any, max_tokens: int, count: Callable[[str], int]) -> str | None:
@@ -110,3 +144,9 @@ def _mark(small: Any, omitted: int) -> Any:
     if isinstance(small, dict):
         return {**small, "compressed": True, "omitted_items": omitted}
     return {"compressed": True, "omitted_items": omitted, "items": small}
+
+
+def shorten(text: str, max_tokens: int, count: Callable[[str], int], note: str = "") -> str:
+    """`text` when it has at most `max_tokens` tokens, else cut in the middle to about that many."""
+    tokens = tokens_over(text, max_tokens, count)
+    return text if tokens is None else cut_to(text, max_tokens, tokens, count, note)

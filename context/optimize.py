@@ -20,8 +20,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from context.compress import compress_output, cut_middle
-from context.messages import Msg, content_text, with_content
-from context.tokens import Counter, message_tokens
+from context.messages import Msg, content_text, message_text, with_content
+from context.tokens import (
+    TOKENS_PER_MESSAGE,
+    Counter,
+    lower_bound,
+    message_tokens,
+    total_tokens,
+    upper_bound,
+)
 
 SUMMARY_HEADING = "# Conversation summary"
 
@@ -45,6 +52,7 @@ class Report:
     removed: int = 0
     compressed: int = 0
     orphans_removed: int = 0
+    tokens_before_estimated: bool = False
     budgets: dict[str, int] = field(default_factory=dict)
 
 
@@ -85,24 +93,13 @@ def is_summary(msg: Msg) -> bool:
     return msg.role == "system" and content_text(msg.content).lstrip().startswith(SUMMARY_HEADING)
 
 
-def compress_tools(msgs: list[Msg], counter: Counter, max_tokens: int) -> tuple[list[Msg], int]:
-    """Copy of `msgs` with oversized tool outputs compressed; and how many were."""
-    out, done = [], 0
-    for msg in msgs:
-        if msg.role == "tool":
-            small = compress_output(content_text(msg.content), max_tokens, counter.count)
-            if small is not None:
-                msg, done = with_content(msg, small), done + 1
-        out.append(msg)
-    return out, done
-
-
-_memo: dict[tuple[str, int, str], str | None] = {}
+_memo: dict[tuple[str, int, str], tuple[str | None, int]] = {}
 _MEMO_ENTRIES = 20_000
 _MEMO_MAX_CHARS = 200_000
+MAX_SKIPPED_UNITS = 100  # the recent walk gives up filling gaps after skipping this many units
 
 
-def compressed_output(text: str, max_tokens: int, counter: Counter) -> str | None:
+def compressed_output(text: str, max_tokens: int, counter: Counter) -> tuple[str | None, int]:
     """compress_output, remembered across calls (clients resend the same transcript every turn)."""
     if len(text) > _MEMO_MAX_CHARS:
         return compress_output(text, max_tokens, counter.count)
@@ -117,29 +114,51 @@ def compressed_output(text: str, max_tokens: int, counter: Counter) -> str | Non
 
 
 class Lazy:
-    """Messages with tool outputs compressed on first look (only the ones selection visits)."""
+    """Messages with tool outputs compressed and sizes counted on first look: only the messages
+    selection visits are tokenised. `raw` holds the exact size of every original message counted,
+    `floors` a lower bound of the original of every compressed one."""
 
-    def __init__(self, msgs: list[Msg], before: list[int], counter: Counter, max_tokens: int) -> None:
-        self.msgs, self.before, self.counter, self.max_tokens = msgs, before, counter, max_tokens
+    def __init__(self, msgs: list[Msg], counter: Counter, max_tokens: int) -> None:
+        self.msgs, self.counter, self.max_tokens = msgs, counter, max_tokens
         self._done: dict[int, tuple[Msg, int]] = {}
+        self.raw: dict[int, int] = {}
+        self.floors: dict[int, int] = {}
 
     def get(self, i: int) -> tuple[Msg, int]:
         hit = self._done.get(i)
         if hit is None:
             msg = self.msgs[i]
-            small = None
+            small, floor = None, 0
             if msg.role == "tool":
-                small = compressed_output(content_text(msg.content), self.max_tokens, self.counter)
-            hit = (msg, self.before[i]) if small is None else self._shrunk(msg, small)
+                small, floor = compressed_output(content_text(msg.content), self.max_tokens, self.counter)
+            if small is None:
+                hit = (msg, message_tokens(self.counter, msg))
+                self.raw[i] = hit[1]
+            else:
+                new = with_content(msg, small)
+                hit = (new, message_tokens(self.counter, new))
+                self.floors[i] = TOKENS_PER_MESSAGE + floor
             self._done[i] = hit
         return hit
 
-    def _shrunk(self, msg: Msg, small: str) -> tuple[Msg, int]:
-        new = with_content(msg, small)
-        return new, message_tokens(self.counter, new)
+    def floor(self, unit: list[int]) -> int:
+        """A cheap lower bound of the unit's size after compression (nothing tokenised)."""
+        total = 0
+        for i in unit:
+            if i in self._done:
+                total += self._done[i][1]
+                continue
+            text = message_text(self.msgs[i])
+            small = self.msgs[i].role != "tool" or upper_bound(text) <= self.max_tokens
+            total += TOKENS_PER_MESSAGE + (lower_bound(text) if small else 1)
+        return total
 
-    def size(self, unit: list[int]) -> int:
-        return sum(self.get(i)[1] for i in unit)
+    def cost_within(self, unit: list[int], left: int) -> int | None:
+        """The unit's size when it is at most `left`, else None (counted only when it may fit)."""
+        if self.floor(unit) > left:
+            return None
+        cost = sum(self.get(i)[1] for i in unit)
+        return cost if cost <= left else None
 
 
 def optimize(
@@ -147,19 +166,25 @@ def optimize(
 ) -> tuple[list[Msg], Report]:
     """The optimised message list and a report (see the module docstring)."""
     report = Report(messages_before=len(msgs))
-    before = [message_tokens(counter, m) for m in msgs]
-    report.tokens_before = sum(before)
     units, broken = chains(msgs)
     report.orphans_removed = len(broken)
-    lazy = Lazy(msgs, before, counter, budget.tool_output_max_tokens)
-    keep = _select(msgs, lazy, units, budget, reserve_tokens, report)
-    out = [lazy.get(i)[0] for i in sorted(keep)]
+    lazy = Lazy(msgs, counter, budget.tool_output_max_tokens)
+    keep = sorted(_select(msgs, lazy, units, budget, reserve_tokens, report))
+    out = [lazy.get(i)[0] for i in keep]
     report.compressed = sum(1 for i in keep if lazy.get(i)[0] is not msgs[i])
     out = keep_last_user(msgs, out, counter, max(report.budgets.get("recent", 0), 1))
+    last = last_user(msgs)
+    if last is not None and last not in lazy.raw and msgs[last] in out:
+        lazy.raw[last] = message_tokens(counter, msgs[last])
     report.messages_after = len(out)
     report.removed = len(msgs) - len(out)
     report.tokens_after = sum(message_tokens(counter, m) for m in out)
+    report.tokens_before, report.tokens_before_estimated = total_tokens(counter, msgs, lazy.raw, lazy.floors)
     return out, report
+
+
+def last_user(msgs: list[Msg]) -> int | None:
+    return next((j for j in range(len(msgs) - 1, -1, -1) if msgs[j].role == "user"), None)
 
 
 def _select(
@@ -167,7 +192,7 @@ def _select(
 ) -> set[int]:
     system = [u for u in units if msgs[u[0]].role == "system"]
     others = [u for u in units if msgs[u[0]].role != "system"]
-    system_tokens = sum(lazy.size(u) for u in system)
+    system_tokens = sum(lazy.get(i)[1] for u in system for i in u)
     target = int(budget.context_window * budget.target_ratio)
     available = max(target - system_tokens - reserve, 0)
     recent_budget = int(available * budget.recent_ratio)
@@ -180,9 +205,9 @@ def _select(
         "head": available - recent_budget,
     }
     keep = {u[0] for u in system}
-    everything = keep | {i for u in others for i in u}
-    if len(others) <= budget.min_messages or sum(lazy.before[i] for u in others for i in u) <= available:
-        return everything
+    if len(others) <= budget.min_messages:
+        return keep | {i for u in others for i in u}
+    # When everything fits, the two walks below keep everything (compression only shrinks).
     tail = _take(reversed(others), lazy, recent_budget)
     head_budget = available - sum(lazy.get(i)[1] for i in tail)
     head = _take_prefix([u for u in others if u[0] not in tail], lazy, head_budget)
@@ -190,16 +215,19 @@ def _select(
 
 
 def _take(units: Iterable[list[int]], lazy: Lazy, budget: int) -> set[int]:
-    """Units (newest first) that fit; a unit that does not fit is skipped whole."""
+    """Units (newest first) that fit; a unit that does not fit is skipped whole (up to
+    MAX_SKIPPED_UNITS of them, so the work stays bounded by what is kept)."""
     chosen: set[int] = set()
-    left = budget
+    left, skipped = budget, 0
     for unit in units:
-        cost = lazy.size(unit)
-        if cost <= left:
+        cost = lazy.cost_within(unit, left)
+        if cost is not None:
             chosen.update(unit)
             left -= cost
-        elif left < 8:
+        elif left < 8 or skipped >= MAX_SKIPPED_UNITS:
             break
+        else:
+            skipped += 1
     return chosen
 
 
@@ -208,8 +236,8 @@ def _take_prefix(units: list[list[int]], lazy: Lazy, budget: int) -> set[int]:
     chosen: set[int] = set()
     left = budget
     for unit in units:
-        cost = lazy.size(unit)
-        if cost > left:
+        cost = lazy.cost_within(unit, left)
+        if cost is None:
             break
         chosen.update(unit)
         left -= cost

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from context.messages import Msg, message_text
+from context.messages import Msg, arguments_text, content_text, message_text
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -211,6 +211,51 @@ def count_with(encoding: Any, text: str) -> int:
     return value
 
 
+# Byte classes for the bounds below: ASCII letters "a", ASCII digits "0", other ASCII ".", the
+# bytes of non-ASCII characters "u".
+def _byte_class(b: int) -> int:
+    if b >= 128:
+        return ord("u")
+    char = chr(b)
+    return ord("a") if char.isalpha() else ord("0") if char.isdigit() else ord(".")
+
+
+_CLASSES = bytes(_byte_class(b) for b in range(256))
+
+
+def upper_bound(text: str) -> int:
+    """At least the token count of `text`: every token is at least one UTF-8 byte (a lone surrogate,
+    which tiktoken replaces by U+FFFD, is 3 bytes either way)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def lower_bound(text: str) -> int:
+    """At most the token count of `text`, for cl100k_base and o200k_base (cheap, no tokenising).
+
+    tiktoken splits text with the encoding's regex into pieces and encodes each piece into at least
+    one token of its own. In both patterns the ASCII letters of a piece are contiguous (letter
+    pieces are an optional non-letter then letters; no other piece has letters) except o200k's
+    contraction suffix (`don't` is one piece), which spends one apostrophe; and ASCII digits are
+    in pieces of at most 3 digits with no letters. So the pieces are at least: the runs of ASCII
+    letters that follow an ASCII non-letter (or start the text), minus the apostrophes, plus the
+    ASCII digits / 3.
+    """
+    return _lower(text, text.encode("utf-8", "surrogatepass").translate(_CLASSES))
+
+
+def _lower(text: str, data: bytes) -> int:
+    words = data.count(b".a") + data.count(b"0a") + data.startswith(b"a") - text.count("'")
+    return max(words, 0) + (data.count(b"0") + 2) // 3
+
+
+def rough_tokens(text: str) -> int:
+    """An estimate (not a bound) of the token count, for sizing cuts; within [lower, upper]."""
+    data = text.encode("utf-8", "surrogatepass").translate(_CLASSES)
+    floor = _lower(text, data)
+    guess = floor + data.count(b".") * 0.55 + data.count(b"0") * 0.2 + data.count(b"u") * 0.4
+    return min(max(int(guess), floor), len(data))
+
+
 def count_text(text: str, model: str | None = None) -> int:
     return counter_for(model).count(text)
 
@@ -218,6 +263,55 @@ def count_text(text: str, model: str | None = None) -> int:
 def message_tokens(counter: Counter, msg: Msg) -> int:
     """Tokens of one message, framing included."""
     return TOKENS_PER_MESSAGE + counter.count(message_text(msg))
+
+
+EXACT_BYTES = 64_000  # below this much uncounted text, totals are counted exactly
+SAMPLES = 32
+SAMPLE_CHARS = 1_000
+
+
+def total_tokens(
+    counter: Counter, msgs: list[Msg], known: dict[int, int], floors: dict[int, int]
+) -> tuple[int, bool]:
+    """(tokens of all messages with framing, estimated?). `known`: exact sizes already counted;
+    `floors`: lower bounds of others. The rest is counted when it is small; otherwise it is an
+    estimate: each message's UTF-8 size times the tokens per byte of an exact count of a sample
+    (about SAMPLES messages picked in proportion to size, at most SAMPLE_CHARS of each), kept
+    between the message's lower and upper bounds."""
+    rest = [i for i in range(len(msgs)) if i not in known]
+    sizes = [message_bound(msgs[i]) for i in rest]
+    total = sum(known.values())
+    if sum(sizes) <= EXACT_BYTES:
+        return total + sum(message_tokens(counter, msgs[i]) for i in rest), False
+    ratio = _sample_ratio(counter, [msgs[i] for i in rest], sizes)  # <= 1: a token is >= 1 byte
+    total += TOKENS_PER_MESSAGE * len(rest) + round(sum(sizes) * ratio)
+    for i, floor in floors.items():  # a floor (<= the real size <= the upper bound) beats the guess
+        if i not in known:
+            total += max(floor - TOKENS_PER_MESSAGE - round(message_bound(msgs[i]) * ratio), 0)
+    return total, True
+
+
+def message_bound(msg: Msg) -> int:
+    """An upper bound of the tokens of `message_text(msg)` (framing excluded), without building it."""
+    content = msg.content
+    size = upper_bound(content) if isinstance(content, str) else upper_bound(content_text(content))
+    for call in msg.calls:  # "name(arguments)" lines joined by newlines
+        size += upper_bound(call.name) + upper_bound(arguments_text(call.arguments)) + 3
+    return size
+
+
+def _sample_ratio(counter: Counter, msgs: list[Msg], sizes: list[int]) -> float:
+    """Tokens per UTF-8 byte over a systematic sample with probability proportional to size."""
+    step = sum(sizes) / SAMPLES
+    due, seen, tokens, size_sum = step / 2, 0, 0, 0
+    for msg, size in zip(msgs, sizes, strict=True):
+        seen += size
+        if size and seen >= due:
+            part = message_text(msg)[:SAMPLE_CHARS]
+            tokens, size_sum = tokens + counter.count(part), size_sum + upper_bound(part)
+            while due <= seen:
+                due += step
+    return tokens / max(size_sum, 1)
 
 
 def transcript_tokens(counter: Counter, msgs: list[Msg]) -> list[int]:

@@ -156,3 +156,19 @@ def test_anthropic_summary_goes_to_system(llm_rt: Runtime, fake_llm: FakeLLM) ->
     assert "# Conversation summary" in result.system
     assert all(m["role"] in ("user", "assistant") for m in result.messages)
     assert api_problems(result.messages, "anthropic") == []
+
+
+def test_large_input_total_is_a_labelled_estimate() -> None:
+    from context.tokens import message_tokens
+
+    transcript = parse(to_openai(make_events(2000, seed=12)))
+    out, report, _ = compact(
+        transcript.messages, COUNTER, CompactOptions("compact", 128_000, force=True), None
+    )
+    exact = sum(message_tokens(COUNTER, m) for m in transcript.messages)
+    assert report.tokens_before_estimated and abs(report.tokens_before - exact) < 0.1 * exact
+    assert report.tokens_after == sum(message_tokens(COUNTER, m) for m in out)
+    small = parse(to_openai(make_events(30, seed=12)))
+    _, report, _ = compact(small.messages, COUNTER, CompactOptions("compact", 128_000, force=True), None)
+    assert not report.tokens_before_estimated
+    assert report.tokens_before == sum(message_tokens(COUNTER, m) for m in small.messages)

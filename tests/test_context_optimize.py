@@ -297,3 +297,70 @@ def test_garbage_input_gets_invalid_input_never_a_crash(messages: Any, system: A
     out, _ = optimize(transcript.messages, COUNTER, Budget(context_window=1000, min_messages=0))
     rendered, _system = render(transcript, out)
     assert api_problems(rendered, transcript.format) == []
+
+
+# ---------------------------------------------------------------- cold path: count only what is kept
+
+
+class _Recording:
+    """The real encoding, recording how many characters it was asked to tokenise."""
+
+    def __init__(self, encoding: Any) -> None:
+        self.encoding, self.name, self.chars = encoding, encoding.name, 0
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.chars += len(text)
+        return list(self.encoding.encode_ordinary(text))
+
+
+def test_large_transcript_is_not_tokenised_in_full() -> None:
+    from bench.context_bench import make_transcript
+    from context.messages import content_text, message_text
+    from context.optimize import _memo
+    from context.tokens import Counter, _counts, message_tokens
+
+    messages = make_transcript(2000, seed=3)
+    transcript = parse(messages)
+    _counts.clear()
+    _memo.clear()
+    recording = _Recording(COUNTER.encoding)
+    counter = Counter(recording, COUNTER.name, COUNTER.estimate, None)
+    out, report = optimize(transcript.messages, counter, Budget(context_window=32_000))
+    everything = sum(len(message_text(m)) for m in transcript.messages)
+    assert recording.chars < 0.2 * everything  # cold: only kept and sampled text was tokenised
+    exact_before = sum(message_tokens(COUNTER, m) for m in transcript.messages)
+    assert report.tokens_before_estimated and abs(report.tokens_before - exact_before) < 0.1 * exact_before
+    # the budgets hold by real counts
+    assert report.tokens_after == sum(message_tokens(COUNTER, m) for m in out) <= 0.6 * 32_000
+    assert all(COUNTER.count(content_text(m.content)) <= 200 for m in out if m.role == "tool")
+    rendered, _ = render(transcript, out)
+    assert api_problems(rendered, "openai") == []
+
+
+def test_small_transcript_totals_are_exact() -> None:
+    msgs = [{"role": "user", "content": "The task."}]
+    for i in range(60):
+        msgs += _chain(i, f"result {i} " * 40)
+    _, _, report = run(msgs, context_window=2000)
+    transcript = parse(msgs)
+    from context.tokens import message_tokens
+
+    assert not report.tokens_before_estimated
+    assert report.tokens_before == sum(message_tokens(COUNTER, m) for m in transcript.messages)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.one_of(RESULT, st.text(max_size=3000), st.lists(TEXT, max_size=200).map("\n".join)),
+    limit=st.integers(20, 400),
+)
+def test_compressed_output_is_smaller_and_its_floor_holds(text: str, limit: int) -> None:
+    from context.compress import compress_output
+
+    small, floor = compress_output(text, limit, COUNTER.count)
+    real = COUNTER.count(text)
+    assert floor <= real
+    if small is None:
+        assert real <= limit or floor == real
+    else:
+        assert real > limit and COUNTER.count(small) < real

@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from context import tokens
 from mcp_server.errors import InvalidInput
@@ -98,3 +101,48 @@ def test_context_status_levels(settings: Any, used: int, level: str) -> None:
     with pytest.raises(InvalidInput):
         context_status(10_000, prompt_tokens=1, warning_ratio=0.9, critical_ratio=0.8, rt=rt)
     rt.close()
+
+
+# ---------------------------------------------------------------- cheap bounds (no tokenising)
+
+ALPHABET = st.sampled_from(
+    list("abcXYZ019 '\n\t.,:;/\"{}()[]-_=")
+    + ["don't", "it's", "O'Reilly", "é", "ï", "你好", "\u0301", "\u00a0", "—", "１２", "\ud800", "😀"]
+)
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(text=st.lists(ALPHABET, max_size=60).map("".join), model=st.sampled_from(["gpt-4", "gpt-4o"]))
+def test_bounds_bracket_the_real_count(text: str, model: str) -> None:
+    counter = tokens.counter_for(model)  # o200k_base when its file is on this machine
+    real = counter.count(text)
+    assert tokens.lower_bound(text) <= real <= tokens.upper_bound(text)
+    assert tokens.lower_bound(text) <= tokens.rough_tokens(text) <= tokens.upper_bound(text)
+    # o200k_base's file may be absent here: check the bound against its regex pieces (each piece is
+    # at least one token), on the text as tiktoken sees it (lone surrogates replaced).
+    import regex
+
+    seen = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    assert tokens.lower_bound(text) <= len(regex.findall(tokens._o200k_pattern(), seen))
+
+
+def test_bounds_on_real_text() -> None:
+    counter = tokens.counter_for("gpt-4")
+    for path in sorted(Path("context").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert tokens.lower_bound(text) <= counter.count(text) <= tokens.upper_bound(text)
+
+
+def test_total_tokens_exact_when_small_estimated_when_large() -> None:
+    from bench.context_bench import make_transcript
+    from context.messages import parse
+
+    counter = tokens.counter_for("gpt-4")
+    small = parse(make_transcript(20)).messages
+    exact = sum(tokens.message_tokens(counter, m) for m in small)
+    assert tokens.total_tokens(counter, small, {}, {}) == (exact, False)
+    large = parse(make_transcript(2000)).messages
+    exact = sum(tokens.message_tokens(counter, m) for m in large)
+    known = {i: tokens.message_tokens(counter, large[i]) for i in range(10)}
+    estimate, estimated = tokens.total_tokens(counter, large, known, {})
+    assert estimated and abs(estimate - exact) <= 0.1 * exact

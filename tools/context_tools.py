@@ -261,8 +261,15 @@ def context_status(
 # ---------------------------------------------------------------- optimize_context
 
 
+ESTIMATED = (
+    "True when tokens_before is an estimate: large inputs are not tokenised in full (dropped messages "
+    "are sized from an exact count of a sample). tokens_after is always exact."
+)
+
+
 class OptimizeReport(BaseModel):
-    tokens_before: int = Field(description="Tokens of the input.")
+    tokens_before: int = Field(description="Tokens of the input (see tokens_before_estimated).")
+    tokens_before_estimated: bool = Field(description=ESTIMATED)
     tokens_after: int = Field(description="Tokens of the output.")
     messages_before: int = Field(description="Messages in the input.")
     messages_after: int = Field(description="Messages in the output.")
@@ -317,6 +324,7 @@ def optimize_context(
         rendered, system_out = render(transcript, out)
         data = OptimizeReport(
             tokens_before=report.tokens_before + TOKENS_REPLY_PRIMING,
+            tokens_before_estimated=report.tokens_before_estimated,
             tokens_after=report.tokens_after + TOKENS_REPLY_PRIMING,
             messages_before=len(messages),
             messages_after=len(rendered),
@@ -364,7 +372,8 @@ class CompactReportModel(BaseModel):
     incremental: bool = Field(description="True when an earlier summary was folded in.")
     messages_before: int = Field(description="Messages in the input.")
     messages_after: int = Field(description="Messages in the output.")
-    tokens_before: int = Field(description="Tokens of the input.")
+    tokens_before: int = Field(description="Tokens of the input (see tokens_before_estimated).")
+    tokens_before_estimated: bool = Field(description=ESTIMATED)
     tokens_after: int = Field(description="Tokens of the output.")
     ratio: float = Field(description="tokens_after / tokens_before.")
     summary_tokens: int = Field(description="Tokens of the summary message.")
