@@ -40,21 +40,21 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(todos.todo_read, title="Read todo list", read_only=True, idempotent=True, tier="core"),
     # -- workspace files and shell (paths confined to the roots; bash disabled unless enabled)
     ToolSpec(files.read_file, title="Read a file", read_only=True, idempotent=True, tier="default"),
-    ToolSpec(files.list_workspace_files, title="List a folder", read_only=True, idempotent=True, tier="default"),
-    ToolSpec(files.find_files, title="Find files by pattern", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(files.list_workspace_files, title="List a folder", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(files.find_files, title="Find files by pattern", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.write_file, title="Write a file", read_only=False, destructive=True, idempotent=True, tier="default"),
     ToolSpec(files.edit_file, title="Edit a file", read_only=False, destructive=True, idempotent=False, tier="default"),
     ToolSpec(bash.run_bash_command, title="Run a shell command", read_only=False, destructive=True, open_world=True,
              tier="full"),
     # -- delegation (calls the user's LLM endpoint: open world)
     ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default"),
-    ToolSpec(delegate.delegate_status, title="Sub-agent thread status", read_only=True, idempotent=True, tier="default"),
-    ToolSpec(delegate.list_agents, title="List agent cards", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(delegate.delegate_status, title="Sub-agent thread status", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(delegate.list_agents, title="List agent cards", read_only=True, idempotent=True, tier="full"),
     # -- context management (compact_context calls the user's LLM endpoint: open world)
-    ToolSpec(ctx.count_tokens, title="Count tokens", read_only=True, idempotent=True, tier="default"),
-    ToolSpec(ctx.context_status, title="Context window status", read_only=True, idempotent=True, tier="default"),
-    ToolSpec(ctx.optimize_context, title="Optimize context", read_only=True, idempotent=True, tier="default"),
-    ToolSpec(ctx.compact_context, title="Compact context", read_only=False, open_world=True, tier="default"),
+    ToolSpec(ctx.count_tokens, title="Count tokens", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(ctx.context_status, title="Context window status", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(ctx.optimize_context, title="Optimize context", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(ctx.compact_context, title="Compact context", read_only=False, open_world=True, tier="full"),
     ToolSpec(ctx.assemble_context, title="Assemble cache-stable context", read_only=False, tier="full"),
     # -- memory
     ToolSpec(memory.remember, title="Remember a fact", read_only=False, idempotent=True, tier="core"),
@@ -68,9 +68,9 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(documents.index_path, title="Index files for search", read_only=False, idempotent=True, tier="core"),
     ToolSpec(documents.index_status, title="Index status", read_only=True, idempotent=True, tier="core"),
     ToolSpec(documents.remove_from_index, title="Remove from the index", read_only=False, destructive=True,
-             idempotent=True, tier="default"),
+             idempotent=True, tier="full"),
     ToolSpec(documents.cleanup_index, title="Clean up the index", read_only=False, destructive=True,
-             idempotent=True, tier="default"),
+             idempotent=True, tier="full"),
 ]
 
 RESOURCES: list[ResourceSpec] = [

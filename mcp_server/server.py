@@ -34,10 +34,11 @@ log = logging.getLogger("generalagent.server")
 
 INSTRUCTIONS = (
     "generalagent-mcp: an agent runtime as tools. Search inside documents (index_path, then "
-    "search_documents; search_file for one file), manage context (count_tokens, context_status, "
-    "optimize_context, compact_context), remember facts (remember/recall), keep todo lists "
-    "(todo_write/todo_read) and delegate sub-tasks (delegate_task). Risky calls may need the "
-    "user's approval; follow the instructions in such results."
+    "search_documents; search_file for one file), remember facts (remember/recall), keep todo lists "
+    "(todo_write/todo_read), read and edit workspace files, and delegate sub-tasks (delegate_task). "
+    "More tools (context budgeting and compaction, shell, index maintenance, memory admin) are listed by "
+    "list_available_tools and turned on with enable_tools. Risky calls may need the user's approval; "
+    "follow the instructions in such results."
 )
 
 
@@ -168,6 +169,8 @@ def compact_schema(node: Any, is_mapping: bool = False, drop: tuple[str, ...] = 
                 del node[key]
         if output:
             _nullable_to_type_list(node)
+        else:
+            _optional_to_plain(node)
     for key, value in node.items():
         compact_schema(value, not is_mapping and key in ("properties", "$defs", "definitions"), drop, output)
 
@@ -181,6 +184,23 @@ def _nullable_to_type_list(node: dict[str, Any]) -> None:
         del node["anyOf"]
         node.update(other)
         node["type"] = [other["type"], "null"]
+
+
+def _optional_to_plain(node: dict[str, Any]) -> None:
+    """An optional input `anyOf: [{X}, {type: null}]` with `default: null` becomes plain `X`, omitted when unused.
+
+    The server still accepts an explicit null (pydantic validates the real signature); the listing
+    just tells the model to leave the argument out.
+    """
+    options = node.get("anyOf")
+    if "default" not in node or node["default"] is not None:
+        return
+    if not (isinstance(options, list) and len(options) == 2 and {"type": "null"} in options):
+        return
+    other = next(option for option in options if option != {"type": "null"})
+    if isinstance(other, dict) and not set(other) & (set(node) - {"anyOf", "default"}):
+        del node["anyOf"], node["default"]
+        node.update(other)
 
 
 def annotations_for(spec: ToolSpec) -> ToolAnnotations:

@@ -44,7 +44,8 @@ def make_settings(data_dir: Path, workspace: Path) -> Callable[..., Any]:
     from mcp_server.settings import load_settings
 
     def make(**overrides: Any) -> Any:
-        values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace]}
+        # Every tool listed: tests exercise tools; tier tests ask for tool_profile="default" explicitly.
+        values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace], "tool_profile": "full"}
         values.update(overrides)
         return load_settings(values, environ={})
 

@@ -14,20 +14,21 @@ from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
+CONTEXT_TOOLS = {"count_tokens", "context_status", "optimize_context", "compact_context", "assemble_context"}
+
+
+@pytest.fixture
+def settings(make_settings: Any) -> Any:
+    """The context tools are in the `full` tier (enabled on demand); these tests list them all."""
+    return make_settings(tool_profile="full")
+
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_tiers_and_schemas(settings: Any, mode: str) -> None:
-    async with connect(settings, mode) as client:
+async def test_tiers_and_schemas(make_settings: Any, settings: Any, mode: str) -> None:
+    async with connect(make_settings(tool_profile="default"), mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-    assert {
-        "count_tokens",
-        "context_status",
-        "optimize_context",
-        "compact_context",
-        "remember",
-        "recall",
-    } <= names
-    assert not {"assemble_context", "forget", "list_memories"} & names
+    assert {"remember", "recall"} <= names  # core
+    assert not (CONTEXT_TOOLS | {"forget", "list_memories"}) & names  # full tier: kept out of the default list
     async with connect(settings.model_copy(update={"tool_profile": "full"}), mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert tools["forget"].annotations.destructive_hint is True

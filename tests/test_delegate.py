@@ -175,15 +175,16 @@ async def test_subagent_calls_pass_the_gate_with_a_subagent_origin(llm_settings:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_real_approval_gate_stops_a_subagent_write(llm_settings: Any, fake_llm: FakeLLM, mode: str) -> None:  # noqa: F811
+async def test_real_approval_gate_stops_a_subagent_write(
+    llm_settings: Any, fake_llm: FakeLLM, mode: str, workspace: Path  # noqa: F811
+) -> None:
     pytest.importorskip("mcp_server.approval.gate")
-    fake_llm.reply_tool_calls([("todo_write", {"todos": [{"content": "x", "status": "pending"}]})])
+    fake_llm.reply_tool_calls([("write_file", {"path": "note.txt", "content": "from the sub-agent"})])
     fake_llm.reply_text(LONG)
     async with client_for(llm_settings, mode) as (client, _):
-        result = await client.call_tool("delegate_task", {"task": "t", "tools": ["todo_write"]})
-        todo = await client.call_tool("todo_read", {})
+        result = await client.call_tool("delegate_task", {"task": "t", "tools": ["write_file"]})
     assert not result.is_error, result.content
-    assert todo.structured_content["items"] == []
+    assert not (workspace / "note.txt").exists()  # asked by default: never executed
     fed_back = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][0]
     assert "approv" in fed_back.lower() and "not executed" in fed_back.lower()
     assert result.structured_content["notes"]
@@ -191,7 +192,7 @@ async def test_real_approval_gate_stops_a_subagent_write(llm_settings: Any, fake
 
 @pytest.mark.parametrize(("decision", "written"), [("approve_once", True), ("reject", False)])
 async def test_human_is_asked_through_the_parent_call(
-    llm_settings: Any, fake_llm: FakeLLM, decision: str, written: bool  # noqa: F811
+    llm_settings: Any, fake_llm: FakeLLM, decision: str, written: bool, workspace: Path  # noqa: F811
 ) -> None:
     pytest.importorskip("mcp_server.approval.gate")
     from mcp_types import ElicitResult
@@ -202,14 +203,14 @@ async def test_human_is_asked_through_the_parent_call(
         asked.append(params.message)
         return ElicitResult(action="accept", content={"decision": decision})
 
-    fake_llm.reply_tool_calls([("todo_write", {"todos": [{"content": "from the sub-agent", "status": "pending"}]})])
+    fake_llm.reply_tool_calls([("write_file", {"path": "note.txt", "content": "from the sub-agent"})])
     fake_llm.reply_text(LONG)
     async with client_for(llm_settings, "legacy", elicitation_callback=human) as (client, _):
-        result = await client.call_tool("delegate_task", {"task": "t", "tools": ["todo_write"]})
-        todo = await client.call_tool("todo_read", {})
+        result = await client.call_tool("delegate_task", {"task": "t", "tools": ["write_file"]})
     assert not result.is_error, result.content
-    assert len(asked) == 1 and "todo_write" in asked[0]
-    assert [i["content"] for i in todo.structured_content["items"]] == (["from the sub-agent"] if written else [])
+    assert len(asked) == 1 and "write_file" in asked[0]
+    note = workspace / "note.txt"
+    assert (note.read_text() if note.exists() else None) == ("from the sub-agent" if written else None)
 
 
 async def test_max_loops_returns_a_wrap_up_marked_incomplete(llm_settings: Any, fake_llm: FakeLLM) -> None:  # noqa: F811

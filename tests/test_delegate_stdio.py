@@ -29,7 +29,8 @@ async def test_todos_and_threads_survive_a_process_restart(tmp_path: Path, fake_
     data.mkdir()
     (data / "policy.toml").write_text('version = 1\n[permissions]\nallow = ["todo_write", "delegate_task"]\n')
     params = stdio_params(tmp_path, GENERALAGENT_LLM_BASE_URL=fake_llm.base_url, GENERALAGENT_LLM_MODEL=MODEL,
-                          GENERALAGENT_LLM_API_KEY="test-key", GENERALAGENT_ROOTS=str(tmp_path))
+                          GENERALAGENT_LLM_API_KEY="test-key", GENERALAGENT_ROOTS=str(tmp_path),
+                          GENERALAGENT_TOOL_PROFILE="full")
     errlog = tmp_path / "stderr.txt"
     progress: list[str] = []
 

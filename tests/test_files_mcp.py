@@ -20,10 +20,13 @@ FILE_TOOLS = {"read_file", "write_file", "edit_file", "list_workspace_files", "f
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_tools_listed_with_honest_annotations(settings: Any, mode: str) -> None:
-    async with connect(settings, mode) as client:
+async def test_tools_listed_with_honest_annotations(make_settings: Any, mode: str) -> None:
+    async with connect(make_settings(tool_profile="default"), mode) as client:
+        default = {tool.name for tool in (await client.list_tools()).tools}
+    assert {"read_file", "write_file", "edit_file"} <= default and "run_bash_command" not in default
+    async with connect(make_settings(tool_profile="full"), mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) >= FILE_TOOLS and "run_bash_command" not in tools  # bash: full tier only
+    assert set(tools) >= FILE_TOOLS | {"run_bash_command"}
     for name in ("read_file", "list_workspace_files", "find_files"):
         assert tools[name].annotations.read_only_hint is True, name
     for name in ("write_file", "edit_file"):
