@@ -50,6 +50,9 @@ def test_every_registered_tool_is_listed(readme: str) -> None:
     assert not missing, f"add these tools to README's tool table: {missing}"
     stale = sorted(set(listed) - set(registered))
     assert not stale, f"README lists tools that are not registered: {stale}"
+    rows = dict(re.findall(r"^\| `([a-z_][a-z0-9_]*)` \|.*\| (core|default|full) \|$", between(readme, "tools"), re.M))
+    wrong = {spec.name: spec.tier for spec in registry.TOOLS if rows.get(spec.name) != spec.tier}
+    assert not wrong, f"README's Tier column is out of date for: {wrong}"
 
 
 def test_every_setting_is_in_the_table(readme: str) -> None:
