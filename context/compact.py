@@ -251,9 +251,11 @@ def _resolve(strategy: Strategy, parts: Split, counter: Counter) -> str:
 def tokens_upto(counter: Counter, msgs: list[Msg], limit: int) -> int:
     """The messages' tokens when at most `limit`, else some number above `limit` (counting stops
     there; cheap lower bounds first, so a huge message is not tokenised to learn it is too big)."""
-    floor = sum(lower_bound(message_text(m)) for m in msgs)
-    if floor > limit:
-        return floor
+    floor = 0
+    for msg in reversed(msgs):
+        floor += lower_bound(message_text(msg))
+        if floor > limit:
+            return floor
     total = 0
     for msg in msgs:
         total += message_tokens(counter, msg)
@@ -366,15 +368,13 @@ def fallback_body(parts: Split, counter: Counter, reason: str) -> str:
     if parts.previous:
         earlier = _strip_carryover(_HEADING_LINE.sub("", parts.previous, count=1))
         lines.append("## Earlier summary\n" + shorten(earlier, 1500, counter.count))
-    files: dict[str, None] = {}
     tools: dict[str, int] = {}
     for msg in parts.old:
-        for match in _PATH.findall(message_text_short(msg)):
-            files.setdefault(match, None)
         for call in msg.calls:
             tools[call.name] = tools.get(call.name, 0) + 1
+    files = files_mentioned(parts.old)
     if files:
-        lines.append("## Files mentioned\n" + ", ".join(list(files)[:40]))
+        lines.append("## Files mentioned\n" + ", ".join(files[:40]))
     if tools:
         lines.append(
             "## Tools used\n"
@@ -382,6 +382,26 @@ def fallback_body(parts: Split, counter: Counter, reason: str) -> str:
         )
     lines.append(f"{len(parts.old)} older messages were removed.")
     return "\n\n".join(lines)
+
+
+FILE_SCAN_CHARS = 300_000
+
+
+def files_mentioned(msgs: list[Msg]) -> list[str]:
+    """Paths mentioned in the newest messages (about FILE_SCAN_CHARS of their text: a regex over a
+    whole long transcript would take seconds), in order of first mention."""
+    texts: list[str] = []
+    size = 0
+    for msg in reversed(msgs):
+        texts.append(message_text_short(msg))
+        size += len(texts[-1])
+        if size >= FILE_SCAN_CHARS:
+            break
+    files: dict[str, None] = {}
+    for text in reversed(texts):
+        for match in _PATH.findall(text):
+            files.setdefault(match, None)
+    return list(files)
 
 
 def message_text_short(msg: Msg) -> str:

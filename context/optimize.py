@@ -9,6 +9,12 @@
    messages (the original request) under what is left of the target;
 5. leave `reserve_tokens` free for a summary when the caller will add one.
 
+Cost: only what selection looks at is tokenised (newest first until the recent budget is used, then
+the oldest), so a cold call on a long transcript stays cheap. A unit is counted only when its cheap
+lower bound says it may fit; tool outputs are compressed when their bounds (or, near the limit,
+their count) say they are over. Kept messages are always counted exactly; the total before is
+exact for small inputs and otherwise an estimate, flagged in the report (`tokens.total_tokens`).
+
 The output is API-valid by construction: every kept call is answered right after it, every kept
 result follows its call, order is preserved, and user text is never changed except the newest
 user message when it alone is over budget (cut with an explicit marker).
@@ -123,6 +129,7 @@ class Lazy:
         self._done: dict[int, tuple[Msg, int]] = {}
         self.raw: dict[int, int] = {}
         self.floors: dict[int, int] = {}
+        self._texts: dict[int, str] = {}
 
     def get(self, i: int) -> tuple[Msg, int]:
         hit = self._done.get(i)
@@ -132,7 +139,7 @@ class Lazy:
             if msg.role == "tool":
                 small, floor = compressed_output(content_text(msg.content), self.max_tokens, self.counter)
             if small is None:
-                hit = (msg, message_tokens(self.counter, msg))
+                hit = (msg, TOKENS_PER_MESSAGE + self.counter.count(self._text(i)))
                 self.raw[i] = hit[1]
             else:
                 new = with_content(msg, small)
@@ -148,10 +155,16 @@ class Lazy:
             if i in self._done:
                 total += self._done[i][1]
                 continue
-            text = message_text(self.msgs[i])
+            text = self._text(i)
             small = self.msgs[i].role != "tool" or upper_bound(text) <= self.max_tokens
             total += TOKENS_PER_MESSAGE + (lower_bound(text) if small else 1)
         return total
+
+    def _text(self, i: int) -> str:
+        text = self._texts.get(i)
+        if text is None:
+            text = self._texts[i] = message_text(self.msgs[i])
+        return text
 
     def cost_within(self, unit: list[int], left: int) -> int | None:
         """The unit's size when it is at most `left`, else None (counted only when it may fit)."""

@@ -7,12 +7,14 @@ the temp-dir default) or `<data dir>/encodings/o200k_base.tiktoken`, checksum ve
 so tiktoken never tries to download. Otherwise the nearest available encoding is used and the
 count is marked as an estimate, as it is for other vendors' models.
 
-Encodings are loaded once per process; counts of repeated texts are cached.
+Encodings are loaded once per process; counts of repeated texts are cached. Cheap bounds
+(`upper_bound`, `lower_bound`: no tokenising) let callers avoid counting text they will not keep.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 import threading
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from context.messages import Msg, arguments_text, content_text, message_text
+from context.messages import Msg, content_text, message_text
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -296,8 +298,12 @@ def message_bound(msg: Msg) -> int:
     content = msg.content
     size = upper_bound(content) if isinstance(content, str) else upper_bound(content_text(content))
     for call in msg.calls:  # "name(arguments)" lines joined by newlines
-        size += upper_bound(call.name) + upper_bound(arguments_text(call.arguments)) + 3
+        arguments = call.arguments if isinstance(call.arguments, str) else _JSON.encode(call.arguments)
+        size += upper_bound(call.name) + upper_bound(arguments) + 3
     return size
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # = messages.arguments_text, made once
 
 
 def _sample_ratio(counter: Counter, msgs: list[Msg], sizes: list[int]) -> float:

@@ -162,9 +162,10 @@ def test_large_input_total_is_a_labelled_estimate() -> None:
     from context.tokens import message_tokens
 
     transcript = parse(to_openai(make_events(2000, seed=12)))
-    out, report, _ = compact(
+    out, report, summary = compact(
         transcript.messages, COUNTER, CompactOptions("compact", 128_000, force=True), None
     )
+    assert summary and "## Files mentioned\n" in summary and "src/app/parser.py" in summary
     exact = sum(message_tokens(COUNTER, m) for m in transcript.messages)
     assert report.tokens_before_estimated and abs(report.tokens_before - exact) < 0.1 * exact
     assert report.tokens_after == sum(message_tokens(COUNTER, m) for m in out)
