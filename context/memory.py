@@ -9,7 +9,6 @@ similarity floor are left out when there is a context; with no context, confiden
 from __future__ import annotations
 
 import math
-import sqlite3
 import threading
 import time
 import unicodedata
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from context.messages import Msg, content_text
+from mcp_server import sqlite_db
 from mcp_server.errors import InvalidInput, NotFound
 
 SIMILARITY_WEIGHT = 0.6
@@ -137,19 +137,9 @@ class MemoryStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.analyze = analyzer
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=30000")
-        with self._lock, self._write():
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            for number, script in enumerate(_SCHEMA[version:], start=version + 1):
-                for statement in script.split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
-                self._db.execute(f"PRAGMA user_version={number}")
-
-    def _write(self) -> _Tx:
-        return _Tx(self._db)
+        self._db = sqlite_db.connect(path, timeout=30)
+        with self._lock:
+            sqlite_db.migrate(self._db, _SCHEMA)
 
     # -- reads
     def all_facts(self) -> list[Fact]:
@@ -201,7 +191,7 @@ class MemoryStore:
             raise InvalidInput("confidence must be between 0 and 1.")
         terms = self.analyze(content)
         now = time.time()
-        with self._lock, self._write():
+        with self._lock, sqlite_db.write(self._db):
             duplicate = self._duplicate_of(content, terms)
             if duplicate is not None:
                 self._db.execute(
@@ -238,26 +228,13 @@ class MemoryStore:
         if not ids:
             return 0
         marks = ",".join("?" * len(ids))
-        with self._lock, self._write():
+        with self._lock, sqlite_db.write(self._db):
             cursor = self._db.execute(f"DELETE FROM memories WHERE id IN ({marks})", ids)
         return cursor.rowcount
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-class _Tx:
-    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, value: object, tb: object) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
 
 
 def context_text(msgs: list[Msg], turns: int = CONTEXT_TURNS) -> str:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mcp_server import sqlite_db
 
 _SCHEMA = (
     """
@@ -59,26 +60,10 @@ def prefix_hash(messages: list[Any], count: int) -> str:
 class ContextStore:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
+        self._db = sqlite_db.connect(path, timeout=10)
         self._lock = threading.Lock()
-        self._migrate()
-
-    def _migrate(self) -> None:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                version = self._db.execute("PRAGMA user_version").fetchone()[0]
-                for number, script in enumerate(_SCHEMA[version:], start=version + 1):
-                    for statement in script.split(";"):
-                        if statement.strip():
-                            self._db.execute(statement)
-                    self._db.execute(f"PRAGMA user_version={number}")
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            sqlite_db.migrate(self._db, _SCHEMA)
 
     def get(self, conversation_id: str) -> StoredSummary | None:
         with self._lock:
@@ -90,19 +75,13 @@ class ContextStore:
         return StoredSummary(*row) if row else None
 
     def put(self, conversation_id: str, summary: str, covered: int, digest: str, source: str) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(
-                    "INSERT INTO summaries VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(conversation_id) DO UPDATE SET "
-                    "summary=excluded.summary, covered_messages=excluded.covered_messages, "
-                    "prefix_hash=excluded.prefix_hash, source=excluded.source, updated_at=excluded.updated_at",
-                    (conversation_id, summary, covered, digest, source, time.time()),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, sqlite_db.write(self._db):
+            self._db.execute(
+                "INSERT INTO summaries VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(conversation_id) DO UPDATE SET "
+                "summary=excluded.summary, covered_messages=excluded.covered_messages, "
+                "prefix_hash=excluded.prefix_hash, source=excluded.source, updated_at=excluded.updated_at",
+                (conversation_id, summary, covered, digest, source, time.time()),
+            )
 
     def get_state(self, conversation_id: str) -> dict[str, Any]:
         with self._lock:
@@ -112,18 +91,12 @@ class ContextStore:
         return json.loads(row[0]) if row else {}
 
     def put_state(self, conversation_id: str, state: dict[str, Any]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(
-                    "INSERT INTO layout_state VALUES (?, ?, ?) ON CONFLICT(conversation_id) DO UPDATE SET "
-                    "state=excluded.state, updated_at=excluded.updated_at",
-                    (conversation_id, json.dumps(state, ensure_ascii=False), time.time()),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, sqlite_db.write(self._db):
+            self._db.execute(
+                "INSERT INTO layout_state VALUES (?, ?, ?) ON CONFLICT(conversation_id) DO UPDATE SET "
+                "state=excluded.state, updated_at=excluded.updated_at",
+                (conversation_id, json.dumps(state, ensure_ascii=False), time.time()),
+            )
 
     def close(self) -> None:
         with self._lock:

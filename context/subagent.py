@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_server import sqlite_db
 from mcp_server.errors import NotFound
 
 _MIGRATIONS: tuple[str, ...] = (
@@ -81,28 +82,14 @@ class ThreadStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=30000")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        with self._write() as conn:
-            current = conn.execute("PRAGMA user_version").fetchone()[0]
-            for number, script in enumerate(_MIGRATIONS[current:], start=current + 1):
-                for statement in script.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={number}")
+        self._conn = sqlite_db.connect(path, timeout=30.0, pragmas=["foreign_keys=ON"])
+        with self._lock:
+            sqlite_db.migrate(self._conn, _MIGRATIONS)
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._lock, sqlite_db.write(self._conn) as conn:
+            yield conn
 
     def create(self, context_id: str, agent: str | None, tools: list[str], client_id: str | None) -> None:
         now = time.time()

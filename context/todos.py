@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -18,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from mcp_server import sqlite_db
 from mcp_server.errors import InvalidInput, LimitExceeded
 
 Status = Literal["pending", "in_progress", "completed"]
@@ -156,52 +156,29 @@ class TodoStore:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=30000")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
-
-    def _migrate(self) -> None:
+        self._conn = sqlite_db.connect(path, timeout=30.0, pragmas=["foreign_keys=ON"])
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                current = self._conn.execute("PRAGMA user_version").fetchone()[0]
-                for number, script in enumerate(_MIGRATIONS[current:], start=current + 1):
-                    for statement in script.split(";"):
-                        if statement.strip():
-                            self._conn.execute(statement)
-                    self._conn.execute(f"PRAGMA user_version={number}")
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+            sqlite_db.migrate(self._conn, _MIGRATIONS)
 
     def write(self, list_id: str, items: Iterable[Mapping[str, Any] | BaseModel]) -> TodoList:
         """Replace the whole list atomically; returns what is stored."""
         check_list_id(list_id)
         normalized = normalize_items(items)
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._conn.execute("SELECT version FROM todo_lists WHERE list_id=?", (list_id,)).fetchone()
-                version = (row[0] if row else 0) + 1
-                self._conn.execute(
-                    "INSERT INTO todo_lists(list_id, version, updated_at) VALUES(?,?,?) "
-                    "ON CONFLICT(list_id) DO UPDATE SET version=excluded.version, updated_at=excluded.updated_at",
-                    (list_id, version, time.time()),
-                )
-                self._conn.execute("DELETE FROM todo_items WHERE list_id=?", (list_id,))
-                self._conn.executemany(
-                    "INSERT INTO todo_items(list_id, position, id, content, status, priority, active_form) "
-                    "VALUES(?,?,?,?,?,?,?)",
-                    [(list_id, pos, i.id, i.content, i.status, i.priority, i.active_form)
-                     for pos, i in enumerate(normalized)],
-                )
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._lock, sqlite_db.write(self._conn):
+            row = self._conn.execute("SELECT version FROM todo_lists WHERE list_id=?", (list_id,)).fetchone()
+            version = (row[0] if row else 0) + 1
+            self._conn.execute(
+                "INSERT INTO todo_lists(list_id, version, updated_at) VALUES(?,?,?) "
+                "ON CONFLICT(list_id) DO UPDATE SET version=excluded.version, updated_at=excluded.updated_at",
+                (list_id, version, time.time()),
+            )
+            self._conn.execute("DELETE FROM todo_items WHERE list_id=?", (list_id,))
+            self._conn.executemany(
+                "INSERT INTO todo_items(list_id, position, id, content, status, priority, active_form) "
+                "VALUES(?,?,?,?,?,?,?)",
+                [(list_id, pos, i.id, i.content, i.status, i.priority, i.active_form)
+                 for pos, i in enumerate(normalized)],
+            )
         return self.read(list_id)
 
     def read(self, list_id: str) -> TodoList:

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from indexing.model import Chunk
+from mcp_server import sqlite_db
 
-BUSY_TIMEOUT_MS = 10_000
+BUSY_TIMEOUT_S = 10.0
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -104,11 +105,7 @@ class IndexStore:
         """This thread's connection (autocommit mode; writers use `write()`)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
+            conn = sqlite_db.connect(self.path, timeout=BUSY_TIMEOUT_S, pragmas=["synchronous=NORMAL", "foreign_keys=ON"])
             self._local.conn = conn
             with self._lock:
                 self._conns.append(conn)
@@ -117,14 +114,8 @@ class IndexStore:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE): all of it or nothing."""
-        conn = self.conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with sqlite_db.write(self.conn()) as conn:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -134,12 +125,7 @@ class IndexStore:
         self._local = threading.local()
 
     def _migrate(self) -> None:
-        with self.write() as conn:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in _statements(script):
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={number}")
+        sqlite_db.migrate(self.conn(), MIGRATIONS)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -315,6 +301,3 @@ def _chunk_row(chunk_id: int, doc_id: int, a: AnalyzedChunk) -> tuple[object, ..
         c.text, a.head_terms, a.terms,
     )
 
-
-def _statements(script: str) -> Iterable[str]:
-    return (s.strip() for s in script.split(";") if s.strip())

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from mcp_server import sqlite_db
 from mcp_server.errors import Conflict, NotFound
 
 APPROVALS_FILE = "approvals.sqlite3"
@@ -96,21 +97,13 @@ class ApprovalStore:
         private(self.path)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
+        return sqlite_db.connect(self.path, timeout=10, row_factory=sqlite3.Row)
 
     def _migrate(self) -> None:
         with self._lock:
             conn = self._connect()
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                for step in _MIGRATIONS[version:]:
-                    conn.execute(step)
-                conn.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
-                conn.execute("COMMIT")
+                sqlite_db.migrate(conn, _MIGRATIONS)
             finally:
                 conn.close()
 
@@ -118,13 +111,8 @@ class ApprovalStore:
         with self._lock:
             conn = self._connect()
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                count = conn.execute(sql, params).rowcount
-                conn.execute("COMMIT")
-                return count
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                with sqlite_db.write(conn):
+                    return conn.execute(sql, params).rowcount
             finally:
                 conn.close()
 
