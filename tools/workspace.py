@@ -293,21 +293,7 @@ class FileWalk:
         return WalkEntry(path=path, rel=rel, size=info.st_size, mtime=info.st_mtime, depth=depth)
 
 
-def walk_files(
-    root: Path,
-    *,
-    max_depth: int = 64,
-    max_entries: int = 200_000,
-    include_hidden: bool = False,
-    skip_dir_names: Collection[str] = INDEX_DIR_NAMES,
-    skip_paths: Collection[Path] = (),
-    confine_to: Collection[Path] | None = None,
-) -> FileWalk:
-    """An iterable over the files under `root` (see FileWalk); check `.truncated` afterwards."""
-    return FileWalk(
-        root, max_depth=max_depth, max_entries=max_entries, include_hidden=include_hidden,
-        skip_dir_names=skip_dir_names, skip_paths=skip_paths, confine_to=confine_to,
-    )
+walk_files = FileWalk  # an iterable over the files under a root; check `.truncated` afterwards
 
 
 # -- glob patterns (no regex, no recursion: linear-time segment matching) -------------------
