@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mcp_server.errors import SettingsError
 
 ENV_PREFIX = "GENERALAGENT_"
+USER_RULES_FILENAME = "policy.toml"
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 ToolProfile = Literal["minimal", "default", "full"]
 
@@ -90,6 +91,14 @@ class Settings(BaseModel):
     @property
     def llm_configured(self) -> bool:
         return bool(self.llm_base_url and self.llm_model)
+
+
+def user_rules_file(data_dir: Path, policy_file: Path | None) -> Path | None:
+    """The user's approval rules file: `policy_file` if set, else `<data dir>/policy.toml` if it exists."""
+    if policy_file is not None:
+        return policy_file
+    candidate = data_dir / USER_RULES_FILENAME
+    return candidate if candidate.is_file() else None
 
 
 _LIST_FIELDS = {"roots": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ","}

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shlex
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +26,10 @@ from pydantic import BaseModel, Field
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog
 from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, canonical_json
 from mcp_server.errors import ApprovalRequired, PolicyDenied
-from mcp_server.settings import Settings, default_data_dir
+from mcp_server.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
 from mcp_server.toolspec import ToolSpec
 
 log = logging.getLogger("generalagent.approval")
-
-POLICY_FILE = "policy.toml"
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ _SELF_APPROVAL = re.compile(r"\bapprove\b.{0,120}?\bap-[a-z2-9]{6}\b|/approvals/
 def protected_paths(settings: Settings) -> tuple[Path, ...]:
     """Files no tool may write: the rules, the audit log and the approvals store."""
     data = settings.data_dir
-    paths = [data / POLICY_FILE, data / AUDIT_FILE, data / APPROVALS_FILE,
+    paths = [data / USER_RULES_FILENAME, data / AUDIT_FILE, data / APPROVALS_FILE,
              data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm")]
     if settings.policy_file is not None:
         paths.insert(0, settings.policy_file)
@@ -115,16 +114,39 @@ class PolicyGate:
     def __init__(self, settings: Settings, rules: Any = None, *, decide: Callable[..., Any] | None = None,
                  store: ApprovalStore | None = None, audit: AuditLog | None = None,
                  specs: dict[str, ToolSpec] | None = None) -> None:
-        from mcp_server import policy
-
         self.settings = settings
-        self.rules = rules if rules is not None else policy.load_rules(
-            policy.user_rules_file(settings.data_dir, settings.policy_file))
-        self._decide = decide or policy.decide
-        self.store = store or ApprovalStore(settings.data_dir, settings.approval_ttl_seconds)
+        self._rules, self._decide, self._store = rules, decide, store
+        self._lazy = threading.Lock()
         self.audit = audit or AuditLog(settings.data_dir)
         self.specs = specs or {}
         self.protected = protected_paths(settings)
+        if user_rules_file(settings.data_dir, settings.policy_file) is not None:
+            _ = self.rules  # the user's own rules are checked at start-up: a mistake fails the start
+
+    # The shipped rules and the approvals database are loaded on first use (start-up stays fast).
+
+    @property
+    def rules(self) -> Any:
+        with self._lazy:
+            if self._rules is None:
+                from mcp_server import policy
+
+                self._rules = policy.load_rules(user_rules_file(self.settings.data_dir, self.settings.policy_file))
+            return self._rules
+
+    @property
+    def store(self) -> ApprovalStore:
+        with self._lazy:
+            if self._store is None:
+                self._store = ApprovalStore(self.settings.data_dir, self.settings.approval_ttl_seconds)
+            return self._store
+
+    def _decision(self, tool: str, args: dict[str, Any], context: Any) -> Any:
+        if self._decide is None:
+            from mcp_server import policy
+
+            self._decide = policy.decide
+        return self._decide(tool, args, context)
 
     # -- deciding
 
@@ -138,7 +160,7 @@ class PolicyGate:
             return Verdict("deny", "The approval rules, approvals and audit log are off limits to the assistant.",
                            "critical", "approval.protected-state")
         try:
-            decision = self._decide(spec.name, args, self.policy_context(spec, origin))
+            decision = self._decision(spec.name, args, self.policy_context(spec, origin))
             found = Verdict(str(decision.action), str(decision.reason), str(decision.risk), str(decision.rule_id))
         except Exception as exc:  # the policy must never fail open
             log.exception("policy decision failed for %s", spec.name)

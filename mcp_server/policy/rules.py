@@ -20,13 +20,13 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from mcp_server.errors import SettingsError
+from mcp_server.settings import USER_RULES_FILENAME
 
 Action = Literal["allow", "ask", "deny"]
 Risk = Literal["low", "medium", "high", "critical"]
 ACTIONS: tuple[str, ...] = ("allow", "ask", "deny")
 RISKS: tuple[str, ...] = ("low", "medium", "high", "critical")
 USER_PATTERN_TIMEOUT = 0.05  # seconds; a user regex that runs longer counts as "ask"
-USER_RULES_FILENAME = "policy.toml"
 DEFAULT_RULES_FILE = "default_rules.toml"
 
 _TOOL_GLOB = re.compile(r"[A-Za-z0-9_.*?\-\[\]!]+")
@@ -188,14 +188,6 @@ def compile_glob(glob: str) -> re.Pattern[str]:
 
 
 # -- loading ---------------------------------------------------------------------------------
-
-
-def user_rules_file(data_dir: Path, policy_file: Path | None) -> Path | None:
-    """The user's rules file: `policy_file` if set, else `<data dir>/policy.toml` if it exists."""
-    if policy_file is not None:
-        return policy_file
-    candidate = data_dir / USER_RULES_FILENAME
-    return candidate if candidate.is_file() else None
 
 
 def default_rules_text() -> str:
