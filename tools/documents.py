@@ -12,17 +12,19 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from indexing.indexer import Indexer, IndexReport
 from indexing.model import ChunkingOptions, ExtractionLimits
-from indexing.search import ChunkHit, PathFilter, Searcher, rank_lines
-from indexing.store import IndexStore
 from mcp_server.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
 from tools.runtime import CallContext, Runtime
 from tools.workspace import GlobPattern, display_path, resolve_path, workspace_roots
+
+if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
+    from indexing.indexer import Indexer
+    from indexing.search import ChunkHit, PathFilter, Searcher
+    from indexing.store import IndexStore
 
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
 MAX_GLOB_FILES = 5000
@@ -64,6 +66,7 @@ def _open_store(path: Path) -> IndexStore:
     import sqlite3
 
     from indexing.analyzer import ANALYZER_VERSION, analyze
+    from indexing.store import IndexStore
 
     try:
         store = IndexStore(path)
@@ -80,6 +83,7 @@ def _open_store(path: Path) -> IndexStore:
 
 
 def _indexer(rt: Runtime, call: CallContext | None = None) -> Indexer:
+    from indexing.indexer import Indexer
     s = rt.settings
     limits = ExtractionLimits(s.max_file_bytes, s.max_extracted_chars, s.max_decompressed_bytes, s.file_timeout_seconds)
     chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
@@ -166,6 +170,8 @@ def search_documents(
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
     roots = workspace_roots(rt, _session(call))
     scope = _path_filter(rt, paths, roots, call)
+    from indexing.search import Searcher
+
     searcher = Searcher(store)
     if use_regex:
         return _regex_result(searcher, query, scope, max_results, offset, roots)
@@ -217,6 +223,7 @@ def _no_hits_note(query: str, mode: str) -> str:
 
 def _path_filter(rt: Runtime, paths: list[str] | None, roots: tuple[Path, ...], call: CallContext) -> PathFilter:
     """Files/folders/globs → a filter on indexed paths; no paths → the workspace roots."""
+    from indexing.search import PathFilter
     if not paths:
         return PathFilter(folders=tuple(str(r) for r in roots))
     files: list[str] = []
@@ -291,6 +298,8 @@ def search_file(
     outcome = _indexer(rt, call).index_file(real)
     if outcome.status == "failed":
         raise ExtractionError(f"{shown} cannot be searched: {outcome.reason}")
+    from indexing.search import PathFilter, Searcher
+
     scope = PathFilter(files=(str(real),))
     searcher = Searcher(index_store(rt))
     if use_regex:
@@ -307,6 +316,7 @@ def _search_lines(
     real: Path, query: str, mode: SearchMode, use_regex: bool, limit: int, context_chars: int
 ) -> list[Hit]:
     from indexing.extract import extract_file
+    from indexing.search import rank_lines
 
     text = extract_file(real).text
     lines = text.split("\n")
@@ -389,6 +399,8 @@ def index_path(
     if real.is_dir():
         report = indexer.index_tree(real, recursive=recursive, progress=progress)
     else:
+        from indexing.indexer import IndexReport
+
         report = IndexReport()
         report.add(indexer.index_file(real))
         call.report(1, 1, real.name)
