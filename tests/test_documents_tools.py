@@ -129,3 +129,10 @@ async def test_damaged_index_is_moved_aside(settings: Any, workspace: Path) -> N
         found = await call(client, "search_documents", {"query": "lighthouse"})
         assert [h["path"] for h in found["hits"]] == ["a.md"]
     assert any(p.name.startswith("index.sqlite3.damaged-") for p in settings.data_dir.iterdir())
+
+
+async def test_search_file_applies_the_configured_file_limits(make_settings: Any, workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("revenue grew in Q3\n" * 20)
+    async with connect(make_settings(max_file_bytes=100)) as client:
+        result = await client.call_tool("search_file", {"path": "notes.txt", "query": "revenue"})
+    assert result.is_error and "notes.txt" in result.content[0].text

@@ -85,7 +85,7 @@ def _open_store(path: Path) -> IndexStore:
 def _indexer(rt: Runtime, call: CallContext | None = None) -> Indexer:
     from indexing.indexer import Indexer
     s = rt.settings
-    limits = ExtractionLimits(s.max_file_bytes, s.max_extracted_chars, s.max_decompressed_bytes, s.file_timeout_seconds)
+    limits = rt.extraction_limits()
     chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
     return Indexer(index_store(rt), limits, chunking, should_cancel=(lambda: call.cancelled) if call else None)
 
@@ -291,7 +291,7 @@ def search_file(
     except ExtractionError as exc:
         raise InvalidInput(str(exc)) from None
     if kind == "text" and real.stat().st_size <= LIVE_TEXT_MAX_BYTES:
-        hits = _search_lines(real, query, mode, use_regex, max_results, context_chars)
+        hits = _search_lines(real, query, mode, use_regex, max_results, context_chars, rt.extraction_limits())
         return SearchFileResult(
             path=shown, kind=kind, hits=hits, searched="lines", note=None if hits else _no_hits_note(query, mode)
         )
@@ -313,12 +313,13 @@ def search_file(
 
 
 def _search_lines(
-    real: Path, query: str, mode: SearchMode, use_regex: bool, limit: int, context_chars: int
+    real: Path, query: str, mode: SearchMode, use_regex: bool, limit: int, context_chars: int,
+    limits: ExtractionLimits,
 ) -> list[Hit]:
     from indexing.extract import extract_file
     from indexing.search import rank_lines
 
-    text = extract_file(real).text
+    text = extract_file(real, limits).text
     lines = text.split("\n")
     found = _regex_lines(text, query, limit) if use_regex else rank_lines(text, query, mode, limit)
     out = []

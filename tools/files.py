@@ -117,13 +117,7 @@ def _extract_any(real: Path, limits: Any, call: CallContext) -> Any:
 
 
 def _extract(rt: Runtime, real: Path, info: os.stat_result, call: CallContext) -> Any:
-    from indexing.model import ExtractionLimits
-
-    s = rt.settings
-    limits = ExtractionLimits(
-        max_file_bytes=s.max_file_bytes, max_extracted_chars=s.max_extracted_chars,
-        max_decompressed_bytes=s.max_decompressed_bytes, timeout_seconds=s.file_timeout_seconds,
-    )
+    limits = rt.extraction_limits()
     cache = rt.service("files.extract_cache", _ExtractCache)
     key = (str(real), info.st_mtime_ns, info.st_size)
     return cache.get(key, lambda: _extract_any(real, limits, call))

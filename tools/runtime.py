@@ -14,10 +14,13 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp_server.errors import Cancelled
 from mcp_server.settings import Settings
+
+if TYPE_CHECKING:
+    from indexing.model import ExtractionLimits
 
 T = TypeVar("T")
 INJECTED_PARAMS = ("rt", "call")
@@ -38,6 +41,14 @@ class Runtime:
         path = self.settings.data_dir
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def extraction_limits(self) -> ExtractionLimits:
+        """The configured bounds for reading one file (size, text, zip size, time)."""
+        from indexing.model import ExtractionLimits
+
+        s = self.settings
+        return ExtractionLimits(max_file_bytes=s.max_file_bytes, max_extracted_chars=s.max_extracted_chars,
+                                max_decompressed_bytes=s.max_decompressed_bytes, timeout_seconds=s.file_timeout_seconds)
 
     def service(self, key: str, factory: Callable[[], T]) -> T:
         """Return the service stored under `key`, creating it with `factory` the first time."""
