@@ -140,31 +140,34 @@ class Searcher:
 
     def rank(self, text: str, *, mode: Mode = "natural", want: int = 10, paths: PathFilter | None = None) -> list[ChunkHit]:
         match: str | None
+        dfs: dict[str, int] | None = None
         if mode == "fts":
             match = translate_fts(text)
             parsed = ParsedQuery(terms=[t for t in match.replace('"', " ").split() if t not in ("AND", "OR", "NOT")])
         else:
             parsed = parse(text, mode)
-            match = to_match(self._candidate_query(parsed, mode), mode)
+            dfs = self.store.doc_freqs(parsed.all_terms())
+            match = to_match(self._candidate_query(parsed, mode, dfs), mode)
         if not match:
             return []
-        rows = self._candidates(match, max(want, self.params.candidates), paths, raw=text if mode == "fts" else None)
-        return self._rerank(rows, parsed)[: max(want, 1)]
+        ids = self._candidates(match, max(want, self.params.candidates), paths, raw=text if mode == "fts" else None)
+        scores = dict((i, score) for score, i in self._rerank(self._terms(ids), parsed, dfs)[: max(want, 1)])
+        return [_hit(row, scores[row[0]]) for row in self._rows(list(scores))]
 
     # -- stage 1 -----------------------------------------------------------------------------
 
-    def _candidate_query(self, parsed: ParsedQuery, mode: Mode) -> ParsedQuery:
-        """In natural mode, only the rarest loose terms find candidates (all of them rank)."""
+    def _candidate_query(self, parsed: ParsedQuery, mode: Mode, dfs: dict[str, int]) -> ParsedQuery:
+        """In natural mode, only the rarest loose terms find candidates (all of them rank).
+        `dfs`: the chunk frequency of every query term."""
         loose = list(dict.fromkeys(parsed.terms))
         keep = max(self.params.match_min, math.ceil(len(loose) * self.params.match_keep))
         if mode != "natural" or len(loose) <= keep:
             return parsed
-        dfs = self.store.doc_freqs(loose)
         rare = set(sorted(loose, key=lambda t: dfs[t])[:keep])
         return ParsedQuery(terms=[t for t in parsed.terms if t in rare], phrases=parsed.phrases)
 
-    def _candidates(self, match: str, n: int, paths: PathFilter | None, raw: str | None) -> list[tuple]:  # type: ignore[type-arg]
-        """The top `n` chunk rows by FTS5 bm25. A path filter is applied to a wider unfiltered top
+    def _candidates(self, match: str, n: int, paths: PathFilter | None, raw: str | None) -> list[int]:
+        """The ids of the top `n` chunks by FTS5 bm25. A path filter is applied to a wider unfiltered top
         list first (cheap when most documents qualify) and inside the FTS query only when needed."""
         conn = self.store.conn()
         order = f"ORDER BY bm25(chunks_fts, {self.params.fts_head_weight}, 1.0)"
@@ -173,7 +176,7 @@ class Searcher:
                 ids = conn.execute(
                     f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? {order} LIMIT {int(n)}", (match,)
                 ).fetchall()
-                return self._rows([i for (i,) in ids])
+                return [i for (i,) in ids]
             cond, extra = paths.sql()
             wide = 4 * n
             ranked = conn.execute(
@@ -195,39 +198,53 @@ class Searcher:
                     [match, *extra],
                 ).fetchall()
                 kept = [i for (i,) in ids]
-            return self._rows(kept[:n])
+            return kept[:n]
         except sqlite3.OperationalError as exc:
             if raw is not None:
                 raise fts_error(raw, str(exc)) from None
             raise
 
     def _rows(self, ids: list[int]) -> list[tuple]:  # type: ignore[type-arg]
-        """Chunk rows (with their terms) for `ids`, in the order given."""
+        """Chunk rows for `ids`, in the order given."""
         if not ids:
             return []
         rows = self.store.conn().execute(
-            f"SELECT {_CHUNK_COLS}, c.head_terms, c.terms FROM chunks c WHERE c.id IN ({','.join(map(str, ids))})"
+            f"SELECT {_CHUNK_COLS} FROM chunks c WHERE c.id IN ({','.join(map(str, ids))})"
+        ).fetchall()
+        by_id = {r[0]: r for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def _terms(self, ids: list[int]) -> list[tuple[int, str, str]]:
+        """(id, head terms, terms) of the chunks `ids`, in the order given."""
+        if not ids:
+            return []
+        rows = self.store.conn().execute(
+            f"SELECT id, head_terms, terms FROM chunks WHERE id IN ({','.join(map(str, ids))})"
         ).fetchall()
         by_id = {r[0]: r for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     # -- stage 2 -----------------------------------------------------------------------------
 
-    def _rerank(self, rows: list[tuple], parsed: ParsedQuery) -> list[ChunkHit]:  # type: ignore[type-arg]
+    def _rerank(
+        self, rows: list[tuple[int, str, str]], parsed: ParsedQuery, dfs: dict[str, int] | None = None
+    ) -> list[tuple[float, int]]:
+        """(score, chunk id) of each (id, head terms, terms) row, best first."""
         if not rows:
             return []
         p = self.params
-        qterms = parsed.all_terms()
         n_docs, avgdl = self.store.corpus_stats()
-        dfs = self.store.doc_freqs(qterms)
+        if dfs is None:
+            dfs = self.store.doc_freqs(parsed.all_terms())
         idf = {t: math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) for t, df in dfs.items()}
         pairs = _query_pairs(parsed)
-        hits = []
-        for row in rows:
-            head, body = row[12].split(), row[13].split()
+        scored = []
+        for chunk_id, head_terms, terms in rows:
+            body = terms.split()
             found = [(i, t) for i, t in enumerate(body) if t in idf]  # query terms with positions
-            tf_body = Counter(t for _, t in found)
-            tf_head = Counter(t for t in head if t in idf)
+            head = [(i, t) for i, t in enumerate(head_terms.split()) if t in idf]
+            tf_body = Counter([t for _, t in found])
+            tf_head = Counter([t for _, t in head])
             norm = p.k1 * (1 - p.b + p.b * len(body) / avgdl)
             score = 0.0
             for t, w in idf.items():
@@ -235,13 +252,13 @@ class Searcher:
                 if tf:
                     score += w * tf * (p.k1 + 1) / (tf + norm)
             if pairs and p.bigram_weight:
-                present = _adjacent(found) | _adjacent([(i, t) for i, t in enumerate(head) if t in idf])
+                present = _adjacent(found) | _adjacent(head)
                 score += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
             if p.window_weight:
                 score += p.window_weight * _best_window(found, idf, p.window)
-            hits.append(_hit(row, score))
-        hits.sort(key=lambda h: (-h.score, h.chunk_id))
-        return hits
+            scored.append((score, chunk_id))
+        scored.sort(key=lambda h: (-h[0], h[1]))
+        return scored
 
     # -- details ------------------------------------------------------------------------------
 
