@@ -239,12 +239,13 @@ class Searcher:
         idf = {t: math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) for t, df in dfs.items()}
         pairs = _query_pairs(parsed)
         scored = []
+        tf_none: Counter[str] = Counter()
         for chunk_id, head_terms, terms in rows:
             body = terms.split()
             found = [(i, t) for i, t in enumerate(body) if t in idf]  # query terms with positions
-            head = [(i, t) for i, t in enumerate(head_terms.split()) if t in idf]
+            head = [(i, t) for i, t in enumerate(head_terms.split()) if t in idf] if head_terms else []
             tf_body = Counter([t for _, t in found])
-            tf_head = Counter([t for _, t in head])
+            tf_head = Counter([t for _, t in head]) if head else tf_none
             norm = p.k1 * (1 - p.b + p.b * len(body) / avgdl)
             score = 0.0
             for t, w in idf.items():
@@ -252,7 +253,7 @@ class Searcher:
                 if tf:
                     score += w * tf * (p.k1 + 1) / (tf + norm)
             if pairs and p.bigram_weight:
-                present = _adjacent(found) | _adjacent(head)
+                present = _adjacent(found) | _adjacent(head) if head else _adjacent(found)
                 score += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
             if p.window_weight:
                 score += p.window_weight * _best_window(found, idf, p.window)
@@ -336,7 +337,8 @@ def _best_window(found: list[tuple[int, str]], idf: dict[str, float], width: int
             if counts[old] == 0:
                 mass -= idf[old]
             left += 1
-        best = max(best, mass)
+        if mass > best:
+            best = mass
     return best
 
 
