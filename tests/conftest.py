@@ -67,3 +67,12 @@ async def connect(settings: Any, mode: str = "legacy", **client_kwargs: Any) -> 
     server, _ = build_server(settings)
     async with Client(server, mode=mode, **client_kwargs) as client:
         yield client
+
+
+async def assert_lists_and_calls_now(client: Any) -> None:
+    """The smoke check every transport test makes: `now` is listed and answers with a UTC time."""
+    names = {tool.name for tool in (await client.list_tools()).tools}
+    assert "now" in names
+    result = await client.call_tool("now", {})
+    assert not result.is_error, result
+    assert result.structured_content["utc"].endswith("Z")

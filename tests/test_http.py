@@ -17,11 +17,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.conftest import MODES
+from tests.conftest import MODES, assert_lists_and_calls_now
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("generalagent-mcp")
 TOKEN = "test-token-7f3a"
@@ -133,14 +132,6 @@ def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServe
     srv.stop()
 
 
-async def _list_and_call(client: Any) -> None:
-    names = {tool.name for tool in (await client.list_tools()).tools}
-    assert "now" in names
-    result = await client.call_tool("now", {})
-    assert not result.is_error, result
-    assert result.structured_content["utc"].endswith("Z")
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_sdk_client_lists_and_calls_over_http(server: HttpServer, mode: str) -> None:
@@ -148,7 +139,7 @@ async def test_sdk_client_lists_and_calls_over_http(server: HttpServer, mode: st
 
     async with Client(server.url, mode=mode) as client:
         assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
-        await _list_and_call(client)
+        await assert_lists_and_calls_now(client)
 
 
 def test_health_is_open(server: HttpServer) -> None:
@@ -221,7 +212,7 @@ async def test_sdk_client_with_token(token_server: HttpServer, mode: str) -> Non
         create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
         Client(streamable_http_client(token_server.url, http_client=http), mode=mode) as client,
     ):
-        await _list_and_call(client)
+        await assert_lists_and_calls_now(client)
 
 
 def test_non_loopback_bind_is_refused_without_allow_host(tmp_path: Path) -> None:

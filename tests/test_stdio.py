@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import MODES
+from tests.conftest import MODES, assert_lists_and_calls_now
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("generalagent-mcp")
 SHADOWING_PACKAGES = ("tools", "context", "indexing", "mcp_server", "mcp")
@@ -42,11 +42,7 @@ async def _list_and_call(params: Any, mode: str, errlog: Path) -> None:
     with errlog.open("w") as err:
         async with Client(stdio_client(params, errlog=err), mode=mode) as client:
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
-            names = {tool.name for tool in (await client.list_tools()).tools}
-            assert "now" in names
-            result = await client.call_tool("now", {})
-            assert not result.is_error, result
-            assert result.structured_content["utc"].endswith("Z")
+            await assert_lists_and_calls_now(client)
 
 
 @pytest.mark.anyio
