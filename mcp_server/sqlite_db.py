@@ -8,6 +8,7 @@ imports, so `context/` and `indexing/` use it too.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,10 +27,29 @@ def connect(
     if row_factory is not None:
         conn.row_factory = row_factory
     conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-    conn.execute("PRAGMA journal_mode=WAL")
+    _use_wal(conn, deadline=time.monotonic() + timeout)
     for pragma in pragmas:
         conn.execute(f"PRAGMA {pragma}")
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection, *, deadline: float) -> None:
+    """Switch to WAL, retrying while another process creates or converts the same file.
+
+    Changing the journal mode can fail with "database is locked" at once, without waiting for
+    the busy handler, when several processes open a new database together.
+    """
+    delay = 0.005
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 @contextmanager

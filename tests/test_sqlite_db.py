@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,33 @@ def test_failed_migration_leaves_the_database_as_it_was(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
     assert "c" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     conn.close()
+
+
+OPENER = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from mcp_server import sqlite_db
+start = float(sys.argv[3])
+while time.time() < start:
+    pass
+conn = sqlite_db.connect(Path(sys.argv[2]), timeout=30.0)
+sqlite_db.migrate(conn, ["CREATE TABLE IF NOT EXISTS t(x)"])
+with sqlite_db.write(conn):
+    conn.execute("INSERT INTO t VALUES (1)")
+"""
+
+
+def test_processes_opening_a_new_database_together_all_get_wal(tmp_path: Path) -> None:
+    """Switching a new file to WAL fails at once, without the busy handler, when others race it."""
+    root = str(Path(__file__).resolve().parent.parent)
+    for attempt in range(6):
+        path = tmp_path / f"race{attempt}.db"
+        start = time.time() + 0.4
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, root, str(path), str(start)],
+                                  stderr=subprocess.PIPE, text=True) for _ in range(5)]
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 5, "\n".join(errors)
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 5
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
