@@ -11,13 +11,23 @@ adjacent in the chunk as in the query (bigrams). Scores are higher-better.
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from indexing.query import Mode, ParsedQuery, fts_error, parse, to_match, translate_fts
 from indexing.store import IndexStore
+
+T = TypeVar("T", bound=Hashable)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from indexing.postings import MemoryIndex, Snapshot
 
 
 @dataclass(frozen=True)
@@ -104,9 +114,14 @@ def _hit(row: tuple, score: float = 0.0) -> ChunkHit:  # type: ignore[type-arg]
 
 
 class Searcher:
-    def __init__(self, store: IndexStore, params: RankParams = DEFAULT_RANK) -> None:
+    """Ranked search over one index. With a `memory` index that is up to date, natural-language
+    queries are scored in memory (the same scores, over every matching chunk); otherwise FTS5
+    finds the candidates."""
+
+    def __init__(self, store: IndexStore, params: RankParams = DEFAULT_RANK, memory: MemoryIndex | None = None) -> None:
         self.store = store
         self.params = params
+        self.memory = memory
 
     # -- public ------------------------------------------------------------------------------
 
@@ -139,6 +154,10 @@ class Searcher:
         return docs
 
     def rank(self, text: str, *, mode: Mode = "natural", want: int = 10, paths: PathFilter | None = None) -> list[ChunkHit]:
+        if mode == "natural" and self.memory is not None:
+            ranked = self._rank_in_memory(text, want, paths)
+            if ranked is not None:
+                return ranked
         match: str | None
         dfs: dict[str, int] | None = None
         if mode == "fts":
@@ -153,6 +172,100 @@ class Searcher:
         ids = self._candidates(match, max(want, self.params.candidates), paths, raw=text if mode == "fts" else None)
         scores = dict((i, score) for score, i in self._rerank(self._terms(ids), parsed, dfs)[: max(want, 1)])
         return [_hit(row, scores[row[0]]) for row in self._rows(list(scores))]
+
+    # -- in memory ---------------------------------------------------------------------------
+
+    def _rank_in_memory(self, text: str, want: int, paths: PathFilter | None) -> list[ChunkHit] | None:
+        """The same ranking as FTS5 + rerank, from the in-memory postings; None when they are not
+        usable (not built yet, stale, phrases in the query, or too few hits inside `paths`)."""
+        parsed = parse(text, "natural")
+        snap = self._snapshot()
+        if snap is None or parsed.phrases:
+            return None
+        k = max(want, self.params.candidates)
+        filtered = paths is not None and paths.active
+        rows, bm25, present = snap.top(parsed.terms, 4 * k if filtered else k)
+        if paths is not None and filtered:
+            keep = self._allowed(snap.doc_ids[rows].tolist(), paths)
+            if len(keep) < k and len(rows) == 4 * k:
+                return None
+            rows, bm25, present = rows[keep[:k]], bm25[keep[:k]], present[keep[:k]]
+        scored = self._add_proximity(snap, rows, bm25, present, parsed, max(want, 1))
+        scores = {i: score for score, i in scored}
+        return [_hit(row, scores[row[0]]) for row in self._rows(list(scores))]
+
+    def _snapshot(self) -> Snapshot | None:
+        from indexing.postings import Weighting
+
+        assert self.memory is not None
+        snap = self.memory.current(*self.store.generation())
+        p = self.params
+        return snap if snap is not None and snap.weighting == Weighting(p.k1, p.b, p.head_weight) else None
+
+    def _allowed(self, doc_ids: list[int], paths: PathFilter) -> list[int]:
+        """Positions in `doc_ids` whose document is reachable from `paths`."""
+        cond, extra = paths.sql()
+        unique = sorted(set(doc_ids))
+        allowed = {
+            d for (d,) in self.store.conn().execute(
+                f"SELECT DISTINCT doc_id FROM files WHERE {cond} AND doc_id IN ({','.join(map(str, unique))})", extra
+            )
+        } if unique else set()
+        return [i for i, d in enumerate(doc_ids) if d in allowed]
+
+    def _add_proximity(
+        self, snap: Snapshot, rows: np.ndarray, bm25: np.ndarray, present: np.ndarray, parsed: ParsedQuery,
+        want: int,
+    ) -> list[tuple[float, int]]:
+        """The best `want` (score, chunk id) once the proximity bonus is added, best first.
+
+        Each row's bonus is bounded by the query terms it contains (`present`, see Snapshot.top),
+        so rows are taken in order of that bound and the rest skipped once none can reach the top."""
+        import numpy as np
+
+        p = self.params
+        known = [t for t in dict.fromkeys(parsed.all_terms()) if t in snap.terms]
+        idf = {snap.terms[t].tid: snap.terms[t].idf for t in known}
+        bit = {snap.terms[t].tid: j for j, t in enumerate(known)}
+        pairs = [(snap.terms[a].tid, snap.terms[b].tid) for a, b in _query_pairs(parsed) if a in snap.terms and b in snap.terms]
+        has = {tid: (present >> j) & 1 if j < 63 else np.ones_like(present) for tid, j in bit.items()}
+        ceiling = bm25.astype(np.float64)
+        for tid, w in idf.items():
+            ceiling = ceiling + p.window_weight * w * has[tid]
+        for a, b in pairs:
+            ceiling = ceiling + p.bigram_weight * min(idf[a], idf[b]) * (has[a] & has[b])
+        order = np.argsort(-ceiling, kind="stable")
+        rows, bounds, base = rows[order], ceiling[order].tolist(), bm25[order].tolist()
+        ids = snap.chunk_ids[rows].tolist()
+        top: list[tuple[float, int]] = []  # min-heap of the best `want` (score, -id)
+        step = 16
+        for first in range(0, len(ids), step):
+            if len(top) == want and bounds[first] < top[0][0]:
+                break
+            batch = rows[first : first + step]
+            body = snap.found(batch, known)
+            head = snap.found(batch, known, "head") if pairs else [[] for _ in body]
+            for n, (found, in_head) in enumerate(zip(body, head, strict=True)):
+                item = (base[first + n] + self._bonus(found, in_head, pairs, idf), -ids[first + n])
+                if len(top) < want:
+                    heapq.heappush(top, item)
+                elif item > top[0]:
+                    heapq.heapreplace(top, item)
+        return [(score, -neg) for score, neg in sorted(top, reverse=True)]
+
+    def _bonus(
+        self, found: list[tuple[int, int]], in_head: list[tuple[int, int]], pairs: list[tuple[int, int]],
+        idf: dict[int, float],
+    ) -> float:
+        """The rerank's bigram and window bonus (see `_rerank`) from term positions."""
+        p = self.params
+        bonus = 0.0
+        if pairs and p.bigram_weight:
+            present = _adjacent(found) | _adjacent(in_head) if in_head else _adjacent(found)
+            bonus += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
+        if p.window_weight:
+            bonus += p.window_weight * _best_window(found, idf, p.window)
+        return bonus
 
     # -- stage 1 -----------------------------------------------------------------------------
 
@@ -315,17 +428,17 @@ def _query_pairs(parsed: ParsedQuery) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def _adjacent(found: list[tuple[int, str]]) -> set[tuple[str, str]]:
+def _adjacent(found: Sequence[tuple[int, T]]) -> set[tuple[T, T]]:
     """Pairs of query terms that stand next to each other (`found`: positions and terms, in order)."""
     return {(a, b) for (i, a), (j, b) in zip(found, found[1:], strict=False) if j == i + 1}
 
 
-def _best_window(found: list[tuple[int, str]], idf: dict[str, float], width: int) -> float:
+def _best_window(found: Sequence[tuple[int, T]], idf: Mapping[T, float], width: int) -> float:
     """The largest IDF mass of distinct query terms inside any `width` consecutive terms."""
     if len(found) < 2:
         return 0.0
     best = mass = 0.0
-    counts: Counter[str] = Counter()
+    counts: Counter[T] = Counter()
     left = 0
     for pos, term in found:
         counts[term] += 1

@@ -68,6 +68,10 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 3: a counter bumped by every change to the chunks (tells derived in-memory copies they are stale)
+    """
+    ALTER TABLE stats ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 
@@ -164,6 +168,11 @@ class IndexStore:
         chunks, terms = self.conn().execute("SELECT chunks, terms FROM stats").fetchone()
         return int(chunks), (terms / chunks if chunks else 1.0)
 
+    def generation(self) -> tuple[int, int]:
+        """(generation, chunks): the generation changes with every change to the chunks."""
+        generation, chunks = self.conn().execute("SELECT generation, chunks FROM stats").fetchone()
+        return int(generation), int(chunks)
+
     def doc_freqs(self, terms: Iterable[str]) -> dict[str, int]:
         """How many chunks contain each term (FTS5 vocabulary)."""
         unique = list(dict.fromkeys(terms))
@@ -216,7 +225,10 @@ class IndexStore:
             [(row[0], row[12], row[13]) for row in rows],
         )
         n_terms = sum(_count_terms(a.terms) for a in chunks)
-        conn.execute("UPDATE stats SET chunks = chunks + ?, terms = terms + ?", (len(chunks), n_terms))
+        conn.execute(
+            "UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
+            (len(chunks), n_terms),
+        )
         return doc_id
 
     @staticmethod
@@ -251,7 +263,7 @@ class IndexStore:
         )
         gone = conn.execute("SELECT terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()
         conn.execute(
-            "UPDATE stats SET chunks = chunks - ?, terms = terms - ?",
+            "UPDATE stats SET chunks = chunks - ?, terms = terms - ?, generation = generation + 1",
             (len(gone), sum(_count_terms(r[0]) for r in gone)),
         )
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
@@ -275,7 +287,10 @@ class IndexStore:
                 )
             conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")
             terms = [r[0] for r in conn.execute("SELECT terms FROM chunks")]
-            conn.execute("UPDATE stats SET chunks = ?, terms = ?", (len(terms), sum(map(_count_terms, terms))))
+            conn.execute(
+                "UPDATE stats SET chunks = ?, terms = ?, generation = generation + 1",
+                (len(terms), sum(map(_count_terms, terms))),
+            )
             return len(terms)
 
     def vacuum(self) -> None:

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexing.indexer import Indexer
+from indexing.postings import MemoryIndex
 from indexing.query import parse, to_match
 from indexing.regex_search import compile_pattern, required_words
 from indexing.search import PathFilter, Searcher
@@ -30,14 +31,19 @@ DOCS = {
 }
 
 
-@pytest.fixture(scope="module")
-def searcher(tmp_path_factory: pytest.TempPathFactory) -> Searcher:
+@pytest.fixture(scope="module", params=["fts", "memory"])
+def searcher(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Searcher:
+    """Every ranking test runs on both paths: FTS5 + rerank, and the in-memory postings."""
     folder = tmp_path_factory.mktemp("q")
     for name, text in DOCS.items():
         (folder / name).write_text(text, encoding="utf-8")
     store = IndexStore(folder / "index.sqlite3")
     Indexer(store).index_tree(folder)
-    return Searcher(store)
+    if request.param == "fts":
+        return Searcher(store)
+    memory = MemoryIndex(store)
+    assert memory.build_now() is not None
+    return Searcher(store, memory=memory)
 
 
 def names(hits: list) -> list[str]:  # type: ignore[type-arg]

@@ -23,6 +23,7 @@ from tools.workspace import GlobPattern, display_path, resolve_path, workspace_r
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.indexer import Indexer
+    from indexing.postings import MemoryIndex
     from indexing.search import ChunkHit, PathFilter, Searcher
     from indexing.store import IndexStore
 
@@ -58,6 +59,15 @@ ContextArg = Annotated[
 def index_store(rt: Runtime) -> IndexStore:
     """The shared index database of this server (re-analysed once if made by another analyzer)."""
     return rt.service("index.store", lambda: _open_store(rt.data_dir / "index.sqlite3"))
+
+
+def memory_index(rt: Runtime) -> MemoryIndex:
+    """The in-memory postings of the shared index (built in the background, used when fresh)."""
+    from indexing.postings import MemoryIndex
+
+    return rt.service(
+        "index.memory", lambda: MemoryIndex(index_store(rt), max_chunks=rt.settings.search_memory_max_chunks)
+    )
 
 
 def _open_store(path: Path) -> IndexStore:
@@ -172,7 +182,7 @@ def search_documents(
     scope = _path_filter(rt, paths, roots, call)
     from indexing.search import Searcher
 
-    searcher = Searcher(store)
+    searcher = Searcher(store, memory=memory_index(rt))
     if use_regex:
         return _regex_result(searcher, query, scope, max_results, offset, roots)
     if group_by_document:
@@ -577,9 +587,12 @@ def _vacuum_if_worthwhile(store: IndexStore) -> bool:
 
 
 def warm_up_search(rt: Runtime) -> None:
-    """Start-up warm-up (background thread): load jieba's dictionary. A data dir that holds an
-    index also keeps a faster copy of the dictionary; fresh data dirs get no files written."""
+    """Start-up warm-up (background thread): load jieba's dictionary and, when there is an index,
+    its in-memory postings. A data dir that holds an index also keeps a faster copy of the
+    dictionary; fresh data dirs get no files written."""
     from indexing.analyzer import warm_up
 
     has_index = (rt.settings.data_dir / "index.sqlite3").exists()
     warm_up(rt.settings.data_dir / "cache" if has_index else None)
+    if has_index:
+        memory_index(rt).build_now()

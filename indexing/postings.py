@@ -1,0 +1,219 @@
+"""An in-memory copy of the index's postings, for fast natural-language ranking.
+
+FTS5 has to visit and score every chunk that matches any query term (an OR query over 100k
+chunks takes milliseconds). This module keeps, per term, the rows that contain it with their
+BM25F term weight precomputed, plus every chunk's term sequence for the proximity bonus, as
+numpy arrays. A query then scores all matching chunks exactly with a few vectorised operations.
+
+It is derived data, like the FTS table: built from `chunks.terms`/`chunks.head_terms` in a
+background thread, tagged with the index generation it was built at, and never used once the
+index has changed (search falls back to FTS5 until the rebuild is done).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mcp_server import sqlite_db
+
+if TYPE_CHECKING:
+    from indexing.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_CHUNKS = 500_000
+
+
+@dataclass(frozen=True)
+class Weighting:
+    """The BM25F settings baked into the postings (a change means a rebuild)."""
+
+    k1: float = 1.2
+    b: float = 0.75
+    head_weight: float = 2.0
+
+
+@dataclass(frozen=True)
+class TermInfo:
+    tid: int
+    start: int  # this term's slice of Snapshot.rows / Snapshot.weights
+    end: int
+    idf: float
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The postings of one index generation (immutable; replaced whole by a rebuild)."""
+
+    generation: int
+    weighting: Weighting
+    terms: dict[str, TermInfo]
+    chunk_ids: np.ndarray  # row -> chunk id
+    doc_ids: np.ndarray  # row -> document id
+    rows: np.ndarray  # postings: the rows of each term, grouped by term
+    weights: np.ndarray  # BM25F term weight of each posting (before idf)
+    body: np.ndarray  # every row's body term ids, concatenated
+    body_off: np.ndarray  # row r's body is body[body_off[r]:body_off[r + 1]]
+    head: np.ndarray
+    head_off: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.chunk_ids)
+
+    def top(self, terms: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The `k` best rows by BM25F over `terms` (OR), best first: the rows, their scores, and
+        which of the distinct known terms (bit i: the i-th, in query order, up to 63) each contains."""
+        infos = [self.terms[t] for t in dict.fromkeys(terms) if t in self.terms]
+        if not infos or k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, np.int64)
+        scores = np.zeros(self.n_rows, dtype=np.float32)
+        present = np.zeros(self.n_rows, dtype=np.int64)
+        touched = []
+        for bit, info in enumerate(infos):
+            rows = self.rows[info.start : info.end]
+            scores[rows] += np.float32(info.idf) * self.weights[info.start : info.end]
+            if bit < 63:
+                present[rows] |= 1 << bit
+            touched.append(rows)
+        cand = np.concatenate(touched) if len(touched) > 1 else touched[0]
+        wide = k * len(touched)  # a row occurs once per term, so this many entries hold k distinct rows
+        if len(cand) > wide:
+            cand = cand[np.argpartition(scores[cand], len(cand) - wide)[len(cand) - wide :]]
+        cand = np.unique(cand)
+        if len(cand) > k:
+            cand = cand[np.argpartition(scores[cand], len(cand) - k)[len(cand) - k :]]
+        best = scores[cand]
+        order = np.lexsort((self.chunk_ids[cand], -best))
+        return cand[order], best[order], present[cand[order]]
+
+    def found(self, rows: np.ndarray, terms: Sequence[str], field: str = "body") -> list[list[tuple[int, int]]]:
+        """Per row, the (position, term id) of each occurrence of `terms` in its body or heading."""
+        seq, off = (self.body, self.body_off) if field == "body" else (self.head, self.head_off)
+        tids = [self.terms[t].tid for t in terms if t in self.terms]
+        out: list[list[tuple[int, int]]] = [[] for _ in range(len(rows))]
+        if not tids or not len(rows):
+            return out
+        starts, ends = off[rows], off[rows + 1]
+        lengths = ends - starts
+        bounds = np.concatenate(([0], np.cumsum(lengths)))
+        gathered = seq[np.repeat(starts - bounds[:-1], lengths) + np.arange(bounds[-1])]
+        wanted = np.zeros(len(self.terms), dtype=bool)
+        wanted[tids] = True
+        hits = np.flatnonzero(wanted[gathered])
+        owner = np.searchsorted(bounds, hits, side="right") - 1
+        for o, pos, tid in zip(owner.tolist(), (hits - bounds[owner]).tolist(), gathered[hits].tolist(), strict=True):
+            out[o].append((pos, tid))
+        return out
+
+
+def build_snapshot(
+    generation: int, rows: Sequence[tuple[int, int, str, str]], weighting: Weighting
+) -> Snapshot:
+    """Postings for (chunk id, document id, head terms, body terms) rows, ordered by chunk id."""
+    vocab: dict[str, int] = {}
+    body_ids: list[int] = []
+    head_ids: list[int] = []
+    body_len = np.empty(len(rows), dtype=np.int64)
+    head_len = np.empty(len(rows), dtype=np.int64)
+    add = vocab.setdefault
+    for r, (_cid, _did, head_text, body_text) in enumerate(rows):
+        b = [add(t, len(vocab)) for t in body_text.split()]
+        h = [add(t, len(vocab)) for t in head_text.split()] if head_text else []
+        body_ids += b
+        head_ids += h
+        body_len[r], head_len[r] = len(b), len(h)
+    n, v = len(rows), max(len(vocab), 1)
+    body = np.array(body_ids, dtype=np.int32)
+    head = np.array(head_ids, dtype=np.int32)
+    body_off = np.concatenate(([0], np.cumsum(body_len)))
+    head_off = np.concatenate(([0], np.cumsum(head_len)))
+    # one key per (term, row) occurrence; its count (heading occurrences weighted) is the BM25F tf
+    keys = np.concatenate((
+        body.astype(np.int64) * n + np.repeat(np.arange(n), body_len),
+        head.astype(np.int64) * n + np.repeat(np.arange(n), head_len),
+    ))
+    occurrence = np.concatenate((np.ones(len(body)), np.full(len(head), weighting.head_weight)))
+    unique, inverse = np.unique(keys, return_inverse=True)
+    tf = np.bincount(inverse, weights=occurrence, minlength=len(unique))
+    post_rows = (unique % max(n, 1)).astype(np.int32)
+    post_terms = unique // max(n, 1)
+    avgdl = float(body_len.mean()) if n and body_len.sum() else 1.0
+    norm = weighting.k1 * (1 - weighting.b + weighting.b * body_len / avgdl)
+    weights = (tf * (weighting.k1 + 1) / (tf + norm[post_rows])).astype(np.float32)
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(post_terms, minlength=v)))).tolist()
+    terms = {
+        t: TermInfo(i, bounds[i], bounds[i + 1], _idf(n, bounds[i + 1] - bounds[i])) for t, i in vocab.items()
+    }
+    return Snapshot(
+        generation, weighting, terms,
+        np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
+        post_rows, weights, body, body_off, head, head_off,
+    )
+
+
+def _idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+class MemoryIndex:
+    """The current Snapshot of one index database, rebuilt in the background when it goes stale."""
+
+    def __init__(self, store: IndexStore, weighting: Weighting = Weighting(), max_chunks: int = DEFAULT_MAX_CHUNKS):
+        self.store = store
+        self.weighting = weighting
+        self.max_chunks = max_chunks
+        self._snapshot: Snapshot | None = None
+        self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
+        self._building = False
+
+    def current(self, generation: int, chunks: int) -> Snapshot | None:
+        """The snapshot of `generation`, or None (and a rebuild starts) when there is none yet."""
+        snap = self._snapshot
+        if snap is not None and snap.generation == generation:
+            return snap
+        if 0 < chunks <= self.max_chunks:
+            self._start_build()
+        return None
+
+    def build_now(self) -> Snapshot | None:
+        """Build (or refresh) the snapshot in this thread; None when the index is too large or empty."""
+        with self._build_lock:
+            conn = sqlite_db.connect(self.store.path, timeout=30.0)
+            try:
+                conn.execute("BEGIN")  # one read snapshot: the generation and the rows agree
+                generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
+                snap = self._snapshot
+                if snap is not None and snap.generation == generation:
+                    return snap
+                if not 0 < chunks <= self.max_chunks:
+                    return None
+                rows = conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()
+            finally:
+                conn.close()
+            self._snapshot = build_snapshot(generation, rows, self.weighting)
+            return self._snapshot
+
+    def _start_build(self) -> None:
+        with self._lock:
+            if self._building:
+                return
+            self._building = True
+        threading.Thread(target=self._build_in_background, name="postings-build", daemon=True).start()
+
+    def _build_in_background(self) -> None:
+        try:
+            self.build_now()
+        except Exception:  # the FTS5 path keeps working; try again on a later search
+            log.exception("building the in-memory postings failed")
+        finally:
+            with self._lock:
+                self._building = False
