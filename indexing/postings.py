@@ -75,13 +75,10 @@ class Snapshot:
         if not infos or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, np.int64)
         scores = np.zeros(self.n_rows, dtype=np.float32)
-        present = np.zeros(self.n_rows, dtype=np.int64)
         touched = []
-        for bit, info in enumerate(infos):
+        for info in infos:
             rows = self.rows[info.start : info.end]
             scores[rows] += np.float32(info.idf) * self.weights[info.start : info.end]
-            if bit < 63:
-                present[rows] |= 1 << bit
             touched.append(rows)
         cand = np.concatenate(touched) if len(touched) > 1 else touched[0]
         wide = k * len(touched)  # a row occurs once per term, so this many entries hold k distinct rows
@@ -92,26 +89,48 @@ class Snapshot:
             cand = cand[np.argpartition(scores[cand], len(cand) - k)[len(cand) - k :]]
         best = scores[cand]
         order = np.lexsort((self.chunk_ids[cand], -best))
-        return cand[order], best[order], present[cand[order]]
+        cand = cand[order]
+        return cand, best[order], _presence(cand, touched)
 
-    def found(self, rows: np.ndarray, terms: Sequence[str], field: str = "body") -> list[list[tuple[int, int]]]:
-        """Per row, the (position, term id) of each occurrence of `terms` in its body or heading."""
+    def found(self, rows: np.ndarray, terms: Sequence[str], field: str = "body") -> Occurrences:
+        """Where `terms` occur in each row's body (or heading): positions and term ids."""
         seq, off = (self.body, self.body_off) if field == "body" else (self.head, self.head_off)
         tids = [self.terms[t].tid for t in terms if t in self.terms]
-        out: list[list[tuple[int, int]]] = [[] for _ in range(len(rows))]
-        if not tids or not len(rows):
-            return out
         starts, ends = off[rows], off[rows + 1]
         lengths = ends - starts
+        if not tids or not lengths.any():
+            return Occurrences([], [], [0] * (len(rows) + 1))
         bounds = np.concatenate(([0], np.cumsum(lengths)))
         gathered = seq[np.repeat(starts - bounds[:-1], lengths) + np.arange(bounds[-1])]
         wanted = np.zeros(len(self.terms), dtype=bool)
         wanted[tids] = True
         hits = np.flatnonzero(wanted[gathered])
         owner = np.searchsorted(bounds, hits, side="right") - 1
-        for o, pos, tid in zip(owner.tolist(), (hits - bounds[owner]).tolist(), gathered[hits].tolist(), strict=True):
-            out[o].append((pos, tid))
-        return out
+        splits = np.searchsorted(owner, np.arange(len(rows) + 1)).tolist()
+        return Occurrences((hits - bounds[owner]).tolist(), gathered[hits].tolist(), splits)
+
+
+@dataclass(frozen=True)
+class Occurrences:
+    """Term occurrences of several rows: row n's are positions/tids[splits[n]:splits[n + 1]]."""
+
+    positions: list[int]
+    tids: list[int]
+    splits: list[int]
+
+    def of(self, n: int) -> tuple[list[int], list[int]]:
+        a, b = self.splits[n], self.splits[n + 1]
+        return self.positions[a:b], self.tids[a:b]
+
+
+def _presence(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
+    """Bit i set where the row contains term i (`postings`: each term's sorted rows; up to 63 terms)."""
+    present = np.zeros(len(cand), dtype=np.int64)
+    for bit, rows in enumerate(postings[:63]):
+        at = np.searchsorted(rows, cand)
+        at[at == len(rows)] = 0
+        present |= (rows[at] == cand).astype(np.int64) << bit
+    return present
 
 
 def build_snapshot(

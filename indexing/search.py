@@ -226,45 +226,49 @@ class Searcher:
         p = self.params
         known = [t for t in dict.fromkeys(parsed.all_terms()) if t in snap.terms]
         idf = {snap.terms[t].tid: snap.terms[t].idf for t in known}
-        bit = {snap.terms[t].tid: j for j, t in enumerate(known)}
         pairs = [(snap.terms[a].tid, snap.terms[b].tid) for a, b in _query_pairs(parsed) if a in snap.terms and b in snap.terms]
-        has = {tid: (present >> j) & 1 if j < 63 else np.ones_like(present) for tid, j in bit.items()}
         ceiling = bm25.astype(np.float64)
-        for tid, w in idf.items():
-            ceiling = ceiling + p.window_weight * w * has[tid]
-        for a, b in pairs:
-            ceiling = ceiling + p.bigram_weight * min(idf[a], idf[b]) * (has[a] & has[b])
+        if len(known) <= 63:  # bit j of `present`: the row contains known[j]
+            has = (present[:, None] >> np.arange(len(known))) & 1
+            ceiling += has @ (p.window_weight * np.array(list(idf.values())))
+            if pairs:
+                col = {tid: j for j, tid in enumerate(idf)}
+                both = has[:, [col[a] for a, _ in pairs]] & has[:, [col[b] for _, b in pairs]]
+                ceiling += both @ np.array([p.bigram_weight * min(idf[a], idf[b]) for a, b in pairs])
+        else:
+            ceiling += math.inf  # too many terms to bound: every row gets its bonus
         order = np.argsort(-ceiling, kind="stable")
         rows, bounds, base = rows[order], ceiling[order].tolist(), bm25[order].tolist()
         ids = snap.chunk_ids[rows].tolist()
         top: list[tuple[float, int]] = []  # min-heap of the best `want` (score, -id)
-        step = 16
-        for first in range(0, len(ids), step):
-            if len(top) == want and bounds[first] < top[0][0]:
-                break
+        first, step = 0, want + 8  # positions are looked up for a batch of rows at a time
+        while first < len(ids):
             batch = rows[first : first + step]
             body = snap.found(batch, known)
-            head = snap.found(batch, known, "head") if pairs else [[] for _ in body]
-            for n, (found, in_head) in enumerate(zip(body, head, strict=True)):
-                item = (base[first + n] + self._bonus(found, in_head, pairs, idf), -ids[first + n])
+            head = snap.found(batch, known if pairs else [], "head")  # headings count for bigrams only
+            for n in range(len(batch)):
+                if len(top) == want and bounds[first + n] < top[0][0]:
+                    return [(score, -neg) for score, neg in sorted(top, reverse=True)]
+                item = (base[first + n] + self._bonus(*body.of(n), *head.of(n), pairs, idf), -ids[first + n])
                 if len(top) < want:
                     heapq.heappush(top, item)
                 elif item > top[0]:
                     heapq.heapreplace(top, item)
+            first, step = first + len(batch), len(ids)
         return [(score, -neg) for score, neg in sorted(top, reverse=True)]
 
     def _bonus(
-        self, found: list[tuple[int, int]], in_head: list[tuple[int, int]], pairs: list[tuple[int, int]],
-        idf: dict[int, float],
+        self, pos: list[int], terms: list[int], head_pos: list[int], head_terms: list[int],
+        pairs: list[tuple[int, int]], idf: dict[int, float],
     ) -> float:
-        """The rerank's bigram and window bonus (see `_rerank`) from term positions."""
+        """The bigram and window bonus of one chunk, from where the query terms occur in it."""
         p = self.params
         bonus = 0.0
         if pairs and p.bigram_weight:
-            present = _adjacent(found) | _adjacent(in_head) if in_head else _adjacent(found)
+            present = _adjacent(pos, terms) | _adjacent(head_pos, head_terms) if head_pos else _adjacent(pos, terms)
             bonus += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
         if p.window_weight:
-            bonus += p.window_weight * _best_window(found, idf, p.window)
+            bonus += p.window_weight * _best_window(pos, terms, idf, p.window)
         return bonus
 
     # -- stage 1 -----------------------------------------------------------------------------
@@ -322,7 +326,7 @@ class Searcher:
         if not ids:
             return []
         rows = self.store.conn().execute(
-            f"SELECT {_CHUNK_COLS} FROM chunks c WHERE c.id IN ({','.join(map(str, ids))})"
+            f"SELECT {_CHUNK_COLS} FROM chunks c WHERE c.id IN ({','.join('?' * len(ids))})", ids
         ).fetchall()
         by_id = {r[0]: r for r in rows}
         return [by_id[i] for i in ids if i in by_id]
@@ -355,10 +359,13 @@ class Searcher:
         tf_none: Counter[str] = Counter()
         for chunk_id, head_terms, terms in rows:
             body = terms.split()
-            found = [(i, t) for i, t in enumerate(body) if t in idf]  # query terms with positions
-            head = [(i, t) for i, t in enumerate(head_terms.split()) if t in idf] if head_terms else []
-            tf_body = Counter([t for _, t in found])
-            tf_head = Counter([t for _, t in head]) if head else tf_none
+            pos = [i for i, t in enumerate(body) if t in idf]  # where query terms occur
+            found = [body[i] for i in pos]
+            head = head_terms.split() if head_terms else []
+            head_pos = [i for i, t in enumerate(head) if t in idf]
+            in_head = [head[i] for i in head_pos]
+            tf_body = Counter(found)
+            tf_head = Counter(in_head) if in_head else tf_none
             norm = p.k1 * (1 - p.b + p.b * len(body) / avgdl)
             score = 0.0
             for t, w in idf.items():
@@ -366,10 +373,10 @@ class Searcher:
                 if tf:
                     score += w * tf * (p.k1 + 1) / (tf + norm)
             if pairs and p.bigram_weight:
-                present = _adjacent(found) | _adjacent(head) if head else _adjacent(found)
+                present = _adjacent(pos, found) | _adjacent(head_pos, in_head) if in_head else _adjacent(pos, found)
                 score += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
             if p.window_weight:
-                score += p.window_weight * _best_window(found, idf, p.window)
+                score += p.window_weight * _best_window(pos, found, idf, p.window)
             scored.append((score, chunk_id))
         scored.sort(key=lambda h: (-h[0], h[1]))
         return scored
@@ -428,26 +435,27 @@ def _query_pairs(parsed: ParsedQuery) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def _adjacent(found: Sequence[tuple[int, T]]) -> set[tuple[T, T]]:
-    """Pairs of query terms that stand next to each other (`found`: positions and terms, in order)."""
-    return {(a, b) for (i, a), (j, b) in zip(found, found[1:], strict=False) if j == i + 1}
+def _adjacent(pos: Sequence[int], terms: Sequence[T]) -> set[tuple[T, T]]:
+    """Pairs of query terms that stand next to each other (`pos`: where each of `terms` occurs, in order)."""
+    return {(terms[i], terms[i + 1]) for i in range(len(pos) - 1) if pos[i + 1] == pos[i] + 1}
 
 
-def _best_window(found: Sequence[tuple[int, T]], idf: Mapping[T, float], width: int) -> float:
+def _best_window(pos: Sequence[int], terms: Sequence[T], idf: Mapping[T, float], width: int) -> float:
     """The largest IDF mass of distinct query terms inside any `width` consecutive terms."""
-    if len(found) < 2:
+    if len(pos) < 2:
         return 0.0
     best = mass = 0.0
-    counts: Counter[T] = Counter()
+    counts: dict[T, int] = {}
     left = 0
-    for pos, term in found:
-        counts[term] += 1
-        if counts[term] == 1:
+    for right, term in enumerate(terms):
+        seen = counts.get(term, 0)
+        counts[term] = seen + 1
+        if not seen:
             mass += idf[term]
-        while pos - found[left][0] >= width:
-            old = found[left][1]
+        while pos[right] - pos[left] >= width:
+            old = terms[left]
             counts[old] -= 1
-            if counts[old] == 0:
+            if not counts[old]:
                 mass -= idf[old]
             left += 1
         if mass > best:
