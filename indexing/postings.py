@@ -13,7 +13,6 @@ index has changed (search falls back to FTS5 until the rebuild is done).
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,7 +57,7 @@ class Snapshot:
     chunk_ids: np.ndarray  # row -> chunk id
     doc_ids: np.ndarray  # row -> document id
     rows: np.ndarray  # postings: the rows of each term, grouped by term
-    weights: np.ndarray  # BM25F term weight of each posting (before idf)
+    weights: np.ndarray  # BM25F score of each posting: idf x saturated term frequency
     body: np.ndarray  # every row's body term ids, concatenated
     body_off: np.ndarray  # row r's body is body[body_off[r]:body_off[r + 1]]
     head: np.ndarray
@@ -78,7 +77,7 @@ class Snapshot:
         touched = []
         for info in infos:
             rows = self.rows[info.start : info.end]
-            scores[rows] += np.float32(info.idf) * self.weights[info.start : info.end]
+            scores[rows] += self.weights[info.start : info.end]
             touched.append(rows)
         cand = np.concatenate(touched) if len(touched) > 1 else touched[0]
         wide = k * len(touched)  # a row occurs once per term, so this many entries hold k distinct rows
@@ -166,20 +165,18 @@ def build_snapshot(
     post_terms = unique // max(n, 1)
     avgdl = float(body_len.mean()) if n and body_len.sum() else 1.0
     norm = weighting.k1 * (1 - weighting.b + weighting.b * body_len / avgdl)
-    weights = (tf * (weighting.k1 + 1) / (tf + norm[post_rows])).astype(np.float32)
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(post_terms, minlength=v)))).tolist()
+    counts = np.bincount(post_terms, minlength=v)
+    idf = np.log(1 + (n - counts + 0.5) / (counts + 0.5))
+    weights = (idf[post_terms] * tf * (weighting.k1 + 1) / (tf + norm[post_rows])).astype(np.float32)
+    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
     terms = {
-        t: TermInfo(i, bounds[i], bounds[i + 1], _idf(n, bounds[i + 1] - bounds[i])) for t, i in vocab.items()
+        t: TermInfo(i, bounds[i], bounds[i + 1], float(idf[i])) for t, i in vocab.items()
     }
     return Snapshot(
         generation, weighting, terms,
         np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
         post_rows, weights, body, body_off, head, head_off,
     )
-
-
-def _idf(n: int, df: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
 class MemoryIndex:

@@ -390,16 +390,18 @@ class Searcher:
         doc_ids = sorted({h.doc_id for h in hits})
         marks = ",".join("?" * len(doc_ids))
         conn = self.store.conn()
-        sql = f"SELECT doc_id, path FROM files WHERE doc_id IN ({marks})"
+        sql = (f"SELECT f.doc_id, f.path, d.hash FROM files f JOIN documents d ON d.id = f.doc_id "
+               f"WHERE f.doc_id IN ({marks})")
         args: list[object] = list(doc_ids)
         if paths is not None and paths.active:
             cond, extra = paths.sql()
             sql += f" AND {cond}"
             args += extra
         first: dict[int, str] = {}
-        for doc_id, path in conn.execute(sql + " ORDER BY path", args):
+        hashes: dict[int, str] = {}
+        for doc_id, path, digest in conn.execute(sql + " ORDER BY f.path", args):
             first.setdefault(doc_id, path)
-        hashes = dict(conn.execute(f"SELECT id, hash FROM documents WHERE id IN ({marks})", doc_ids).fetchall())
+            hashes[doc_id] = digest
         for h in hits:
             h.path, h.doc_hash = first.get(h.doc_id, ""), hashes.get(h.doc_id, "")
             if context_chars > 0:
