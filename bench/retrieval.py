@@ -24,6 +24,7 @@ from pathlib import Path
 
 from indexing.analyzer import analyze, jieba_tokenizer
 from indexing.model import Chunk
+from indexing.postings import MemoryIndex
 from indexing.search import RankParams, Searcher
 from indexing.store import AnalyzedChunk, IndexStore
 
@@ -78,8 +79,17 @@ def build_passage_index(corpus: list[dict], db: Path) -> IndexStore:  # type: ig
     return store
 
 
-def run_ours(store: IndexStore, queries: list[dict], params: RankParams | None = None) -> Scores:  # type: ignore[type-arg]
-    searcher = Searcher(store, params or RankParams())
+def served_searcher(store: IndexStore, params: RankParams | None = None, memory: bool = True) -> Searcher:
+    """The searcher search_documents uses: with the in-memory postings built (or, `memory=False`,
+    the FTS5 path that answers until they are)."""
+    index = MemoryIndex(store) if memory else None
+    if index is not None:
+        index.build_now()
+    return Searcher(store, params or RankParams(), memory=index)
+
+
+def run_ours(store: IndexStore, queries: list[dict], params: RankParams | None = None, memory: bool = True) -> Scores:  # type: ignore[type-arg]
+    searcher = served_searcher(store, params, memory)
     ranks, started = [], time.perf_counter()
     for q in queries:
         ids = [h.path[len("/eval/") :] for h in searcher.search(q["query"], limit=K)]
@@ -173,7 +183,7 @@ def run_document_view(docs: list[dict], queries: list[dict], work: Path) -> tupl
         by_path[str(path)] = d
     store = IndexStore(work / "docs.sqlite3")
     Indexer(store).index_tree(folder)
-    searcher = Searcher(store)
+    searcher = served_searcher(store)
     passages = {p["id"]: (d["id"], p["start"], p["end"]) for d in docs for p in d["passages"]}
     overlap, contains = [], []
     for q in queries:
@@ -231,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                 _put(results, "tantivy (same analyzer)", lang, run_tantivy(corpus, queries))
             store = build_passage_index(corpus, work / "passages.sqlite3")
             _put(results, "ours: passage view", lang, run_ours(store, queries))
+            _put(results, "ours: passage view, FTS5 path (before the postings are in memory)", lang,
+                 run_ours(store, queries, memory=False))
             store.close()
             if not args.no_docs:
                 docs = load_jsonl(args.eval / lang / "docs.jsonl")
