@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_CHUNKS = 500_000
+DEFAULT_MAX_CHUNKS = 200_000  # about 140 MB of postings
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ class Settings(BaseModel):
     chunk_overlap_chars: int = Field(default=80, ge=0, description="Overlap of fixed-size chunks.")
     chunk_min_chars: int = Field(default=50, ge=0, description="Smaller fragments are merged.")
     search_memory_max_chunks: int = Field(
-        default=500_000, ge=0, description="Largest index (in chunks) kept in memory for fast search; 0: never."
+        default=200_000, ge=0, description="Largest index (in chunks) kept in memory for fast search; 0: never."
     )
     # Context management
     context_warning_ratio: float = Field(default=0.75, gt=0, lt=1, description="context_status warning level.")
