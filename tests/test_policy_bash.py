@@ -143,6 +143,10 @@ ASK = [
     ("echo 'unbalanced", "bash.unparsed"),
     ('echo "unbalanced', "bash.unparsed"),
     ("echo $(ls", "bash.unparsed"),
+    # a `}` inside a substitution within ${...} is not skipped; any substitution there asks
+    ("echo ${x:-`echo }`}", "bash.unparsed"),
+    ("echo ${x:-$(rm -rf / })}", "bash.unparsed"),
+    ("echo ${x:-`rm -rf ~`}", "bash.unparsed"),
     ("ls |", "bash.unparsed"),
     ("ls &&", "bash.unparsed"),
     ("f() { rm -rf x; }; f", "bash.unparsed"),
