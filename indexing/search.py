@@ -109,8 +109,12 @@ _CHUNK_COLS = "c.id, c.doc_id, c.idx, c.start, c.end, c.heading, c.page, c.slide
 
 
 def _hit(row: tuple, score: float = 0.0) -> ChunkHit:  # type: ignore[type-arg]
+    """A hit from _CHUNK_COLS, optionally followed by the document's hash and first path."""
     rows = (row[9], row[10]) if row[9] is not None else None
-    return ChunkHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], rows, row[11], score)
+    hit = ChunkHit(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], rows, row[11], score)
+    if len(row) > 12:
+        hit.doc_hash, hit.path = row[12], row[13] or ""
+    return hit
 
 
 class Searcher:
@@ -326,7 +330,8 @@ class Searcher:
         if not ids:
             return []
         rows = self.store.conn().execute(
-            f"SELECT {_CHUNK_COLS} FROM chunks c WHERE c.id IN ({','.join('?' * len(ids))})", ids
+            f"SELECT {_CHUNK_COLS}, d.hash, (SELECT min(f.path) FROM files f WHERE f.doc_id = c.doc_id) "
+            f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(ids))})", ids
         ).fetchall()
         by_id = {r[0]: r for r in rows}
         return [by_id[i] for i in ids if i in by_id]
@@ -386,6 +391,11 @@ class Searcher:
     def attach(self, hits: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:
         """Fill in path, content hash and, when asked, the text around each hit."""
         if not hits:
+            return
+        if (paths is None or not paths.active) and all(h.path for h in hits):  # _rows already did
+            for h in hits:
+                if context_chars > 0:
+                    self._context(h, context_chars)
             return
         doc_ids = sorted({h.doc_id for h in hits})
         marks = ",".join("?" * len(doc_ids))
