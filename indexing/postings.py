@@ -198,6 +198,8 @@ class MemoryIndex:
             return snap
         if 0 < chunks <= self.max_chunks:
             self._start_build()
+        else:
+            self._snapshot = None  # grew past the cap (or emptied): free the stale copy
         return None
 
     def build_now(self) -> Snapshot | None:
@@ -211,6 +213,7 @@ class MemoryIndex:
                 if snap is not None and snap.generation == generation:
                     return snap
                 if not 0 < chunks <= self.max_chunks:
+                    self._snapshot = None
                     return None
                 rows = conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()
             finally:

@@ -110,3 +110,5 @@ def test_built_in_the_background_and_capped(indexed: tuple[Path, IndexStore]) ->
     capped = MemoryIndex(store, max_chunks=0)
     assert capped.current(*store.generation()) is None and capped.build_now() is None
     assert Searcher(store, memory=capped).search("revenue growth")  # FTS5 still answers
+    memory.max_chunks = store.generation()[1] - 1  # the index outgrew the cap: the copy is dropped
+    assert memory.build_now() is None and memory._snapshot is None
