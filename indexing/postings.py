@@ -209,12 +209,12 @@ class MemoryIndex:
             try:
                 conn.execute("BEGIN")  # one read snapshot: the generation and the rows agree
                 generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
-                snap = self._snapshot
-                if snap is not None and snap.generation == generation:
-                    return snap
                 if not 0 < chunks <= self.max_chunks:
                     self._snapshot = None
                     return None
+                snap = self._snapshot
+                if snap is not None and snap.generation == generation:
+                    return snap
                 rows = conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()
             finally:
                 conn.close()
