@@ -103,6 +103,9 @@ def raw_extract(fmt: str, path: Path) -> str:
     return "\n".join(parts)
 
 
+REPEATS = 5
+
+
 def bench_indexing(work: Path, dirs: dict[str, Path]) -> list[str]:
     from indexing.extract import warm_up
 
@@ -114,26 +117,31 @@ def bench_indexing(work: Path, dirs: dict[str, Path]) -> list[str]:
     total_seg = 0.0
     for fmt, folder in dirs.items():
         files = sorted(folder.iterdir())
-        started = time.perf_counter()
-        texts = [raw_extract(fmt, f) for f in files]
-        t_extract = time.perf_counter() - started
-        started = time.perf_counter()
-        for text in texts:
-            jb.lcut(text, HMM=False)
-        t_seg = time.perf_counter() - started
+        texts: list[str] = []
+        extract_runs, seg_runs, ours_runs = [], [], []
+        for run in range(REPEATS):  # the median of a few runs: one run of ~0.5 s is noisy
+            started = time.perf_counter()
+            texts = [raw_extract(fmt, f) for f in files]
+            extract_runs.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            for text in texts:
+                jb.lcut(text, HMM=False)
+            seg_runs.append(time.perf_counter() - started)
+            store = IndexStore(work / f"speed-{fmt}-{run}.sqlite3")
+            started = time.perf_counter()
+            report = Indexer(store).index_tree(folder)
+            ours_runs.append(time.perf_counter() - started)
+            assert not report.failed, report.failed[:3]
+            store.close()
+        t_extract, t_seg, t_ours = (statistics.median(r) for r in (extract_runs, seg_runs, ours_runs))
         total_chars += sum(map(len, texts))
         total_seg += t_seg
-        store = IndexStore(work / f"speed-{fmt}.sqlite3")
-        started = time.perf_counter()
-        report = Indexer(store).index_tree(folder)
-        t_ours = time.perf_counter() - started
-        assert not report.failed, report.failed[:3]
         floor = t_extract + t_seg
         lines.append(
             f"| {fmt} | {len(files)} | {t_extract:.2f} | {t_seg:.2f} | {t_ours:.2f} | {floor / t_ours:.2f}x | "
             f"{report.chunks_added} |"
         )
-        store.close()
+    lines.append(f"(median of {REPEATS} runs each)")
     lines.append(f"\njieba segmentation (HMM off): {total_chars / max(total_seg, 1e-9):,.0f} chars/s")
     return lines
 
