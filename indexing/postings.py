@@ -202,6 +202,14 @@ class MemoryIndex:
             self._snapshot = None  # grew past the cap (or emptied): free the stale copy
         return None
 
+    def state(self, generation: int, chunks: int) -> str:
+        """How natural-language search runs now, for index_status (starts a build when stale)."""
+        if chunks > self.max_chunks:
+            return f"FTS5 only: over search_memory_max_chunks ({self.max_chunks:,})"
+        if self.current(generation, chunks) is not None:
+            return "in memory"
+        return "FTS5 while the in-memory copy is built" if chunks else "empty index"
+
     def build_now(self) -> Snapshot | None:
         """Build (or refresh) the snapshot in this thread; None when the index is too large or empty."""
         with self._build_lock:

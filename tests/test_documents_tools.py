@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.conftest import MODES, connect
@@ -77,6 +78,14 @@ async def test_index_search_status_remove(settings: Any, workspace: Path, mode: 
 
         status = await call(client, "index_status", {})
         assert status["files"] == 6 and status["failed_files"] == 1 and status["documents"] == 5
+        for _ in range(200):  # searches built the in-memory postings in the background
+            if status["search"] == "in memory":
+                break
+            await anyio.sleep(0.05)
+            status = await call(client, "index_status", {})
+        assert status["search"] == "in memory"
+        fast = await call(client, "search_documents", {"query": "Q3营收增长率"})
+        assert fast["hits"][0]["path"] == "docs/report.docx"
         one = await call(client, "index_status", {"path": "docs/report.docx"})
         assert one["path_status"]["indexed"] and one["path_status"]["fresh"] and one["path_status"]["chunks"] >= 1
 

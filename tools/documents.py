@@ -449,6 +449,7 @@ class IndexStatus(BaseModel):
     documents: int
     chunks: int
     characters: int
+    search: str = ""
     path_status: PathStatus | None = None
 
 
@@ -467,7 +468,7 @@ def index_status(
     status = IndexStatus(
         database=str(store.path), database_bytes=store.db_bytes(), files=totals["files"],
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
-        characters=totals["chars"],
+        characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
     )
     if path is not None:
         real = resolve_path(rt, path, session_id=_session(call))
