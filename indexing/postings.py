@@ -18,15 +18,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from mcp_server import sqlite_db
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never need it
+    import numpy as np
+
     from indexing.store import IndexStore
 
 log = logging.getLogger(__name__)
 
+DEFAULT_MIN_CHUNKS = 2_000  # below this FTS5 answers in well under a millisecond anyway
 DEFAULT_MAX_CHUNKS = 200_000  # about 140 MB of postings
 
 
@@ -70,6 +71,8 @@ class Snapshot:
     def top(self, terms: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The `k` best rows by BM25F over `terms` (OR), best first: the rows, their scores, and
         which of the distinct known terms (bit i: the i-th, in query order, up to 63) each contains."""
+        import numpy as np
+
         infos = [self.terms[t] for t in dict.fromkeys(terms) if t in self.terms]
         if not infos or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, np.int64)
@@ -93,6 +96,8 @@ class Snapshot:
 
     def found(self, rows: np.ndarray, terms: Sequence[str], field: str = "body") -> Occurrences:
         """Where `terms` occur in each row's body (or heading): positions and term ids."""
+        import numpy as np
+
         seq, off = (self.body, self.body_off) if field == "body" else (self.head, self.head_off)
         tids = [self.terms[t].tid for t in terms if t in self.terms]
         starts, ends = off[rows], off[rows + 1]
@@ -124,6 +129,8 @@ class Occurrences:
 
 def _presence(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
     """Bit i set where the row contains term i (`postings`: each term's sorted rows; up to 63 terms)."""
+    import numpy as np
+
     present = np.zeros(len(cand), dtype=np.int64)
     for bit, rows in enumerate(postings[:63]):
         at = np.searchsorted(rows, cand)
@@ -136,6 +143,8 @@ def build_snapshot(
     generation: int, rows: Sequence[tuple[int, int, str, str]], weighting: Weighting
 ) -> Snapshot:
     """Postings for (chunk id, document id, head terms, body terms) rows, ordered by chunk id."""
+    import numpy as np
+
     vocab: dict[str, int] = {}
     body_ids: list[int] = []
     head_ids: list[int] = []
@@ -182,9 +191,13 @@ def build_snapshot(
 class MemoryIndex:
     """The current Snapshot of one index database, rebuilt in the background when it goes stale."""
 
-    def __init__(self, store: IndexStore, weighting: Weighting = Weighting(), max_chunks: int = DEFAULT_MAX_CHUNKS):
+    def __init__(
+        self, store: IndexStore, weighting: Weighting = Weighting(), *, min_chunks: int = 1,
+        max_chunks: int = DEFAULT_MAX_CHUNKS,
+    ) -> None:
         self.store = store
         self.weighting = weighting
+        self.min_chunks = max(1, min_chunks)
         self.max_chunks = max_chunks
         self._snapshot: Snapshot | None = None
         self._lock = threading.Lock()
@@ -196,19 +209,24 @@ class MemoryIndex:
         snap = self._snapshot
         if snap is not None and snap.generation == generation:
             return snap
-        if 0 < chunks <= self.max_chunks:
+        if self._worth_it(chunks):
             self._start_build()
         else:
-            self._snapshot = None  # grew past the cap (or emptied): free the stale copy
+            self._snapshot = None  # outside the size range now: free the stale copy
         return None
+
+    def _worth_it(self, chunks: int) -> bool:
+        return self.min_chunks <= chunks <= self.max_chunks
 
     def state(self, generation: int, chunks: int) -> str:
         """How natural-language search runs now, for index_status (starts a build when stale)."""
         if chunks > self.max_chunks:
-            return f"FTS5 only: over search_memory_max_chunks ({self.max_chunks:,})"
+            return f"FTS5: over search_memory_max_chunks ({self.max_chunks:,})"
+        if chunks < self.min_chunks:
+            return f"FTS5: under search_memory_min_chunks ({self.min_chunks:,})"
         if self.current(generation, chunks) is not None:
             return "in memory"
-        return "FTS5 while the in-memory copy is built" if chunks else "empty index"
+        return "FTS5 while the in-memory copy is built"
 
     def build_now(self) -> Snapshot | None:
         """Build (or refresh) the snapshot in this thread; None when the index is too large or empty."""
@@ -217,7 +235,7 @@ class MemoryIndex:
             try:
                 conn.execute("BEGIN")  # one read snapshot: the generation and the rows agree
                 generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
-                if not 0 < chunks <= self.max_chunks:
+                if not self._worth_it(chunks):
                     self._snapshot = None
                     return None
                 snap = self._snapshot

@@ -71,6 +71,9 @@ class Settings(BaseModel):
     chunk_max_chars: int = Field(default=400, ge=50, description="Largest chunk, in characters.")
     chunk_overlap_chars: int = Field(default=80, ge=0, description="Overlap of fixed-size chunks.")
     chunk_min_chars: int = Field(default=50, ge=0, description="Smaller fragments are merged.")
+    search_memory_min_chunks: int = Field(
+        default=2_000, ge=1, description="Smallest index (in chunks) kept in memory; smaller ones use FTS5 alone."
+    )
     search_memory_max_chunks: int = Field(
         default=200_000, ge=0, description="Largest index (in chunks) kept in memory for fast search; 0: never."
     )

@@ -34,7 +34,8 @@ async def call(client: Any, name: str, args: dict[str, Any], **kwargs: Any) -> d
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_index_search_status_remove(settings: Any, workspace: Path, mode: str) -> None:
+async def test_index_search_status_remove(make_settings: Any, workspace: Path, mode: str) -> None:
+    settings = make_settings(search_memory_min_chunks=1)  # keep even this small index in memory
     fill(workspace)
     seen: list[tuple[float, float | None, str | None]] = []
 

@@ -65,8 +65,10 @@ def memory_index(rt: Runtime) -> MemoryIndex:
     """The in-memory postings of the shared index (built in the background, used when fresh)."""
     from indexing.postings import MemoryIndex
 
+    s = rt.settings
     return rt.service(
-        "index.memory", lambda: MemoryIndex(index_store(rt), max_chunks=rt.settings.search_memory_max_chunks)
+        "index.memory",
+        lambda: MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks),
     )
 
 
