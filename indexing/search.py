@@ -227,20 +227,10 @@ class Searcher:
         so rows are taken in order of that bound and the rest skipped once none can reach the top."""
         import numpy as np
 
-        p = self.params
         known = [t for t in dict.fromkeys(parsed.all_terms()) if t in snap.terms]
         idf = {snap.terms[t].tid: snap.terms[t].idf for t in known}
         pairs = [(snap.terms[a].tid, snap.terms[b].tid) for a, b in _query_pairs(parsed) if a in snap.terms and b in snap.terms]
-        ceiling = bm25.astype(np.float64)
-        if len(known) <= 63:  # bit j of `present`: the row contains known[j]
-            has = (present[:, None] >> np.arange(len(known))) & 1
-            ceiling += has @ (p.window_weight * np.array(list(idf.values())))
-            if pairs:
-                col = {tid: j for j, tid in enumerate(idf)}
-                both = has[:, [col[a] for a, _ in pairs]] & has[:, [col[b] for _, b in pairs]]
-                ceiling += both @ np.array([p.bigram_weight * min(idf[a], idf[b]) for a, b in pairs])
-        else:
-            ceiling += math.inf  # too many terms to bound: every row gets its bonus
+        ceiling = self._ceiling(bm25, present, idf, pairs)
         order = np.argsort(-ceiling, kind="stable")
         rows, bounds, base = rows[order], ceiling[order].tolist(), bm25[order].tolist()
         ids = snap.chunk_ids[rows].tolist()
@@ -260,6 +250,25 @@ class Searcher:
                     heapq.heapreplace(top, item)
             first, step = first + len(batch), len(ids)
         return [(score, -neg) for score, neg in sorted(top, reverse=True)]
+
+    def _ceiling(
+        self, bm25: np.ndarray, present: np.ndarray, idf: dict[int, float], pairs: list[tuple[int, int]]
+    ) -> np.ndarray:
+        """Each row's highest possible score: BM25F plus the largest bonus its query terms allow
+        (bit j of `present`: the row contains the j-th term of `idf`)."""
+        import numpy as np
+
+        p = self.params
+        ceiling = bm25.astype(np.float64)
+        if len(idf) > 63:
+            return ceiling + math.inf  # too many terms to bound: every row gets its bonus
+        has = (present[:, None] >> np.arange(len(idf))) & 1
+        ceiling += has @ (p.window_weight * np.array(list(idf.values())))
+        if pairs:
+            col = {tid: j for j, tid in enumerate(idf)}
+            both = has[:, [col[a] for a, _ in pairs]] & has[:, [col[b] for _, b in pairs]]
+            ceiling += both @ np.array([p.bigram_weight * min(idf[a], idf[b]) for a, b in pairs])
+        return ceiling
 
     def _bonus(
         self, pos: list[int], terms: list[int], head_pos: list[int], head_terms: list[int],
