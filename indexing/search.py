@@ -175,7 +175,7 @@ class Searcher:
             return []
         ids = self._candidates(match, max(want, self.params.candidates), paths, raw=text if mode == "fts" else None)
         scores = dict((i, score) for score, i in self._rerank(self._terms(ids), parsed, dfs)[: max(want, 1)])
-        return [_hit(row, scores[row[0]]) for row in self._rows(list(scores))]
+        return [_hit(row, scores[row[0]]) for row in self._rows(list(scores), paths)]
 
     # -- in memory ---------------------------------------------------------------------------
 
@@ -187,16 +187,16 @@ class Searcher:
         if snap is None or parsed.phrases:
             return None
         k = max(want, self.params.candidates)
-        filtered = paths is not None and paths.active
-        rows, bm25, present = snap.top(parsed.terms, 4 * k if filtered else k)
-        if paths is not None and filtered:
-            keep = self._allowed(snap.doc_ids[rows].tolist(), paths)
+        scope = paths if paths is not None and paths.active else None
+        rows, bm25, present = snap.top(parsed.terms, k if scope is None else 4 * k)
+        if scope is not None:
+            keep = self._allowed(snap.doc_ids[rows].tolist(), scope)
             if len(keep) < k and len(rows) == 4 * k:
                 return None
             rows, bm25, present = rows[keep[:k]], bm25[keep[:k]], present[keep[:k]]
         scored = self._add_proximity(snap, rows, bm25, present, parsed, max(want, 1))
         scores = {i: score for score, i in scored}
-        return [_hit(row, scores[row[0]]) for row in self._rows(list(scores))]
+        return [_hit(row, scores[row[0]]) for row in self._rows(list(scores), paths)]
 
     def _snapshot(self) -> Snapshot | None:
         from indexing.postings import Weighting
@@ -271,8 +271,8 @@ class Searcher:
         return ceiling
 
     def _bonus(
-        self, pos: list[int], terms: list[int], head_pos: list[int], head_terms: list[int],
-        pairs: list[tuple[int, int]], idf: dict[int, float],
+        self, pos: Sequence[int], terms: Sequence[T], head_pos: Sequence[int], head_terms: Sequence[T],
+        pairs: Sequence[tuple[T, T]], idf: Mapping[T, float],
     ) -> float:
         """The bigram and window bonus of one chunk, from where the query terms occur in it."""
         p = self.params
@@ -314,13 +314,7 @@ class Searcher:
                 f"LIMIT {wide}) AS top JOIN chunks c ON c.id = top.id",
                 (match,),
             ).fetchall()
-            docs = sorted({d for _, d in ranked})
-            allowed = {
-                d for (d,) in conn.execute(
-                    f"SELECT DISTINCT doc_id FROM files WHERE {cond} AND doc_id IN ({','.join(map(str, docs))})", extra
-                )
-            } if docs else set()
-            kept = [i for i, d in ranked if d in allowed]
+            kept = [ranked[n][0] for n in self._allowed([d for _, d in ranked], paths)]
             if len(kept) < n and len(ranked) == wide:
                 ids = conn.execute(
                     f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN (SELECT id FROM chunks "
@@ -334,13 +328,16 @@ class Searcher:
                 raise fts_error(raw, str(exc)) from None
             raise
 
-    def _rows(self, ids: list[int]) -> list[tuple]:  # type: ignore[type-arg]
-        """Chunk rows for `ids`, in the order given."""
+    def _rows(self, ids: list[int], paths: PathFilter | None = None) -> list[tuple]:  # type: ignore[type-arg]
+        """Chunk rows for `ids`, in the order given, each with its document's hash and first path
+        (the first one inside `paths`)."""
         if not ids:
             return []
+        cond, extra = paths.sql() if paths is not None and paths.active else ("1", [])
         rows = self.store.conn().execute(
-            f"SELECT {_CHUNK_COLS}, d.hash, (SELECT min(f.path) FROM files f WHERE f.doc_id = c.doc_id) "
-            f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(ids))})", ids
+            f"SELECT {_CHUNK_COLS}, d.hash, (SELECT min(path) FROM files f WHERE f.doc_id = c.doc_id AND {cond}) "
+            f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(ids))})",
+            [*extra, *ids],
         ).fetchall()
         by_id = {r[0]: r for r in rows}
         return [by_id[i] for i in ids if i in by_id]
@@ -386,26 +383,23 @@ class Searcher:
                 tf = tf_body[t] + p.head_weight * tf_head[t]
                 if tf:
                     score += w * tf * (p.k1 + 1) / (tf + norm)
-            if pairs and p.bigram_weight:
-                present = _adjacent(pos, found) | _adjacent(head_pos, in_head) if in_head else _adjacent(pos, found)
-                score += p.bigram_weight * sum(min(idf[a], idf[b]) for a, b in pairs if (a, b) in present)
-            if p.window_weight:
-                score += p.window_weight * _best_window(pos, found, idf, p.window)
-            scored.append((score, chunk_id))
+            scored.append((score + self._bonus(pos, found, head_pos, in_head, pairs, idf), chunk_id))
         scored.sort(key=lambda h: (-h[0], h[1]))
         return scored
 
     # -- details ------------------------------------------------------------------------------
 
     def attach(self, hits: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:
-        """Fill in path, content hash and, when asked, the text around each hit."""
-        if not hits:
-            return
-        if (paths is None or not paths.active) and all(h.path for h in hits):  # _rows already did
+        """Fill in path and content hash where missing (ranked hits come with them) and, when asked,
+        the text around each hit."""
+        if missing := [h for h in hits if not h.path]:
+            self._fill_paths(missing, paths)
+        if context_chars > 0:
             for h in hits:
-                if context_chars > 0:
-                    self._context(h, context_chars)
-            return
+                self._context(h, context_chars)
+
+    def _fill_paths(self, hits: list[ChunkHit], paths: PathFilter | None) -> None:
+        """Each hit's first path (inside `paths`) and its document's content hash."""
         doc_ids = sorted({h.doc_id for h in hits})
         marks = ",".join("?" * len(doc_ids))
         conn = self.store.conn()
@@ -423,8 +417,6 @@ class Searcher:
             hashes[doc_id] = digest
         for h in hits:
             h.path, h.doc_hash = first.get(h.doc_id, ""), hashes.get(h.doc_id, "")
-            if context_chars > 0:
-                self._context(h, context_chars)
 
     def _context(self, hit: ChunkHit, chars: int) -> None:
         conn = self.store.conn()
