@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never ne
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MIN_CHUNKS = 2_000  # below this FTS5 answers in well under a millisecond anyway
 DEFAULT_MAX_CHUNKS = 200_000  # about 140 MB of postings
 
 
@@ -229,7 +228,7 @@ class MemoryIndex:
         return "FTS5 while the in-memory copy is built"
 
     def build_now(self) -> Snapshot | None:
-        """Build (or refresh) the snapshot in this thread; None when the index is too large or empty."""
+        """Build (or refresh) the snapshot in this thread; None when the index is outside the size range."""
         with self._build_lock:
             conn = sqlite_db.connect(self.store.path, timeout=30.0)
             try:

@@ -46,7 +46,8 @@ def _use_wal(conn: sqlite3.Connection, *, deadline: float) -> None:
                 conn.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+            contended = "locked" in str(exc) or "busy" in str(exc)
+            if not contended or time.monotonic() > deadline:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
