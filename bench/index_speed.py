@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench.retrieval import DEFAULT_EVAL, load_jsonl
 from indexing.analyzer import analyze, jieba_tokenizer
@@ -200,20 +201,26 @@ def build_tantivy(chunks: list[AnalyzedChunk], copies: int) -> tuple[object, obj
     return index, schema
 
 
-def tantivy_search(index: object, terms: list[str], ids: bool = False) -> list[int]:
-    """Top 10 by tantivy's BM25 for an OR of `terms`: segment-local doc numbers, or (`ids`) our ids
-    read from the stored documents, with their text as a search result needs it."""
+def tantivy_search(index: object, terms: list[str]) -> list[int]:
+    """Top 10 by tantivy's BM25 for an OR of `terms`: segment-local doc numbers (its bare search)."""
+    return [addr.doc for _, addr in _tantivy_hits(index, terms)[1]]
+
+
+def tantivy_results(index: object, terms: list[str]) -> list[tuple[int, str]]:
+    """The same top 10 as a search result needs them: our ids and texts, read from the stored documents."""
+    searcher, hits = _tantivy_hits(index, terms)
+    docs = [searcher.doc(addr) for _, addr in hits]
+    return [(int(d["id"][0]), d["text"][0]) for d in docs]
+
+
+def _tantivy_hits(index: Any, terms: list[str]) -> tuple[Any, list[tuple[float, Any]]]:
     import tantivy
 
     if not terms:
-        return []
+        return None, []
     subs = [(tantivy.Occur.Should, tantivy.Query.term_query(index.schema, "body", t)) for t in dict.fromkeys(terms)]  # type: ignore[attr-defined]
     searcher = index.searcher()  # type: ignore[attr-defined]
-    hits = searcher.search(tantivy.Query.boolean_query(subs), 10).hits
-    if ids:
-        docs = [searcher.doc(addr) for _, addr in hits]
-        return [int(d["id"][0]) for d in docs if d["text"]]
-    return [addr.doc for _, addr in hits]
+    return searcher, searcher.search(tantivy.Query.boolean_query(subs), 10).hits
 
 
 def latency(fn: Callable[[str], object], queries: list[str]) -> tuple[float, float]:
@@ -263,7 +270,7 @@ def bench_queries(work: Path, eval_dir: Path, big_copies: int, n_queries: int) -
         fts = latency(lambda q, s=fts_only: s.search(q, limit=10), queries)  # type: ignore[misc]
         tindex, _ = build_tantivy(chunks, copies)
         tv = latency(lambda q, ix=tindex: tantivy_search(ix, analysed[q]), queries)  # type: ignore[misc]
-        tv_e2e = latency(lambda q, ix=tindex: tantivy_search(ix, analyze(q), ids=True), queries)  # type: ignore[misc]
+        tv_e2e = latency(lambda q, ix=tindex: tantivy_results(ix, analyze(q)), queries)  # type: ignore[misc]
         n = store.totals()["chunks"]
         lines.append(
             f"| {n:,} | {ours[0]:.2f} | {ours[1]:.2f} | {fts[0]:.2f} | {tv[0]:.2f} | {tv[1]:.2f} | {tv_e2e[0]:.2f} "

@@ -131,37 +131,52 @@ def run_design(conn: sqlite3.Connection, corpus: list[dict], queries: list[dict]
 
 
 def run_bm25s(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type: ignore[type-arg]
+    return _run_ranker(_bm25s_ranker([p["text"] for p in corpus]), corpus, queries)
+
+
+def run_tantivy(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type: ignore[type-arg]
+    return _run_ranker(_tantivy_ranker([p["text"] for p in corpus]), corpus, queries)
+
+
+def _run_ranker(
+    rank: Callable[[str], list[int]] | None, corpus: list[dict], queries: list[dict]  # type: ignore[type-arg]
+) -> Scores | None:
+    """Passage-view scores of a baseline that returns positions in `corpus` (None: not installed)."""
+    if rank is None:
+        return None
+    started = time.perf_counter()
+    ranks = [first_rank([corpus[i]["id"] for i in rank(q["query"])], q["passage_id"]) for q in queries]
+    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+
+
+def _bm25s_ranker(texts: list[str]) -> Callable[[str], list[int]] | None:
+    """bm25s over `texts` with our analyzer: a query's top K as positions in `texts`."""
     try:
         import bm25s
     except ImportError:
         return None
     retriever = bm25s.BM25()
-    retriever.index([analyze(p["text"]) for p in corpus], show_progress=False)
-    started = time.perf_counter()
-    ranks: list[int | None] = []
-    for q in queries:
-        terms = [t for t in analyze(q["query"]) if t in retriever.vocab_dict]
+    retriever.index([analyze(text) for text in texts], show_progress=False)
+
+    def rank(query: str) -> list[int]:
+        terms = [t for t in analyze(query) if t in retriever.vocab_dict]
         if not terms:
-            ranks.append(None)
-            continue
-        docs, _ = retriever.retrieve([terms], k=K, show_progress=False, n_threads=1)
-        ranks.append(first_rank([corpus[int(i)]["id"] for i in docs[0]], q["passage_id"]))
-    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+            return []
+        found, _ = retriever.retrieve([terms], k=K, show_progress=False, n_threads=1)
+        return [int(i) for i in found[0]]
+
+    return rank
 
 
-def run_tantivy(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type: ignore[type-arg]
+def _tantivy_ranker(texts: list[str]) -> Callable[[str], list[int]] | None:
+    """tantivy over `texts` with our analyzer: a query's top 10 as positions in `texts`."""
     try:
-        from bench.index_speed import build_tantivy, tantivy_search
+        from bench.index_speed import build_tantivy, tantivy_results
     except ImportError:
         return None
-    chunks = [AnalyzedChunk(Chunk(0, 0, len(p["text"]), p["text"]), "", " ".join(analyze(p["text"]))) for p in corpus]
+    chunks = [AnalyzedChunk(Chunk(0, 0, len(text), text), "", " ".join(analyze(text))) for text in texts]
     index, _ = build_tantivy(chunks, 1)
-    started = time.perf_counter()
-    ranks = [
-        first_rank([corpus[i]["id"] for i in tantivy_search(index, analyze(q["query"]), ids=True)], q["passage_id"])
-        for q in queries
-    ]
-    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+    return lambda query: [i for i, _ in tantivy_results(index, analyze(query))]
 
 
 # -- ours, document view -----------------------------------------------------------------------
@@ -196,11 +211,17 @@ def run_document_view(
         "ours": lambda q: [h.chunk_id for h in searcher.search(q, limit=K)]
     }
     if baselines:
-        texts = [(cid, text) for cid, _, _, _, text in rows]
-        rankers.update({name: r for name, r in (("bm25s", _bm25s_ranker(texts)), ("tantivy", _tantivy_ranker(texts))) if r})
+        texts, ids = [text for *_, text in rows], [cid for cid, *_ in rows]
+        for name, ranker in (("bm25s", _bm25s_ranker(texts)), ("tantivy", _tantivy_ranker(texts))):
+            if ranker is not None:
+                rankers[name] = _positions_to(ids, ranker)
     out = {name: _score_document_view(rank, queries, docs, where) for name, rank in rankers.items()}
     store.close()
     return out
+
+
+def _positions_to(ids: list[int], rank: Callable[[str], list[int]]) -> Callable[[str], list[int]]:
+    return lambda query: [ids[i] for i in rank(query)]
 
 
 def _score_document_view(
@@ -225,34 +246,6 @@ def _score_document_view(
         overlap.append(r_overlap)
         contains.append(r_contains)
     return score_ranks(overlap), score_ranks(contains)
-
-
-def _bm25s_ranker(texts: list[tuple[int, str]]) -> Callable[[str], list[int]] | None:
-    try:
-        import bm25s
-    except ImportError:
-        return None
-    retriever = bm25s.BM25()
-    retriever.index([analyze(text) for _, text in texts], show_progress=False)
-
-    def rank(query: str) -> list[int]:
-        terms = [t for t in analyze(query) if t in retriever.vocab_dict]
-        if not terms:
-            return []
-        found, _ = retriever.retrieve([terms], k=K, show_progress=False, n_threads=1)
-        return [texts[int(i)][0] for i in found[0]]
-
-    return rank
-
-
-def _tantivy_ranker(texts: list[tuple[int, str]]) -> Callable[[str], list[int]] | None:
-    try:
-        from bench.index_speed import build_tantivy, tantivy_search
-    except ImportError:
-        return None
-    chunks = [AnalyzedChunk(Chunk(0, 0, len(text), text), "", " ".join(analyze(text))) for _, text in texts]
-    index, _ = build_tantivy(chunks, 1)
-    return lambda query: [texts[i][0] for i in tantivy_search(index, analyze(query), ids=True)]
 
 
 # -- the table ---------------------------------------------------------------------------------
