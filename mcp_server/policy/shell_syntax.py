@@ -313,7 +313,20 @@ class _Lexer:
 
 
 def match_paren(s: str, i: int, nesting: int = 0) -> int:
-    """Index of the `)` matching the `(` at s[i], skipping quotes and nested substitutions."""
+    """Index of the `)` matching the `(` at s[i], skipping quotes, backticks and nested substitutions."""
+    return _match_close(s, i, "(", ")", nesting, backticks=True, unbalanced="unbalanced parenthesis")
+
+
+def _match_brace(s: str, i: int) -> int:
+    """Index of the `}` closing the `${` whose `{` is at s[i]. Quotes are skipped, backticks are not:
+    a `}` inside them ends the match early, and the caller refuses any substitution inside `${...}`."""
+    return _match_close(s, i, "{", "}", 0, backticks=False, unbalanced="unbalanced ${")
+
+
+def _match_close(
+    s: str, i: int, opener: str, closer: str, nesting: int, *, backticks: bool, unbalanced: str
+) -> int:
+    """Index of the `closer` matching the `opener` at s[i], skipping escapes and quoted text."""
     if nesting > MAX_NESTING * 4:
         raise ParseError("nested too deeply")
     depth, n, j = 0, len(s), i
@@ -331,20 +344,20 @@ def match_paren(s: str, i: int, nesting: int = 0) -> int:
         if c == '"':
             j = _skip_dquote(s, j + 1, nesting + 1)
             continue
-        if c == "`":
+        if c == "`" and backticks:
             end = s.find("`", j + 1)
             if end < 0:
                 raise ParseError("unbalanced backtick")
             j = end + 1
             continue
-        if c == "(":
+        if c == opener:
             depth += 1
-        elif c == ")":
+        elif c == closer:
             depth -= 1
             if depth == 0:
                 return j
         j += 1
-    raise ParseError("unbalanced parenthesis")
+    raise ParseError(unbalanced)
 
 
 def _skip_dquote(s: str, j: int, nesting: int = 0) -> int:
@@ -360,32 +373,6 @@ def _skip_dquote(s: str, j: int, nesting: int = 0) -> int:
         else:
             j += 1
     raise ParseError("unbalanced double quote")
-
-
-def _match_brace(s: str, i: int) -> int:
-    depth, j, n = 0, i, len(s)
-    while j < n:
-        c = s[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "'":
-            end = s.find("'", j + 1)
-            if end < 0:
-                raise ParseError("unbalanced single quote")
-            j = end + 1
-            continue
-        if c == '"':
-            j = _skip_dquote(s, j + 1)
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
-    raise ParseError("unbalanced ${")
 
 
 def _ansi_body(s: str, i: int) -> tuple[str, int]:
