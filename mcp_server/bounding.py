@@ -15,7 +15,7 @@ TRUNCATION_NOTE = (
 
 def estimate_tokens(text: str) -> int:
     """A cheap, deliberately high estimate: ~3.5 ASCII chars per token, 1.3 tokens per other char."""
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128) if not text.isascii() else len(text)
+    ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
     other = len(text) - ascii_chars
     return math.ceil(ascii_chars / 3.5 + other * 1.3)
 
@@ -40,11 +40,12 @@ def _shrink(value: Any, ratio: float) -> Any:
     return value
 
 
-def bound_json(value: dict[str, Any], limit_tokens: int) -> tuple[dict[str, Any], bool]:
-    """Return (value, truncated). Shrinks lists and strings proportionally until it fits."""
-    size = estimate_tokens(dumps(value))
+def bound_json(value: dict[str, Any], limit_tokens: int) -> tuple[dict[str, Any], str]:
+    """Return the value and its JSON text, shrinking lists and strings proportionally until it fits."""
+    text = dumps(value)
+    size = estimate_tokens(text)
     if size <= limit_tokens:
-        return value, False
+        return value, text
     ratio = limit_tokens / size
     shrunk: dict[str, Any] = value
     for _ in range(12):
@@ -55,4 +56,4 @@ def bound_json(value: dict[str, Any], limit_tokens: int) -> tuple[dict[str, Any]
     shrunk = dict(shrunk)
     shrunk["truncated"] = True
     shrunk["note"] = TRUNCATION_NOTE.format(limit=limit_tokens)
-    return shrunk, True
+    return shrunk, dumps(shrunk)

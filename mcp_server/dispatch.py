@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import threading
 import time
 import typing
 from collections.abc import Awaitable, Callable
@@ -22,7 +21,7 @@ import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
-from mcp_server.bounding import bound_json, dumps
+from mcp_server.bounding import bound_json
 from mcp_server.errors import GeneralAgentError, InvalidInput, NotFound
 from mcp_server.toolspec import ToolSpec
 from tools.runtime import INJECTED_PARAMS, CallContext, Runtime
@@ -122,9 +121,7 @@ class Dispatcher:
 
     def bounded_payload(self, result: BaseModel) -> tuple[dict[str, Any], str]:
         """The structured content and its JSON text, both bounded by the result token limit."""
-        data = result.model_dump(mode="json", by_alias=True)
-        data, _ = bound_json(data, self.runtime.settings.max_result_tokens)
-        return data, dumps(data)
+        return bound_json(result.model_dump(mode="json", by_alias=True), self.runtime.settings.max_result_tokens)
 
 
 async def _run_async(fn: Callable[..., Awaitable[Any]], kwargs: dict[str, Any], call: CallContext) -> Any:
@@ -136,19 +133,11 @@ async def _run_async(fn: Callable[..., Awaitable[Any]], kwargs: dict[str, Any], 
 
 
 async def _run_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], call: CallContext) -> Any:
-    done = threading.Event()
     try:
-        return await anyio.to_thread.run_sync(partial(_run_marking, fn, kwargs, done), abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(partial(fn, **kwargs), abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         call.cancel_event.set()  # the worker sees it at its next check_cancelled()
         raise
-
-
-def _run_marking(fn: Callable[..., Any], kwargs: dict[str, Any], done: threading.Event) -> Any:
-    try:
-        return fn(**kwargs)
-    finally:
-        done.set()
 
 
 def validate_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pydantic import create_model
 
 from context.llm import ChatReply, LLMConfig, ToolCall, chat
 from context.subagent import StepDelta, ThreadStore
-from mcp_server.bounding import bound_json, dumps
+from mcp_server.bounding import bound_json
 from mcp_server.dispatch import CallOrigin, Dispatcher, tool_parameters
 from mcp_server.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
 from mcp_server.toolspec import ToolSpec
@@ -211,7 +211,7 @@ class SubagentLoop:
         except GeneralAgentError as exc:
             return f"Error: {exc}"
         limit = min(SUBAGENT_RESULT_TOKENS, self.dispatcher.runtime.settings.max_result_tokens)
-        return dumps(bound_json(result.model_dump(mode="json", by_alias=True), limit)[0])
+        return bound_json(result.model_dump(mode="json", by_alias=True), limit)[1]
 
     async def _wrap_up(self, schemas: list[dict[str, Any]]) -> None:
         self.outcome.stop_reason = "max_loops"
