@@ -92,7 +92,4 @@ def _audit(settings: Settings, approval: object) -> None:
     from mcp_server.approval.store import Approval
 
     assert isinstance(approval, Approval)
-    AuditLog(settings.data_dir).record(
-        tool=approval.tool, args=approval.args, action="ask", rule_id=approval.rule_id, risk=approval.risk,
-        reason=approval.reason, outcome="granted" if approval.status == "granted" else "rejected",
-        origin=approval.origin, approved_by="cli", approval_id=approval.id)
+    AuditLog(settings.data_dir).record_decision(approval)

@@ -70,12 +70,9 @@ def _registered_read_only(tool: str) -> bool | None:
 
 def _protected(rules: Any, settings: Settings) -> tuple[Path, ...]:
     """The same protected files the server's approval gate uses (rules, audit log, approvals)."""
+    from mcp_server.approval.gate import protected_paths as gate_protected
     from mcp_server.policy import protected_paths
 
-    try:
-        from mcp_server.approval.gate import protected_paths as gate_protected
-    except ImportError:  # pragma: no cover - the gate is part of the same package
-        return protected_paths(rules, settings.data_dir)
     return protected_paths(rules, settings.data_dir, extra=gate_protected(settings))
 
 

@@ -14,9 +14,12 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
+
+if TYPE_CHECKING:
+    from mcp_server.approval.store import Approval
 
 AUDIT_FILE = "audit.jsonl"
 MASK = "***"
@@ -73,6 +76,14 @@ class AuditLog:
         self.path = data_dir / AUDIT_FILE
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+
+    def record_decision(self, approval: Approval) -> None:
+        """The line for an approval granted or rejected out of band (CLI or approval page)."""
+        self.record(
+            tool=approval.tool, args=approval.args, action="ask", rule_id=approval.rule_id, risk=approval.risk,
+            reason=approval.reason, outcome="granted" if approval.status == "granted" else "rejected",
+            origin=approval.origin, approved_by=approval.approved_by, approval_id=approval.id,
+        )
 
     def record(self, *, tool: str, args: dict[str, Any], action: str, rule_id: str, risk: str, reason: str,
                outcome: str, origin: str, approved_by: str | None = None, approval_id: str | None = None) -> None:

@@ -105,8 +105,6 @@ async def _post(request: Request, store: Any, gate: Any, approval: Any) -> Respo
         decided = store.decide(approval.id, decision == "approve", by="http-page")
     except GeneralAgentError as exc:
         return _page("Not possible", f"<p>{html.escape(str(exc))}</p>", 409)
-    gate.audit.record(tool=decided.tool, args=decided.args, action="ask", rule_id=decided.rule_id, risk=decided.risk,
-                      reason=decided.reason, outcome="granted" if decision == "approve" else "rejected",
-                      origin=decided.origin, approved_by="http-page", approval_id=decided.id)
+    gate.audit.record_decision(decided)
     verdict = "approved. The assistant may now repeat the call once." if decision == "approve" else "rejected."
     return _page(f"Approval {decided.id}", _approval_view(decided) + f"<p><b>{html.escape(verdict)}</b></p>")

@@ -205,9 +205,6 @@ class ApprovalStore:
         with self._lock:
             return (session_key, tool, rule_id) in self._session_grants
 
-    def close(self) -> None:
-        return None
-
 
 def _row_to_approval(row: sqlite3.Row) -> Approval:
     return Approval(

@@ -122,10 +122,6 @@ def _family(name: str) -> str:
     return stripped or name
 
 
-def _is_option(word: Word) -> bool:
-    return word.text.startswith("-") and word.text != "-"
-
-
 class _Analyzer:
     def __init__(self, command: str, env: Env) -> None:
         self.env = env
@@ -382,8 +378,7 @@ class _Analyzer:
         if depth > MAX_DEPTH:
             return {"unknown"}
         if isinstance(elem, Group):
-            return self.classify_sources([], depth) | {
-                k for p in elem.script for e in p for k in self.classify_element(e, depth + 1)}
+            return {k for p in elem.script for e in p for k in self.classify_element(e, depth + 1)}
         kinds: set[str] = set()
         texts = [w.text for w in elem.words]
         names = [_basename(t) for t in texts]

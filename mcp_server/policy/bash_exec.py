@@ -83,7 +83,7 @@ def _dynamic_code(an: _Analyzer, subs: list[str], depth: int) -> None:
         an.find(deny("Runs code decoded at run time (obfuscation).", "critical", "bash.decode_exec"))
 
 
-def _script_operand(an: _Analyzer, word: Word, depth: int, cmd: Command | None) -> None:
+def _script_operand(an: _Analyzer, word: Word, depth: int) -> None:
     if word.procsub:
         _dynamic_code(an, word.subs, depth)
         an.find(ask("Runs a script produced by another command.", "high", "bash.procsub_script"))
@@ -147,7 +147,7 @@ def _shell(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: 
         return _TRANSPARENT
     seg.safe = False
     if operands:
-        _script_operand(an, operands[0], depth, cmd)
+        _script_operand(an, operands[0], depth)
     if not operands or operands[0].text in ("-", "/dev/stdin"):
         _stdin_code(an, name, cmd, depth, shell=True)
     return _TRANSPARENT
@@ -174,7 +174,7 @@ def _interpreter(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment,
         _inline_code(an, name, code, depth)
         return _TRANSPARENT
     if operands:
-        _script_operand(an, operands[0], depth, cmd)
+        _script_operand(an, operands[0], depth)
     if not operands or operands[0].text in ("-", "/dev/stdin"):
         _stdin_code(an, name, cmd, depth, shell=False)
     return _TRANSPARENT
@@ -195,7 +195,7 @@ def _eval(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: C
 def _source(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     if args:
-        _script_operand(an, args[0], depth, cmd)
+        _script_operand(an, args[0], depth)
     return _TRANSPARENT
 
 

@@ -55,10 +55,6 @@ def is_protected(path: str, protected: tuple[str, ...]) -> bool:
     return any(within(path, p) for p in protected)
 
 
-def display(path: str) -> str:
-    return path.replace(VIRTUAL_ROOT, "<workspace>")
-
-
 def _candidates(text: str, normalized: str | None, roots: tuple[str, ...]) -> list[str]:
     out = [text.replace(os.sep, "/")]
     if normalized is not None:

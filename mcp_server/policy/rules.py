@@ -17,14 +17,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 from mcp_server.errors import SettingsError
+from mcp_server.policy.model import Action, Risk
 from mcp_server.settings import USER_RULES_FILENAME
 
-Action = Literal["allow", "ask", "deny"]
-Risk = Literal["low", "medium", "high", "critical"]
-ACTIONS: tuple[str, ...] = ("allow", "ask", "deny")
 RISKS: tuple[str, ...] = ("low", "medium", "high", "critical")
 USER_PATTERN_TIMEOUT = 0.05  # seconds; a user regex that runs longer counts as "ask"
 DEFAULT_RULES_FILE = "default_rules.toml"
@@ -196,8 +194,9 @@ def default_rules_text() -> str:
 
 def load_rules(user_file: Path | None) -> Rules:
     """Shipped defaults plus `user_file` (TOML). Raises SettingsError naming the file, line and key."""
-    default_doc = _parse(default_rules_text(), "default_rules.toml (shipped)")
-    docs: list[_Doc] = [_Doc(default_doc, default_rules_text(), "default_rules.toml (shipped)", "default", None)]
+    shipped = default_rules_text()
+    docs: list[_Doc] = [_Doc(_parse(shipped, "default_rules.toml (shipped)"), shipped, "default_rules.toml (shipped)",
+                             "default", None)]
     if user_file is not None:
         path = Path(user_file)
         try:
