@@ -41,7 +41,6 @@ ZH_STOP = frozenset(
     什么 什么样 哪 哪个 哪些 哪里 哪儿 哪一 哪一个 哪一年 哪年 哪位 哪种 谁 何 何时 何地 何种 为什么 为何 怎么
     怎样 怎么样 如何 多少 几 几个 是否 是什么 叫 叫做 称为 请问 呀 着 过 得 地 个 它 他 她 它们 他们 她们""".split()  # noqa: SIM905
 )
-STOP_WORDS = EN_STOP | ZH_STOP
 
 _jieba_lock = threading.Lock()
 _jieba: Any = None

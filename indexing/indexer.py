@@ -68,7 +68,7 @@ class _Prepared:
     digest: str = ""
     doc_id: int | None = None
     extracted: Extracted | None = None
-    chunks: list[AnalyzedChunk] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
     error: str = ""
     unchanged: bool = False
 
@@ -136,7 +136,7 @@ class Indexer:
                 from indexing.extract import extract_file
 
                 prep.extracted = extract_file(prep.path, self.limits, should_cancel=self.should_cancel)
-                prep.chunks = [AnalyzedChunk(c, "", "") for c in chunk_document(prep.extracted, self.chunking)]
+                prep.chunks = chunk_document(prep.extracted, self.chunking)
         except Cancelled:
             raise
         except GeneralAgentError as exc:
@@ -156,7 +156,7 @@ class Indexer:
         if prep.error:
             self._record_failure(prep)
             return FileOutcome(key, "failed", reason=prep.error)
-        analyzed = analyze_chunks(a.chunk for a in prep.chunks)
+        analyzed = analyze_chunks(prep.chunks)
         with self.store.write() as conn:
             doc_id = prep.doc_id or self.store.doc_id_for_hash(prep.digest)
             status = "deduplicated" if doc_id is not None else "indexed"

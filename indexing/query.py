@@ -22,7 +22,6 @@ from indexing.analyzer import analyze
 from mcp_server.errors import QuerySyntaxError
 
 Mode = Literal["natural", "all", "phrase", "fts"]
-MODES: tuple[str, ...] = ("natural", "all", "phrase", "fts")
 
 _PHRASE = re.compile(r'"([^"]*)"')
 _FTS_TOKEN = re.compile(r'"(?:[^"]|"")*"|\(|\)|,|\*|\^|[^\s()",*^]+')

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,15 +42,6 @@ class TimedPattern:
             return self.pattern.search(text, pos, timeout=left)
         except TimeoutError:
             raise self.too_slow() from None
-
-    def finditer(self, text: str) -> Iterator[Any]:
-        pos = 0
-        while pos <= len(text):
-            m = self.search(text, pos)
-            if m is None:
-                return
-            yield m
-            pos = m.end() + (1 if m.end() == m.start() else 0)
 
     def too_slow(self) -> PatternTooSlow:
         return PatternTooSlow(

@@ -162,8 +162,9 @@ class IndexStore:
     def totals(self) -> dict[str, int]:
         conn = self.conn()
         files, failed = conn.execute("SELECT count(*), count(error) FROM files").fetchone()
-        docs, chars = conn.execute("SELECT count(*), coalesce(sum(chars), 0) FROM documents").fetchone()
-        chunks = conn.execute("SELECT coalesce(sum(n_chunks), 0) FROM documents").fetchone()[0]
+        docs, chars, chunks = conn.execute(
+            "SELECT count(*), coalesce(sum(chars), 0), coalesce(sum(n_chunks), 0) FROM documents"
+        ).fetchone()
         return {"files": files, "failed": failed, "documents": docs, "chunks": chunks, "chars": chars}
 
     def corpus_stats(self) -> tuple[int, float]:
@@ -259,15 +260,11 @@ class IndexStore:
             return False
         if conn.execute("SELECT 1 FROM files WHERE doc_id=? LIMIT 1", (doc_id,)).fetchone():
             return False
-        conn.execute(
-            "INSERT INTO chunks_fts(chunks_fts, rowid, head_terms, terms) "
-            "SELECT 'delete', id, head_terms, terms FROM chunks WHERE doc_id=?",
-            (doc_id,),
-        )
-        gone = conn.execute("SELECT terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()
+        gone = conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()
+        conn.executemany("INSERT INTO chunks_fts(chunks_fts, rowid, head_terms, terms) VALUES('delete', ?, ?, ?)", gone)
         conn.execute(
             "UPDATE stats SET chunks = chunks - ?, terms = terms - ?, generation = generation + 1",
-            (len(gone), sum(_count_terms(r[0]) for r in gone)),
+            (len(gone), sum(_count_terms(terms) for _, _, terms in gone)),
         )
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))

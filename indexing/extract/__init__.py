@@ -29,7 +29,6 @@ __all__ = [
     "detect_kind",
     "extract_file",
     "is_supported",
-    "shutdown_workers",
     "warm_up",
 ]
 
@@ -114,11 +113,6 @@ def warm_up() -> None:
     POOL.run("warm", Path("warm-up"), ExtractionLimits())
 
 
-def shutdown_workers() -> None:
-    """Stop idle extraction workers (they also stop when the server exits)."""
-    from indexing.extract.worker import POOL
-
-    POOL.shutdown()
 
 
 def _file_size(path: Path) -> int:

@@ -60,12 +60,11 @@ def decode_bytes(data: bytes, name: str, final: bool = True) -> tuple[str, str, 
     """Decode file bytes → (text, encoding, warnings). Raises ExtractionError for binary data."""
     if not data:
         return "", "utf-8", []
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            return _decode(data, encoding, final, errors="replace"), encoding, _replaced_note(data, encoding, final)
-    guess = _utf16_without_bom(data[:_SAMPLE])
+    guess = next((encoding for bom, encoding in _BOMS if data.startswith(bom)), None)
+    guess = guess or _utf16_without_bom(data[:_SAMPLE])
     if guess:
-        return _decode(data, guess, final, errors="replace"), guess, _replaced_note(data, guess, final)
+        text, warnings = _decode_noting(data, guess, final)
+        return text, guess, warnings
     _refuse_binary(data, name)
     for encoding in ("utf-8", "gb18030"):
         try:
@@ -84,12 +83,13 @@ def _decode(data: bytes, encoding: str, final: bool, errors: str) -> str:
     return decoder.decode(data, final=final)
 
 
-def _replaced_note(data: bytes, encoding: str, final: bool) -> list[str]:
+def _decode_noting(data: bytes, encoding: str, final: bool) -> tuple[str, list[str]]:
+    """Strict first (one pass for good data); bad bytes are then replaced with U+FFFD, with a note."""
     try:
-        _decode(data, encoding, final, errors="strict")
+        return _decode(data, encoding, final, errors="strict"), []
     except UnicodeDecodeError:
-        return [f"some bytes are not valid {encoding} and were replaced with U+FFFD"]
-    return []
+        note = f"some bytes are not valid {encoding} and were replaced with U+FFFD"
+        return _decode(data, encoding, final, errors="replace"), [note]
 
 
 def _utf16_without_bom(sample: bytes) -> str | None:
