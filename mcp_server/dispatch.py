@@ -13,7 +13,7 @@ import time
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any, Protocol
 
 import anyio
@@ -140,18 +140,29 @@ async def _run_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], call: C
         raise
 
 
-def validate_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
-    """Validate raw arguments (e.g. from a sub-agent's LLM) against the tool's signature."""
+def arguments_model(spec: ToolSpec) -> type[BaseModel]:
+    """A pydantic model of the tool's own parameters (built once per tool function)."""
+    return _arguments_model(spec.fn, spec.name)
+
+
+@cache
+def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
     from pydantic import create_model
 
     fields: dict[str, Any] = {}
-    for param in tool_parameters(spec.fn):
+    for param in tool_parameters(fn):
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (param.annotation, default)
+    return create_model(f"{name}_args", **fields)
+
+
+def validate_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """Validate raw arguments (e.g. from a sub-agent's LLM) against the tool's signature."""
+    model = arguments_model(spec)
+    fields = model.model_fields
     unknown = sorted(set(args) - set(fields))
     if unknown:
         raise InvalidInput(f"{spec.name}: unknown argument(s) {unknown}. Allowed: {sorted(fields)}.")
-    model = create_model(f"{spec.name}_args", **fields)
     try:
         validated = model(**args)
     except ValidationError as exc:

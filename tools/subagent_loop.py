@@ -7,7 +7,6 @@ Every step is persisted (ThreadStore) before the next one starts.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,12 +15,11 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
-from pydantic import create_model
 
 from context.llm import ChatReply, LLMConfig, ToolCall, chat
 from context.subagent import StepDelta, ThreadStore
 from mcp_server.bounding import bound_json
-from mcp_server.dispatch import CallOrigin, Dispatcher, tool_parameters
+from mcp_server.dispatch import CallOrigin, Dispatcher, arguments_model
 from mcp_server.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
 from mcp_server.toolspec import ToolSpec
 
@@ -49,13 +47,9 @@ Reporter = Callable[[str], Awaitable[None]]
 
 def function_schema(spec: ToolSpec) -> dict[str, Any]:
     """The OpenAI function-calling schema of one of our tools, built from its signature."""
-    fields: dict[str, Any] = {}
-    for param in tool_parameters(spec.fn):
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (param.annotation, default)
     from mcp_server.server import compact_schema  # the same title-free schemas as tools/list
 
-    parameters = create_model(f"{spec.name}_arguments", **fields).model_json_schema()
+    parameters = arguments_model(spec).model_json_schema()
     compact_schema(parameters)
     return {
         "type": "function",
