@@ -167,6 +167,10 @@ class IndexStore:
         ).fetchone()
         return {"files": files, "failed": failed, "documents": docs, "chunks": chunks, "chars": chars}
 
+    def has_files(self) -> bool:
+        """True when any path (indexed or failed) is recorded."""
+        return bool(self.conn().execute("SELECT EXISTS(SELECT 1 FROM files)").fetchone()[0])
+
     def corpus_stats(self) -> tuple[int, float]:
         """(number of chunks, average analysed terms per chunk) for BM25."""
         chunks, terms = self.conn().execute("SELECT chunks, terms FROM stats").fetchone()

@@ -74,14 +74,10 @@ class _Capture:
             del self.tail[: max(0, len(self.tail) - self.tail_limit)]
 
     def text(self) -> str:
-        head = self.head.decode("utf-8", "replace")
-        if not self.tail:
-            return head
-        dropped = self.total - len(self.head) - len(self.tail)
-        tail = self.tail.decode("utf-8", "replace")
-        if dropped <= 0:
+        if not self.truncated:
             return (self.head + self.tail).decode("utf-8", "replace")
-        return f"{head}\n…[{dropped} bytes omitted]…\n{tail}"
+        dropped = self.total - len(self.head) - len(self.tail)
+        return f"{self.head.decode('utf-8', 'replace')}\n…[{dropped} bytes omitted]…\n{self.tail.decode('utf-8', 'replace')}"
 
     @property
     def truncated(self) -> bool:
@@ -178,7 +174,7 @@ def run_bash_command(
         proc.stdout.close()
         proc.stderr.close()
     return BashResult(
-        exit_code=None if timed_out or code is None else code, timed_out=timed_out,
+        exit_code=code, timed_out=timed_out,
         stdout=out.text(), stderr=err.text() + (f"\n[killed after {timeout} s]" if timed_out else ""),
         stdout_bytes=out.total, stderr_bytes=err.total, output_truncated=out.truncated or err.truncated,
         duration_ms=int((time.monotonic() - started) * 1000), cwd=str(workspace),

@@ -46,12 +46,17 @@ def _dispatcher(rt: Runtime) -> Dispatcher:
     return rt.service("dispatcher", missing)
 
 
+def default_tool_names(known: set[str]) -> list[str]:
+    """The read-only tools a sub-agent gets unless told otherwise (those this server has)."""
+    return [name for name in DEFAULT_TOOLS if name in known]
+
+
 def offered_specs(
     dispatcher: Dispatcher, base: list[str] | None, extra: list[str], source: str = "the thread"
 ) -> list[ToolSpec]:
     """The tools a sub-agent gets: `base` (default: the read-only set that exists) plus `extra`."""
     known = set(dispatcher.specs)
-    names = check_tool_names(base, known, source) if base is not None else [n for n in DEFAULT_TOOLS if n in known]
+    names = check_tool_names(base, known, source) if base is not None else default_tool_names(known)
     names = check_tool_names([*names, *extra], known)
     return [dispatcher.specs[name] for name in names]
 
@@ -238,11 +243,10 @@ class AgentsResult(BaseModel):
 def list_agents(*, rt: Runtime) -> AgentsResult:
     """The specialised sub-agents (agent cards) available to delegate_task(agent=...)."""
     cards = load_agents(rt.settings)
-    known = set(_dispatcher(rt).specs)
     return AgentsResult(
         agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model) for c in cards.values()],
         agents_file=str(agents_file(rt.settings)),
-        default_tools=[name for name in DEFAULT_TOOLS if name in known],
+        default_tools=default_tool_names(set(_dispatcher(rt).specs)),
     )
 
 

@@ -102,10 +102,6 @@ def _indexer(rt: Runtime, call: CallContext | None = None) -> Indexer:
     return Indexer(index_store(rt), limits, chunking, should_cancel=(lambda: call.cancelled) if call else None)
 
 
-def _session(call: CallContext | None) -> str | None:
-    return call.session_id if call else None
-
-
 # -- result models ------------------------------------------------------------------------------
 
 
@@ -178,9 +174,9 @@ def search_documents(
     """Search every indexed document (PDF, DOCX, XLSX, PPTX, text) with BM25 ranking, English
     stemming and Chinese word segmentation. Index folders first with index_path."""
     store = index_store(rt)
-    if store.totals()["files"] == 0:
+    if not store.has_files():
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
-    roots = workspace_roots(rt, _session(call))
+    roots = workspace_roots(rt, call.session_id)
     scope = _path_filter(rt, paths, roots, call)
     from indexing.search import Searcher
 
@@ -244,7 +240,7 @@ def _path_filter(rt: Runtime, paths: list[str] | None, roots: tuple[Path, ...], 
         if any(ch in raw for ch in "*?[{"):
             files += _glob_files(rt, raw, roots)
             continue
-        real = resolve_path(rt, raw, session_id=_session(call))
+        real = resolve_path(rt, raw, session_id=call.session_id)
         (folders if real.is_dir() else files).append(str(real))
     if not files and not folders:
         files = ["\x00no-match"]
@@ -293,10 +289,10 @@ def search_file(
     unchanged); text files are searched line by line, with line numbers."""
     from indexing.extract import detect_kind
 
-    real = resolve_path(rt, path, must_exist=True, session_id=_session(call))
+    real = resolve_path(rt, path, must_exist=True, session_id=call.session_id)
     if real.is_dir():
         raise InvalidInput(f"{path} is a folder. Use search_documents(paths=[{path!r}]) for folders.")
-    roots = workspace_roots(rt, _session(call))
+    roots = workspace_roots(rt, call.session_id)
     shown = display_path(real, roots)
     try:
         kind = detect_kind(real)
@@ -401,8 +397,8 @@ def index_path(
 ) -> IndexResult:
     """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
     skipped, changed ones re-indexed, deleted ones dropped. Reports progress; can be cancelled."""
-    real = resolve_path(rt, path, must_exist=True, session_id=_session(call))
-    roots = workspace_roots(rt, _session(call))
+    real = resolve_path(rt, path, must_exist=True, session_id=call.session_id)
+    roots = workspace_roots(rt, call.session_id)
     indexer = _indexer(rt, call)
     started = time.perf_counter()
 
@@ -473,8 +469,8 @@ def index_status(
         characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
     )
     if path is not None:
-        real = resolve_path(rt, path, session_id=_session(call))
-        status.path_status = _path_status(store, real, display_path(real, workspace_roots(rt, _session(call))))
+        real = resolve_path(rt, path, session_id=call.session_id)
+        status.path_status = _path_status(store, real, display_path(real, workspace_roots(rt, call.session_id)))
     return status
 
 
@@ -529,10 +525,10 @@ def remove_from_index(
     call: CallContext,
 ) -> RemoveResult:
     """Remove a file, or every file under a folder, from the search index. Files on disk are untouched."""
-    real = resolve_path(rt, path, session_id=_session(call))
+    real = resolve_path(rt, path, session_id=call.session_id)
     store = index_store(rt)
-    rows = [store.file_row(str(real))]
-    targets = [r.path for r in rows if r is not None] or [r.path for r in store.files_under(str(real))]
+    row = store.file_row(str(real))
+    targets = [row.path] if row is not None else [r.path for r in store.files_under(str(real))]
     if not targets:
         raise NotFound(f"{path} is not in the index. index_status shows what is indexed.")
     return _remove(rt, targets, call)
@@ -571,7 +567,7 @@ def _remove(rt: Runtime, targets: list[str], call: CallContext) -> RemoveResult:
         for doc_id in store.orphan_documents():
             store.drop_if_orphan(conn, doc_id)
     vacuumed = _vacuum_if_worthwhile(store)
-    roots = workspace_roots(rt, _session(call))
+    roots = workspace_roots(rt, call.session_id)
     return RemoveResult(
         removed_paths=len(targets), removed_documents=docs_before - store.totals()["documents"],
         examples=[display_path(Path(t), roots) for t in targets[:20]], vacuumed=vacuumed,
