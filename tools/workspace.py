@@ -173,8 +173,8 @@ def server_data_dirs(rt: Runtime) -> tuple[Path, ...]:
 
 
 def _check_not_server_data(rt: Runtime, path: str, real: Path, roots: Collection[Path], for_write: bool) -> None:
-    workspaces = Path(os.path.realpath(rt.settings.data_dir)) / "workspaces"
-    if is_within(real, server_data_dirs(rt)) and not real.is_relative_to(workspaces):
+    data_dirs = server_data_dirs(rt)
+    if is_within(real, data_dirs) and not real.is_relative_to(data_dirs[0] / "workspaces"):
         raise _refuse(path, "it is inside the server's own data folder", roots)
     protected = [p for p in (rt.settings.policy_file, rt.settings.agents_file) if p is not None]
     if for_write and any(real == Path(os.path.realpath(p)) for p in protected):
