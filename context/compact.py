@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from context import carryover
-from context.compress import compress_output, shorten
+from context.compress import shorten
 from context.messages import Msg, arguments_text, content_text, message_text, with_content
-from context.optimize import SUMMARY_HEADING, chains, keep_last_user
+from context.optimize import SUMMARY_HEADING, chains, compressed_output, keep_last_user
 from context.tokens import Counter, lower_bound, message_tokens, total_tokens
 from mcp_server.errors import GeneralAgentError
 
@@ -208,7 +208,7 @@ def compact(
     skip = _skip_reason(parts, counter, options)
     if skip is not None:
         report.action, report.reason, report.strategy = "skipped", skip, options.strategy
-        return _finish(msgs, parts.clean, counter, report), report, None
+        return _finish(parts.clean, counter, report), report, None
     strategy = _resolve(options.strategy, parts, counter)
     report.strategy = strategy
     body = _llm_body(parts, counter, options, strategy, summarizer, report)
@@ -217,12 +217,12 @@ def compact(
         report.source = "fallback"
     summary = _with_carryover(body, parts, prior, report)
     summary_msg = Msg("system", summary, changed=True)
-    recent, _ = _trim_recent(parts.recent, counter)
+    recent = _trim_recent(parts.recent, counter)
     recent = keep_last_user(parts.clean, recent, counter, int(options.context_window * RECENT_MAX_SHARE))
     out = [*parts.system, summary_msg, *recent]
     report.summary_tokens = counter.count(summary)
     report.covered_sources = _covered(parts)
-    return _finish(msgs, out, counter, report), report, summary
+    return _finish(out, counter, report), report, summary
 
 
 def _covered(parts: Split) -> int:
@@ -233,7 +233,7 @@ def _covered(parts: Split) -> int:
     return max((m.source for m in parts.old), default=-1) + 1
 
 
-def _finish(before: list[Msg], out: list[Msg], counter: Counter, report: CompactReport) -> list[Msg]:
+def _finish(out: list[Msg], counter: Counter, report: CompactReport) -> list[Msg]:
     report.messages_after = len(out)
     report.tokens_after = sum(message_tokens(counter, m) for m in out)
     report.ratio = round(report.tokens_after / max(report.tokens_before, 1), 4)
@@ -264,15 +264,15 @@ def tokens_upto(counter: Counter, msgs: list[Msg], limit: int) -> int:
     return total
 
 
-def _trim_recent(recent: list[Msg], counter: Counter) -> tuple[list[Msg], int]:
-    out, done = [], 0
+def _trim_recent(recent: list[Msg], counter: Counter) -> list[Msg]:
+    out = []
     for msg in recent:
         if msg.role == "tool":
-            small, _ = compress_output(content_text(msg.content), RECENT_TOOL_OUTPUT_MAX, counter.count)
+            small, _ = compressed_output(content_text(msg.content), RECENT_TOOL_OUTPUT_MAX, counter)
             if small is not None:
-                msg, done = with_content(msg, small), done + 1
+                msg = with_content(msg, small)
         out.append(msg)
-    return out, done
+    return out
 
 
 # ---------------------------------------------------------------- the LLM summary

@@ -406,8 +406,11 @@ def _part_text(part: dict[str, Any]) -> str:
     return ""
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # what json.dumps(..., ensure_ascii=False, default=str) builds
+
+
 def arguments_text(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=str)
+    return arguments if isinstance(arguments, str) else _JSON.encode(arguments)
 
 
 def message_text(msg: Msg) -> str:

@@ -95,10 +95,6 @@ def chains(msgs: list[Msg]) -> tuple[list[list[int]], set[int]]:
     return units, broken
 
 
-def is_summary(msg: Msg) -> bool:
-    return msg.role == "system" and content_text(msg.content).lstrip().startswith(SUMMARY_HEADING)
-
-
 _memo: dict[tuple[str, int, str], tuple[str | None, int]] = {}
 _MEMO_ENTRIES = 20_000
 _MEMO_MAX_CHARS = 200_000

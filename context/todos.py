@@ -203,31 +203,35 @@ class TodoStore:
 
     def open_items(self, list_id: str) -> list[TodoItem]:
         """Items not yet completed (in progress first, then pending, in list order)."""
-        items = [i for i in self.read(list_id).items if i.status != "completed"]
-        return sorted(items, key=lambda i: i.status != "in_progress")
+        return open_items_of(self.read(list_id))
 
     def reminder_text(self, list_id: str) -> str | None:
         """A short reminder of unfinished items, or None when nothing is open."""
-        todo = self.read(list_id)
-        open_items = [i for i in todo.items if i.status != "completed"]
-        if not open_items:
-            return None
-        lines = [f"Todo list {list_id!r} ({todo.summary}). Unfinished:"]
-        for item in sorted(open_items, key=lambda i: i.status != "in_progress")[:20]:
-            text = item.active_form if item.status == "in_progress" and item.active_form else item.content
-            lines.append(f"- [{item.status}] {text[:200]} (id {item.id})")
-        if len(open_items) > 20:
-            lines.append(f"- … and {len(open_items) - 20} more (todo_read shows all)")
-        lines.append("Update it with todo_write as you work.")
-        return "\n".join(lines)
-
-    def list_ids(self) -> list[str]:
-        with self._lock:
-            return [r[0] for r in self._conn.execute("SELECT list_id FROM todo_lists ORDER BY updated_at DESC")]
+        return reminder_of(self.read(list_id))
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def open_items_of(todo: TodoList) -> list[TodoItem]:
+    """The list's items not yet completed (in progress first, then pending, in list order)."""
+    return sorted((i for i in todo.items if i.status != "completed"), key=lambda i: i.status != "in_progress")
+
+
+def reminder_of(todo: TodoList) -> str | None:
+    """A short reminder of the list's unfinished items, or None when nothing is open."""
+    open_items = open_items_of(todo)
+    if not open_items:
+        return None
+    lines = [f"Todo list {todo.list_id!r} ({todo.summary}). Unfinished:"]
+    for item in open_items[:20]:
+        text = item.active_form if item.status == "in_progress" and item.active_form else item.content
+        lines.append(f"- [{item.status}] {text[:200]} (id {item.id})")
+    if len(open_items) > 20:
+        lines.append(f"- … and {len(open_items) - 20} more (todo_read shows all)")
+    lines.append("Update it with todo_write as you work.")
+    return "\n".join(lines)
 
 
 def _iso(timestamp: float) -> str:

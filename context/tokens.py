@@ -14,7 +14,6 @@ Encodings are loaded once per process; counts of repeated texts are cached. Chea
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 import threading
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from context.messages import Msg, content_text, message_text
+from context.messages import Msg, arguments_text, content_text, message_text
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -258,10 +257,6 @@ def rough_tokens(text: str) -> int:
     return min(max(int(guess), floor), len(data))
 
 
-def count_text(text: str, model: str | None = None) -> int:
-    return counter_for(model).count(text)
-
-
 def message_tokens(counter: Counter, msg: Msg) -> int:
     """Tokens of one message, framing included."""
     return TOKENS_PER_MESSAGE + counter.count(message_text(msg))
@@ -298,12 +293,8 @@ def message_bound(msg: Msg) -> int:
     content = msg.content
     size = upper_bound(content) if isinstance(content, str) else upper_bound(content_text(content))
     for call in msg.calls:  # "name(arguments)" lines joined by newlines
-        arguments = call.arguments if isinstance(call.arguments, str) else _JSON.encode(call.arguments)
-        size += upper_bound(call.name) + upper_bound(arguments) + 3
+        size += upper_bound(call.name) + upper_bound(arguments_text(call.arguments)) + 3
     return size
-
-
-_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # = messages.arguments_text, made once
 
 
 def _sample_ratio(counter: Counter, msgs: list[Msg], sizes: list[int]) -> float:
@@ -318,11 +309,6 @@ def _sample_ratio(counter: Counter, msgs: list[Msg], sizes: list[int]) -> float:
             while due <= seen:
                 due += step
     return tokens / max(size_sum, 1)
-
-
-def transcript_tokens(counter: Counter, msgs: list[Msg]) -> list[int]:
-    """Per-message token counts."""
-    return [message_tokens(counter, m) for m in msgs]
 
 
 def warm_up() -> None:

@@ -24,10 +24,12 @@ from context.messages import Msg, Transcript, parse, render
 from context.optimize import Budget, optimize
 from context.status import context_level
 from context.store import ContextStore, prefix_hash
+from context.todos import TodoList, reminder_of
 from context.tokens import TOKENS_REPLY_PRIMING, Counter, counter_for, message_tokens
 from mcp_server.bounding import dumps, estimate_tokens
 from mcp_server.errors import InvalidInput, LLMNotConfigured
 from tools.runtime import CallContext, Runtime
+from tools.todos import resolve_list_id, todo_store
 
 MessagesParam = Annotated[
     list[dict[str, Any]],
@@ -198,7 +200,7 @@ def count_tokens(
     for msg in transcript.messages:
         by_role[msg.role] = by_role.get(msg.role, 0) + message_tokens(counter, msg)
     return TokenCount(
-        tokens=_total(counter, transcript.messages),
+        tokens=sum(by_role.values()) + (TOKENS_REPLY_PRIMING if transcript.messages else 0),
         encoding=counter.name,
         estimate=counter.estimate,
         model=model,
@@ -404,17 +406,18 @@ def llm_summarizer(rt: Runtime) -> Summarizer | None:
     return summarize
 
 
+def _stored_todos(rt: Runtime, list_id: str | None, client_id: str) -> TodoList | None:
+    """The todo list from the todo store, or None when nothing was ever stored under it."""
+    stored = todo_store(rt).read(resolve_list_id(rt, list_id, client_id))
+    return stored if stored.version > 0 else None
+
+
 def _store_todos(rt: Runtime, list_id: str | None, client_id: str) -> tuple[list[carryover.Todo] | None, str]:
-    """Open items of the todo list from the todo store (None when the store is absent or empty)."""
-    try:
-        from tools.todos import resolve_list_id, todo_store
-    except ImportError:
+    """The todo list's items from the todo store (None when it is empty)."""
+    stored = _stored_todos(rt, list_id, client_id)
+    if stored is None:
         return None, "none"
-    target = resolve_list_id(rt, list_id, client_id)
-    stored = todo_store(rt).read(target)
-    if stored.version == 0:
-        return None, "none"
-    return [carryover.Todo(i.content, i.status) for i in stored.items], f"todo list {target!r}"
+    return [carryover.Todo(i.content, i.status) for i in stored.items], f"todo list {stored.list_id!r}"
 
 
 def compact_context(
@@ -652,15 +655,9 @@ def assemble(
 
 
 def _todo_reminder(rt: Runtime, list_id: str | None, client_id: str, msgs: list[Msg]) -> str | None:
-    try:
-        from tools.todos import resolve_list_id, todo_store
-    except ImportError:
-        resolve_list_id = None  # type: ignore[assignment]
-    if resolve_list_id is not None:
-        store = todo_store(rt)
-        target = resolve_list_id(rt, list_id, client_id)
-        if store.read(target).version > 0:
-            return store.reminder_text(target)
+    stored = _stored_todos(rt, list_id, client_id)
+    if stored is not None:
+        return reminder_of(stored)
     found = carryover.todos_from_transcript(msgs)
     open_items = carryover.open_todos(found or [])
     if not open_items:
