@@ -123,8 +123,8 @@ def search_index(
 def _scope(paths: PathFilter | None) -> tuple[str, list[str]]:
     if paths is None or not paths.active:
         return "", []
-    cond, args = paths.sql()
-    return f" AND c.doc_id IN (SELECT doc_id FROM files WHERE {cond})", args
+    docs, args = paths.documents_sql()
+    return f" AND c.doc_id IN {docs}", args
 
 
 def _fts_rows(searcher: Searcher, terms: list[str], paths: PathFilter | None) -> Iterable[tuple]:  # type: ignore[type-arg]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from indexing.query import Mode, ParsedQuery, fts_error, parse, to_match, translate_fts
-from indexing.store import IndexStore
+from indexing.store import IndexStore, folder_range
 
 T = TypeVar("T", bound=Hashable)
 
@@ -96,13 +96,17 @@ class PathFilter:
             parts.append("path = ?")
             args.append(f)
         for d in self.folders:
-            prefix = d.rstrip("/") + "/"
             parts.append("(path >= ? AND path < ?)")
-            args += [prefix, prefix[:-1] + "0"]
+            args += folder_range(d)
         for g in self.globs:
             parts.append("path GLOB ?")
             args.append(g)
         return "(" + " OR ".join(parts) + ")", args
+
+    def documents_sql(self) -> tuple[str, list[str]]:
+        """A subquery of the ids of the documents the filter reaches, and its arguments."""
+        cond, args = self.sql()
+        return f"(SELECT doc_id FROM files WHERE {cond})", args
 
 
 _CHUNK_COLS = "c.id, c.doc_id, c.idx, c.start, c.end, c.heading, c.page, c.slide, c.sheet, c.row_first, c.row_last, c.text"
@@ -307,18 +311,18 @@ class Searcher:
                     f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? {order} LIMIT {int(n)}", (match,)
                 ).fetchall()
                 return [i for (i,) in ids]
-            cond, extra = paths.sql()
             wide = 4 * n
             ranked = conn.execute(
                 f"SELECT c.id, c.doc_id FROM (SELECT rowid AS id FROM chunks_fts WHERE chunks_fts MATCH ? {order} "
                 f"LIMIT {wide}) AS top JOIN chunks c ON c.id = top.id",
                 (match,),
             ).fetchall()
-            kept = [ranked[n][0] for n in self._allowed([d for _, d in ranked], paths)]
+            kept = [ranked[at][0] for at in self._allowed([d for _, d in ranked], paths)]
             if len(kept) < n and len(ranked) == wide:
+                docs, extra = paths.documents_sql()
                 ids = conn.execute(
                     f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN (SELECT id FROM chunks "
-                    f"WHERE doc_id IN (SELECT doc_id FROM files WHERE {cond})) {order} LIMIT {int(n)}",
+                    f"WHERE doc_id IN {docs}) {order} LIMIT {int(n)}",
                     [match, *extra],
                 ).fetchall()
                 kept = [i for (i,) in ids]

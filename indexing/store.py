@@ -76,6 +76,15 @@ MIGRATIONS: list[str] = [
 ]
 
 
+_FILE_COLS = "path, doc_id, size, mtime_ns, indexed_at, error"  # the fields of FileRow, in order
+
+
+def folder_range(folder: str) -> tuple[str, str]:
+    """(low, high): the paths inside `folder` are exactly those with low <= path < high."""
+    prefix = folder.rstrip("/") + "/"
+    return prefix, prefix[:-1] + "0"
+
+
 @dataclass(frozen=True)
 class FileRow:
     path: str
@@ -138,21 +147,18 @@ class IndexStore:
 
     def file_row(self, path: str) -> FileRow | None:
         row = self.conn().execute(
-            "SELECT path, doc_id, size, mtime_ns, indexed_at, error FROM files WHERE path=?", (path,)
+            f"SELECT {_FILE_COLS} FROM files WHERE path=?", (path,)
         ).fetchone()
         return FileRow(*row) if row else None
 
     def files_under(self, folder: str) -> list[FileRow]:
-        prefix = folder.rstrip("/") + "/"
         rows = self.conn().execute(
-            "SELECT path, doc_id, size, mtime_ns, indexed_at, error FROM files "
-            "WHERE path >= ? AND path < ? ORDER BY path",
-            (prefix, prefix[:-1] + "0"),
+            f"SELECT {_FILE_COLS} FROM files WHERE path >= ? AND path < ? ORDER BY path", folder_range(folder)
         )
         return [FileRow(*row) for row in rows]
 
     def all_files(self) -> list[FileRow]:
-        rows = self.conn().execute("SELECT path, doc_id, size, mtime_ns, indexed_at, error FROM files")
+        rows = self.conn().execute(f"SELECT {_FILE_COLS} FROM files")
         return [FileRow(*row) for row in rows]
 
     def doc_id_for_hash(self, digest: str) -> int | None:
