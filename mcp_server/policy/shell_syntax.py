@@ -172,20 +172,7 @@ class _Lexer:
         """The whole source as the body of an unquoted heredoc: $X, $( ) and backticks expand."""
         buf: list[str] = []
         word = Word("", self.s)
-        i = 0
-        while i < self.n:
-            c = self.s[i]
-            if c == "\\" and i + 1 < self.n and self.s[i + 1] in "$`\\\n":
-                if self.s[i + 1] != "\n":
-                    buf.append(self.s[i + 1])
-                i += 2
-            elif c == "$":
-                i = self._dollar(i, buf, word, in_dquote=True)
-            elif c == "`":
-                i = self._backtick(i, buf, word)
-            else:
-                buf.append(c)
-                i += 1
+        self._expand(0, buf, word, "$`\\\n", closer=None)
         word.text = "".join(buf)
         return word
 
@@ -235,12 +222,17 @@ class _Lexer:
         return word, i
 
     def _dquote(self, i: int, buf: list[str], word: Word) -> int:
+        return self._expand(i, buf, word, '$`"\\\n', closer='"')
+
+    def _expand(self, i: int, buf: list[str], word: Word, escapable: str, closer: str | None) -> int:
+        """Expand from s[i] as inside double quotes: $..., `...`, and backslash before `escapable`
+        (a backslash-newline vanishes). Returns the index after `closer`, or the end when it is None."""
         s = self.s
         while i < self.n:
             c = s[i]
-            if c == '"':
+            if c == closer:
                 return i + 1
-            if c == "\\" and i + 1 < self.n and s[i + 1] in '$`"\\\n':
+            if c == "\\" and i + 1 < self.n and s[i + 1] in escapable:
                 if s[i + 1] != "\n":
                     buf.append(s[i + 1])
                 i += 2
@@ -251,7 +243,9 @@ class _Lexer:
             else:
                 buf.append(c)
                 i += 1
-        raise ParseError("unbalanced double quote")
+        if closer is not None:
+            raise ParseError("unbalanced double quote")
+        return i
 
     def _dollar(self, i: int, buf: list[str], word: Word, in_dquote: bool) -> int:
         s = self.s
