@@ -103,7 +103,7 @@ def measure(runs: int) -> dict[str, list[float]]:
 
 
 OUR_STARTUP = ("from mcp_server.cli import build_parser; build_parser(); "
-               "from mcp_server.server import build_server; from mcp_server.settings import load_settings; "
+               "from mcp_server.server import build_server; from foundation.settings import load_settings; "
                "build_server(load_settings())")
 MINIMAL_STARTUP = MINIMAL_SERVER.replace('server.run("stdio")', "")
 

@@ -24,8 +24,8 @@ async def tools_list_json(profile: str, data_dir: str) -> tuple[str, list[tuple[
     """The JSON of the tools/list result for `profile`, and each tool's own JSON."""
     from mcp.client import Client
 
+    from foundation.settings import load_settings
     from mcp_server.server import build_server
-    from mcp_server.settings import load_settings
 
     settings = load_settings({"data_dir": data_dir, "tool_profile": profile}, environ={})
     server, _ = build_server(settings)

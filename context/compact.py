@@ -19,7 +19,7 @@ from context.compress import shorten
 from context.messages import Msg, arguments_text, content_text, message_text, with_content
 from context.optimize import SUMMARY_HEADING, chains, compressed_output, keep_last_user
 from context.tokens import Counter, lower_bound, message_tokens, total_tokens
-from mcp_server.errors import GeneralAgentError
+from foundation.errors import GeneralAgentError
 
 Strategy = Literal["auto", "compact", "summarize"]
 Summarizer = Callable[[list[dict[str, Any]], int], tuple[str, int]]

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_server.errors import LLMError, LLMNotConfigured
+from foundation.errors import LLMError, LLMNotConfigured
 
 _PLACEHOLDER_KEY = "not-needed"  # local endpoints (Ollama, vLLM) accept any key; the SDK wants one
 

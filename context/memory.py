@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from context.messages import Msg, content_text
-from mcp_server import sqlite_db
-from mcp_server.errors import InvalidInput, NotFound
+from foundation import sqlite_db
+from foundation.errors import InvalidInput, NotFound
 
 SIMILARITY_WEIGHT = 0.6
 CONFIDENCE_WEIGHT = 0.4

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from mcp_server.errors import InvalidInput
+from foundation.errors import InvalidInput
 
 Format = Literal["openai", "anthropic"]
 FormatArg = Literal["auto", "openai", "anthropic"]

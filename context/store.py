@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_server import sqlite_db
+from foundation import sqlite_db
 
 _SCHEMA = (
     """

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_server import sqlite_db
-from mcp_server.errors import NotFound
+from foundation import sqlite_db
+from foundation.errors import NotFound
 
 _MIGRATIONS: tuple[str, ...] = (
     """

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp_server import sqlite_db
-from mcp_server.errors import InvalidInput, LimitExceeded
+from foundation import sqlite_db
+from foundation.errors import InvalidInput, LimitExceeded
 
 Status = Literal["pending", "in_progress", "completed"]
 Priority = Literal["low", "medium", "high"]

@@ -19,10 +19,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from foundation.errors import Cancelled, GeneralAgentError, LimitExceeded
 from indexing.analyzer import analyze
 from indexing.model import Chunk, ChunkingOptions, Extracted, ExtractionLimits
 from indexing.store import AnalyzedChunk, IndexStore
-from mcp_server.errors import Cancelled, GeneralAgentError, LimitExceeded
 
 Progress = Callable[[int, int, str], None]
 ShouldCancel = Callable[[], bool]
@@ -203,8 +203,8 @@ class Indexer:
         self, root: Path, recursive: bool = True, progress: Progress | None = None, max_files: int = 200_000
     ) -> IndexReport:
         """Index every supported file under `root` and drop index entries of files gone from it."""
+        from foundation.filewalk import FileWalk
         from indexing.extract import is_supported
-        from tools.workspace import FileWalk
 
         walk = FileWalk(root, max_depth=64 if recursive else 0, max_entries=max_files)
         found, skipped = [], 0

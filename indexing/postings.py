@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mcp_server import sqlite_db
+from foundation import sqlite_db
 
 if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never need it
     import numpy as np

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from foundation.errors import QuerySyntaxError
 from indexing.analyzer import analyze
-from mcp_server.errors import QuerySyntaxError
 
 Mode = Literal["natural", "all", "phrase", "fts"]
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import regex
 
+from foundation.errors import PatternTooSlow, QuerySyntaxError
 from indexing.analyzer import analyze, has_han
 from indexing.query import quote
 from indexing.search import _CHUNK_COLS, ChunkHit, PathFilter, Searcher, _hit
-from mcp_server.errors import PatternTooSlow, QuerySyntaxError
 
 DEFAULT_BUDGET_SECONDS = 2.0
 MAX_PATTERN_CHARS = 1000

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundation import sqlite_db
 from indexing.model import Chunk
-from mcp_server import sqlite_db
 
 BUSY_TIMEOUT_S = 10.0
 MMAP_BYTES = 256 * 1024 * 1024  # reads map the file instead of copying pages (search fetches scattered rows)

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mcp_server.errors import GeneralAgentError, SettingsError
-from mcp_server.settings import load_settings
+from foundation.errors import GeneralAgentError, SettingsError
+from foundation.settings import load_settings
 
 SUBCOMMANDS: dict[str, str] = {
     "serve": "Run the MCP server (stdio by default, or --transport http).",

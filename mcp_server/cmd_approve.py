@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 
-from mcp_server.settings import Settings
+from foundation.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

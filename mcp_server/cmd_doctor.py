@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from mcp_server.settings import Settings
+from foundation.settings import Settings
 
 
 @dataclass

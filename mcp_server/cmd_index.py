@@ -10,7 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from mcp_server.settings import Settings
+from foundation.settings import Settings
+from mcp_server.cli_common import cli_settings, shown_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,11 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rebuild", action="store_true", help="Regenerate the full-text index from the stored chunk text."
     )
-
-
-def cli_settings(settings: Settings) -> Settings:
-    """The settings for a person's command: the whole file system when no roots are configured."""
-    return settings if settings.roots else settings.model_copy(update={"roots": (Path("/"),)})
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -42,16 +38,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         result = index_path(str(Path(args.path).absolute()), recursive=not args.no_recursive, rt=rt, call=call)
     finally:
         rt.close()
-    from mcp_server.cmd_search import _abs
-
     print(file=sys.stderr)
     print(
-        f"{_abs(result.path)}: {result.indexed} indexed, {result.unchanged} unchanged, {result.removed} removed, "
+        f"{shown_path(result.path)}: {result.indexed} indexed, {result.unchanged} unchanged, {result.removed} removed, "
         f"{len(result.failed)} failed, {result.skipped} skipped (unsupported); "
         f"{result.chunks_added} chunks added in {result.seconds:.1f} s"
     )
     for failed in result.failed:
-        print(f"  failed: {_abs(failed.path)}: {failed.reason}")
+        print(f"  failed: {shown_path(failed.path)}: {failed.reason}")
     if result.note:
         print(result.note)
     return 1 if result.failed and not result.indexed and not result.unchanged else 0

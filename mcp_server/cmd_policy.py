@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcp_server.errors import InvalidInput
-from mcp_server.settings import Settings
+from foundation.errors import InvalidInput
+from foundation.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

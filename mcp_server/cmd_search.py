@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from mcp_server.settings import Settings
+from foundation.settings import Settings
+from mcp_server.cli_common import cli_settings, shown_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from mcp_server.cmd_index import cli_settings
     from tools.documents import Hit, search_documents
     from tools.runtime import CallContext, Runtime
 
@@ -38,12 +38,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 f"sheet {hit.sheet}" if hit.sheet else "", hit.heading or "",
             ) if part
         )
-        print(f"{indent}{rank} {_abs(hit.path)}{' (' + where + ')' if where else ''}  score {hit.score:.2f}")
+        print(f"{indent}{rank} {shown_path(hit.path)}{' (' + where + ')' if where else ''}  score {hit.score:.2f}")
         body = " ".join(hit.text.split())
         print(textwrap.indent(textwrap.fill(body[:400], width=100), indent + "    "))
 
     for i, doc in enumerate(result.documents or [], start=1):
-        print(f"{i}. {_abs(doc.path)}  score {doc.score:.2f}")
+        print(f"{i}. {shown_path(doc.path)}  score {doc.score:.2f}")
         for hit in doc.matched_chunks:
             show("-", hit, "   ")
     for i, hit in enumerate(result.hits, start=1):
@@ -51,7 +51,3 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if result.note:
         print(result.note)
     return 0 if result.hits or result.documents else 1
-
-
-def _abs(path: str) -> str:
-    return path if path.startswith("/") or path == "." else "/" + path

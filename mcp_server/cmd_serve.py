@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import sys
 
-from mcp_server.settings import Settings
+from foundation.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

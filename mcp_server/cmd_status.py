@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from mcp_server.settings import Settings
+from foundation.settings import Settings
+from mcp_server.cli_common import cli_settings, shown_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,8 +15,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from mcp_server.cmd_index import cli_settings
-    from mcp_server.cmd_search import _abs
     from tools.documents import index_status
     from tools.runtime import CallContext, Runtime
 
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if ps is not None:
         state = "indexed" if ps.indexed else "not indexed"
         fresh = "" if ps.fresh is None else (", up to date" if ps.fresh else ", changed since")
-        print(f"{_abs(ps.path)}: {state}{fresh}" + (f", {ps.chunks} chunks" if ps.chunks is not None else "")
+        print(f"{shown_path(ps.path)}: {state}{fresh}" + (f", {ps.chunks} chunks" if ps.chunks is not None else "")
               + (f", {ps.files} files ({ps.stale} stale, {ps.failed} failed)" if ps.files is not None else "")
               + (f", at {ps.indexed_at}" if ps.indexed_at else ""))
         if ps.error:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-import typing
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -21,25 +19,13 @@ import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
-from mcp_server.bounding import bound_json
-from mcp_server.errors import GeneralAgentError, InvalidInput, NotFound
-from mcp_server.toolspec import ToolSpec
-from tools.runtime import INJECTED_PARAMS, CallContext, Runtime
+from foundation.bounding import bound_json
+from foundation.calls import CallOrigin
+from foundation.errors import GeneralAgentError, InvalidInput, NotFound
+from foundation.toolspec import ToolSpec, validate_arguments, validation_summary
+from tools.runtime import CallContext, Runtime
 
 log = logging.getLogger("generalagent.dispatch")
-
-
-@dataclass
-class CallOrigin:
-    """Who is calling: the MCP client, or a sub-agent (with its context id and stack)."""
-
-    kind: str = "client"  # "client" | "subagent"
-    client_id: str = "default"
-    session_id: str | None = None
-    subagent_id: str | None = None
-    agent_stack: tuple[str, ...] = ()
-    mcp_context: Any = None  # the SDK Context for client calls (elicitation, progress)
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 class Gate(Protocol):
@@ -53,25 +39,15 @@ class AllowAll:
         return None
 
 
-def tool_parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
-    """The tool's own parameters (injected ones removed), with annotations resolved."""
-    hints = typing.get_type_hints(fn, include_extras=True)
-    return [
-        param.replace(annotation=hints.get(name, param.annotation))
-        for name, param in inspect.signature(fn).parameters.items()
-        if name not in INJECTED_PARAMS
-    ]
-
-
-def return_model(fn: Callable[..., Any]) -> Any:
-    return typing.get_type_hints(fn, include_extras=True).get("return", Any)
-
-
 class Dispatcher:
     def __init__(self, runtime: Runtime, specs: list[ToolSpec], gate: Gate | None = None) -> None:
         self.runtime = runtime
         self.specs = {spec.name: spec for spec in specs}
         self.gate: Gate = gate or AllowAll()
+
+    @property
+    def max_result_tokens(self) -> int:
+        return self.runtime.settings.max_result_tokens
 
     def spec(self, name: str) -> ToolSpec:
         try:
@@ -95,7 +71,7 @@ class Dispatcher:
             raise
         except ValidationError as exc:
             log.info("tool %s produced invalid data: %s", name, exc)
-            raise InvalidInput(f"{name}: invalid value: {_validation_summary(exc)}") from exc
+            raise InvalidInput(f"{name}: invalid value: {validation_summary(exc)}") from exc
         except Exception as exc:
             log.exception("tool %s crashed after %.0f ms", name, _ms(started))
             raise GeneralAgentError(
@@ -108,8 +84,8 @@ class Dispatcher:
     async def _invoke(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, sink: Any) -> BaseModel:
         params = inspect.signature(spec.fn).parameters
         kwargs = dict(args)
-        call = CallContext(tool=spec.name, client_id=origin.client_id, session_id=origin.session_id, sink=sink)
-        call.extras["origin"] = origin
+        call = CallContext(tool=spec.name, client_id=origin.client_id, session_id=origin.session_id, sink=sink,
+                           origin=origin)
         if "rt" in params:
             kwargs["rt"] = self.runtime
         if "call" in params:
@@ -138,41 +114,6 @@ async def _run_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], call: C
     except anyio.get_cancelled_exc_class():
         call.cancel_event.set()  # the worker sees it at its next check_cancelled()
         raise
-
-
-def arguments_model(spec: ToolSpec) -> type[BaseModel]:
-    """A pydantic model of the tool's own parameters (built once per tool function)."""
-    return _arguments_model(spec.fn, spec.name)
-
-
-@cache
-def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
-    from pydantic import create_model
-
-    fields: dict[str, Any] = {}
-    for param in tool_parameters(fn):
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (param.annotation, default)
-    return create_model(f"{name}_args", **fields)
-
-
-def validate_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
-    """Validate raw arguments (e.g. from a sub-agent's LLM) against the tool's signature."""
-    model = arguments_model(spec)
-    fields = model.model_fields
-    unknown = sorted(set(args) - set(fields))
-    if unknown:
-        raise InvalidInput(f"{spec.name}: unknown argument(s) {unknown}. Allowed: {sorted(fields)}.")
-    try:
-        validated = model(**args)
-    except ValidationError as exc:
-        raise InvalidInput(f"{spec.name}: {_validation_summary(exc)}") from None
-    return {name: getattr(validated, name) for name in fields}
-
-
-def _validation_summary(exc: ValidationError) -> str:
-    parts = [f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()[:5]]
-    return "; ".join(parts)
 
 
 def _ms(started: float) -> float:

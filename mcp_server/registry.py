@@ -10,9 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mcp_server.toolspec import ToolSpec
-from tools import bash, delegate, documents, files, human, memory, meta, tiers, todos
-from tools import context_tools as ctx
+from foundation.toolspec import ToolSpec
+from tools import (
+    bash,
+    context_assemble,
+    context_common,
+    context_compact,
+    context_optimize,
+    context_tokens,
+    delegate,
+    documents,
+    files,
+    human,
+    memory,
+    meta,
+    tiers,
+    todos,
+)
 from tools.runtime import Runtime
 
 
@@ -51,11 +65,11 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(delegate.delegate_status, title="Sub-agent thread status", read_only=True, idempotent=True, tier="full"),
     ToolSpec(delegate.list_agents, title="List agent cards", read_only=True, idempotent=True, tier="full"),
     # -- context management (compact_context calls the user's LLM endpoint: open world)
-    ToolSpec(ctx.count_tokens, title="Count tokens", read_only=True, idempotent=True, tier="full"),
-    ToolSpec(ctx.context_status, title="Context window status", read_only=True, idempotent=True, tier="full"),
-    ToolSpec(ctx.optimize_context, title="Optimize context", read_only=True, idempotent=True, tier="full"),
-    ToolSpec(ctx.compact_context, title="Compact context", read_only=False, open_world=True, tier="full"),
-    ToolSpec(ctx.assemble_context, title="Assemble cache-stable context", read_only=False, tier="full"),
+    ToolSpec(context_tokens.count_tokens, title="Count tokens", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(context_tokens.context_status, title="Context window status", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(context_optimize.optimize_context, title="Optimize context", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(context_compact.compact_context, title="Compact context", read_only=False, open_world=True, tier="full"),
+    ToolSpec(context_assemble.assemble_context, title="Assemble cache-stable context", read_only=False, tier="full"),
     # -- memory
     ToolSpec(memory.remember, title="Remember a fact", read_only=False, idempotent=True, tier="core"),
     ToolSpec(memory.recall, title="Recall facts", read_only=True, idempotent=True, tier="core"),
@@ -84,5 +98,5 @@ RESOURCES: list[ResourceSpec] = [
     ),
 ]
 
-WARMUPS: list[Callable[[Runtime], None]] = [documents.warm_up_search, ctx.warm_up_tokens]
+WARMUPS: list[Callable[[Runtime], None]] = [documents.warm_up_search, context_common.warm_up_tokens]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

@@ -20,14 +20,16 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from foundation.calls import CallOrigin
+from foundation.errors import GeneralAgentError, SettingsError
+from foundation.schemas import compact_schema
+from foundation.settings import Settings
+from foundation.toolspec import ToolSpec, return_model, tool_parameters
 from mcp_server import registry
-from mcp_server.approval.elicit import is_modern, supports_form_elicitation
+from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitation
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
-from mcp_server.dispatch import CallOrigin, Dispatcher, return_model, tool_parameters
-from mcp_server.errors import GeneralAgentError, SettingsError
-from mcp_server.settings import Settings
-from mcp_server.toolspec import ToolSpec
+from mcp_server.dispatch import Dispatcher
 from tools.runtime import Runtime
 
 log = logging.getLogger("generalagent.server")
@@ -60,7 +62,8 @@ def origin_from_context(ctx: Context) -> CallOrigin:
             client_id = params.client_info.name or client_id
     except Exception:  # outside a request or an era without client info
         pass
-    return CallOrigin(kind="client", client_id=client_id, session_id=session_id, mcp_context=ctx)
+    return CallOrigin(kind="client", client_id=client_id, session_id=session_id, channel=McpClientChannel(ctx),
+                      mcp_context=ctx)
 
 
 def make_entry(spec: ToolSpec, dispatcher: Dispatcher) -> Callable[..., Any]:
@@ -82,9 +85,9 @@ def make_entry(spec: ToolSpec, dispatcher: Dispatcher) -> Callable[..., Any]:
         origin = origin_from_context(ctx)
         answer = answer_from_outcome(ga_approval, spec.name, kwargs) if ga_approval is not None else None
         if answer is not None:
-            origin.extras["approval_answer"] = answer
+            origin.approval_answer = answer
         if ga_human is not None:
-            origin.extras["human_answer"] = human_answer(ga_human)
+            origin.human_answer = human_answer(ga_human)
         try:
             result = await dispatcher.run(spec.name, kwargs, origin, sink=ctx.report_progress)
         except GeneralAgentError as exc:
@@ -148,61 +151,6 @@ def human_answer(outcome: Any) -> dict[str, Any] | None:
     return {"action": action, "content": content}
 
 
-def compact_schema(node: Any, is_mapping: bool = False, drop: tuple[str, ...] = ("title",),
-                   output: bool = False) -> None:
-    """Shrink a JSON schema in place without changing what it accepts; keeps tools/list small.
-
-    Always drops pydantic's generated `title`s. For output schemas (`output=True`; clients validate
-    results with them, models see the results themselves) also the `description`s and `default`s, and
-    `anyOf: [{type: X}, {type: null}]` becomes the equivalent `type: [X, "null"]`. Mapping keys are
-    names, not annotations: a property called "title" or "default" is kept.
-    """
-    if isinstance(node, list):
-        for item in node:
-            compact_schema(item, False, drop, output)
-        return
-    if not isinstance(node, dict):
-        return
-    if not is_mapping:
-        for key in (*drop, "default") if output else drop:
-            if key in node and (key == "default" or isinstance(node[key], str)):
-                del node[key]
-        if output:
-            _nullable_to_type_list(node)
-        else:
-            _optional_to_plain(node)
-    for key, value in node.items():
-        compact_schema(value, not is_mapping and key in ("properties", "$defs", "definitions"), drop, output)
-
-
-def _nullable_to_type_list(node: dict[str, Any]) -> None:
-    options = node.get("anyOf")
-    if not (isinstance(options, list) and len(options) == 2 and {"type": "null"} in options):
-        return
-    other = next(option for option in options if option != {"type": "null"})
-    if isinstance(other, dict) and isinstance(other.get("type"), str) and not set(other) & set(node):
-        del node["anyOf"]
-        node.update(other)
-        node["type"] = [other["type"], "null"]
-
-
-def _optional_to_plain(node: dict[str, Any]) -> None:
-    """An optional input `anyOf: [{X}, {type: null}]` with `default: null` becomes plain `X`, omitted when unused.
-
-    The server still accepts an explicit null (pydantic validates the real signature); the listing
-    just tells the model to leave the argument out.
-    """
-    options = node.get("anyOf")
-    if "default" not in node or node["default"] is not None:
-        return
-    if not (isinstance(options, list) and len(options) == 2 and {"type": "null"} in options):
-        return
-    other = next(option for option in options if option != {"type": "null"})
-    if isinstance(other, dict) and not set(other) & (set(node) - {"anyOf", "default"}):
-        del node["anyOf"], node["default"]
-        node.update(other)
-
-
 def annotations_for(spec: ToolSpec) -> ToolAnnotations:
     return ToolAnnotations(  # the title is on the tool itself; not repeated here
         read_only_hint=spec.read_only,
@@ -232,7 +180,7 @@ def listed_specs(settings: Settings, specs: list[ToolSpec]) -> list[ToolSpec]:
 
 
 class ToolCatalog:
-    """Tool tiers at run time: what is listed, what can be enabled on demand (`rt.service("tool_catalog")`)."""
+    """Tool tiers at run time: what is listed, what can be enabled on demand (`rt.catalog`)."""
 
     def __init__(self, server: MCPServer[Any], dispatcher: Dispatcher, listed: list[ToolSpec]) -> None:
         self.server = server
@@ -273,23 +221,9 @@ class ToolCatalog:
         return added
 
     async def notify_changed(self, origin: CallOrigin | None) -> bool:
-        """Send tools/list_changed: a notification on 2025-era sessions, a listen event on 2026-07-28."""
-        ctx = getattr(origin, "mcp_context", None)
-        if ctx is None:
-            return False
-        sent = False
-        try:
-            await ctx.notify_tools_changed()  # subscriptions/listen streams (2026-07-28)
-            sent = True
-        except Exception:
-            log.debug("no subscription bus for list_changed", exc_info=True)
-        if not is_modern(ctx):
-            try:
-                await ctx.session.send_tool_list_changed()  # notifications/tools/list_changed (2025)
-                sent = True
-            except Exception:
-                log.warning("could not send notifications/tools/list_changed", exc_info=True)
-        return sent
+        """Send tools/list_changed to the calling client (False when it cannot be told)."""
+        channel = origin.channel if origin is not None else None
+        return await channel.notify_tools_changed() if channel is not None else False
 
 
 def _warm_up(runtime: Runtime) -> None:
@@ -304,8 +238,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     runtime = Runtime(settings)
     gate = PolicyGate(settings, specs={spec.name: spec for spec in registry.TOOLS})  # rules loaded once here
     dispatcher = Dispatcher(runtime, registry.TOOLS, gate=gate)
-    runtime.service("approval_gate", lambda: gate)
-    runtime.service("dispatcher", lambda: dispatcher)  # sub-agents dispatch their tool calls through it
+    runtime.tool_runner = dispatcher  # sub-agents dispatch their tool calls through it
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -323,7 +256,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     _advertise_tools_list_changed(server)
     listed = listed_specs(settings, registry.TOOLS)
     catalog = ToolCatalog(server, dispatcher, listed)
-    runtime.service("tool_catalog", lambda: catalog)
+    runtime.catalog = catalog
     for spec in listed:
         catalog.add(spec)
     _add_resources(server, runtime)

@@ -9,8 +9,8 @@ import sys
 from functools import partial
 from typing import Any
 
-from mcp_server.errors import GeneralAgentError, SettingsError
-from mcp_server.settings import Settings
+from foundation.errors import GeneralAgentError, SettingsError
+from foundation.settings import Settings
 
 log = logging.getLogger("generalagent.transport")
 

@@ -20,9 +20,11 @@ fi
 # Every stage runs even when an earlier one fails, so one run shows everything that is broken.
 failed=()
 echo "== ruff"
-"$py" -m ruff check mcp_server tools indexing context tests bench || failed+=(ruff)
+"$py" -m ruff check foundation mcp_server tools indexing context tests bench || failed+=(ruff)
 echo "== mypy"
 "$py" -m mypy || failed+=(mypy)
+echo "== import contracts (lint-imports)"
+"$root/.venv/bin/lint-imports" --no-cache || failed+=(lint-imports)
 
 echo "== pytest"
 # A fresh temp root per run, removed by rm (pytest's own cleanup of old runs can hit Python's

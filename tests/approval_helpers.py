@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from foundation.toolspec import ToolSpec
 from mcp_server import registry
-from mcp_server.toolspec import ToolSpec
 
 CALLS: list[str] = []
 

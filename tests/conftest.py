@@ -41,7 +41,7 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_settings(data_dir: Path, workspace: Path) -> Callable[..., Any]:
-    from mcp_server.settings import load_settings
+    from foundation.settings import load_settings
 
     def make(**overrides: Any) -> Any:
         # Every tool listed: tests exercise tools; tier tests ask for tool_profile="default" explicitly.

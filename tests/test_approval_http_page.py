@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from mcp_server.dispatch import CallOrigin
-from mcp_server.errors import ApprovalRequired
+from foundation.calls import CallOrigin
+from foundation.errors import ApprovalRequired
 from mcp_server.server import build_server
 from mcp_server.transports import http_app
 from tests import approval_helpers as helpers

@@ -7,10 +7,11 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, Field
 
+from foundation.calls import CallOrigin
+from foundation.errors import ApprovalRequired, PolicyDenied
+from foundation.toolspec import ToolSpec
 from mcp_server.approval.gate import PolicyGate
-from mcp_server.dispatch import CallOrigin, Dispatcher
-from mcp_server.errors import ApprovalRequired, PolicyDenied
-from mcp_server.toolspec import ToolSpec
+from mcp_server.dispatch import Dispatcher
 from tests import approval_helpers as helpers
 from tests.conftest import connect
 from tools.runtime import CallContext, Runtime
@@ -26,10 +27,10 @@ async def parent(
     text: Annotated[str, Field(description="Text the sub-agent pokes with.")], rt: Runtime, call: CallContext
 ) -> ParentResult:
     """Runs poke as a sub-agent would (read-only itself)."""
-    origin = call.extras["origin"]
-    dispatcher = rt.service("dispatcher", lambda: None)
+    origin = call.origin
+    dispatcher = rt.runner("parent")
     sub = CallOrigin(kind="subagent", client_id=origin.client_id, session_id=origin.session_id,
-                     subagent_id="t1", agent_stack=("root",), mcp_context=origin.mcp_context)
+                     subagent_id="t1", agent_stack=("root",), channel=origin.channel, mcp_context=origin.mcp_context)
     try:
         result = await dispatcher.run("poke", {"text": text}, sub, validate=True)
     except (ApprovalRequired, PolicyDenied) as exc:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.errors import Cancelled, InvalidInput, NotConfigured
+from foundation.errors import Cancelled, InvalidInput, NotConfigured
 from tools import bash
 from tools.bash import run_bash_command, scrubbed_env
 from tools.runtime import CallContext, Runtime

@@ -14,7 +14,7 @@ from context.messages import parse, render
 from context.tokens import counter_for
 from tests.context_checks import api_problems, user_texts
 from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401
-from tools.context_tools import compact_context
+from tools.context_compact import compact_context
 from tools.runtime import CallContext, Runtime
 
 COUNTER = counter_for(None)

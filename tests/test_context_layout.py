@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from mcp_server.errors import InvalidInput
-from tools.context_tools import assemble
+from foundation.errors import InvalidInput
+from tools.context_assemble import assemble
 from tools.runtime import CallContext, Runtime
 
 T0 = datetime(2026, 11, 22, 3, 17, 5, tzinfo=UTC)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from context.llm import LLMConfig, chat, client_for
-from mcp_server.errors import LLMError, LLMNotConfigured
+from foundation.errors import LLMError, LLMNotConfigured
 from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401
 
 USER = [{"role": "user", "content": "hi"}]

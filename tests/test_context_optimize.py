@@ -13,7 +13,7 @@ from context.compact import CompactOptions, compact
 from context.messages import parse, render
 from context.optimize import Budget, optimize
 from context.tokens import counter_for
-from mcp_server.errors import InvalidInput
+from foundation.errors import InvalidInput
 from tests.context_checks import api_problems, is_subsequence, user_texts
 
 COUNTER = counter_for(None)

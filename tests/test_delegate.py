@@ -14,10 +14,10 @@ import pytest
 from pydantic import BaseModel
 
 from context.subagent import ThreadStore
+from foundation.bounding import estimate_tokens
+from foundation.errors import ApprovalRequired
+from foundation.toolspec import ToolSpec
 from mcp_server import registry
-from mcp_server.bounding import estimate_tokens
-from mcp_server.errors import ApprovalRequired
-from mcp_server.toolspec import ToolSpec
 from tests.conftest import MODES
 from tests.fake_llm import FakeLLM, Reply, completion, error_body, fake_llm  # noqa: F401  (fixture)
 from tools.subagent_loop import DEFAULT_TOOLS, MAX_CALLS_PER_STEP, SUBAGENT_RESULT_TOKENS

@@ -10,11 +10,13 @@ from typing import Any
 import anyio
 import pytest
 
+from foundation.calls import CallOrigin
+from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound, SettingsError
 from mcp_server import registry
-from mcp_server.dispatch import CallOrigin, Dispatcher
-from mcp_server.errors import Conflict, InvalidInput, LimitExceeded, NotFound, SettingsError
+from mcp_server.dispatch import Dispatcher
 from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401  (fixture)
 from tools.agents import MAX_DEPTH, check_handoff, load_agents
+from tools.delegate import THREAD_STORE
 from tools.runtime import Runtime
 
 LONG = "A detailed answer from the specialised agent, with enough words to pass the short-answer check. " * 3
@@ -34,7 +36,7 @@ tools = ["todo_read", "todo_write"]
 def runtime_with_dispatcher(settings: Any) -> tuple[Runtime, Dispatcher]:
     rt = Runtime(settings)
     dispatcher = Dispatcher(rt, registry.TOOLS)  # no gate: these tests are about delegation itself
-    rt.service("dispatcher", lambda: dispatcher)
+    rt.tool_runner = dispatcher
     return rt, dispatcher
 
 
@@ -142,7 +144,7 @@ def test_a_thread_whose_server_died_reads_as_interrupted(data_dir: Path, make_se
     store.save_step("subagent-0000dead", StepDelta([{"role": "system", "content": "s"}]))
     assert store.load("subagent-0000dead").status == "running"  # this process runs it
     rt, dispatcher = runtime_with_dispatcher(make_settings(**fake_llm.settings_overrides()))
-    rt.service("subagent_threads", lambda: store)
+    THREAD_STORE.provide(rt, store)
     with pytest.raises(Conflict, match="still running"):
         anyio.run(partial(dispatcher.run, "delegate_task", {"task": "t", "continue_id": "subagent-0000dead"},
                           CallOrigin()))

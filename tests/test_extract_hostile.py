@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from foundation.errors import Cancelled, ExtractionError, LimitExceeded
 from indexing.extract import extract_file
 from indexing.model import ExtractionLimits
-from mcp_server.errors import Cancelled, ExtractionError, LimitExceeded
 from tests.docgen import (
     Slide,
     make_corrupt_pdf,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from foundation.errors import ExtractionError, LimitExceeded, NotFound
 from indexing.chunking import chunk_document
 from indexing.extract import SUPPORTED_EXTENSIONS, detect_kind, extract_file, is_supported
 from indexing.model import ExtractionLimits
-from mcp_server.errors import ExtractionError, LimitExceeded, NotFound
 
 ZH = "第一季度营收增长率为百分之十二。客户满意度显著提高！\n第二段：Q3营收增长率继续上升。"
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from mcp_server.bounding import estimate_tokens
-from mcp_server.errors import Conflict, ExtractionError, InvalidInput, LimitExceeded, NotFound, PathNotAllowed
+from foundation.bounding import estimate_tokens
+from foundation.errors import Conflict, ExtractionError, InvalidInput, LimitExceeded, NotFound, PathNotAllowed
+from foundation.filewalk import remove_tree
 from tools import files
 from tools.runtime import CallContext, Runtime
-from tools.workspace import remove_tree
 
 
 @pytest.fixture

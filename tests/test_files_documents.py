@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.errors import ExtractionError
+from foundation.errors import ExtractionError
 from tests.docgen import Heading, Slide, make_docx, make_pdf, make_pptx, make_truncated_pdf, make_xlsx
 from tools import files
 from tools.runtime import CallContext, Runtime

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from foundation.errors import InvalidInput
+from foundation.toolspec import ToolSpec
 from mcp_server import registry
 from mcp_server.dispatch import Dispatcher
-from mcp_server.errors import InvalidInput
-from mcp_server.toolspec import ToolSpec
 from tests.conftest import MODES, connect
 from tools.runtime import Runtime
 
@@ -69,10 +69,10 @@ async def test_crash_becomes_clear_error_and_server_survives(settings: Any, monk
 
 
 async def test_results_are_bounded(settings: Any) -> None:
-    from mcp_server.bounding import estimate_tokens
+    from foundation.bounding import estimate_tokens
 
     dispatcher = Dispatcher(Runtime(settings), [ToolSpec(_huge, title="Huge", read_only=True)])
-    from mcp_server.dispatch import CallOrigin
+    from foundation.calls import CallOrigin
 
     result = await dispatcher.run("_huge", {}, CallOrigin())
     data, text = dispatcher.bounded_payload(result)
@@ -82,7 +82,7 @@ async def test_results_are_bounded(settings: Any) -> None:
 
 
 async def test_subagent_style_validation_names_the_problem(settings: Any) -> None:
-    from mcp_server.dispatch import validate_arguments
+    from foundation.toolspec import validate_arguments
 
     spec = ToolSpec(lambda: None, title="x", read_only=True, name_override="x")
     with pytest.raises(InvalidInput, match="unknown argument"):

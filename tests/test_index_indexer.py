@@ -215,7 +215,7 @@ def test_killed_mid_batch_leaves_a_consistent_index(tmp_path: Path) -> None:
 
 
 def test_cancel_stops_between_files(store: IndexStore, tmp_path: Path) -> None:
-    from mcp_server.errors import Cancelled
+    from foundation.errors import Cancelled
 
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from context.memory import MemoryStore
-from mcp_server.errors import InvalidInput, NotFound
+from foundation.errors import InvalidInput, NotFound
 from tools.memory import forget, list_memories, recall, remember
 from tools.runtime import CallContext, Runtime
 

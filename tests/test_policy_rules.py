@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server.errors import SettingsError
+from foundation.errors import SettingsError
 from mcp_server.policy import PolicyContext, decide, load_rules, protected_paths, user_rules_file
 from mcp_server.policy.rules import compile_glob, describe
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from foundation.settings import Settings, env_name
 from mcp_server import registry
-from mcp_server.settings import Settings, env_name
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from foundation.errors import PatternTooSlow, QuerySyntaxError
 from indexing.indexer import Indexer
 from indexing.postings import MemoryIndex
 from indexing.query import parse, to_match
 from indexing.regex_search import compile_pattern, required_words
 from indexing.search import PathFilter, Searcher
 from indexing.store import IndexStore
-from mcp_server.errors import PatternTooSlow, QuerySyntaxError
 
 DOCS = {
     "growth.md": "# Finance\n\nRevenue growth was strong in Q3. The revenue growth rate reached 15%.\n",

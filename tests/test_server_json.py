@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcp_server.settings import Settings, env_name
+from foundation.settings import Settings, env_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_URL = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"

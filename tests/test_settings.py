@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from foundation.errors import SettingsError
+from foundation.settings import ENV_PREFIX, Settings, default_data_dir, env_name, load_settings
 from mcp_server.cli import build_parser, settings_overrides
-from mcp_server.errors import SettingsError
-from mcp_server.settings import ENV_PREFIX, Settings, default_data_dir, env_name, load_settings
 
 
 def from_cli(argv: list[str], environ: dict[str, str]) -> Settings:

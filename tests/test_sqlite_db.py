@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server import sqlite_db
+from foundation import sqlite_db
 
 V1 = "CREATE TABLE a(x INTEGER); CREATE INDEX a_x ON a(x);"
 V2 = "CREATE TABLE b(y TEXT)"
@@ -77,7 +77,7 @@ OPENER = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from mcp_server import sqlite_db
+from foundation import sqlite_db
 start = float(sys.argv[3])
 while time.time() < start:
     pass

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from mcp_server.errors import SettingsError
+from foundation.errors import SettingsError
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = r"""
 import sys, tempfile
 from mcp_server.server import build_server
-from mcp_server.settings import load_settings
+from foundation.settings import load_settings
 build_server(load_settings({"data_dir": tempfile.mkdtemp()}, environ={}))
 heavy = ["jieba", "fitz", "pymupdf", "tiktoken", "openai", "docx", "openpyxl", "pptx", "mcp_server.policy",
          "indexing.extract"]

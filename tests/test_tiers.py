@@ -8,9 +8,9 @@ import anyio
 import pytest
 from pydantic import BaseModel, Field
 
+from foundation.settings import Settings
+from foundation.toolspec import ToolSpec
 from mcp_server import registry
-from mcp_server.settings import Settings
-from mcp_server.toolspec import ToolSpec
 from tests import approval_helpers as helpers
 from tests.conftest import MODES, connect
 
@@ -134,9 +134,9 @@ async def test_list_changed_event_2026(make_settings: Any, monkeypatch: Any) -> 
 
 
 def test_settings_enable_and_disable_tools(make_settings: Any, monkeypatch: Any) -> None:
-    from mcp_server.errors import SettingsError
+    from foundation.errors import SettingsError
+    from foundation.settings import load_settings
     from mcp_server.server import listed_specs
-    from mcp_server.settings import load_settings
 
     helpers.install(monkeypatch, helpers.POKE, PEEK)
     settings = make_settings(tools_enabled=["peek"], tools_disabled=["poke", "now"])

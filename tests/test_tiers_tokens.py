@@ -16,7 +16,7 @@ def test_tools_list_token_figures(capsys: object) -> None:
 
 
 def test_optional_inputs_are_listed_without_the_null_arm() -> None:
-    from mcp_server.server import compact_schema
+    from foundation.schemas import compact_schema
 
     schema = {"type": "object", "properties": {
         "q": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}], "default": None, "description": "Q."},
@@ -28,7 +28,7 @@ def test_optional_inputs_are_listed_without_the_null_arm() -> None:
 
 
 def test_compact_schema_keeps_names_and_structure() -> None:
-    from mcp_server.server import compact_schema
+    from foundation.schemas import compact_schema
 
     schema = {
         "title": "Args", "type": "object", "required": ["title"],
@@ -51,7 +51,7 @@ def test_compact_schema_keeps_names_and_structure() -> None:
 def test_compact_output_schema_accepts_the_same_values() -> None:
     import jsonschema
 
-    from mcp_server.server import compact_schema
+    from foundation.schemas import compact_schema
 
     schema = {
         "type": "object", "required": ["a"],

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from context.todos import TodoStore, normalize_items
-from mcp_server.errors import InvalidInput, LimitExceeded
+from foundation.errors import InvalidInput, LimitExceeded
 from tests.conftest import MODES, connect
 from tools.runtime import CallContext, Runtime
 from tools.todos import default_list_id, reminder_for, todo_read, todo_write

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WRITER = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from mcp_server.settings import load_settings
+from foundation.settings import load_settings
 from tools.runtime import CallContext, Runtime
 from tools.todos import todo_read, todo_write
 rt = Runtime(load_settings({"data_dir": sys.argv[2]}, environ={}))  # what each server process builds

@@ -11,8 +11,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from context import tokens
-from mcp_server.errors import InvalidInput
-from tools.context_tools import context_status, count_tokens
+from foundation.errors import InvalidInput
+from tools.context_tokens import context_status, count_tokens
 from tools.runtime import Runtime
 
 

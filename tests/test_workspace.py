@@ -12,19 +12,11 @@ from hypothesis import given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
-from mcp_server.errors import NotConfigured, NotFound, PathNotAllowed
+from foundation.errors import NotConfigured, NotFound, PathNotAllowed
+from foundation.filewalk import remove_tree, walk_files
+from foundation.globs import GlobPattern, expand_braces
+from foundation.paths import default_workspace, display_path, resolve_path, roots_for, session_dir_name
 from tools.runtime import Runtime
-from tools.workspace import (
-    GlobPattern,
-    default_workspace,
-    display_path,
-    expand_braces,
-    remove_tree,
-    resolve_path,
-    session_dir_name,
-    walk_files,
-    workspace_roots,
-)
 
 
 @pytest.fixture
@@ -61,14 +53,14 @@ def deep_workspace(workspace: Path) -> Iterator[Path]:
 
 
 def test_relative_path_resolves_against_first_root(rt: Runtime, workspace: Path) -> None:
-    assert resolve_path(rt, "a/b.txt") == workspace.resolve() / "a" / "b.txt"
-    assert resolve_path(rt, ".") == workspace.resolve()
-    assert resolve_path(rt, "sub/../x.txt") == workspace.resolve() / "x.txt"
+    assert resolve_path(rt.settings, "a/b.txt") == workspace.resolve() / "a" / "b.txt"
+    assert resolve_path(rt.settings, ".") == workspace.resolve()
+    assert resolve_path(rt.settings, "sub/../x.txt") == workspace.resolve() / "x.txt"
 
 
 def test_absolute_path_inside_root_is_allowed(rt: Runtime, workspace: Path) -> None:
     (workspace / "f.txt").write_text("x")
-    assert resolve_path(rt, str(workspace / "f.txt"), must_exist=True) == workspace.resolve() / "f.txt"
+    assert resolve_path(rt.settings, str(workspace / "f.txt"), must_exist=True) == workspace.resolve() / "f.txt"
 
 
 @pytest.mark.parametrize(
@@ -77,7 +69,7 @@ def test_absolute_path_inside_root_is_allowed(rt: Runtime, workspace: Path) -> N
 )
 def test_escapes_are_refused(rt: Runtime, bad: str, outside: Path) -> None:
     with pytest.raises(PathNotAllowed, match="outside the workspace"):
-        resolve_path(rt, bad)
+        resolve_path(rt.settings, bad)
 
 
 def test_prefix_sibling_is_refused(rt: Runtime, workspace: Path) -> None:
@@ -85,9 +77,9 @@ def test_prefix_sibling_is_refused(rt: Runtime, workspace: Path) -> None:
     sibling.mkdir()
     (sibling / "x.txt").write_text("x")
     with pytest.raises(PathNotAllowed, match="outside"):
-        resolve_path(rt, str(sibling / "x.txt"))
+        resolve_path(rt.settings, str(sibling / "x.txt"))
     with pytest.raises(PathNotAllowed):
-        resolve_path(rt, f"../{workspace.name}_evil/x.txt")
+        resolve_path(rt.settings, f"../{workspace.name}_evil/x.txt")
 
 
 def test_symlink_to_outside_file_is_refused(rt: Runtime, workspace: Path, outside: Path) -> None:
@@ -95,7 +87,7 @@ def test_symlink_to_outside_file_is_refused(rt: Runtime, workspace: Path, outsid
     for_write_too = [False, True]
     for for_write in for_write_too:
         with pytest.raises(PathNotAllowed, match=str(outside)):
-            resolve_path(rt, "link", for_write=for_write)
+            resolve_path(rt.settings, "link", for_write=for_write)
 
 
 def test_symlinked_folder_out_is_refused(rt: Runtime, workspace: Path, tmp_path: Path) -> None:
@@ -103,33 +95,33 @@ def test_symlinked_folder_out_is_refused(rt: Runtime, workspace: Path, tmp_path:
     elsewhere.mkdir()
     (workspace / "dirlink").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(PathNotAllowed):
-        resolve_path(rt, "dirlink/new.txt", for_write=True)
+        resolve_path(rt.settings, "dirlink/new.txt", for_write=True)
 
 
 def test_dangling_symlink_out_is_refused_for_write(rt: Runtime, workspace: Path, tmp_path: Path) -> None:
     (workspace / "dangling").symlink_to(tmp_path / "not-yet-there.txt")
     with pytest.raises(PathNotAllowed, match="outside"):
-        resolve_path(rt, "dangling", for_write=True)
+        resolve_path(rt.settings, "dangling", for_write=True)
 
 
 def test_symlink_inside_root_resolves_to_target(rt: Runtime, workspace: Path) -> None:
     (workspace / "real.txt").write_text("x")
     (workspace / "alias").symlink_to(workspace / "real.txt")
-    assert resolve_path(rt, "alias", must_exist=True) == workspace.resolve() / "real.txt"
+    assert resolve_path(rt.settings, "alias", must_exist=True) == workspace.resolve() / "real.txt"
 
 
 def test_symlink_loop_is_refused(rt: Runtime, workspace: Path) -> None:
     (workspace / "a").symlink_to(workspace / "b")
     (workspace / "b").symlink_to(workspace / "a")
     with pytest.raises(PathNotAllowed, match="resolved|loop"):
-        resolve_path(rt, "a")
+        resolve_path(rt.settings, "a")
 
 
 def test_hard_link_refused_for_write_allowed_for_read(rt: Runtime, workspace: Path, outside: Path) -> None:
     os.link(outside, workspace / "hard")
-    assert resolve_path(rt, "hard", must_exist=True) == workspace.resolve() / "hard"
+    assert resolve_path(rt.settings, "hard", must_exist=True) == workspace.resolve() / "hard"
     with pytest.raises(PathNotAllowed, match="2 hard links"):
-        resolve_path(rt, "hard", for_write=True)
+        resolve_path(rt.settings, "hard", for_write=True)
 
 
 @pytest.mark.parametrize(
@@ -147,23 +139,23 @@ def test_hard_link_refused_for_write_allowed_for_read(rt: Runtime, workspace: Pa
 )
 def test_malformed_paths_are_refused(rt: Runtime, bad: str, why: str) -> None:
     with pytest.raises(PathNotAllowed, match=why):
-        resolve_path(rt, bad)
+        resolve_path(rt.settings, bad)
 
 
 def test_error_names_roots_and_fix(rt: Runtime, workspace: Path) -> None:
     with pytest.raises(PathNotAllowed) as err:
-        resolve_path(rt, "/etc/passwd")
+        resolve_path(rt.settings, "/etc/passwd")
     assert str(workspace.resolve()) in str(err.value)
     assert "Use a path inside" in str(err.value)
 
 
 def test_must_exist_raises_not_found(rt: Runtime) -> None:
     with pytest.raises(NotFound, match="list_workspace_files"):
-        resolve_path(rt, "missing.txt", must_exist=True)
+        resolve_path(rt.settings, "missing.txt", must_exist=True)
 
 
 def test_tilde_inside_a_name_is_fine(rt: Runtime, workspace: Path) -> None:
-    assert resolve_path(rt, "a~b/~c") == workspace.resolve() / "a~b" / "~c"
+    assert resolve_path(rt.settings, "a~b/~c") == workspace.resolve() / "a~b" / "~c"
 
 
 def test_several_roots(make_settings: Any, tmp_path: Path, workspace: Path) -> None:
@@ -171,37 +163,37 @@ def test_several_roots(make_settings: Any, tmp_path: Path, workspace: Path) -> N
     second.mkdir()
     (second / "s.txt").write_text("s")
     rt = Runtime(make_settings(roots=[workspace, second]))
-    assert resolve_path(rt, str(second / "s.txt"), must_exist=True) == second.resolve() / "s.txt"
-    assert resolve_path(rt, "s.txt") == workspace.resolve() / "s.txt"
+    assert resolve_path(rt.settings, str(second / "s.txt"), must_exist=True) == second.resolve() / "s.txt"
+    assert resolve_path(rt.settings, "s.txt") == workspace.resolve() / "s.txt"
 
 
 def test_root_given_through_symlink(make_settings: Any, tmp_path: Path, workspace: Path) -> None:
     alias = tmp_path / "alias-root"
     alias.symlink_to(workspace, target_is_directory=True)
     rt = Runtime(make_settings(roots=[alias]))
-    assert workspace_roots(rt) == (workspace.resolve(),)
-    assert resolve_path(rt, str(alias / "f.txt")) == workspace.resolve() / "f.txt"
+    assert roots_for(rt.settings) == (workspace.resolve(),)
+    assert resolve_path(rt.settings, str(alias / "f.txt")) == workspace.resolve() / "f.txt"
 
 
 def test_missing_roots_are_skipped_and_none_left_is_an_error(make_settings: Any, tmp_path: Path,
                                                               workspace: Path) -> None:
     rt = Runtime(make_settings(roots=[tmp_path / "gone", workspace]))
-    assert workspace_roots(rt) == (workspace.resolve(),)
+    assert roots_for(rt.settings) == (workspace.resolve(),)
     rt = Runtime(make_settings(roots=[tmp_path / "gone"]))
     with pytest.raises(NotConfigured, match="GENERALAGENT_ROOTS"):
-        workspace_roots(rt)
+        roots_for(rt.settings)
 
 
 def test_default_workspace_per_session(make_settings: Any, data_dir: Path) -> None:
     rt = Runtime(make_settings(roots=[]))
-    (root,) = workspace_roots(rt)
+    (root,) = roots_for(rt.settings)
     assert root == data_dir.resolve() / "workspaces" / "default"
     assert sorted(p.name for p in root.iterdir()) == ["outputs", "temp", "uploads"]
-    (other,) = workspace_roots(rt, session_id="abc-123")
+    (other,) = roots_for(rt.settings, session_id="abc-123")
     assert other.name == "abc-123"
-    assert resolve_path(rt, "x.txt", session_id="abc-123") == other / "x.txt"
+    assert resolve_path(rt.settings, "x.txt", session_id="abc-123") == other / "x.txt"
     with pytest.raises(PathNotAllowed):
-        resolve_path(rt, str(root / "x.txt"), session_id="abc-123")
+        resolve_path(rt.settings, str(root / "x.txt"), session_id="abc-123")
 
 
 def test_session_dir_name_is_safe() -> None:

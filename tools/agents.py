@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from mcp_server.errors import Conflict, InvalidInput, LimitExceeded, NotFound, SettingsError
-from mcp_server.settings import Settings
+from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound, SettingsError
+from foundation.settings import Settings
 
 MAX_DEPTH = 5
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")

@@ -21,9 +21,9 @@ from typing import IO, Annotated
 
 from pydantic import BaseModel, Field
 
-from mcp_server.errors import InvalidInput, NotConfigured
+from foundation.errors import InvalidInput, NotConfigured
+from foundation.paths import roots_for
 from tools.runtime import CallContext, Runtime
-from tools.workspace import workspace_roots
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
 SECRET_VALUE = re.compile(
@@ -156,7 +156,7 @@ def run_bash_command(
         )
     if "\x00" in command or len(command) > MAX_COMMAND_CHARS:
         raise InvalidInput(f"The command must be under {MAX_COMMAND_CHARS} characters without NUL bytes.")
-    workspace = workspace_roots(rt, call.session_id)[0]
+    workspace = roots_for(rt.settings, call.session_id)[0]
     started = time.monotonic()
     proc = subprocess.Popen(
         [_shell(), "-c", command], cwd=workspace, env=scrubbed_env(os.environ, workspace),

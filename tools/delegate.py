@@ -11,12 +11,12 @@ from pydantic import BaseModel, Field
 
 from context.llm import LLMConfig
 from context.subagent import StepDelta, Thread, ThreadStore
-from mcp_server.bounding import bound_json, dumps
-from mcp_server.dispatch import CallOrigin, Dispatcher
-from mcp_server.errors import Conflict, InvalidInput, LLMError, NotConfigured
-from mcp_server.toolspec import ToolSpec
+from foundation.bounding import bound_json, dumps
+from foundation.calls import CallOrigin, ToolRunner
+from foundation.errors import Conflict, InvalidInput, LLMError
+from foundation.toolspec import ToolSpec
 from tools.agents import AgentCard, agents_file, check_handoff, check_tool_names, get_agent, load_agents
-from tools.runtime import CallContext, Runtime
+from tools.runtime import CallContext, Runtime, Service
 from tools.subagent_loop import DEFAULT_TOOLS, SubagentLoop, close_open_calls, system_prompt
 
 GENERAL_AGENT = "subagent"  # the label of a card-less sub-agent on the agent stack
@@ -35,15 +35,16 @@ class DelegateResult(BaseModel):
     notes: list[str] = Field(description="Calls that need a human's approval or were denied, and other notices.")
 
 
+THREAD_STORE: Service[ThreadStore] = Service(lambda rt: ThreadStore(rt.data_dir / "subagents.sqlite3"))
+_ACTIVE_THREADS: Service[set[str]] = Service(lambda rt: set())
+
+
 def thread_store(rt: Runtime) -> ThreadStore:
-    return rt.service("subagent_threads", lambda: ThreadStore(rt.data_dir / "subagents.sqlite3"))
+    return THREAD_STORE.of(rt)
 
 
-def _dispatcher(rt: Runtime) -> Dispatcher:
-    def missing() -> Dispatcher:
-        raise NotConfigured("delegate_task needs the server's dispatcher (rt.service('dispatcher')).")
-
-    return rt.service("dispatcher", missing)
+def _dispatcher(rt: Runtime) -> ToolRunner:
+    return rt.runner("delegate_task")
 
 
 def default_tool_names(known: set[str]) -> list[str]:
@@ -52,7 +53,7 @@ def default_tool_names(known: set[str]) -> list[str]:
 
 
 def offered_specs(
-    dispatcher: Dispatcher, base: list[str] | None, extra: list[str], source: str = "the thread"
+    dispatcher: ToolRunner, base: list[str] | None, extra: list[str], source: str = "the thread"
 ) -> list[ToolSpec]:
     """The tools a sub-agent gets: `base` (default: the read-only set that exists) plus `extra`."""
     known = set(dispatcher.specs)
@@ -88,10 +89,10 @@ async def delegate_task(
     with continue_id. Sub-agents cannot delegate further."""
     if not task.strip():
         raise InvalidInput("task is empty. Describe the sub-task in a few sentences.")
-    parent = call.extras.get("origin") or CallOrigin(client_id=call.client_id, session_id=call.session_id)
+    parent = call.origin
     config = LLMConfig.from_settings(rt.settings, feature="delegate_task")
     store, dispatcher = thread_store(rt), _dispatcher(rt)
-    active: set[str] = rt.service("subagent_active", set)
+    active = _ACTIVE_THREADS.of(rt)
     thread = _load_for_continue(store, active, continue_id, agent) if continue_id else None
     agent_id = thread.agent if thread else agent
     card = get_agent(rt.settings, agent_id) if agent_id else None
@@ -105,7 +106,7 @@ async def delegate_task(
         config = dataclasses.replace(config, model=card.model)
     origin = CallOrigin(kind="subagent", client_id=parent.client_id, session_id=parent.session_id,
                         subagent_id=context_id, agent_stack=(*parent.agent_stack, label),
-                        mcp_context=parent.mcp_context)
+                        channel=parent.channel, mcp_context=parent.mcp_context)
     loop = SubagentLoop(context_id, dispatcher, store, config, origin, specs, messages, max_loops,
                         _reporter(call, context_id))
     active.add(context_id)
@@ -142,7 +143,7 @@ def _reporter(call: CallContext, context_id: str) -> Callable[[str], Awaitable[N
 
 
 def _start(
-    store: ThreadStore, dispatcher: Dispatcher, card: AgentCard | None, task: str, context: str | None,
+    store: ThreadStore, dispatcher: ToolRunner, card: AgentCard | None, task: str, context: str | None,
     extra: list[str], max_loops: int, parent: CallOrigin,
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
     specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "")
@@ -165,7 +166,7 @@ def _load_for_continue(store: ThreadStore, active: set[str], continue_id: str, a
 
 
 def _resume(
-    store: ThreadStore, dispatcher: Dispatcher, thread: Thread, task: str, context: str | None, extra: list[str]
+    store: ThreadStore, dispatcher: ToolRunner, thread: Thread, task: str, context: str | None, extra: list[str]
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
     specs = offered_specs(dispatcher, thread.tools, extra)
     names = [spec.name for spec in specs]

@@ -1,7 +1,7 @@
 """Document search and index management: search_documents, search_file, index_path, index_status,
 remove_from_index, cleanup_index. Thin wrappers over `indexing` (store, indexer, search, regex).
 
-Paths are resolved with `tools.workspace.resolve_path` (inside the workspace roots); the index
+Paths are resolved with `foundation.paths.resolve_path` (inside the workspace roots); the index
 stores real absolute paths and results show them relative to their root. The database is
 `<data_dir>/index.sqlite3`.
 """
@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from foundation.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
+from foundation.globs import GlobPattern
+from foundation.paths import display_path, resolve_path, roots_for
 from indexing.model import ChunkingOptions, ExtractionLimits
-from mcp_server.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
-from tools.runtime import CallContext, Runtime
-from tools.workspace import GlobPattern, display_path, resolve_path, workspace_roots
+from tools.runtime import CallContext, Runtime, Service
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.indexer import Indexer
@@ -58,18 +59,19 @@ ContextArg = Annotated[
 
 def index_store(rt: Runtime) -> IndexStore:
     """The shared index database of this server (re-analysed once if made by another analyzer)."""
-    return rt.service("index.store", lambda: _open_store(rt.data_dir / "index.sqlite3"))
+    return _INDEX_STORE.of(rt)
 
 
 def memory_index(rt: Runtime) -> MemoryIndex:
     """The in-memory postings of the shared index (built in the background, used when fresh)."""
+    return _MEMORY_INDEX.of(rt)
+
+
+def _new_memory_index(rt: Runtime) -> MemoryIndex:
     from indexing.postings import MemoryIndex
 
     s = rt.settings
-    return rt.service(
-        "index.memory",
-        lambda: MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks),
-    )
+    return MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks)
 
 
 def _open_store(path: Path) -> IndexStore:
@@ -176,7 +178,7 @@ def search_documents(
     store = index_store(rt)
     if not store.has_files():
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
-    roots = workspace_roots(rt, call.session_id)
+    roots = roots_for(rt.settings, call.session_id)
     scope = _path_filter(rt, paths, roots, call)
     from indexing.search import Searcher
 
@@ -240,7 +242,7 @@ def _path_filter(rt: Runtime, paths: list[str] | None, roots: tuple[Path, ...], 
         if any(ch in raw for ch in "*?[{"):
             files += _glob_files(rt, raw, roots)
             continue
-        real = resolve_path(rt, raw, session_id=call.session_id)
+        real = resolve_path(rt.settings, raw, session_id=call.session_id)
         (folders if real.is_dir() else files).append(str(real))
     if not files and not folders:
         files = ["\x00no-match"]
@@ -289,10 +291,10 @@ def search_file(
     unchanged); text files are searched line by line, with line numbers."""
     from indexing.extract import detect_kind
 
-    real = resolve_path(rt, path, must_exist=True, session_id=call.session_id)
+    real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     if real.is_dir():
         raise InvalidInput(f"{path} is a folder. Use search_documents(paths=[{path!r}]) for folders.")
-    roots = workspace_roots(rt, call.session_id)
+    roots = roots_for(rt.settings, call.session_id)
     shown = display_path(real, roots)
     try:
         kind = detect_kind(real)
@@ -397,8 +399,8 @@ def index_path(
 ) -> IndexResult:
     """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
     skipped, changed ones re-indexed, deleted ones dropped. Reports progress; can be cancelled."""
-    real = resolve_path(rt, path, must_exist=True, session_id=call.session_id)
-    roots = workspace_roots(rt, call.session_id)
+    real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
+    roots = roots_for(rt.settings, call.session_id)
     indexer = _indexer(rt, call)
     started = time.perf_counter()
 
@@ -469,8 +471,8 @@ def index_status(
         characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
     )
     if path is not None:
-        real = resolve_path(rt, path, session_id=call.session_id)
-        status.path_status = _path_status(store, real, display_path(real, workspace_roots(rt, call.session_id)))
+        real = resolve_path(rt.settings, path, session_id=call.session_id)
+        status.path_status = _path_status(store, real, display_path(real, roots_for(rt.settings, call.session_id)))
     return status
 
 
@@ -525,7 +527,7 @@ def remove_from_index(
     call: CallContext,
 ) -> RemoveResult:
     """Remove a file, or every file under a folder, from the search index. Files on disk are untouched."""
-    real = resolve_path(rt, path, session_id=call.session_id)
+    real = resolve_path(rt.settings, path, session_id=call.session_id)
     store = index_store(rt)
     row = store.file_row(str(real))
     targets = [row.path] if row is not None else [r.path for r in store.files_under(str(real))]
@@ -567,7 +569,7 @@ def _remove(rt: Runtime, targets: list[str], call: CallContext) -> RemoveResult:
         for doc_id in store.orphan_documents():
             store.drop_if_orphan(conn, doc_id)
     vacuumed = _vacuum_if_worthwhile(store)
-    roots = workspace_roots(rt, call.session_id)
+    roots = roots_for(rt.settings, call.session_id)
     return RemoveResult(
         removed_paths=len(targets), removed_documents=docs_before - store.totals()["documents"],
         examples=[display_path(Path(t), roots) for t in targets[:20]], vacuumed=vacuumed,
@@ -595,3 +597,7 @@ def warm_up_search(rt: Runtime) -> None:
     warm_up(rt.settings.data_dir / "cache" if has_index else None)
     if has_index:
         memory_index(rt).build_now()
+
+
+_INDEX_STORE: Service[IndexStore] = Service(lambda rt: _open_store(rt.data_dir / "index.sqlite3"))
+_MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)

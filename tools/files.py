@@ -1,5 +1,5 @@
 """File tools confined to the workspace roots: read (text and documents, paged), write, edit,
-list and find. Every path goes through `tools.workspace.resolve_path`; approval is decided at
+list and find. Every path goes through `foundation.paths.resolve_path`; approval is decided at
 the dispatch point, never here.
 
 read_file paging: `offset`/`next_offset` are character offsets into the file's text (for
@@ -27,18 +27,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from mcp_server.bounding import dumps, estimate_tokens
-from mcp_server.errors import Conflict, InvalidInput, LimitExceeded, NotFound
-from tools.runtime import CallContext, Runtime
-from tools.workspace import (
-    INDEX_DIR_NAMES,
-    GlobPattern,
-    display_path,
-    resolve_path,
-    server_data_dirs,
-    walk_files,
-    workspace_roots,
-)
+from foundation.bounding import dumps, estimate_tokens
+from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound
+from foundation.filewalk import walk_files
+from foundation.globs import GlobPattern
+from foundation.paths import INDEX_DIR_NAMES, display_path, resolve_path, roots_for, server_data_dirs
+from tools.runtime import CallContext, Runtime, Service
 
 TEXT_WHOLE_BYTES = 100_000
 TEXT_PAGE_CHARS = 50_000
@@ -118,7 +112,7 @@ def _extract_any(real: Path, limits: Any, call: CallContext) -> Any:
 
 def _extract(rt: Runtime, real: Path, info: os.stat_result, call: CallContext) -> Any:
     limits = rt.extraction_limits()
-    cache = rt.service("files.extract_cache", _ExtractCache)
+    cache = _EXTRACT_CACHE.of(rt)
     key = (str(real), info.st_mtime_ns, info.st_size)
     return cache.get(key, lambda: _extract_any(real, limits, call))
 
@@ -212,7 +206,7 @@ def read_file(
     """Read a workspace file (text, PDF, DOCX, XLSX, PPTX). Large files come in pages: call again
     with offset=next_offset until it is null."""
     session = call.session_id
-    real = resolve_path(rt, path, must_exist=True, session_id=session)
+    real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     info = os.stat(real)
     if stat.S_ISDIR(info.st_mode):
         raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r}.")
@@ -235,7 +229,7 @@ def read_file(
         end = _snap_to_newline(text, offset, fitted)
     elif end < len(text) and extracted.kind not in DOC_PREVIEW:
         end = _snap_to_newline(text, offset, end)
-    roots = workspace_roots(rt, session)
+    roots = roots_for(rt.settings, session)
     location = _location(extracted, offset, end) if extracted.units and extracted.kind != "text" else None
     return ReadFileResult(
         path=display_path(real, roots), kind=extracted.kind, content=text[offset:end],
@@ -310,7 +304,7 @@ def atomic_write(target: Path, data: bytes, expect: tuple[int, int] | None = Non
 
 
 def _writable_target(rt: Runtime, path: str, session: str | None) -> Path:
-    real = resolve_path(rt, path, for_write=True, session_id=session)
+    real = resolve_path(rt.settings, path, for_write=True, session_id=session)
     if real.is_dir():
         raise InvalidInput(f"{path!r} is a folder; give a file path inside it.")
     if real.exists() and not real.is_file():
@@ -331,9 +325,9 @@ def write_file(
     data = _utf8(content, "content")
     created = not real.exists()
     _make_dirs(real.parent)
-    resolve_path(rt, str(real.parent), must_exist=True, session_id=session)  # still inside after mkdir
+    resolve_path(rt.settings, str(real.parent), must_exist=True, session_id=session)  # still inside after mkdir
     atomic_write(real, data)
-    return WriteFileResult(path=display_path(real, workspace_roots(rt, session)), bytes_written=len(data),
+    return WriteFileResult(path=display_path(real, roots_for(rt.settings, session)), bytes_written=len(data),
                            created=created)
 
 
@@ -437,7 +431,7 @@ def edit_file(
     count = _count_or_raise(text, old_string, path, replace_all)
     updated = text.replace(old_string, new_string)
     atomic_write(real, (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string"), expect=before)
-    name = display_path(real, workspace_roots(rt, session))
+    name = display_path(real, roots_for(rt.settings, session))
     return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
 
 
@@ -486,10 +480,10 @@ def list_workspace_files(
 ) -> ListFilesResult:
     """List a workspace folder: sub-folders, then files with sizes (hidden ones skipped)."""
     session = call.session_id
-    real = resolve_path(rt, directory or ".", must_exist=True, session_id=session)
+    real = resolve_path(rt.settings, directory or ".", must_exist=True, session_id=session)
     if not real.is_dir():
         raise InvalidInput(f"{directory!r} is a file, not a folder. Read it with read_file.")
-    hidden_dirs = set(server_data_dirs(rt))
+    hidden_dirs = set(server_data_dirs(rt.settings))
     items: list[os.DirEntry[str]] = []
     note = None
     with os.scandir(real) as scan:
@@ -502,7 +496,7 @@ def list_workspace_files(
             items.append(item)
     items.sort(key=lambda it: (not it.is_dir(follow_symlinks=False), it.name.casefold()))
     page = items[offset : offset + limit]
-    roots = workspace_roots(rt, session)
+    roots = roots_for(rt.settings, session)
     end = offset + len(page)
     return ListFilesResult(
         directory=display_path(real, roots), roots=[str(r) for r in roots], entries=[_entry(it) for it in page],
@@ -528,16 +522,16 @@ def find_files(
 ) -> FindFilesResult:
     """Find workspace files by glob pattern (case-insensitive), newest first."""
     session = call.session_id
-    base = resolve_path(rt, path or ".", must_exist=True, session_id=session)
+    base = resolve_path(rt.settings, path or ".", must_exist=True, session_id=session)
     if not base.is_dir():
         raise InvalidInput(f"{path!r} is a file, not a folder. Give the folder to search in.")
     try:
         glob = GlobPattern(pattern)
     except ValueError as exc:
         raise InvalidInput(f"Bad pattern {pattern!r}: {exc}. Example: **/*.{{pdf,docx}}") from None
-    roots = workspace_roots(rt, session)
+    roots = roots_for(rt.settings, session)
     walk = walk_files(base, max_depth=FIND_MAX_DEPTH, max_entries=FIND_MAX_ENTRIES,
-                      skip_paths=server_data_dirs(rt), confine_to=roots)
+                      skip_paths=server_data_dirs(rt.settings), confine_to=roots)
     found: list[tuple[float, str, int]] = []
     for count, entry in enumerate(walk):
         if count % 2000 == 0:
@@ -564,3 +558,6 @@ def _walk_note(walk: Any) -> str | None:
     if walk.errors:
         notes.append(f"{walk.errors} unreadable folder(s) skipped")
     return "; ".join(notes) or None
+
+
+_EXTRACT_CACHE: Service[_ExtractCache] = Service(lambda rt: _ExtractCache())

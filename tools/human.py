@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, create_model
 
-from mcp_server.errors import InvalidInput
+from foundation.calls import CallOrigin
+from foundation.errors import InvalidInput
 from tools.runtime import CallContext
 
 
@@ -38,9 +39,9 @@ async def ask_human(
     """Ask the user a question and wait for the answer (falls back to asking in chat)."""
     if not question.strip():
         raise InvalidInput("question is empty. Write the question for the user.")
-    origin = call.extras.get("origin")
-    reply = getattr(origin, "extras", {}).get("human_answer") if origin is not None else None
-    if reply is None and origin is not None and getattr(origin, "kind", "") == "subagent":
+    origin = call.origin
+    reply = origin.human_answer
+    if reply is None and origin.kind == "subagent":
         reply = await _ask_through_parent(origin, question, context, default, required)
     if reply is None:
         return HumanAnswer(answered=False, answer=None, status="ask_in_chat",
@@ -67,15 +68,11 @@ def _interpret(reply: dict[str, Any], default: str | None, required: bool) -> Hu
                                    "ask in the chat if it is essential.")
 
 
-async def _ask_through_parent(origin: Any, question: str, context: str | None, default: str | None,
+async def _ask_through_parent(origin: CallOrigin, question: str, context: str | None, default: str | None,
                               required: bool) -> dict[str, Any] | None:
-    """A sub-agent's question, asked through the parent call (2025-era sessions only)."""
-    from mcp_server.approval.elicit import can_elicit_now
-
-    ctx = getattr(origin, "mcp_context", None)
-    if ctx is None or not can_elicit_now(ctx):
+    """A sub-agent's question, asked through the parent call's client (when it can ask mid-call)."""
+    channel = origin.channel
+    if channel is None or not channel.can_ask_now():
         return None
     message, form = question_form(question, context, default, required)
-    outcome = await ctx.elicit(message, form)
-    data = getattr(outcome, "data", None)
-    return {"action": outcome.action, "content": data.model_dump(mode="json") if data is not None else None}
+    return await channel.ask(message, form)

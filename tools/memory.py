@@ -10,14 +10,17 @@ from pydantic import BaseModel, Field
 from context.memory import Fact, MemoryStore, context_text, format_block, rank, select
 from context.messages import parse
 from context.tokens import counter_for
-from mcp_server.errors import InvalidInput, NotFound
-from tools.runtime import CallContext, Runtime
+from foundation.errors import InvalidInput, NotFound
+from tools.runtime import CallContext, Runtime, Service
 
 FORGET_MIN_SIMILARITY = 0.5
 
 
+_MEMORY_STORE: Service[MemoryStore] = Service(lambda rt: MemoryStore(rt.data_dir / "memory.sqlite3"))
+
+
 def memory_store(rt: Runtime) -> MemoryStore:
-    return rt.service("memory_store", lambda: MemoryStore(rt.data_dir / "memory.sqlite3"))
+    return _MEMORY_STORE.of(rt)
 
 
 class MemoryFact(BaseModel):
@@ -66,9 +69,9 @@ def remember(
 ) -> RememberResult:
     """Store a fact about the user or the project for later conversations. A near-identical fact
     is not duplicated: its confidence is updated instead."""
-    origin: Any = call.extras.get("origin")
-    is_subagent = getattr(origin, "kind", "") == "subagent"
-    source = f"subagent:{getattr(origin, 'subagent_id', '')}" if is_subagent else f"client:{call.client_id}"
+    origin = call.origin
+    is_subagent = origin.kind == "subagent"
+    source = f"subagent:{origin.subagent_id or ''}" if is_subagent else f"client:{call.client_id}"
     stored, action = memory_store(rt).remember(fact, confidence, category, source=source[:120])
     return RememberResult(fact=_model(stored), action=action)
 

@@ -3,7 +3,8 @@
 Tools stay plain functions with no MCP imports. The dispatch point injects, by
 parameter name (these parameters never appear in the tool's input schema):
 
-- `rt: Runtime`      - settings and lazily created shared services (stores, indexes);
+- `rt: Runtime`      - settings, the server's seams (typed fields) and lazily created shared
+                        services (stores, indexes), each declared where it is used as a `Service`;
 - `call: CallContext` - progress reporting, cancellation and the caller's identity.
 """
 
@@ -14,26 +15,28 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from mcp_server.errors import Cancelled
-from mcp_server.settings import Settings
+from foundation.calls import CallOrigin, ToolCatalogView, ToolRunner
+from foundation.errors import Cancelled, NotConfigured
+from foundation.settings import Settings
 
 if TYPE_CHECKING:
     from indexing.model import ExtractionLimits
 
 T = TypeVar("T")
-INJECTED_PARAMS = ("rt", "call")
 
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class Runtime:
-    """Settings plus shared services, created on first use and kept for the server's life."""
+    """Settings, the seams the MCP layer fills in, and shared services kept for the server's life."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._services: dict[str, Any] = {}
+        self.tool_runner: ToolRunner | None = None  # the dispatch point (sub-agents run tools through it)
+        self.catalog: ToolCatalogView | None = None  # tool tiers (what is listed, enable more)
+        self._services: dict[Service[Any], Any] = {}
         self._lock = threading.RLock()
 
     @property
@@ -41,6 +44,11 @@ class Runtime:
         path = self.settings.data_dir
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def runner(self, feature: str) -> ToolRunner:
+        if self.tool_runner is None:
+            raise NotConfigured(f"{feature} needs the running server's dispatch point.")
+        return self.tool_runner
 
     def extraction_limits(self) -> ExtractionLimits:
         """The configured bounds for reading one file (size, text, zip size, time)."""
@@ -50,13 +58,6 @@ class Runtime:
         return ExtractionLimits(max_file_bytes=s.max_file_bytes, max_extracted_chars=s.max_extracted_chars,
                                 max_decompressed_bytes=s.max_decompressed_bytes, timeout_seconds=s.file_timeout_seconds)
 
-    def service(self, key: str, factory: Callable[[], T]) -> T:
-        """Return the service stored under `key`, creating it with `factory` the first time."""
-        with self._lock:
-            if key not in self._services:
-                self._services[key] = factory()
-            return self._services[key]  # type: ignore[no-any-return]
-
     def close(self) -> None:
         with self._lock:
             for service in self._services.values():
@@ -64,6 +65,29 @@ class Runtime:
                 if callable(closer):
                     closer()
             self._services.clear()
+
+
+class Service(Generic[T]):
+    """A shared object created on first use per Runtime: `store = Service(make_store)`, then `store.of(rt)`."""
+
+    def __init__(self, factory: Callable[[Runtime], T]) -> None:
+        self.factory = factory
+
+    def of(self, rt: Runtime) -> T:
+        with rt._lock:
+            if self not in rt._services:
+                rt._services[self] = self.factory(rt)
+            return rt._services[self]  # type: ignore[no-any-return]
+
+    def provide(self, rt: Runtime, value: T) -> None:
+        """Use `value` as this service from now on (tests, and callers that made it already)."""
+        with rt._lock:
+            rt._services[self] = value
+
+    def peek(self, rt: Runtime) -> T | None:
+        """The service if it was created already (never creates it)."""
+        with rt._lock:
+            return rt._services.get(self)
 
 
 @dataclass
@@ -76,7 +100,7 @@ class CallContext:
     sink: ProgressSink | None = None
     portal: Callable[..., Any] | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
-    extras: dict[str, Any] = field(default_factory=dict)
+    origin: CallOrigin = field(default_factory=CallOrigin)
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the client cancelled this call."""

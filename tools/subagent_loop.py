@@ -18,10 +18,11 @@ import anyio.to_thread
 
 from context.llm import ChatReply, LLMConfig, ToolCall, chat
 from context.subagent import StepDelta, ThreadStore
-from mcp_server.bounding import bound_json
-from mcp_server.dispatch import CallOrigin, Dispatcher, arguments_model
-from mcp_server.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
-from mcp_server.toolspec import ToolSpec
+from foundation.bounding import bound_json
+from foundation.calls import CallOrigin, ToolRunner
+from foundation.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
+from foundation.schemas import compact_schema
+from foundation.toolspec import ToolSpec, arguments_model
 
 log = logging.getLogger("generalagent.subagent")
 
@@ -47,8 +48,6 @@ Reporter = Callable[[str], Awaitable[None]]
 
 def function_schema(spec: ToolSpec) -> dict[str, Any]:
     """The OpenAI function-calling schema of one of our tools, built from its signature."""
-    from mcp_server.server import compact_schema  # the same title-free schemas as tools/list
-
     parameters = arguments_model(spec).model_json_schema()
     compact_schema(parameters)
     return {
@@ -113,7 +112,7 @@ class SubagentLoop:
     """One run of a thread: `messages` is the full history so far (system prompt first)."""
 
     context_id: str
-    dispatcher: Dispatcher
+    dispatcher: ToolRunner
     store: ThreadStore
     config: LLMConfig
     origin: CallOrigin
@@ -204,7 +203,7 @@ class SubagentLoop:
             return f"Error: {exc}"
         except GeneralAgentError as exc:
             return f"Error: {exc}"
-        limit = min(SUBAGENT_RESULT_TOKENS, self.dispatcher.runtime.settings.max_result_tokens)
+        limit = min(SUBAGENT_RESULT_TOKENS, self.dispatcher.max_result_tokens)
         return bound_json(result.model_dump(mode="json", by_alias=True), limit)[1]
 
     async def _wrap_up(self, schemas: list[dict[str, Any]]) -> None:

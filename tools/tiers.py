@@ -7,11 +7,12 @@ tool that can change things goes through the approval policy like any risky call
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from mcp_server.errors import InvalidInput, NotConfigured
+from foundation.calls import ToolCatalogView
+from foundation.errors import InvalidInput, NotConfigured
 from tools.runtime import CallContext, Runtime
 
 
@@ -36,8 +37,8 @@ class EnableToolsResult(BaseModel):
     hint: str
 
 
-def _catalog(rt: Runtime) -> Any:
-    catalog = rt.service("tool_catalog", lambda: None)
+def _catalog(rt: Runtime) -> ToolCatalogView:
+    catalog = rt.catalog
     if catalog is None:
         raise NotConfigured("Tool tiers are only available when the MCP server is running.")
     return catalog
@@ -75,7 +76,7 @@ async def enable_tools(
     wanted = list(dict.fromkeys(names))
     before = [n for n in wanted if catalog.is_listed(n)]
     added = catalog.enable(wanted)
-    notified = await catalog.notify_changed(call.extras.get("origin")) if added else False
+    notified = await catalog.notify_changed(call.origin) if added else False
     hint = (f"Enabled: {', '.join(added)}. Refresh your tool list, then call them."
             if added else "Nothing to enable; those tools are already listed.")
     return EnableToolsResult(enabled=added, already_listed=before, notified=notified, hint=hint)

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from context.todos import PRIORITIES, STATUSES, TodoList, TodoStore, check_list_id
-from mcp_server.settings import Settings
-from tools.runtime import CallContext, Runtime
+from foundation.settings import Settings
+from tools.runtime import CallContext, Runtime, Service
 
 DEFAULT_LIST = "default"
 
@@ -31,8 +31,11 @@ class TodoInput(BaseModel):
     id: str | None = Field(default=None, description="The item's id from a previous result; omit for new items.")
 
 
+_TODO_STORE: Service[TodoStore] = Service(lambda rt: TodoStore(rt.data_dir / "todos.sqlite3"))
+
+
 def todo_store(rt: Runtime) -> TodoStore:
-    return rt.service("todo_store", lambda: TodoStore(rt.data_dir / "todos.sqlite3"))
+    return _TODO_STORE.of(rt)
 
 
 def _slug(text: str, limit: int = 40) -> str:

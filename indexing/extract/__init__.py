@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from foundation.errors import ExtractionError, LimitExceeded, NotFound
 from indexing.model import Extracted, ExtractionLimits
-from mcp_server.errors import ExtractionError, LimitExceeded, NotFound
 
 __all__ = [
     "DOCUMENT_EXTENSIONS",

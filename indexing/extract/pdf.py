@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from foundation.errors import ExtractionError
 from indexing.extract.builder import TextBuilder
 from indexing.model import Extracted, ExtractionLimits
-from mcp_server.errors import ExtractionError
 
 
 def extract_pdf(path: Path, limits: ExtractionLimits) -> Extracted:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from foundation.errors import ExtractionError, LimitExceeded
 from indexing.model import ExtractionLimits
-from mcp_server.errors import ExtractionError, LimitExceeded
 
 _RATIO_MIN_BYTES = 1024 * 1024  # small entries may compress extremely well; only large ones are bombs
 _HEAD_BYTES = 64 * 1024  # a DTD must come before the root element: scan the start of each XML part

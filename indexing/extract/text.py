@@ -13,8 +13,8 @@ import codecs
 import re
 from pathlib import Path
 
+from foundation.errors import ExtractionError
 from indexing.model import Extracted, ExtractionLimits, Unit
-from mcp_server.errors import ExtractionError
 
 _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF8, "utf-8-sig"),

@@ -26,8 +26,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from foundation.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
 from indexing.model import Extracted, ExtractionLimits
-from mcp_server.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
 
 _POLL_SECONDS = 0.1
 TASKS_PER_WORKER = 500

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from mcp_types.version import is_version_at_least
+from pydantic import BaseModel
 
 MODERN_VERSION = "2026-07-28"
+log = logging.getLogger("generalagent.server")
 
 
 def is_modern(ctx: Any) -> bool:
@@ -30,3 +33,34 @@ def can_elicit_now(ctx: Any) -> bool:
         return (not is_modern(ctx)) and supports_form_elicitation(ctx) and bool(ctx.session.can_send_request)
     except Exception:
         return False
+
+
+class McpClientChannel:
+    """The ClientChannel tools use, over the SDK request context of the calling client."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def can_ask_now(self) -> bool:
+        return can_elicit_now(self.ctx)
+
+    async def ask(self, message: str, form: type[BaseModel]) -> dict[str, Any]:
+        outcome = await self.ctx.elicit(message, form)
+        data = getattr(outcome, "data", None)
+        return {"action": outcome.action, "content": data.model_dump(mode="json") if data is not None else None}
+
+    async def notify_tools_changed(self) -> bool:
+        """tools/list_changed: a listen event on 2026-07-28, a notification on 2025-era sessions."""
+        sent = False
+        try:
+            await self.ctx.notify_tools_changed()
+            sent = True
+        except Exception:
+            log.debug("no subscription bus for list_changed", exc_info=True)
+        if not is_modern(self.ctx):
+            try:
+                await self.ctx.session.send_tool_list_changed()
+                sent = True
+            except Exception:
+                log.warning("could not send notifications/tools/list_changed", exc_info=True)
+        return sent

@@ -23,11 +23,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from foundation.errors import ApprovalRequired, PolicyDenied
+from foundation.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
+from foundation.toolspec import ToolSpec
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog
 from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, canonical_json
-from mcp_server.errors import ApprovalRequired, PolicyDenied
-from mcp_server.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
-from mcp_server.toolspec import ToolSpec
 
 log = logging.getLogger("generalagent.approval")
 
@@ -200,7 +200,7 @@ class PolicyGate:
 
     def roots(self, origin: Any) -> tuple[Path, ...]:
         """The workspace roots the call may touch (resolved), as the workspace tools compute them."""
-        from tools.workspace import default_workspace
+        from foundation.paths import default_workspace
 
         if self.settings.roots:
             return tuple(dict.fromkeys(Path(os.path.realpath(r)) for r in self.settings.roots))
@@ -241,7 +241,7 @@ class PolicyGate:
         if self.store.session_granted(key, spec.name, scope):
             record("approved", approved_by="session-grant")
             return
-        answer = origin.extras.get("approval_answer")
+        answer = origin.approval_answer
         if answer is None and origin.kind == "subagent":
             answer = await elicit_through(origin.mcp_context, spec, args, verdict)
         if isinstance(answer, ApprovalAnswer) and answer.call_hash == call_hash(spec.name, args):

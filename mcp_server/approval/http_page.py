@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from mcp_server.errors import GeneralAgentError
+from foundation.errors import GeneralAgentError
 
 _HEADERS = {
     "Cache-Control": "no-store",

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from mcp_server import sqlite_db
-from mcp_server.errors import Conflict, NotFound
+from foundation import sqlite_db
+from foundation.errors import Conflict, NotFound
 
 APPROVALS_FILE = "approvals.sqlite3"
 _KEEP_SECONDS = 7 * 24 * 3600  # decided/expired approvals are kept a week (the audit log keeps the history)

@@ -7,9 +7,9 @@ defaults plus the user's rules file once at start-up; the result is immutable.
 
 from __future__ import annotations
 
+from foundation.settings import USER_RULES_FILENAME, user_rules_file
 from mcp_server.policy.engine import Decision, PolicyContext, decide
 from mcp_server.policy.rules import DEFAULT_RULES_FILE, Rules, load_rules, protected_paths
-from mcp_server.settings import USER_RULES_FILENAME, user_rules_file
 
 __all__ = [
     "DEFAULT_RULES_FILE",

@@ -19,9 +19,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from mcp_server.errors import SettingsError
+from foundation.errors import SettingsError
+from foundation.settings import USER_RULES_FILENAME
 from mcp_server.policy.model import Action, Risk
-from mcp_server.settings import USER_RULES_FILENAME
 
 RISKS: tuple[str, ...] = ("low", "medium", "high", "critical")
 USER_PATTERN_TIMEOUT = 0.05  # seconds; a user regex that runs longer counts as "ask"

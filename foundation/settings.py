@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mcp_server.errors import SettingsError
+from foundation.errors import SettingsError
 
 ENV_PREFIX = "GENERALAGENT_"
 USER_RULES_FILENAME = "policy.toml"

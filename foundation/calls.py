@@ -1,0 +1,73 @@
+"""Who is calling, and the typed seams the tool layer uses to reach what only the server has.
+
+The MCP layer implements these protocols and hands them down (on the Runtime or the CallOrigin);
+nothing below `mcp_server/` imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+from foundation.toolspec import ToolSpec
+
+OriginKind = Literal["client", "subagent"]
+
+
+class ClientChannel(Protocol):
+    """The calling client, as far as tools may use it: ask its human mid-call, tell it the tool list changed."""
+
+    def can_ask_now(self) -> bool:
+        """True when a form can be shown to the human in the middle of this call."""
+        ...
+
+    async def ask(self, message: str, form: type[BaseModel]) -> dict[str, Any]:
+        """Show `form` and return {"action": accept|decline|cancel, "content": {...} | None}."""
+        ...
+
+    async def notify_tools_changed(self) -> bool:
+        """Tell the client to list tools again; False when nothing could be sent."""
+        ...
+
+
+@dataclass
+class CallOrigin:
+    """Who is calling: the MCP client, or a sub-agent (with its context id and agent stack)."""
+
+    kind: OriginKind = "client"
+    client_id: str = "default"
+    session_id: str | None = None
+    subagent_id: str | None = None
+    agent_stack: tuple[str, ...] = ()
+    channel: ClientChannel | None = None  # the client connection (None for CLI and in-process calls)
+    mcp_context: Any = None  # opaque to everything below mcp_server/ (the SDK request context)
+    approval_answer: Any = None  # the human's answer to this call's approval form, when one was shown
+    human_answer: dict[str, Any] | None = None  # the human's answer to ask_human's form
+
+
+class ToolRunner(Protocol):
+    """Run a tool through the one dispatch point (approval, validation, bounding): what sub-agents use."""
+
+    @property
+    def specs(self) -> Mapping[str, ToolSpec]: ...
+
+    @property
+    def max_result_tokens(self) -> int: ...
+
+    async def run(self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None,
+                  validate: bool = False) -> BaseModel: ...
+
+
+class ToolCatalogView(Protocol):
+    """Which tools are listed to a client, and enabling more of them (tool tiers)."""
+
+    def all_specs(self) -> list[ToolSpec]: ...
+
+    def is_listed(self, name: str) -> bool: ...
+
+    def enable(self, names: list[str]) -> list[str]: ...
+
+    async def notify_changed(self, origin: CallOrigin | None) -> bool: ...

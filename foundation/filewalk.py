@@ -1,0 +1,154 @@
+"""An iterative folder walker and a recursion-free tree remover (deep trees cost no stack)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from foundation.paths import INDEX_DIR_NAMES, is_within
+
+
+@dataclass(frozen=True)
+class WalkEntry:
+    """One regular file met by the walker."""
+
+    path: Path  # absolute, under the walk's root (symlinked files: the link's path)
+    rel: str  # POSIX path relative to the walk's root
+    size: int
+    mtime: float
+    depth: int  # 0 = directly in the root
+
+
+class FileWalk:
+    """Iterate the regular files under `root`, depth first, names sorted, without recursion.
+
+    Never follows directory symlinks; symlinked files are yielded only when their target is
+    a regular file inside `confine_to` (default: the root). Skips hidden entries (unless
+    include_hidden), folders named in skip_dir_names, and folders in skip_paths. Stops
+    descending below max_depth (counted in `depth_capped`) and stops after max_entries
+    directory entries (then `truncated` is True). Unreadable folders are counted in `errors`.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_depth: int = 64,
+        max_entries: int = 200_000,
+        include_hidden: bool = False,
+        skip_dir_names: Collection[str] = INDEX_DIR_NAMES,
+        skip_paths: Collection[Path] = (),
+        confine_to: Collection[Path] | None = None,
+    ) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.max_depth = max_depth
+        self.max_entries = max_entries
+        self.include_hidden = include_hidden
+        self.skip_dir_names = frozenset(skip_dir_names)
+        self.skip_paths = frozenset(Path(os.path.realpath(p)) for p in skip_paths)
+        self.confine_to = tuple(Path(os.path.realpath(p)) for p in confine_to) if confine_to else (self.root,)
+        self.truncated = False
+        self.depth_capped = 0
+        self.errors = 0
+        self.seen = 0
+
+    def __iter__(self) -> Iterator[WalkEntry]:
+        stack: list[tuple[Path, int]] = [(self.root, 0)]
+        while stack:
+            folder, depth = stack.pop()
+            subdirs: list[Path] = []
+            for entry in self._scan(folder):
+                if self.seen >= self.max_entries:
+                    self.truncated = True
+                    return
+                self.seen += 1
+                if not self.include_hidden and entry.name.startswith("."):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(Path(entry.path))
+                    continue
+                found = self._file_entry(entry, depth)
+                if found is not None:
+                    yield found
+            self._push(stack, subdirs, depth)
+
+    def _scan(self, folder: Path) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(folder) as it:
+                return sorted(it, key=lambda e: e.name)
+        except OSError:
+            self.errors += 1
+            return []
+
+    def _push(self, stack: list[tuple[Path, int]], subdirs: list[Path], depth: int) -> None:
+        keep = [d for d in subdirs if d.name not in self.skip_dir_names and d not in self.skip_paths]
+        if keep and depth + 1 > self.max_depth:
+            self.depth_capped += len(keep)
+            return
+        stack.extend((d, depth + 1) for d in reversed(keep))
+
+    def _file_entry(self, entry: os.DirEntry[str], depth: int) -> WalkEntry | None:
+        try:
+            if entry.is_symlink():
+                real = Path(os.path.realpath(entry.path))
+                if not is_within(real, self.confine_to):
+                    return None
+                info = os.stat(real)
+            else:
+                info = entry.stat(follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        path = Path(entry.path)
+        rel = path.relative_to(self.root).as_posix()
+        return WalkEntry(path=path, rel=rel, size=info.st_size, mtime=info.st_mtime, depth=depth)
+
+
+walk_files = FileWalk  # an iterable over the files under a root; check `.truncated` afterwards
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a folder tree without recursion (shutil.rmtree fails at ~1,000 nested folders).
+
+    Works relative to open folder handles, so each step costs the same at any depth. Symlinks
+    are removed, never followed. Missing paths are ignored.
+    """
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.unlink(path)
+        return
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    names: list[str] = []  # path from `path` down to the current folder
+    fd = os.open(path, flags)
+    try:
+        while True:
+            child = _first_subdir_after_unlinking_files(fd)
+            if child is not None:
+                new_fd = os.open(child, flags, dir_fd=fd)
+                os.close(fd)
+                fd = new_fd
+                names.append(child)
+                continue
+            if not names:
+                break
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(path)
+
+
+def _first_subdir_after_unlinking_files(fd: int) -> str | None:
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                return entry.name
+            os.unlink(entry.name, dir_fd=fd)
+    return None

@@ -1,0 +1,165 @@
+"""assemble_context: a cache-stable layout of the next request (context.layout)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from context import carryover
+from context.layout import attach, emit, observe, reminder_block, system_text, text_hash
+from context.messages import Msg, render
+from context.status import context_level
+from context.todos import reminder_of
+from context.tokens import counter_for
+from foundation.errors import InvalidInput
+from tools.context_common import (
+    FormatParam,
+    MessagesPage,
+    MessagesParam,
+    ModelParam,
+    PageParam,
+    context_store,
+    page_of,
+    parse_transcript,
+    stored_todos,
+    total_tokens,
+)
+from tools.runtime import CallContext, Runtime
+
+
+class Reminder(BaseModel):
+    kind: str = Field(description="tools, skills, files, todos or tokens.")
+    text: str = Field(description="The reminder text.")
+
+
+class AssembleResult(MessagesPage):
+    system_hash: str = Field(description="Hash of the system text: equal across turns within a minute.")
+    reminders: list[Reminder] = Field(description="Reminders emitted this turn (each only once).")
+    tokens: int = Field(description="Tokens of the assembled context.")
+    level: str = Field(description="Context level: info, warning or critical.")
+
+
+def assemble_context(
+    system_prompt: Annotated[str, Field(max_length=200_000, description="Your static system prompt.")],
+    messages: MessagesParam,
+    conversation_id: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=200,
+            description="Your conversation's id (reminder state is kept per id).",
+        ),
+    ] = "default",
+    tools: Annotated[
+        list[str] | None, Field(description="Names of the tools available now; new ones are announced once.")
+    ] = None,
+    skills: Annotated[
+        list[str] | None, Field(description="Skills available now; new ones are announced once.")
+    ] = None,
+    files: Annotated[
+        list[str] | None, Field(description="Files uploaded so far; new ones are announced once.")
+    ] = None,
+    todo_list_id: Annotated[
+        str | None,
+        Field(description="Todo list whose open items are reminded when they change (default list)."),
+    ] = None,
+    context_window: Annotated[
+        int | None, Field(ge=1000, description="Window size: a token warning is added when the level rises.")
+    ] = None,
+    model: ModelParam = None,
+    format: FormatParam = "auto",
+    page_offset: PageParam = 0,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> AssembleResult:
+    """Build what to send next with a cache-stable layout: a byte-stable system message (time at minute
+    precision, last) and this turn's reminders (new tools/skills/files, todo changes, token warnings)
+    appended to the newest user message, each reminder only once."""
+    return assemble(
+        rt,
+        call,
+        system_prompt,
+        messages,
+        conversation_id,
+        tools,
+        skills,
+        files,
+        todo_list_id,
+        context_window,
+        model,
+        format,
+        page_offset,
+        None,
+    )
+
+
+def assemble(
+    rt: Runtime,
+    call: CallContext,
+    system_prompt: str,
+    messages: list[dict[str, Any]],
+    conversation_id: str,
+    tools: list[str] | None,
+    skills: list[str] | None,
+    files: list[str] | None,
+    todo_list_id: str | None,
+    context_window: int | None,
+    model: str | None,
+    fmt: str,
+    page_offset: int,
+    now: datetime | None,
+) -> AssembleResult:
+    """assemble_context with an injectable clock (tests)."""
+    transcript = parse_transcript(messages, None, fmt)
+    if any(m.role == "system" for m in transcript.messages):
+        raise InvalidInput("messages contain a system message; pass it as system_prompt instead.")
+    counter = counter_for(model)
+    sys_text = system_text(system_prompt, now or datetime.now(UTC))
+    store = context_store(rt)
+    state = store.get_state(conversation_id)
+    for kind, items in (("tools", tools), ("skills", skills), ("files", files)):
+        if items is not None:
+            observe(state, kind, items)
+    todo_text = _todo_reminder(rt, todo_list_id, call.client_id, transcript.messages)
+    tokens = counter.count(sys_text) + total_tokens(counter, transcript.messages)
+    level, level_text = "info", None
+    if context_window:
+        status = context_level(
+            tokens, context_window, rt.settings.context_warning_ratio, rt.settings.context_critical_ratio
+        )
+        level = status.level
+        level_text = f"Context is {status.ratio:.0%} full ({tokens} of {context_window} tokens). {status.recommendation}"
+    due = emit(state, todo_text, level if context_window else None, level_text)
+    store.put_state(conversation_id, state)
+    msgs = transcript.messages
+    if due:
+        msgs = attach(msgs, reminder_block(due), transcript.format)
+    if transcript.format == "openai":
+        msgs = [Msg("system", sys_text, changed=True), *msgs]
+        rendered, system_out = render(transcript, msgs)
+    else:
+        rendered, _ = render(transcript, msgs)
+        system_out = sys_text
+    page = page_of(rt, transcript.format, rendered, system_out, page_offset)
+    return AssembleResult(
+        **page.model_dump(),
+        system_hash=text_hash(sys_text),
+        reminders=[Reminder(kind=r.kind, text=r.text) for r in due],
+        tokens=tokens + sum(counter.count(r.text) for r in due),
+        level=level,
+    )
+
+
+def _todo_reminder(rt: Runtime, list_id: str | None, client_id: str, msgs: list[Msg]) -> str | None:
+    stored = stored_todos(rt, list_id, client_id)
+    if stored is not None:
+        return reminder_of(stored)
+    found = carryover.todos_from_transcript(msgs)
+    open_items = carryover.open_todos(found or [])
+    if not open_items:
+        return None
+    lines = [f"- [{t.status}] {t.content}" for t in open_items[:20]]
+    return "Unfinished todo items:\n" + "\n".join(lines)

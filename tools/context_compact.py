@@ -1,0 +1,188 @@
+"""compact_context: replace the older part of a conversation by a summary (context.compact)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from context import carryover
+from context.compact import CompactOptions, Prior, Summarizer, compact
+from context.messages import render
+from context.store import prefix_hash
+from context.tokens import counter_for
+from foundation.errors import LLMNotConfigured
+from tools.context_common import (
+    ESTIMATED,
+    ConversationParam,
+    FormatParam,
+    MessagesPage,
+    MessagesParam,
+    ModelParam,
+    PageParam,
+    SystemParam,
+    WindowParam,
+    context_store,
+    paged,
+    parse_transcript,
+    stored_todos,
+)
+from tools.runtime import CallContext, Runtime
+
+
+class CompactReportModel(BaseModel):
+    action: str = Field(description="compacted, or skipped (see reason).")
+    reason: str = Field(description="Why it was skipped (empty when compacted).")
+    strategy: str = Field(description="compact (detailed, sectioned) or summarize (short).")
+    source: str = Field(description="llm, fallback (made by code after an LLM problem) or none.")
+    fallback_reason: str | None = Field(description="Why the LLM was not used (null when it was).")
+    incremental: bool = Field(description="True when an earlier summary was folded in.")
+    messages_before: int = Field(description="Messages in the input.")
+    messages_after: int = Field(description="Messages in the output.")
+    tokens_before: int = Field(description="Tokens of the input (see tokens_before_estimated).")
+    tokens_before_estimated: bool = Field(description=ESTIMATED)
+    tokens_after: int = Field(description="Tokens of the output.")
+    ratio: float = Field(description="tokens_after / tokens_before.")
+    summary_tokens: int = Field(description="Tokens of the summary message.")
+    llm_tokens: int = Field(description="Tokens the LLM call used (prompt + completion).")
+    todos_carried: int = Field(description="Open todo items appended to the summary by code.")
+    todo_source: str = Field(description="Where the todo items came from.")
+    constraints_carried: int = Field(description="User constraint sentences appended verbatim.")
+    stored: bool = Field(description="True when the summary was saved under conversation_id.")
+
+
+class CompactResult(MessagesPage):
+    report: CompactReportModel = Field(description="What was done.")
+
+
+def llm_summarizer(rt: Runtime) -> Summarizer | None:
+    """A Summarizer over the configured endpoint, or None when none is configured."""
+    from context.llm import LLMConfig, chat
+
+    try:
+        config = LLMConfig.from_settings(rt.settings, "compact_context")
+    except LLMNotConfigured:
+        return None
+
+    def summarize(chat_messages: list[dict[str, Any]], max_tokens: int) -> tuple[str, int]:
+        reply = chat(config, chat_messages, max_tokens=max_tokens, temperature=0.2)
+        return reply.content or "", reply.total_tokens
+
+    return summarize
+
+
+
+
+def _store_todos(rt: Runtime, list_id: str | None, client_id: str) -> tuple[list[carryover.Todo] | None, str]:
+    """The todo list's items from the todo store (None when it is empty)."""
+    stored = stored_todos(rt, list_id, client_id)
+    if stored is None:
+        return None, "none"
+    return [carryover.Todo(i.content, i.status) for i in stored.items], f"todo list {stored.list_id!r}"
+
+
+def compact_context(
+    messages: MessagesParam,
+    strategy: Annotated[
+        Literal["auto", "compact", "summarize"],
+        Field(
+            description="compact: detailed sectioned summary; summarize: short (<200 words); auto: by size."
+        ),
+    ] = "auto",
+    context_window: WindowParam = 128_000,
+    keep_recent_tokens: Annotated[
+        int | None,
+        Field(ge=0, description="Tokens of newest messages kept verbatim (default 15% of the window)."),
+    ] = None,
+    instructions: Annotated[
+        str | None,
+        Field(max_length=2000, description="Extra instructions for the summary (what to focus on)."),
+    ] = None,
+    conversation_id: ConversationParam = None,
+    todo_list_id: Annotated[
+        str | None, Field(description="Todo list to carry over (default: this workspace's list).")
+    ] = None,
+    model: ModelParam = None,
+    system: SystemParam = None,
+    format: FormatParam = "auto",
+    page_offset: PageParam = 0,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> CompactResult:
+    """Replace the older part of a conversation by a summary (via the configured LLM endpoint):
+    returns [system..., summary, recent...]. Open todos and the user's constraint sentences are
+    carried over verbatim by code. Without an LLM, or when it fails, falls back to truncation
+    and says so. auto re-summarises only when enough is new."""
+    key = dict(
+        m=messages,
+        s=system,
+        st=strategy,
+        w=context_window,
+        k=keep_recent_tokens,
+        i=instructions,
+        c=conversation_id,
+        t=todo_list_id,
+        model=model,
+        f=format,
+    )
+    args = (
+        messages,
+        strategy,
+        context_window,
+        keep_recent_tokens,
+        instructions,
+        conversation_id,
+        todo_list_id,
+        model,
+        system,
+        format,
+        rt,
+        call,
+    )
+    page, data = paged(rt, "compact", key, page_offset, lambda: _compact(*args))
+    return CompactResult(**page.model_dump(), report=data)
+
+
+def _compact(
+    messages: list[dict[str, Any]],
+    strategy: Any,
+    window: int,
+    keep_recent: int | None,
+    instructions: str | None,
+    conversation_id: str | None,
+    todo_list_id: str | None,
+    model: str | None,
+    system: Any,
+    fmt: str,
+    rt: Runtime,
+    call: CallContext,
+) -> tuple[Any, ...]:
+    transcript = parse_transcript(messages, system, fmt)
+    counter = counter_for(model)
+    todos, todo_source = _store_todos(rt, todo_list_id, call.client_id)
+    prior = Prior(todos=todos, todo_source=todo_source)
+    store = context_store(rt) if conversation_id else None
+    if store is not None and conversation_id:
+        saved = store.get(conversation_id)
+        if (
+            saved
+            and saved.covered_messages <= len(messages)
+            and (prefix_hash(messages, saved.covered_messages) == saved.prefix_hash)
+        ):
+            prior.summary, prior.covered = saved.summary, saved.covered_messages
+    call.report(0, 2, "summarising")
+    options = CompactOptions(strategy, window, keep_recent, instructions)
+    out, report, summary = compact(transcript.messages, counter, options, llm_summarizer(rt), prior)
+    stored = False
+    if store is not None and conversation_id and summary is not None and report.covered_sources > 0:
+        covered = report.covered_sources
+        store.put(conversation_id, summary, covered, prefix_hash(messages, covered), report.source)
+        stored = True
+    rendered, system_out = render(transcript, out)
+    data = CompactReportModel(
+        **{k: v for k, v in report.__dict__.items() if k in CompactReportModel.model_fields},
+        stored=stored,
+    )
+    data.messages_before, data.messages_after = len(messages), len(rendered)
+    return transcript.format, rendered, system_out, data

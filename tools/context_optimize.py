@@ -1,0 +1,118 @@
+"""optimize_context: shrink a conversation without an LLM (thin wrapper over context.optimize)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from context.compact import split_summary
+from context.messages import Msg, render
+from context.optimize import Budget, optimize
+from context.tokens import TOKENS_REPLY_PRIMING, Counter, counter_for
+from tools.context_common import (
+    ESTIMATED,
+    FormatParam,
+    MessagesPage,
+    MessagesParam,
+    ModelParam,
+    PageParam,
+    SystemParam,
+    WindowParam,
+    paged,
+    parse_transcript,
+)
+from tools.runtime import Runtime
+
+
+class OptimizeReport(BaseModel):
+    tokens_before: int = Field(description="Tokens of the input (see tokens_before_estimated).")
+    tokens_before_estimated: bool = Field(description=ESTIMATED)
+    tokens_after: int = Field(description="Tokens of the output.")
+    messages_before: int = Field(description="Messages in the input.")
+    messages_after: int = Field(description="Messages in the output.")
+    removed: int = Field(description="Messages removed (orphans and old turns).")
+    compressed: int = Field(description="Tool outputs compressed.")
+    orphans_removed: int = Field(description="Unanswered tool calls and results without their call, removed.")
+    budgets: dict[str, int] = Field(description="The token budgets used (target, system, recent, head...).")
+
+
+class OptimizeResult(MessagesPage):
+    report: OptimizeReport = Field(description="What was done.")
+
+
+def optimize_context(
+    messages: MessagesParam,
+    context_window: WindowParam,
+    target_ratio: Annotated[float, Field(gt=0, le=1, description="Aim for this share of the window.")] = 0.6,
+    summary_ratio: Annotated[
+        float, Field(ge=0, lt=1, description="Share of the target kept free for a summary (when one exists).")
+    ] = 0.26,
+    recent_ratio: Annotated[
+        float,
+        Field(
+            gt=0, le=1, description="Share of the budget for the newest messages; the rest for the oldest."
+        ),
+    ] = 0.65,
+    tool_output_max_tokens: Annotated[
+        int, Field(ge=20, le=100_000, description="Tool outputs above this many tokens are compressed.")
+    ] = 200,
+    min_messages: Annotated[
+        int, Field(ge=0, le=1000, description="Never drop turns when there are this few.")
+    ] = 10,
+    model: ModelParam = None,
+    system: SystemParam = None,
+    format: FormatParam = "auto",
+    page_offset: PageParam = 0,
+    *,
+    rt: Runtime,
+) -> OptimizeResult:
+    """Shrink a conversation without an LLM: drop unanswered tool calls and orphaned results, compress
+    big tool outputs (JSON-aware), keep system messages, the newest turns and the first request
+    under the budget. Tool chains stay whole: the output is always valid for the chat APIs."""
+
+    def compute() -> tuple[Any, ...]:
+        transcript = parse_transcript(messages, system, format)
+        counter = counter_for(model)
+        budget = Budget(
+            context_window, target_ratio, summary_ratio, recent_ratio, tool_output_max_tokens, min_messages
+        )
+        reserve = _summary_reserve(transcript.messages, counter, budget)
+        out, report = optimize(transcript.messages, counter, budget, reserve)
+        rendered, system_out = render(transcript, out)
+        data = OptimizeReport(
+            tokens_before=report.tokens_before + TOKENS_REPLY_PRIMING,
+            tokens_before_estimated=report.tokens_before_estimated,
+            tokens_after=report.tokens_after + TOKENS_REPLY_PRIMING,
+            messages_before=len(messages),
+            messages_after=len(rendered),
+            removed=max(len(messages) - len(rendered), 0),
+            compressed=report.compressed,
+            orphans_removed=report.orphans_removed,
+            budgets=report.budgets,
+        )
+        return transcript.format, rendered, system_out, data
+
+    key = dict(
+        m=messages,
+        s=system,
+        w=context_window,
+        t=target_ratio,
+        sr=summary_ratio,
+        r=recent_ratio,
+        to=tool_output_max_tokens,
+        mm=min_messages,
+        model=model,
+        f=format,
+    )
+    page, data = paged(rt, "optimize", key, page_offset, compute)
+    return OptimizeResult(**page.model_dump(), report=data)
+
+
+def _summary_reserve(msgs: list[Msg], counter: Counter, budget: Budget) -> int:
+    """Room kept free for the summary to grow: its share of the target minus what it uses now."""
+    _, previous = split_summary([m for m in msgs if m.role == "system"])
+    if previous is None:
+        return 0
+    share = int(budget.context_window * budget.target_ratio * budget.summary_ratio)
+    return max(share - counter.count(previous), 0)
