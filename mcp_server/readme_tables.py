@@ -22,10 +22,7 @@ DATA_DIR_DEFAULT = "platform user data dir (e.g. `~/.local/share/generalagent-mc
 
 
 def tool_kind(spec: ToolSpec) -> str:
-    if spec.read_only:
-        kind = "read-only"
-    else:
-        kind = "writes (destructive)" if spec.destructive else "writes"
+    kind = "read-only" if spec.read_only else "writes (destructive)" if spec.destructive else "writes"
     return kind + (", open world" if spec.open_world else "")
 
 
