@@ -222,7 +222,9 @@ class PolicyGate:
     # -- the Gate protocol
 
     async def check(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
-        verdict = self.verdict(spec, args, origin)
+        import anyio.to_thread  # the policy analysis may be slow: never on the event loop
+
+        verdict = await anyio.to_thread.run_sync(self.verdict, spec, args, origin)
         record = self._recorder(spec, args, verdict, origin)
         if verdict.action == "allow":
             record("allowed")
