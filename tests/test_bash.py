@@ -153,3 +153,26 @@ def test_default_session_workspace(make_settings: Any, data_dir: Path) -> None:
     rt = Runtime(make_settings(roots=[], bash_enabled=True))
     result = run_bash_command("pwd; ls", rt=rt, call=CallContext(tool="x", session_id="s9"))
     assert result.stdout.splitlines() == [str(data_dir.resolve() / "workspaces" / "s9"), "outputs", "temp", "uploads"]
+
+
+def test_without_a_sandbox_it_says_so_and_how_to_install(
+    rt: Runtime, call: CallContext, monkeypatch: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """No bwrap on PATH: the status says why and how to fix it, doctor warns, commands still run
+    (unsandboxed; the policy then asks for every one) with the private HOME and no git config."""
+    from mcp_server import cmd_doctor
+    from tools import sandbox
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without bwrap (bash itself is found by full path)
+    monkeypatch.setattr(bash, "_shell", lambda: "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh")
+    sandbox.sandbox_status.cache_clear()
+    try:
+        status = sandbox.sandbox_status()
+        assert not status.available and "apt-get install bubblewrap" in status.reason
+        check = cmd_doctor.check_sandbox(rt.settings)
+        assert not check.ok and not check.required and "NO OS sandbox" in check.detail
+        result = run_bash_command('echo "$HOME|$GIT_CONFIG_GLOBAL|$GIT_CONFIG_NOSYSTEM"', rt=rt, call=call)
+        home, config, nosystem = result.stdout.strip().split("|")
+        assert "generalagent-home-" in home and config == os.devnull and nosystem == "1"
+    finally:
+        sandbox.sandbox_status.cache_clear()
