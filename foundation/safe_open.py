@@ -25,8 +25,10 @@ from foundation.errors import InvalidInput, NotFound, PathNotAllowed
 
 Allowed = Callable[[Path], bool]
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | _CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC  # NONBLOCK: a FIFO must not hang open()
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC  # a FIFO must not hang open()
+_WALKS = os.open in os.supports_dir_fd  # False on Windows: there the resolved path is opened directly
 _SWAPPED = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
 
 
@@ -118,6 +120,8 @@ def open_file(real: Path, roots: Sequence[Path], allowed: Allowed, *, shown: str
     Raises NotFound, PathNotAllowed (a symlink swapped in, or it really is elsewhere) or
     InvalidInput (a folder, device, pipe or socket)."""
     shown = shown or real.name
+    if not _WALKS:
+        return os.open(real, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     dir_fd = open_dir(real.parent, roots, allowed, shown=shown)
     try:
         fd = os.open(real.name, _FILE_FLAGS, dir_fd=dir_fd)

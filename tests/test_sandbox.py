@@ -81,6 +81,9 @@ def test_secret_stores_data_dir_and_other_environs_are_invisible(
 ) -> None:
     """Reproducer 4's targets: ~/.ssh, ~/.aws, the data dir and /proc/<pid>/environ of others."""
     home = tmp_path / "home"
+    (tmp_path / "gnupg-real").mkdir()
+    home.mkdir()
+    (home / ".gnupg").symlink_to(tmp_path / "gnupg-real")  # a linked secret store: its target is hidden
     for name in (".ssh/id_rsa", ".aws/credentials", ".gnupg/key", ".config/gcloud/token", ".netrc"):
         (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(MARKER)

@@ -32,6 +32,8 @@ SECRET_HOME_ENTRIES = (
     ".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc", ".config/hub", ".password-store",
 )
 """Secret stores under the user's home that no sandboxed command may read."""
+SYSTEM_SECRETS = (Path("/var/run/docker.sock"), Path("/var/run/containerd"), Path("/var/run/secrets"))
+"""Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets."""
 INSTALL_HINT = {
     "linux": "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
              "bubblewrap`), then restart the server",
@@ -63,7 +65,7 @@ class SandboxSpec:
 def secret_paths(home: Path | None = None) -> tuple[Path, ...]:
     """The secret stores under `home` (default: the server user's home)."""
     base = home if home is not None else Path(os.path.expanduser("~"))
-    return tuple(base / entry for entry in SECRET_HOME_ENTRIES)
+    return (*(base / entry for entry in SECRET_HOME_ENTRIES), *SYSTEM_SECRETS)
 
 
 # -- Linux: bubblewrap -------------------------------------------------------------------------
@@ -86,9 +88,11 @@ def _visible(path: Path, writable: Iterable[Path]) -> bool:
 def _hide_args(paths: Iterable[Path]) -> list[str]:
     args: list[str] = []
     for path in paths:
-        if path.is_dir() and not path.is_symlink():
+        if path.is_symlink():
+            continue
+        if path.is_dir():
             args += ["--tmpfs", str(path)]
-        elif path.is_file() and not path.is_symlink():
+        else:  # a file or a socket (docker.sock): covered by an empty device
             args += ["--ro-bind", "/dev/null", str(path)]
     return args
 
@@ -104,7 +108,8 @@ def _resolv_conf_args() -> list[str]:
 def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> list[str]:
     """The bubblewrap command line that runs `argv` under `spec` (later mounts cover earlier ones)."""
     writable = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
-    hidden = sorted((p for p in _existing(spec.hidden) if _visible(p, writable)), key=lambda p: len(p.parts))
+    real_hidden = {Path(os.path.realpath(p)) for p in _existing(spec.hidden)}  # a linked ~/.ssh: hide its target
+    hidden = sorted((p for p in real_hidden if _visible(p, writable)), key=lambda p: len(p.parts))
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if spec.network:
         args.append("--share-net")
