@@ -25,7 +25,7 @@ from tools.sandbox import SandboxSpec, bwrap_argv, sandbox_status, seatbelt_prof
 MARKER = "s3cr3t-marker-7f1d"
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def need_sandbox() -> None:
     status = sandbox_status()
     if status.available:
@@ -53,6 +53,7 @@ def outside(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_sort_compress_program_runs_but_cannot_write_outside(rt: Runtime, workspace: Path, outside: Path) -> None:
     """Reproducer 1: `sort --compr=sh` executes lines of a workspace file; inside the sandbox the
     code runs (it may write in the root) but cannot change anything outside it."""
@@ -64,6 +65,7 @@ def test_sort_compress_program_runs_but_cannot_write_outside(rt: Runtime, worksp
     assert not (outside / "pwned.txt").exists() and not Path("/etc/pwned.txt").exists()
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_writes_outside_the_roots_fail(rt: Runtime, workspace: Path, outside: Path, data_dir: Path) -> None:
     """Reproducer 2's class: whatever spelling slips past the parser, writes land in the roots or nowhere."""
     targets = [outside / "a.txt", data_dir / "b.txt", Path.home() / f".bashrc-{MARKER}", Path("/usr/local") / MARKER]
@@ -76,6 +78,7 @@ def test_writes_outside_the_roots_fail(rt: Runtime, workspace: Path, outside: Pa
     assert "Read-only file system" in result.stderr
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_secret_stores_data_dir_and_other_environs_are_invisible(
     rt: Runtime, tmp_path: Path, data_dir: Path, monkeypatch: Any
 ) -> None:
@@ -98,11 +101,13 @@ def test_secret_stores_data_dir_and_other_environs_are_invisible(
     assert MARKER not in result.stdout + result.stderr
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_processes_of_the_host_are_not_visible(rt: Runtime) -> None:
     result = run(rt, "ls /proc | grep -c '^[0-9]'")
     assert int(result.stdout.strip()) < 10, result  # only the sandbox's own few processes
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_network_is_off_unless_enabled(make_settings: Any) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -128,12 +133,14 @@ def test_network_is_off_unless_enabled(make_settings: Any) -> None:
         listener.close()
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_cannot_regain_privileges_or_remount(rt: Runtime) -> None:
     result = run(rt, "grep CapEff /proc/self/status; mount -o remount,rw / 2>&1; echo x > /probe 2>&1; echo end")
     assert "CapEff:\t0000000000000000" in result.stdout, result
     assert not Path("/probe").exists()
 
 
+@pytest.mark.usefixtures("need_sandbox")
 def test_rules_file_inside_a_root_stays_read_only(make_settings: Any, workspace: Path) -> None:
     rules = workspace / "policy.toml"
     rules.write_text("# rules\n")
@@ -148,6 +155,7 @@ def _git(workspace: Path, *args: str) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.usefixtures("need_sandbox")
 async def test_workspace_gitconfig_fsmonitor_does_not_run(make_settings: Any, workspace: Path) -> None:
     """Reproducer 3, through the MCP client with bash enabled and the default rules: a tracked
     `.gitconfig` with core.fsmonitor must not run on `git status`."""
