@@ -8,6 +8,8 @@ heavy so that every layer (tools/, indexing/, context/) can use it.
 
 from __future__ import annotations
 
+import errno
+
 
 class GeneralAgentError(Exception):
     """Base class: an anticipated failure whose message names the fix."""
@@ -79,3 +81,26 @@ class ApprovalRequired(GeneralAgentError):
 
 class Cancelled(GeneralAgentError):
     """The caller cancelled the operation."""
+
+
+class DiskFull(GeneralAgentError):
+    """The disk (or the user's quota) is full."""
+
+    def __init__(self, message: str = "The disk is full: free space and retry.") -> None:
+        super().__init__(message)
+
+
+_SQLITE_FULL = 13
+_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+def plain_error(exc: BaseException) -> GeneralAgentError | None:
+    """A plain-words error for failures of the machine rather than of our code (a full disk or
+    quota, from the OS or from SQLite), or None when `exc` is not one of them."""
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return DiskFull()
+    if type(exc).__module__ == "sqlite3" and (
+        getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(exc)
+    ):
+        return DiskFull()
+    return None

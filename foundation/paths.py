@@ -19,9 +19,11 @@ Every tool that takes a path from a model resolves it here. The contract of
   can change through them;
 - `must_exist=True` raises `NotFound` when nothing is there.
 
-The resolved path is what tools must use afterwards (never the model's string).
-A component swapped for a symlink between resolution and use is a race this cannot
-close; writers open the final component with O_NOFOLLOW and rename within one folder.
+The resolved path is what tools must use afterwards (never the model's string), and
+they open it with `open_for_read` / `open_folder` (foundation/safe_open.py): walked from a
+handle of the root with O_NOFOLLOW on every component and checked on the opened
+descriptor, so a component swapped for a symlink after resolution is refused, never
+followed. Messages never show where a symlink outside the roots points.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from hashlib import sha256
 from pathlib import Path
 
 from foundation.errors import NotConfigured, NotFound, PathNotAllowed
+from foundation.safe_open import Allowed, open_dir, open_file
 from foundation.settings import Settings
 
 MAX_PATH_CHARS = 4096
@@ -139,7 +142,7 @@ def resolve_path(
     except OSError as exc:  # ELOOP, ENAMETOOLONG, ENOTDIR, EACCES
         raise _refuse(path, f"it cannot be resolved ({exc.strerror or exc})", roots) from None
     if not is_within(real, roots):
-        raise _refuse(path, f"it resolves to {real}, outside the workspace", roots)
+        raise _refuse(path, "it resolves outside the workspace (a symlink or '..' leads out)", roots)
     _check_not_server_data(settings, path, real, roots, for_write)
     if info is None:
         if os.path.lexists(real):  # a symlink whose target cannot be followed (a loop)
@@ -171,6 +174,32 @@ def _check_not_server_data(settings: Settings, path: str, real: Path, roots: Col
     protected = [p for p in (settings.policy_file, settings.agents_file) if p is not None]
     if for_write and any(real == Path(os.path.realpath(p)) for p in protected):
         raise _refuse(path, "it is the server's rules or agents file, which tools may not change", roots)
+
+
+def fd_allowed(settings: Settings, roots: Collection[Path]) -> Allowed:
+    """The rule for where an opened descriptor may really be: inside a root, and not in the
+    server's data folder (except its workspaces/)."""
+    data_dirs = server_data_dirs(settings)
+    workspaces = data_dirs[0] / "workspaces"
+
+    def allowed(real: Path) -> bool:
+        return is_within(real, roots) and (not is_within(real, data_dirs) or real.is_relative_to(workspaces))
+
+    return allowed
+
+
+def open_for_read(settings: Settings, real: Path, session_id: str | None = None, shown: str = "") -> int:
+    """A read-only descriptor of a resolved regular file, opened race-free (see the module doc)."""
+    roots = roots_for(settings, session_id)
+    return open_file(real, roots, fd_allowed(settings, roots), shown=shown or real.name)
+
+
+def open_folder(
+    settings: Settings, real: Path, session_id: str | None = None, *, create: bool = False, shown: str = ""
+) -> int:
+    """A handle of a resolved folder (created with its parents when `create`), opened race-free."""
+    roots = roots_for(settings, session_id)
+    return open_dir(real, roots, fd_allowed(settings, roots), create=create, shown=shown or real.name)
 
 
 def display_path(path: Path, roots: Sequence[Path]) -> str:

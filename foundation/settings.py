@@ -61,6 +61,7 @@ class Settings(BaseModel):
     policy_file: Path | None = Field(default=None, description="User approval rules (TOML); default: data dir.")
     approval_ttl_seconds: int = Field(default=600, ge=10, description="How long an out-of-band approval lasts.")
     bash_enabled: bool = Field(default=False, description="Enable run_bash_command (always policy-checked).")
+    bash_network: bool = Field(default=False, description="Let sandboxed shell commands use the network.")
     # Indexing limits
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1, description="Largest file that is indexed.")
     max_extracted_chars: int = Field(default=20_000_000, ge=1000, description="Text cap per document.")

@@ -11,6 +11,7 @@ written, and indexed paths under the folder whose files are gone are removed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundation.errors import Cancelled, GeneralAgentError, LimitExceeded
+from foundation.safe_open import opened
 from indexing.analyzer import analyze
 from indexing.model import Chunk, ChunkingOptions, Extracted, ExtractionLimits
 from indexing.store import AnalyzedChunk, IndexStore
@@ -73,16 +75,26 @@ class _Prepared:
     unchanged: bool = False
 
 
-def file_digest(path: Path, max_bytes: int) -> str:
-    """sha256 of the file's bytes (LimitExceeded past `max_bytes`: it grew while we read it)."""
+def file_digest(path: Path, max_bytes: int, fd: int | None = None) -> str:
+    """sha256 of the file's bytes (LimitExceeded past `max_bytes`: it grew while we read it);
+    with `fd`, of that open descriptor's content (read with pread, from the start)."""
     digest, total = hashlib.sha256(), 0
-    with path.open("rb") as fh:
-        while block := fh.read(_HASH_BLOCK):
+    with contextlib.ExitStack() as stack:
+        if fd is None:
+            fd = stack.enter_context(opened(open_plain(path)))
+        while block := os.pread(fd, _HASH_BLOCK, total):
             total += len(block)
             if total > max_bytes:
                 raise LimitExceeded(f"{path.name} is larger than the {max_bytes:,} byte limit (max_file_bytes).")
             digest.update(block)
     return digest.hexdigest()
+
+
+def open_plain(path: Path) -> int:
+    """The default opener: read-only, never following a symlink as the last component."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def analyze_chunks(chunks: Iterable[Chunk]) -> list[AnalyzedChunk]:
@@ -92,8 +104,12 @@ def analyze_chunks(chunks: Iterable[Chunk]) -> list[AnalyzedChunk]:
 class Indexer:
     def __init__(
         self, store: IndexStore, limits: ExtractionLimits | None = None, chunking: ChunkingOptions | None = None,
-        should_cancel: ShouldCancel | None = None,
+        should_cancel: ShouldCancel | None = None, opener: Callable[[Path], int] | None = None,
     ) -> None:
+        """`opener(path) -> fd` opens each file once (default: no symlink as the last component;
+        tools pass a race-free opener confined to the workspace roots); everything read from a
+        file (size, hash, text) comes from that one descriptor."""
+        self.opener = opener or open_plain
         self.store = store
         self.limits = limits or ExtractionLimits()
         self.chunking = chunking or ChunkingOptions()
@@ -124,19 +140,8 @@ class Indexer:
             prep.unchanged, prep.error = True, row.error or ""  # known-bad files are not re-read until changed
             return prep
         try:
-            if prep.size > self.limits.max_file_bytes:
-                raise LimitExceeded(
-                    f"{prep.path.name} is {prep.size:,} bytes, over the {self.limits.max_file_bytes:,} byte "
-                    "limit (max_file_bytes); raise the limit to index it."
-                )
-            prep.digest = file_digest(prep.path, self.limits.max_file_bytes)
-            prep.doc_id = self.store.doc_id_for_hash(prep.digest)
-            if prep.doc_id is None:
-                from indexing.chunking import chunk_document
-                from indexing.extract import extract_file
-
-                prep.extracted = extract_file(prep.path, self.limits, should_cancel=self.should_cancel)
-                prep.chunks = chunk_document(prep.extracted, self.chunking)
+            with opened(self.opener(prep.path)) as fd:
+                self._read_fd(prep, fd)
         except Cancelled:
             raise
         except GeneralAgentError as exc:
@@ -146,6 +151,25 @@ class Indexer:
         except Exception as exc:  # a parser bug must not stop a folder
             prep.error = f"{_UNEXPECTED} ({type(exc).__name__}: {str(exc)[:300]})"
         return prep
+
+    def _read_fd(self, prep: _Prepared, fd: int) -> None:
+        info = os.fstat(fd)  # what is recorded is what was read, even if the file changed since _stat
+        if not stat.S_ISREG(info.st_mode):
+            raise LimitExceeded(f"{prep.path.name} is not a regular file")
+        prep.size, prep.mtime_ns = info.st_size, info.st_mtime_ns
+        if prep.size > self.limits.max_file_bytes:
+            raise LimitExceeded(
+                f"{prep.path.name} is {prep.size:,} bytes, over the {self.limits.max_file_bytes:,} byte "
+                "limit (max_file_bytes); raise the limit to index it."
+            )
+        prep.digest = file_digest(prep.path, self.limits.max_file_bytes, fd)
+        prep.doc_id = self.store.doc_id_for_hash(prep.digest)
+        if prep.doc_id is None:
+            from indexing.chunking import chunk_document
+            from indexing.extract import extract_file
+
+            prep.extracted = extract_file(prep.path, self.limits, should_cancel=self.should_cancel, fd=fd)
+            prep.chunks = chunk_document(prep.extracted, self.chunking)
 
     def _write(self, prep: _Prepared) -> FileOutcome:
         key = str(prep.path)

@@ -115,6 +115,14 @@ def check_llm(settings: Settings) -> Check:
                  "set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL", required=False)
 
 
+def check_sandbox(settings: Settings) -> Check:
+    from tools.sandbox import describe, sandbox_status
+
+    status = sandbox_status()
+    network = " Network for commands: " + ("on (bash_network)." if settings.bash_network else "off.")
+    return Check("shell sandbox", status.available, describe(status) + network, required=False)
+
+
 CHECKS: list[Callable[[Settings], Check]] = [
     check_data_dir,
     check_roots,
@@ -127,6 +135,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_module("openpyxl", "openpyxl"),
     check_module("pptx", "python-pptx"),
     check_llm,
+    check_sandbox,
 ]
 
 

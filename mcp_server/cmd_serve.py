@@ -19,10 +19,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Enable run_bash_command (env GENERALAGENT_BASH_ENABLED).")
 
 
+def log_sandbox() -> None:
+    """Say at start-up whether shell commands run in an OS sandbox (without one, every command asks)."""
+    import logging
+
+    from tools.sandbox import describe, sandbox_status
+
+    status = sandbox_status()
+    logging.getLogger("generalagent.sandbox").log(logging.INFO if status.available else logging.WARNING,
+                                                  describe(status))
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from mcp_server.transports import configure_logging, run_http, run_stdio, transport_security
 
     configure_logging(settings.log_level)
+    if settings.bash_enabled:
+        log_sandbox()
     if args.transport == "http":
         transport_security(settings, args.host)  # fail fast on an unsafe bind before building anything
     with contextlib.redirect_stdout(sys.stderr):  # stray prints while importing/building must not reach the wire

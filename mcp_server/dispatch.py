@@ -1,17 +1,23 @@
 """The single dispatch point: every tool call, from a client or a sub-agent, passes here.
 
-It checks the call with the approval gate, injects `rt`/`call`, runs sync tools in a
-worker thread, times and logs the call, turns exceptions into clear error messages and
-bounds the size of the result. Tool bodies never re-implement any of this.
+It caps argument sizes at the edge (before any analysis), checks the call with the approval
+gate, injects `rt`/`call`, runs sync tools in a worker thread, times and logs the call, turns
+exceptions into clear error messages and bounds the size of the result. Tool bodies never
+re-implement any of this. Nothing slow runs on the event loop: the gate's policy analysis
+runs in a worker thread (mcp_server/approval/gate.py), as do sync tools, so one slow call
+cannot delay the others.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import os
+import re
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -21,11 +27,49 @@ from pydantic import BaseModel, ValidationError
 
 from foundation.bounding import bound_json
 from foundation.calls import CallOrigin
-from foundation.errors import GeneralAgentError, InvalidInput, NotFound
+from foundation.errors import (
+    ApprovalRequired,
+    GeneralAgentError,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    plain_error,
+)
+from foundation.paths import MAX_PATH_CHARS
 from foundation.toolspec import ToolSpec, validate_arguments, validation_summary
 from tools.runtime import CallContext, Runtime
 
 log = logging.getLogger("generalagent.dispatch")
+
+PATH_ARGUMENTS = frozenset({"path", "paths", "directory"})
+"""Arguments that name workspace paths: capped at MAX_PATH_CHARS bytes each at the edge."""
+
+
+def _command_limit() -> int:
+    from tools.bash import MAX_COMMAND_CHARS
+
+    return MAX_COMMAND_CHARS
+
+
+def arguments_fit(args: dict[str, Any]) -> bool:
+    try:
+        check_argument_sizes(args)
+    except LimitExceeded:
+        return False
+    return True
+
+
+def check_argument_sizes(args: dict[str, Any]) -> None:
+    """Refuse oversized paths and commands before any analysis (cheap: lengths only)."""
+    for name, value in args.items():
+        if name in PATH_ARGUMENTS:
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and (len(item) > MAX_PATH_CHARS or len(item.encode()) > MAX_PATH_CHARS):
+                    raise LimitExceeded(f"{name!r} is longer than {MAX_PATH_CHARS:,} bytes; no path is that long. "
+                                        "Give a real path inside the workspace.")
+        elif name == "command" and isinstance(value, str) and len(value) > _command_limit():
+            raise LimitExceeded(f"The command is longer than {_command_limit():,} characters. Write the script to a "
+                                "file with write_file and run that file instead.")
 
 
 class Gate(Protocol):
@@ -58,8 +102,20 @@ class Dispatcher:
     async def run(
         self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False
     ) -> BaseModel:
-        """Check, run and time one call; returns the tool's result model or raises GeneralAgentError."""
+        """Check, run and time one call; returns the tool's result model or raises GeneralAgentError
+        (whose message never shows the server's data folder: see `redact_data_dir`)."""
+        try:
+            return await self._run(name, args, origin, sink, validate)
+        except GeneralAgentError as exc:
+            if not isinstance(exc, ApprovalRequired):  # its `approve` command is for the human
+                exc.args = (redact_data_dir(str(exc), self.runtime.settings.data_dir),)
+            raise
+
+    async def _run(
+        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False
+    ) -> BaseModel:
         spec = self.spec(name)
+        check_argument_sizes(args)
         if validate:
             args = validate_arguments(spec, args)
         started = time.perf_counter()
@@ -73,6 +129,10 @@ class Dispatcher:
             log.info("tool %s produced invalid data: %s", name, exc)
             raise InvalidInput(f"{name}: invalid value: {validation_summary(exc)}") from exc
         except Exception as exc:
+            plain = plain_error(exc)
+            if plain is not None:
+                log.warning("tool %s failed after %.0f ms: %s (%s)", name, _ms(started), plain, exc)
+                raise plain from exc
             log.exception("tool %s crashed after %.0f ms", name, _ms(started))
             raise GeneralAgentError(
                 f"Internal error in {name} ({type(exc).__name__}: {exc}). The server is still running; "
@@ -114,6 +174,15 @@ async def _run_in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], call: C
     except anyio.get_cancelled_exc_class():
         call.cancel_event.set()  # the worker sees it at its next check_cancelled()
         raise
+
+
+def redact_data_dir(message: str, data_dir: Path) -> str:
+    """`message` with the data folder's absolute path replaced by "<data dir>" (the per-session
+    workspaces in it stay: they are workspace roots the model works in)."""
+    for form in dict.fromkeys((os.path.realpath(data_dir), str(data_dir))):
+        if form in message:
+            message = re.sub(re.escape(form) + r"(?!/workspaces\b)(?=$|[/\s'\")\],:;.])", "<data dir>", message)
+    return message
 
 
 def _ms(started: float) -> float:

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
+import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -29,7 +30,7 @@ from mcp_server import registry
 from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitation
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
-from mcp_server.dispatch import Dispatcher
+from mcp_server.dispatch import Dispatcher, arguments_fit
 from tools.runtime import Runtime
 
 log = logging.getLogger("generalagent.server")
@@ -124,7 +125,9 @@ def _approval_resolver(spec: ToolSpec, dispatcher: Dispatcher, names: list[str])
         gate = dispatcher.gate
         if not isinstance(gate, PolicyGate) or not supports_form_elicitation(ctx):
             return None
-        question = gate.question(spec, args, origin_from_context(ctx))
+        if not arguments_fit(args):
+            return None  # refused with a clear error by the dispatcher, before any analysis
+        question = await anyio.to_thread.run_sync(gate.question, spec, args, origin_from_context(ctx))
         return Elicit(question[0], question[1]) if question else None
 
     approval_question.__qualname__ = f"approval_question.{spec.name}"

@@ -27,23 +27,28 @@ def call() -> CallContext:
     return CallContext(tool="run_bash_command")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a killed orphan stays a zombie until its new parent reaps it: that counts as dead
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+def _running_with(marker: str) -> list[int]:
+    """Host pids whose command line contains `marker` (sandboxed commands have their own pid
+    namespace, so a pid printed inside the sandbox is not a host pid)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if marker in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
 
 
-def assert_dead(pid: int) -> None:
+def assert_none_running(marker: str) -> None:
     for _ in range(100):
-        if not _alive(pid):
+        if not _running_with(marker):
             return
         time.sleep(0.05)
-    pytest.fail(f"process {pid} is still alive")
+    pytest.fail(f"processes with {marker!r} are still alive: {_running_with(marker)}")
 
 
 def test_disabled_by_default(settings: Any, call: CallContext) -> None:
@@ -52,10 +57,12 @@ def test_disabled_by_default(settings: Any, call: CallContext) -> None:
 
 
 def test_runs_in_workspace_with_exit_code_and_streams(rt: Runtime, call: CallContext, workspace: Path) -> None:
-    result = run_bash_command('pwd; echo "$HOME"; echo oops >&2; printf "é"; exit 7', rt=rt, call=call)
+    result = run_bash_command('pwd; echo "$HOME"; ls -A "$HOME"; echo oops >&2; printf "é"; exit 7', rt=rt, call=call)
     root = str(workspace.resolve())
     assert result.exit_code == 7 and not result.timed_out
-    assert result.stdout == f"{root}\n{root}\né" and result.stderr == "oops\n"
+    cwd, home, rest = result.stdout.split("\n", 2)
+    assert cwd == root and rest == "é" and result.stderr == "oops\n"
+    assert "generalagent-home-" in home and not Path(home).exists()  # private, empty, removed after
     assert result.cwd == root and result.stdout_bytes == len(result.stdout.encode())
 
 
@@ -81,17 +88,18 @@ def test_scrubbed_env_unit(tmp_path: Path) -> None:
         "PATH": "/bin", "my_key": "x", "Session_Token": "y", "LANG": "de_DE.UTF-8", "MYSQL_PWD": "p",
         "DATABASE_URL": "postgres://app:hunter2@db/app", "CI_VALUE": "ghp_abcdefghijklmnop",
         "CERT": "-----BEGIN RSA PRIVATE KEY-----", "DOCS_URL": "https://example.org/x", "EDITOR": "vi",
-    }, tmp_path)
+    }, tmp_path, tmp_path / "home")
     assert env == {"PATH": "/bin", "LANG": "de_DE.UTF-8", "DOCS_URL": "https://example.org/x", "EDITOR": "vi",
-                   "HOME": str(tmp_path), "PWD": str(tmp_path)}
+                   "HOME": str(tmp_path / "home"), "PWD": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "home/.config"),
+                   "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def test_timeout_kills_the_whole_group(rt: Runtime, call: CallContext, workspace: Path) -> None:
     started = time.monotonic()
-    result = run_bash_command("sleep 100 & echo $! > bg.pid; sleep 100", timeout=1, rt=rt, call=call)
+    result = run_bash_command("sleep 101.25 & sleep 100", timeout=1, rt=rt, call=call)
     assert time.monotonic() - started < 5
     assert result.timed_out and result.exit_code is None and "killed after 1 s" in result.stderr
-    assert_dead(int((workspace / "bg.pid").read_text()))
+    assert_none_running("sleep 101.25")
 
 
 def test_plain_sleep_pair_times_out(rt: Runtime, call: CallContext) -> None:
@@ -102,9 +110,9 @@ def test_plain_sleep_pair_times_out(rt: Runtime, call: CallContext) -> None:
 
 def test_background_children_do_not_hold_the_call(rt: Runtime, call: CallContext) -> None:
     started = time.monotonic()
-    result = run_bash_command("sleep 100 & echo $!", timeout=30, rt=rt, call=call)
+    result = run_bash_command("sleep 102.25 & echo $!", timeout=30, rt=rt, call=call)
     assert time.monotonic() - started < 5 and result.exit_code == 0 and not result.timed_out
-    assert_dead(int(result.stdout.strip()))
+    assert_none_running("sleep 102.25")
 
 
 def test_shell_that_closes_its_outputs_is_still_awaited(rt: Runtime, call: CallContext) -> None:
@@ -130,9 +138,10 @@ def test_cancel_kills_the_command(rt: Runtime, workspace: Path) -> None:
     threading.Timer(0.5, call.cancel_event.set).start()
     started = time.monotonic()
     with pytest.raises(Cancelled):
-        run_bash_command("echo $$ > sh.pid; sleep 100", timeout=60, rt=rt, call=call)
+        run_bash_command("echo started > sh.log; sleep 103.25", timeout=60, rt=rt, call=call)
     assert time.monotonic() - started < 5
-    assert_dead(int((workspace / "sh.pid").read_text()))
+    assert (workspace / "sh.log").is_file()
+    assert_none_running("sleep 103.25")
 
 
 def test_bad_command(rt: Runtime, call: CallContext) -> None:
@@ -144,3 +153,26 @@ def test_default_session_workspace(make_settings: Any, data_dir: Path) -> None:
     rt = Runtime(make_settings(roots=[], bash_enabled=True))
     result = run_bash_command("pwd; ls", rt=rt, call=CallContext(tool="x", session_id="s9"))
     assert result.stdout.splitlines() == [str(data_dir.resolve() / "workspaces" / "s9"), "outputs", "temp", "uploads"]
+
+
+def test_without_a_sandbox_it_says_so_and_how_to_install(
+    rt: Runtime, call: CallContext, monkeypatch: Any, tmp_path: Path, capsys: Any
+) -> None:
+    """No bwrap on PATH: the status says why and how to fix it, doctor warns, commands still run
+    (unsandboxed; the policy then asks for every one) with the private HOME and no git config."""
+    from mcp_server import cmd_doctor
+    from tools import sandbox
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without bwrap (bash itself is found by full path)
+    monkeypatch.setattr(bash, "_shell", lambda: "/bin/bash" if Path("/bin/bash").exists() else "/bin/sh")
+    sandbox.sandbox_status.cache_clear()
+    try:
+        status = sandbox.sandbox_status()
+        assert not status.available and "apt-get install bubblewrap" in status.reason
+        check = cmd_doctor.check_sandbox(rt.settings)
+        assert not check.ok and not check.required and "NO OS sandbox" in check.detail
+        result = run_bash_command('echo "$HOME|$GIT_CONFIG_GLOBAL|$GIT_CONFIG_NOSYSTEM"', rt=rt, call=call)
+        home, config, nosystem = result.stdout.strip().split("|")
+        assert "generalagent-home-" in home and config == os.devnull and nosystem == "1"
+    finally:
+        sandbox.sandbox_status.cache_clear()

@@ -86,8 +86,9 @@ def test_symlink_to_outside_file_is_refused(rt: Runtime, workspace: Path, outsid
     (workspace / "link").symlink_to(outside)
     for_write_too = [False, True]
     for for_write in for_write_too:
-        with pytest.raises(PathNotAllowed, match=str(outside)):
+        with pytest.raises(PathNotAllowed, match="outside the workspace") as caught:
             resolve_path(rt.settings, "link", for_write=for_write)
+        assert str(outside) not in str(caught.value)  # where a symlink points is not shown to the model
 
 
 def test_symlinked_folder_out_is_refused(rt: Runtime, workspace: Path, tmp_path: Path) -> None:

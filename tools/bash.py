@@ -1,5 +1,6 @@
-"""run_bash_command: one shell command in the workspace, with a scrubbed environment, bounded
-output and a hard time limit that kills the command's whole process group.
+"""run_bash_command: one shell command in the workspace, inside the OS sandbox (tools/sandbox.py)
+when one works here, with a scrubbed environment, a private empty HOME (no user or system git
+config), bounded output and a hard time limit that kills the command's whole process group.
 
 Disabled unless settings.bash_enabled. Whether a command may run at all is decided by the
 policy at the dispatch point; this module only makes running it safe and bounded.
@@ -14,6 +15,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,8 +24,10 @@ from typing import IO, Annotated
 from pydantic import BaseModel, Field
 
 from foundation.errors import InvalidInput, NotConfigured
-from foundation.paths import roots_for
+from foundation.paths import roots_for, server_data_dirs
+from foundation.settings import Settings
 from tools.runtime import CallContext, Runtime
+from tools.sandbox import SandboxSpec, sandbox_status, secret_paths, wrap
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
 SECRET_VALUE = re.compile(
@@ -38,9 +42,10 @@ EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children 
 MAX_COMMAND_CHARS = 100_000
 
 
-def scrubbed_env(environ: Mapping[str, str], workspace: Path) -> dict[str, str]:
+def scrubbed_env(environ: Mapping[str, str], workspace: Path, home: Path) -> dict[str, str]:
     """The server's environment minus secrets (by name or by well-known value shapes) and our own
-    settings, with HOME/PWD = the workspace."""
+    settings, with PWD = the workspace, HOME = a private empty folder and no user/system git config
+    (a `.gitconfig` in the workspace must not become git's global config)."""
     env = {
         name: value
         for name, value in environ.items()
@@ -48,7 +53,8 @@ def scrubbed_env(environ: Mapping[str, str], workspace: Path) -> dict[str, str]:
         and not name.upper().startswith(DROPPED_PREFIXES)
         and not SECRET_VALUE.search(value)
     }
-    env.update(HOME=str(workspace), PWD=str(workspace))
+    env.update(HOME=str(home), PWD=str(workspace), XDG_CONFIG_HOME=str(home / ".config"),
+               GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
     env.setdefault("PATH", os.defpath)
     env.setdefault("LANG", "C.UTF-8")
     return env
@@ -156,10 +162,31 @@ def run_bash_command(
         )
     if "\x00" in command or len(command) > MAX_COMMAND_CHARS:
         raise InvalidInput(f"The command must be under {MAX_COMMAND_CHARS} characters without NUL bytes.")
-    workspace = roots_for(rt.settings, call.session_id)[0]
+    roots = roots_for(rt.settings, call.session_id)
+    with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
+        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)))
+        return _run(command_argv(command, spec), spec, timeout, call)
+
+
+def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path) -> SandboxSpec:
+    """What a command may see and change: the roots (the first is the working folder), a private
+    HOME; not the server's data folder or secret stores; the rules/agents files stay read-only."""
+    protected = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file) if p)
+    return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=(*server_data_dirs(settings), *secret_paths()),
+                       read_only=protected, network=settings.bash_network)
+
+
+def command_argv(command: str, spec: SandboxSpec) -> list[str]:
+    """The argv that runs `command`: inside the OS sandbox when one works here, else plain bash."""
+    argv = [_shell(), "-c", command]
+    return wrap(argv, spec) if sandbox_status().available else argv
+
+
+def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) -> BashResult:
+    workspace = spec.cwd
     started = time.monotonic()
     proc = subprocess.Popen(
-        [_shell(), "-c", command], cwd=workspace, env=scrubbed_env(os.environ, workspace),
+        argv, cwd=workspace, env=scrubbed_env(os.environ, workspace, spec.home),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True, close_fds=True,
     )

@@ -18,7 +18,8 @@ from pydantic import BaseModel, Field
 
 from foundation.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
 from foundation.globs import GlobPattern
-from foundation.paths import display_path, resolve_path, roots_for
+from foundation.paths import display_path, fd_allowed, open_for_read, resolve_path, roots_for
+from foundation.safe_open import open_inside, opened
 from indexing.model import ChunkingOptions, ExtractionLimits
 from tools.runtime import CallContext, Runtime, Service
 
@@ -101,7 +102,10 @@ def _indexer(rt: Runtime, call: CallContext | None = None) -> Indexer:
     s = rt.settings
     limits = rt.extraction_limits()
     chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
-    return Indexer(index_store(rt), limits, chunking, should_cancel=(lambda: call.cancelled) if call else None)
+    roots = roots_for(s, call.session_id if call else None)
+    allowed = fd_allowed(s, roots)
+    return Indexer(index_store(rt), limits, chunking, should_cancel=(lambda: call.cancelled) if call else None,
+                   opener=lambda path: open_inside(path, roots, allowed))
 
 
 # -- result models ------------------------------------------------------------------------------
@@ -300,8 +304,13 @@ def search_file(
         kind = detect_kind(real)
     except ExtractionError as exc:
         raise InvalidInput(str(exc)) from None
-    if kind == "text" and real.stat().st_size <= LIVE_TEXT_MAX_BYTES:
-        hits = _search_lines(real, query, mode, use_regex, max_results, context_chars, rt.extraction_limits())
+    hits = None
+    if kind == "text":
+        with opened(open_for_read(rt.settings, real, call.session_id, shown=path)) as fd:
+            if os.fstat(fd).st_size <= LIVE_TEXT_MAX_BYTES:  # small text files: searched live, by line
+                hits = _search_lines(real, fd, query, mode, use_regex, max_results, context_chars,
+                                     rt.extraction_limits())
+    if hits is not None:
         return SearchFileResult(
             path=shown, kind=kind, hits=hits, searched="lines", note=None if hits else _no_hits_note(query, mode)
         )
@@ -323,13 +332,13 @@ def search_file(
 
 
 def _search_lines(
-    real: Path, query: str, mode: SearchMode, use_regex: bool, limit: int, context_chars: int,
+    real: Path, fd: int, query: str, mode: SearchMode, use_regex: bool, limit: int, context_chars: int,
     limits: ExtractionLimits,
 ) -> list[Hit]:
     from indexing.extract import extract_file
     from indexing.search import rank_lines
 
-    text = extract_file(real, limits).text
+    text = extract_file(real, limits, fd=fd).text
     lines = text.split("\n")
     found = _regex_lines(text, query, limit) if use_regex else rank_lines(text, query, mode, limit)
     out = []

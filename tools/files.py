@@ -13,6 +13,7 @@ Extractions are cached per (path, mtime, size) so paging does not re-parse a doc
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
@@ -31,7 +32,16 @@ from foundation.bounding import dumps, estimate_tokens
 from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 from foundation.filewalk import walk_files
 from foundation.globs import GlobPattern
-from foundation.paths import INDEX_DIR_NAMES, display_path, resolve_path, roots_for, server_data_dirs
+from foundation.paths import (
+    INDEX_DIR_NAMES,
+    display_path,
+    open_folder,
+    open_for_read,
+    resolve_path,
+    roots_for,
+    server_data_dirs,
+)
+from foundation.safe_open import opened, read_fd
 from tools.runtime import CallContext, Runtime, Service
 
 TEXT_WHOLE_BYTES = 100_000
@@ -93,28 +103,30 @@ class _ExtractCache:
         return value
 
 
-def _extract_any(real: Path, limits: Any, call: CallContext) -> Any:
-    """extract_file for supported types; other files are tried as text (binary ones are refused)."""
+def _extract_any(real: Path, fd: int, limits: Any, call: CallContext) -> Any:
+    """extract_file for supported types; other files are tried as text (binary ones are refused).
+    Reads the opened descriptor `fd`, never the path again."""
     from indexing.extract import extract_file, is_supported
     from indexing.model import Extracted
 
     if is_supported(real):
-        return extract_file(real, limits, should_cancel=lambda: call.cancelled)
+        return extract_file(real, limits, should_cancel=lambda: call.cancelled, fd=fd)
     from indexing.extract.text import extract_text_file
 
-    size = real.stat().st_size
+    size = os.fstat(fd).st_size
     if size > limits.max_file_bytes:
         raise LimitExceeded(f"{real.name} is {size} bytes, over max_file_bytes ({limits.max_file_bytes}).")
     if size == 0:
         return Extracted(text="", units=[], kind="text", warnings=["file is empty"])
-    return extract_text_file(real, limits)
+    return extract_text_file(real, limits, fd=fd)
 
 
-def _extract(rt: Runtime, real: Path, info: os.stat_result, call: CallContext) -> Any:
+def _extract(rt: Runtime, real: Path, fd: int, call: CallContext) -> Any:
     limits = rt.extraction_limits()
     cache = _EXTRACT_CACHE.of(rt)
+    info = os.fstat(fd)
     key = (str(real), info.st_mtime_ns, info.st_size)
-    return cache.get(key, lambda: _extract_any(real, limits, call))
+    return cache.get(key, lambda: _extract_any(real, fd, limits, call))
 
 
 def _json_tokens(text: str) -> int:
@@ -207,12 +219,11 @@ def read_file(
     with offset=next_offset until it is null."""
     session = call.session_id
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
-    info = os.stat(real)
-    if stat.S_ISDIR(info.st_mode):
+    if real.is_dir():
         raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r}.")
-    if not stat.S_ISREG(info.st_mode):
-        raise InvalidInput(f"{path!r} is not a regular file (device, pipe or socket) and cannot be read.")
-    extracted = _extract(rt, real, info, call)
+    with opened(open_for_read(rt.settings, real, session, shown=path)) as fd:
+        small = os.fstat(fd).st_size <= TEXT_WHOLE_BYTES
+        extracted = _extract(rt, real, fd, call)
     text: str = extracted.text
     if offset > len(text):
         raise InvalidInput(f"offset {offset} is past the end of {path!r} ({len(text)} characters). Use 0.")
@@ -220,7 +231,7 @@ def read_file(
     if extracted.kind in DOC_PREVIEW:
         max_units, max_chars = DOC_PREVIEW[extracted.kind]
         end = _document_end(extracted, offset, max_units, min(max_chars, limit or max_chars))
-    elif offset == 0 and limit is None and info.st_size <= TEXT_WHOLE_BYTES:
+    elif offset == 0 and limit is None and small:
         end = len(text)
     else:
         end = min(len(text), offset + (limit or TEXT_PAGE_CHARS))
@@ -247,26 +258,6 @@ class WriteFileResult(BaseModel):
     created: bool = Field(description="False when an existing file was replaced.")
 
 
-def _make_dirs(folder: Path) -> None:
-    """mkdir -p without recursion (Path.mkdir(parents=True) recurses once per missing level)."""
-    missing: list[Path] = []
-    current = folder
-    while not current.exists():
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    if not current.is_dir():
-        raise InvalidInput(f"{current} exists and is not a folder, so no file can be created below it.")
-    for part in reversed(missing):
-        try:
-            os.mkdir(part)
-        except FileExistsError:
-            pass
-        except NotADirectoryError:
-            raise InvalidInput(f"{part.parent} is not a folder, so no file can be created below it.") from None
-
-
 def _version(path: Path) -> tuple[int, int] | None:
     try:
         info = os.stat(path, follow_symlinks=False)
@@ -275,31 +266,48 @@ def _version(path: Path) -> tuple[int, int] | None:
     return info.st_mtime_ns, info.st_size
 
 
-def atomic_write(target: Path, data: bytes, expect: tuple[int, int] | None = None) -> None:
-    """Write through a new temp file in the same folder, then rename over the target.
+def _version_at(dir_fd: int, name: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return info.st_mtime_ns, info.st_size
 
-    The rename replaces a symlink swapped in at the last moment instead of writing through it;
-    an existing file keeps its permission bits; a new one gets the umask's. With `expect`
-    (mtime_ns, size), a file changed by someone else meanwhile is left alone (Conflict).
+
+def atomic_write(target: Path, data: bytes, expect: tuple[int, int] | None = None) -> None:
+    """atomic_write_at for a path whose folder is trusted (tests, server-owned files)."""
+    with opened(os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)) as dir_fd:
+        atomic_write_at(dir_fd, target.name, data, expect)
+
+
+def atomic_write_at(dir_fd: int, name: str, data: bytes, expect: tuple[int, int] | None = None) -> None:
+    """Write through a new temp file in the opened folder `dir_fd`, then rename it over `name`.
+
+    Nothing is written through a symlink: the temp file is created O_EXCL|O_NOFOLLOW and the
+    rename replaces the name itself. An existing file keeps its permission bits; a new one gets
+    the umask's. With `expect` (mtime_ns, size), a file changed by someone else meanwhile is left
+    alone (Conflict).
     """
     mode: int | None = None
-    if target.exists():
-        mode = stat.S_IMODE(os.stat(target, follow_symlinks=False).st_mode)
-    tmp = target.parent / f".{target.name[:60]}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    with contextlib.suppress(FileNotFoundError):
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None
+    tmp = f".{name[:60]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        if expect is not None and _version(target) != expect:
-            raise Conflict(f"{target.name} changed while it was being edited; nothing was written. "
+        if expect is not None and _version_at(dir_fd, name) != expect:
+            raise Conflict(f"{name} changed while it was being edited; nothing was written. "
                            "Read it again and repeat the edit.")
-        os.replace(tmp, target)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -323,10 +331,9 @@ def write_file(
     session = call.session_id
     real = _writable_target(rt, path, session)
     data = _utf8(content, "content")
-    created = not real.exists()
-    _make_dirs(real.parent)
-    resolve_path(rt.settings, str(real.parent), must_exist=True, session_id=session)  # still inside after mkdir
-    atomic_write(real, data)
+    with opened(open_folder(rt.settings, real.parent, session, create=True, shown=path)) as dir_fd:
+        created = _version_at(dir_fd, real.name) is None
+        atomic_write_at(dir_fd, real.name, data)
     return WriteFileResult(path=display_path(real, roots_for(rt.settings, session)), bytes_written=len(data),
                            created=created)
 
@@ -345,12 +352,12 @@ class EditFileResult(BaseModel):
     diff: str = Field(description="Unified diff (shortened when long).")
 
 
-def _read_utf8(real: Path, path: str) -> tuple[str, bool]:
-    size = real.stat().st_size
+def _read_utf8(fd: int, path: str) -> tuple[str, bool]:
+    size = os.fstat(fd).st_size
     if size > MAX_EDIT_BYTES:
         raise LimitExceeded(f"{path!r} is {size} bytes; edit_file edits files up to {MAX_EDIT_BYTES} bytes. "
                             "Use write_file to replace it.")
-    raw = real.read_bytes()
+    raw = read_fd(fd, MAX_EDIT_BYTES + 1)
     bom = raw.startswith(b"\xef\xbb\xbf")
     try:
         return raw[3 if bom else 0 :].decode("utf-8"), bom
@@ -424,13 +431,17 @@ def edit_file(
         raise NotFound(f"{path!r} does not exist. Create it with write_file.")
     if old_string == new_string:
         raise InvalidInput("old_string and new_string are the same; nothing to change.")
-    before = _version(real)
-    text, bom = _read_utf8(real, path)
+    with opened(open_for_read(rt.settings, real, session, shown=path)) as fd:
+        info = os.fstat(fd)
+        before = (info.st_mtime_ns, info.st_size)
+        text, bom = _read_utf8(fd, path)
     if old_string not in text and "\r\n" in text and "\r\n" not in old_string:
         old_string, new_string = old_string.replace("\n", "\r\n"), new_string.replace("\n", "\r\n")
     count = _count_or_raise(text, old_string, path, replace_all)
     updated = text.replace(old_string, new_string)
-    atomic_write(real, (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string"), expect=before)
+    data = (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string")
+    with opened(open_folder(rt.settings, real.parent, session, shown=path)) as dir_fd:
+        atomic_write_at(dir_fd, real.name, data, expect=before)
     name = display_path(real, roots_for(rt.settings, session))
     return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
 

@@ -12,10 +12,15 @@ Policy for the limits (all in ExtractionLimits):
 - slower than `timeout_seconds` → the worker is killed and LimitExceeded is raised.
 A 0-byte file is not an error: it gives an empty Extracted (no units) with the warning "file is empty".
 Every failure is a GeneralAgentError whose message names the file and what is wrong with it.
+
+Opening: with `fd` (a descriptor the caller opened race-free, foundation/safe_open.py) only that
+descriptor is read (workers receive a copy of it); without, the path is opened once with
+O_NOFOLLOW and that descriptor is used throughout (size, magic bytes, content).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -77,15 +82,29 @@ def extract_file(
     limits: ExtractionLimits | None = None,
     *,
     should_cancel: Callable[[], bool] | None = None,
+    fd: int | None = None,
 ) -> Extracted:
     """Extract one file's text and units. Raises ExtractionError / LimitExceeded / NotFound / Cancelled.
 
     Thread-safe; `should_cancel` is polled while a worker parses the file (then the worker is killed).
+    `fd`: read this open descriptor (the caller keeps and closes it) instead of opening `path`.
     """
     path = Path(path)
     limits = limits or ExtractionLimits()
     kind = detect_kind(path)
-    size = _file_size(path)
+    if fd is None:
+        own = _open_plain(path)
+        try:
+            return _extract_fd(path, kind, limits, should_cancel, own)
+        finally:
+            os.close(own)
+    return _extract_fd(path, kind, limits, should_cancel, fd)
+
+
+def _extract_fd(
+    path: Path, kind: str, limits: ExtractionLimits, should_cancel: Callable[[], bool] | None, fd: int
+) -> Extracted:
+    size = _file_size(path, fd)
     if size > limits.max_file_bytes:
         raise LimitExceeded(
             f"{path.name} is {size / 2**20:,.1f} MiB, over the {limits.max_file_bytes / 2**20:,.0f} MiB limit "
@@ -97,13 +116,13 @@ def extract_file(
         from indexing.extract.text import extract_text_file
 
         try:
-            return extract_text_file(path, limits)
+            return extract_text_file(path, limits, fd=fd)
         except OSError as exc:
             raise ExtractionError(f"{path.name} cannot be read ({exc.strerror or exc}).") from exc
-    _check_magic(path, kind)
+    _check_magic(path, kind, fd)
     from indexing.extract.worker import POOL
 
-    return POOL.run(kind, path, limits, should_cancel)
+    return POOL.run(kind, path, limits, should_cancel, fd=fd)
 
 
 def warm_up() -> None:
@@ -115,22 +134,35 @@ def warm_up() -> None:
 
 
 
-def _file_size(path: Path) -> int:
+def _open_plain(path: Path) -> int:
+    """Open `path` read-only without following a symlink as its last component (and without
+    blocking on a FIFO)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        stat = path.stat()
+        fd = os.open(path, flags)
     except FileNotFoundError as exc:
-        raise NotFound(f"{path} does not exist.") from exc
+        raise NotFound(f"{path.name} does not exist.") from exc
     except OSError as exc:
         raise ExtractionError(f"{path.name} cannot be read ({exc.strerror or exc}).") from exc
-    if not path.is_file():
-        raise ExtractionError(f"{path.name} is not a regular file.")
-    return stat.st_size
+    os.set_blocking(fd, True)
+    return fd
 
 
-def _check_magic(path: Path, kind: str) -> None:
+def _file_size(path: Path, fd: int) -> int:
+    import stat
+
     try:
-        with path.open("rb") as handle:
-            head = handle.read(_MAGIC_HEAD)
+        info = os.fstat(fd)
+    except OSError as exc:
+        raise ExtractionError(f"{path.name} cannot be read ({exc.strerror or exc}).") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise ExtractionError(f"{path.name} is not a regular file.")
+    return info.st_size
+
+
+def _check_magic(path: Path, kind: str, fd: int) -> None:
+    try:
+        head = os.pread(fd, _MAGIC_HEAD, 0)
     except OSError as exc:
         raise ExtractionError(f"{path.name} cannot be read ({exc.strerror or exc}).") from exc
     if kind == "pdf":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from indexing.extract.builder import TextBuilder
 from indexing.model import Extracted, ExtractionLimits
@@ -28,10 +28,10 @@ _STYLE_PATH = f"{_W}pPr/{_W}pStyle"
 _HEADING_NAME = re.compile(r"heading\s*([1-9])")
 
 
-def extract_docx(path: Path, limits: ExtractionLimits) -> Extracted:
+def extract_docx(path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
     import docx
 
-    document = docx.Document(str(path))
+    document = docx.Document(source or str(path))
     levels = _HeadingLevels(document.styles.element)
     builder = TextBuilder(limits.max_extracted_chars)
     stack: list[tuple[int, str]] = []

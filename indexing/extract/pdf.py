@@ -8,20 +8,21 @@ that fails to read is skipped with a warning. Runs inside the extraction worker 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO
 
 from foundation.errors import ExtractionError
 from indexing.extract.builder import TextBuilder
 from indexing.model import Extracted, ExtractionLimits
 
 
-def extract_pdf(path: Path, limits: ExtractionLimits) -> Extracted:
+def extract_pdf(path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
     import pymupdf
 
     pymupdf.TOOLS.mupdf_display_errors(False)
     pymupdf.TOOLS.mupdf_display_warnings(False)
     name = path.name
     try:
-        doc = pymupdf.open(path, filetype="pdf")
+        doc = pymupdf.open(stream=source.read(), filetype="pdf") if source else pymupdf.open(path, filetype="pdf")
     except Exception as exc:  # FileDataError, RuntimeError: MuPDF gives several
         raise ExtractionError(f"{name} is not a readable PDF (corrupt or damaged); not indexed.") from exc
     with doc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from indexing.extract.builder import TextBuilder
 from indexing.model import Extracted, ExtractionLimits
@@ -21,10 +21,10 @@ _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 _TITLE_TYPES = ("title", "ctrTitle")
 
 
-def extract_pptx(path: Path, limits: ExtractionLimits) -> Extracted:
+def extract_pptx(path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
     import pptx
 
-    deck = pptx.Presentation(str(path))
+    deck = pptx.Presentation(source or str(path))
     builder = TextBuilder(limits.max_extracted_chars)
     for number, slide in enumerate(deck.slides, start=1):
         title, blocks = _slide_texts(slide.shapes._spTree)

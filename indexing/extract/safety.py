@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import IO
 
 from foundation.errors import ExtractionError, LimitExceeded
 from indexing.model import ExtractionLimits
@@ -24,11 +25,12 @@ _NEEDLES = (b"<!doctype", b"<!entity")
 OOXML_MAIN_PART = {"docx": "word/", "xlsx": "xl/", "pptx": "ppt/"}
 
 
-def check_office_zip(path: Path, kind: str, limits: ExtractionLimits) -> None:
-    """Raise ExtractionError / LimitExceeded when the container is broken or hostile."""
+def check_office_zip(path: Path, kind: str, limits: ExtractionLimits, source: IO[bytes] | None = None) -> None:
+    """Raise ExtractionError / LimitExceeded when the container is broken or hostile (reads `source`
+    when given, and rewinds it for the parser)."""
     name = path.name
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(source or path) as archive:
             infos = archive.infolist()
             _check_entries(name, kind, infos, limits)
             for info in infos:
@@ -39,6 +41,9 @@ def check_office_zip(path: Path, kind: str, limits: ExtractionLimits) -> None:
             f"{name} is damaged: its {kind.upper()} (zip) container cannot be read ({exc}). "
             "Open and re-save it in an Office application, then index it again."
         ) from exc
+    finally:
+        if source is not None:
+            source.seek(0)
 
 
 def _check_entries(name: str, kind: str, infos: list[zipfile.ZipInfo], limits: ExtractionLimits) -> None:

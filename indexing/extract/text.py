@@ -31,12 +31,18 @@ _BINARY_MAGIC = (b"%PDF-", b"PK\x03\x04", b"\xd0\xcf\x11\xe0", b"\x7fELF", b"\x8
 MARKDOWN_EXTENSIONS = {".md", ".markdown", ".mdown", ".mkd"}
 
 
-def extract_text_file(path: Path, limits: ExtractionLimits) -> Extracted:
-    """Read and decode one text file (the caller has checked its size)."""
+def extract_text_file(path: Path, limits: ExtractionLimits, fd: int | None = None) -> Extracted:
+    """Read and decode one text file (the caller has checked its size); with `fd`, read that open
+    descriptor (from its start) instead of opening `path`."""
     # 4 bytes per character is the worst case of every supported encoding: read no more than needed.
     byte_cap = limits.max_extracted_chars * 4 + 4
-    with path.open("rb") as handle:
-        data = handle.read(byte_cap + 1)
+    if fd is not None:
+        from foundation.safe_open import read_fd
+
+        data = read_fd(fd, byte_cap + 1)
+    else:
+        with path.open("rb") as handle:
+            data = handle.read(byte_cap + 1)
     more = len(data) > byte_cap
     data = data[:byte_cap]
     text, encoding, warnings = decode_bytes(data, path.name, final=not more)

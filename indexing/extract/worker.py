@@ -6,7 +6,9 @@ Workers are started lazily with the 'spawn' context (a fresh interpreter, safe w
 reused across files (no per-file interpreter start), and killed and replaced after a timeout, a
 crash, a memory error, a cancellation, or TASKS_PER_WORKER files (parser heaps only grow). The
 pool grows on demand up to `max_workers` so that several threads can extract in parallel.
-Requests carry only the path; replies carry the Extracted value (IPC costs ~0.3 ms a file).
+Requests carry the path (for its name) and, when the caller opened the file race-free, a copy of
+that descriptor (SCM_RIGHTS), which is then all the worker reads; replies carry the Extracted
+value (IPC costs ~0.3 ms a file).
 
 'spawn' re-imports the parent's main script in the worker, so a script that calls extract_file
 must do so under `if __name__ == "__main__":` (the console script and pytest already do).
@@ -23,8 +25,9 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import recv_handle, send_handle
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from foundation.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
 from indexing.model import Extracted, ExtractionLimits
@@ -56,10 +59,15 @@ def worker_main(conn: Connection, memory_bytes: int) -> None:
     defusedxml.defuse_stdlib()
     while True:
         try:
-            kind, path, limits = conn.recv()
+            kind, path, limits, with_fd = conn.recv()
+            source = os.fdopen(recv_handle(conn), "rb") if with_fd else None
         except (EOFError, OSError):
             return
-        conn.send(_handle(kind, Path(path), limits))
+        try:
+            conn.send(_handle(kind, Path(path), limits, source))
+        finally:
+            if source is not None:
+                source.close()
 
 
 def _limit_memory(memory_bytes: int) -> None:
@@ -71,9 +79,9 @@ def _limit_memory(memory_bytes: int) -> None:
         pass
 
 
-def _handle(kind: str, path: Path, limits: ExtractionLimits) -> tuple[Any, ...]:
+def _handle(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None) -> tuple[Any, ...]:
     try:
-        return ("ok", run_extractor(kind, path, limits))
+        return ("ok", run_extractor(kind, path, limits, source))
     except GeneralAgentError as exc:
         return ("error", type(exc).__name__, str(exc))
     except MemoryError:
@@ -88,8 +96,9 @@ def _handle(kind: str, path: Path, limits: ExtractionLimits) -> tuple[Any, ...]:
         return ("error", "ExtractionError", f"{path.name} could not be read ({type(exc).__name__}: {exc}); not indexed.")
 
 
-def run_extractor(kind: str, path: Path, limits: ExtractionLimits) -> Extracted:
-    """Dispatch to the format's extractor (also usable in-process, e.g. by benchmarks)."""
+def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
+    """Dispatch to the format's extractor (also usable in-process, e.g. by benchmarks); with
+    `source`, the extractor reads that open file instead of `path`."""
     if kind == "warm":
         import docx  # noqa: F401
         import openpyxl  # noqa: F401
@@ -100,22 +109,22 @@ def run_extractor(kind: str, path: Path, limits: ExtractionLimits) -> Extracted:
     if kind == "pdf":
         from indexing.extract.pdf import extract_pdf
 
-        return extract_pdf(path, limits)
+        return extract_pdf(path, limits, source)
     from indexing.extract.safety import check_office_zip
 
-    check_office_zip(path, kind, limits)
+    check_office_zip(path, kind, limits, source)
     if kind == "docx":
         from indexing.extract.docx_file import extract_docx
 
-        return extract_docx(path, limits)
+        return extract_docx(path, limits, source)
     if kind == "xlsx":
         from indexing.extract.xlsx_file import extract_xlsx
 
-        return extract_xlsx(path, limits)
+        return extract_xlsx(path, limits, source)
     if kind == "pptx":
         from indexing.extract.pptx_file import extract_pptx
 
-        return extract_pptx(path, limits)
+        return extract_pptx(path, limits, source)
     raise ExtractionError(f"{path.name}: no extractor for kind {kind!r}")
 
 
@@ -135,11 +144,14 @@ class _Worker:
         child.close()
 
     def call(
-        self, kind: str, path: Path, limits: ExtractionLimits, should_cancel: Callable[[], bool] | None
+        self, kind: str, path: Path, limits: ExtractionLimits, should_cancel: Callable[[], bool] | None,
+        fd: int | None = None,
     ) -> tuple[Any, ...]:
         try:
             self.tasks += 1
-            self.conn.send((kind, str(path.absolute()), limits))
+            self.conn.send((kind, str(path.absolute()), limits, fd is not None))
+            if fd is not None:
+                send_handle(self.conn, fd, self.process.pid or 0)
             deadline = time.monotonic() + limits.timeout_seconds
             while True:
                 if should_cancel is not None and should_cancel():
@@ -180,11 +192,12 @@ class WorkerPool:
         path: Path,
         limits: ExtractionLimits,
         should_cancel: Callable[[], bool] | None = None,
+        fd: int | None = None,
     ) -> Extracted:
         worker = self._acquire(limits.max_worker_memory_bytes)
         reply: tuple[Any, ...] = ("crashed", None)
         try:
-            reply = worker.call(kind, path, limits, should_cancel)
+            reply = worker.call(kind, path, limits, should_cancel, fd)
         finally:
             self._release(worker, healthy=reply[0] in ("ok", "error"))
         return _unpack(reply, path, limits)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from indexing.extract.builder import TextBuilder
 from indexing.model import Extracted, ExtractionLimits
@@ -23,8 +23,8 @@ OVERLAP_ROWS = 2
 BATCH_CHARS = 1500
 
 
-def extract_xlsx(path: Path, limits: ExtractionLimits) -> Extracted:
-    workbook = _load_without_dimension_scan(path)
+def extract_xlsx(path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
+    workbook = _load_without_dimension_scan(path, source)
     builder = TextBuilder(limits.max_extracted_chars)
     try:
         for sheet in workbook.worksheets:
@@ -38,7 +38,7 @@ def extract_xlsx(path: Path, limits: ExtractionLimits) -> Extracted:
     return builder.build("xlsx", title=title)
 
 
-def _load_without_dimension_scan(path: Path) -> Any:
+def _load_without_dimension_scan(path: Path, source: IO[bytes] | None = None) -> Any:
     """load_workbook(read_only=True) without its per-sheet dimension scan.
 
     openpyxl reads each sheet's declared size when it opens the workbook; a sheet without a
@@ -52,7 +52,7 @@ def _load_without_dimension_scan(path: Path) -> Any:
     if original is not None:
         ReadOnlyWorksheet._get_size = lambda self: None  # type: ignore[method-assign]
     try:
-        return openpyxl.load_workbook(str(path), read_only=True, data_only=True)
+        return openpyxl.load_workbook(source or str(path), read_only=True, data_only=True)
     finally:
         if original is not None:
             ReadOnlyWorksheet._get_size = original  # type: ignore[method-assign]

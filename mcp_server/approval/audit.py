@@ -25,6 +25,7 @@ AUDIT_FILE = "audit.jsonl"
 MASK = "***"
 MAX_BYTES = 20 * 1024 * 1024
 _MAX_VALUE_CHARS = 300
+_MASK_WINDOW_CHARS = 16_384
 _MAX_ITEMS = 20
 
 _SECRET_KEY = re.compile(r"pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|private[_-]?key|credential|"
@@ -62,9 +63,10 @@ def mask_args(value: Any, key: str | None = None) -> Any:
         return {str(k): mask_args(v, str(k)) for k, v in items}
     if isinstance(value, list | tuple):
         return [mask_args(v) for v in list(value)[:_MAX_ITEMS]]
-    if isinstance(value, str):
-        masked = mask_text(value)
-        return masked if len(masked) <= _MAX_VALUE_CHARS else masked[:_MAX_VALUE_CHARS] + f"...(+{len(masked) - _MAX_VALUE_CHARS} chars)"
+    if isinstance(value, str):  # only the kept start is masked (a window wide enough for a whole key)
+        masked = mask_text(value[:_MASK_WINDOW_CHARS])
+        more = len(masked) - _MAX_VALUE_CHARS + max(0, len(value) - _MASK_WINDOW_CHARS)
+        return masked if more <= 0 else masked[:_MAX_VALUE_CHARS] + f"...(+{more} chars)"
     return to_jsonable_python(value, fallback=str)
 
 

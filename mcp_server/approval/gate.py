@@ -222,6 +222,13 @@ class PolicyGate:
     # -- the Gate protocol
 
     async def check(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
+        import anyio.to_thread
+
+        # Policy analysis, audit masking and approval storage scale with the arguments (a 4 MB
+        # write_file): all of it runs in a worker thread, never on the event loop.
+        await anyio.to_thread.run_sync(self._check_sync, spec, args, origin)
+
+    def _check_sync(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
         verdict = self.verdict(spec, args, origin)
         record = self._recorder(spec, args, verdict, origin)
         if verdict.action == "allow":
@@ -232,9 +239,9 @@ class PolicyGate:
             raise PolicyDenied(
                 f"Denied by policy ({verdict.rule_id}, {verdict.risk} risk): {verdict.reason} The call was not "
                 "executed. Do not retry it; choose another approach or ask the user.")
-        await self._ask(spec, args, origin, verdict, record)
+        self._ask(spec, args, origin, verdict, record)
 
-    async def _ask(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict,
+    def _ask(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict,
                    record: Callable[..., None]) -> None:
         key = session_key(origin)
         scope = session_scope(spec, args, verdict)
@@ -243,7 +250,9 @@ class PolicyGate:
             return
         answer = origin.approval_answer
         if answer is None and origin.kind == "subagent":
-            answer = await elicit_through(origin.mcp_context, spec, args, verdict)
+            import anyio.from_thread
+
+            answer = anyio.from_thread.run(elicit_through, origin.mcp_context, spec, args, verdict)
         if isinstance(answer, ApprovalAnswer) and answer.call_hash == call_hash(spec.name, args):
             if answer.choice == "approve_session" and verdict.risk in SESSION_GRANT_RISKS:
                 self.store.grant_session(key, spec.name, scope)

@@ -1,0 +1,162 @@
+"""Race-free file access (issue 14, reproducer 5): a thread swaps a workspace file (or folder) for
+a symlink to an outside one while the tools run; not one call may read or write outside.
+Before the fd-based opening, read_file and search_file leaked the outside file in ~3.5% of calls."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundation.errors import GeneralAgentError, InvalidInput, NotFound, PathNotAllowed
+from foundation.paths import fd_allowed, open_folder, open_for_read, roots_for
+from foundation.safe_open import fd_real_path, open_inside, read_fd
+from tools.documents import index_path, search_documents, search_file
+from tools.files import edit_file, read_file, write_file
+from tools.runtime import CallContext, Runtime
+
+SECRET = "OUTSIDE-SECRET-c0ffee"
+ITERATIONS = 400
+
+
+@pytest.fixture
+def rt(settings: Any) -> Runtime:
+    return Runtime(settings)
+
+
+def call() -> CallContext:
+    return CallContext(tool="t")
+
+
+@contextlib.contextmanager
+def swapping(name: Path, real: Callable[[Path], None], fake_target: Path) -> Iterator[None]:
+    """Keep replacing `name` by a real entry (made by `real`) and by a symlink to `fake_target`."""
+    stop = threading.Event()
+    staged_real, staged_link = name.with_name(".real-" + name.name), name.with_name(".link-" + name.name)
+
+    def swap() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                if not os.path.lexists(staged_real):
+                    real(staged_real)
+                os.replace(staged_real, name)
+            with contextlib.suppress(OSError):
+                if not os.path.lexists(staged_link):
+                    staged_link.symlink_to(fake_target)
+                os.replace(staged_link, name)
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def _attempts(fn: Callable[[], str]) -> tuple[int, int]:
+    """Run `fn` ITERATIONS times: (calls that returned text, calls that leaked the secret)."""
+    ok = leaked = 0
+    for _ in range(ITERATIONS):
+        try:
+            text = fn()
+        except (PathNotAllowed, NotFound, InvalidInput):
+            continue
+        ok += 1
+        leaked += SECRET in text
+    return ok, leaked
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "notes.txt").write_text(f"{SECRET}\n")
+    return folder
+
+
+def _write_inside(path: Path) -> None:
+    path.write_text("inside words only\n")
+
+
+def test_file_swapped_for_symlink_never_leaks(rt: Runtime, workspace: Path, outside: Path) -> None:
+    target = workspace / "notes.txt"
+    _write_inside(target)
+    with swapping(target, _write_inside, outside / "notes.txt"):
+        read = _attempts(lambda: read_file("notes.txt", rt=rt, call=call()).content)
+        found = _attempts(lambda: str(search_file("notes.txt", "SECRET inside", rt=rt, call=call()).hits))
+    assert read[1] == 0 and found[1] == 0, (read, found)
+    assert read[0] > 0 and found[0] > 0, "no call succeeded: the race was not exercised"
+
+
+def test_folder_swapped_for_symlink_never_leaks(rt: Runtime, workspace: Path, outside: Path) -> None:
+    def make_folder(path: Path) -> None:
+        path.mkdir()
+        _write_inside(path / "notes.txt")
+
+    folder = workspace / "sub"
+    make_folder(folder)
+    with swapping(folder, make_folder, outside):
+        read = _attempts(lambda: read_file("sub/notes.txt", rt=rt, call=call()).content)
+    assert read[1] == 0 and read[0] > 0, read
+
+
+def test_writes_never_land_outside(rt: Runtime, workspace: Path, outside: Path) -> None:
+    def make_folder(path: Path) -> None:
+        path.mkdir()
+        _write_inside(path / "notes.txt")
+
+    folder = workspace / "sub"
+    make_folder(folder)
+    with swapping(folder, make_folder, outside):
+        for i in range(ITERATIONS // 2):
+            with contextlib.suppress(GeneralAgentError):
+                write_file(f"sub/new{i}.txt", "x", rt=rt, call=call())
+            with contextlib.suppress(GeneralAgentError):
+                edit_file("sub/notes.txt", "inside", "changed", rt=rt, call=call())
+    assert sorted(p.name for p in outside.iterdir()) == ["notes.txt"]
+    assert (outside / "notes.txt").read_text() == f"{SECRET}\n"
+
+
+def test_indexer_never_indexes_outside_content(rt: Runtime, workspace: Path, outside: Path) -> None:
+    target = workspace / "notes.md"
+    _write_inside(target)
+    with swapping(target, _write_inside, outside / "notes.txt"):
+        for _ in range(60):
+            with contextlib.suppress(GeneralAgentError):
+                index_path("notes.md", rt=rt, call=call())
+    index_path(".", rt=rt, call=call())
+    hits = search_documents("OUTSIDE SECRET c0ffee", rt=rt, call=call()).hits
+    assert not any(SECRET in (hit.text or "") for hit in hits), hits
+
+
+def test_open_helpers_refuse_symlinks_and_report_the_real_place(settings: Any, workspace: Path, outside: Path) -> None:
+    roots = roots_for(settings)
+    (workspace / "a").mkdir()
+    (workspace / "a" / "f.txt").write_text("inside")
+    (workspace / "link.txt").symlink_to(outside / "notes.txt")
+    (workspace / "inner-link.txt").symlink_to(workspace / "a" / "f.txt")
+    fd = open_for_read(settings, workspace / "a" / "f.txt")
+    try:
+        assert read_fd(fd, 100) == b"inside" and fd_real_path(fd) == workspace / "a" / "f.txt"
+    finally:
+        os.close(fd)
+    with pytest.raises(PathNotAllowed) as caught:
+        open_for_read(settings, workspace / "link.txt", shown="link.txt")
+    assert str(outside) not in str(caught.value)
+    with pytest.raises(PathNotAllowed):
+        open_inside(workspace / "link.txt", roots, fd_allowed(settings, roots))
+    inner = open_inside(workspace / "inner-link.txt", roots, fd_allowed(settings, roots))  # inside: fine
+    os.close(inner)
+    with pytest.raises(InvalidInput, match="folder"):
+        open_for_read(settings, workspace / "a")
+    os.mkfifo(workspace / "pipe")
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        open_for_read(settings, workspace / "pipe")  # and it does not hang
+    os.close(open_folder(settings, workspace / "x" / "y", create=True))
+    assert (workspace / "x" / "y").is_dir()

@@ -1,0 +1,197 @@
+"""The OS sandbox under run_bash_command (issue 14): each escape the red team found fails inside
+the sandbox even when the policy lets the command through. The runner is called directly
+(bypassing the policy), except for the git reproducer, which goes through the real MCP client.
+
+Needs bubblewrap: without it these tests skip with the install command, except under CI=true,
+where a missing install step (scripts/sandbox.sh) must fail the run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import connect
+from tools.bash import run_bash_command
+from tools.runtime import CallContext, Runtime
+from tools.sandbox import SandboxSpec, bwrap_argv, sandbox_status, seatbelt_profile
+
+MARKER = "s3cr3t-marker-7f1d"
+
+
+@pytest.fixture
+def need_sandbox() -> None:
+    status = sandbox_status()
+    if status.available:
+        return
+    message = f"no OS sandbox: {status.reason} (scripts/sandbox.sh installs bubblewrap as root)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail("CI=true and " + message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def rt(make_settings: Any) -> Runtime:
+    return Runtime(make_settings(bash_enabled=True))
+
+
+def run(rt: Runtime, command: str) -> Any:
+    return run_bash_command(command, timeout=30, rt=rt, call=CallContext(tool="run_bash_command"))
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder outside the workspace roots that the server itself may write."""
+    path = tmp_path / "outside"
+    path.mkdir()
+    return path
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_sort_compress_program_runs_but_cannot_write_outside(rt: Runtime, workspace: Path, outside: Path) -> None:
+    """Reproducer 1: `sort --compr=sh` executes lines of a workspace file; inside the sandbox the
+    code runs (it may write in the root) but cannot change anything outside it."""
+    payload = f"echo ran >> {workspace}/ran.txt; echo pwned > {outside}/pwned.txt; echo pwned > /etc/pwned.txt\n"
+    (workspace / "f").write_text(payload * 50)
+    result = run(rt, "sort --compr=sh -S 1 " + " f" * 40 + " > /dev/null; echo done")
+    assert result.stdout.strip().endswith("done"), result
+    assert (workspace / "ran.txt").is_file(), "sort did not execute the payload: the test proves nothing"
+    assert not (outside / "pwned.txt").exists() and not Path("/etc/pwned.txt").exists()
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_writes_outside_the_roots_fail(rt: Runtime, workspace: Path, outside: Path, data_dir: Path) -> None:
+    """Reproducer 2's class: whatever spelling slips past the parser, writes land in the roots or nowhere."""
+    targets = [outside / "a.txt", data_dir / "b.txt", Path.home() / f".bashrc-{MARKER}", Path("/usr/local") / MARKER]
+    command = "; ".join(f"sort --outp={t} f 2>/dev/null; echo x > {t}" for t in targets) + "; echo ok > inside.txt"
+    (workspace / "f").write_text("payload\n")
+    result = run(rt, command)
+    assert (workspace / "inside.txt").read_text() == "ok\n", result
+    for target in targets:
+        assert not target.exists(), f"{target} was written from the sandbox"
+    assert "Read-only file system" in result.stderr
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_secret_stores_data_dir_and_other_environs_are_invisible(
+    rt: Runtime, tmp_path: Path, data_dir: Path, monkeypatch: Any
+) -> None:
+    """Reproducer 4's targets: ~/.ssh, ~/.aws, the data dir and /proc/<pid>/environ of others."""
+    home = tmp_path / "home"
+    (tmp_path / "gnupg-real").mkdir()
+    home.mkdir()
+    (home / ".gnupg").symlink_to(tmp_path / "gnupg-real")  # a linked secret store: its target is hidden
+    for name in (".ssh/id_rsa", ".aws/credentials", ".gnupg/key", ".config/gcloud/token", ".netrc"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(MARKER)
+    (data_dir / "approvals.txt").write_text(MARKER)
+    monkeypatch.setenv("HOME", str(home))  # the server user's home, as the sandbox sees it
+    monkeypatch.setenv("FAKE_API_KEY", MARKER)  # in the server's environ, scrubbed from the command's
+    reads = [home / ".ssh/id_rsa", home / ".aws/credentials", home / ".gnupg/key", home / ".config/gcloud/token",
+             home / ".netrc", data_dir / "approvals.txt", f"/proc/{os.getpid()}/environ"]
+    command = "; ".join(f"cat {p}" for p in reads) + "; cat /proc/*/environ; file -f /proc/1/environ; echo end"
+    result = run(rt, command)
+    assert result.stdout.rstrip().endswith("end"), result
+    assert MARKER not in result.stdout + result.stderr
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_processes_of_the_host_are_not_visible(rt: Runtime) -> None:
+    result = run(rt, "ls /proc | grep -c '^[0-9]'")
+    assert int(result.stdout.strip()) < 10, result  # only the sandbox's own few processes
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_network_is_off_unless_enabled(make_settings: Any) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    accepted: list[Any] = []
+
+    def serve() -> None:
+        try:
+            while True:
+                accepted.append(listener.accept()[0])
+        except OSError:
+            return
+
+    threading.Thread(target=serve, daemon=True).start()
+    probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5); print(\"connected\")'"
+    try:
+        off = run(Runtime(make_settings(bash_enabled=True)), probe)
+        assert "connected" not in off.stdout and off.exit_code != 0 and not accepted, off
+        on = run(Runtime(make_settings(bash_enabled=True, bash_network=True)), probe)
+        assert on.stdout.strip() == "connected", on
+    finally:
+        listener.close()
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_cannot_regain_privileges_or_remount(rt: Runtime) -> None:
+    result = run(rt, "grep CapEff /proc/self/status; mount -o remount,rw / 2>&1; echo x > /probe 2>&1; echo end")
+    assert "CapEff:\t0000000000000000" in result.stdout, result
+    assert not Path("/probe").exists()
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_rules_file_inside_a_root_stays_read_only(make_settings: Any, workspace: Path) -> None:
+    rules = workspace / "policy.toml"
+    rules.write_text("# rules\n")
+    rt = Runtime(make_settings(bash_enabled=True, policy_file=rules))
+    result = run(rt, "echo 'allow = [\"*\"]' >> policy.toml; echo ok > other.txt")
+    assert rules.read_text() == "# rules\n" and (workspace / "other.txt").is_file(), result
+
+
+def _git(workspace: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(workspace)}
+    subprocess.run(["git", *args], cwd=workspace, env=env, check=True, capture_output=True)
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("need_sandbox")
+async def test_workspace_gitconfig_fsmonitor_does_not_run(make_settings: Any, workspace: Path) -> None:
+    """Reproducer 3, through the MCP client with bash enabled and the default rules: a tracked
+    `.gitconfig` with core.fsmonitor must not run on `git status`."""
+    _git(workspace, "init", "-q")
+    ran = workspace / "fsmonitor-ran"
+    (workspace / ".gitconfig").write_text(f'[core]\n\tfsmonitor = "echo pwned > {ran}; false"\n')
+    (workspace / "a.txt").write_text("a\n")
+    _git(workspace, "add", ".gitconfig", "a.txt")
+    async with connect(make_settings(bash_enabled=True)) as client:
+        result = await client.call_tool("run_bash_command", {"command": "git status"})
+    assert not result.is_error, result
+    assert "a.txt" in result.structured_content["stdout"]
+    assert not ran.exists(), "the workspace .gitconfig was used as git's global config"
+
+
+def test_bwrap_argv_shape(tmp_path: Path) -> None:
+    """Later mounts cover earlier ones: hidden folders after the roots, a root inside a hidden folder
+    (the default workspace in a data dir that lies in another root) bound again after it, the rules
+    file read-only last; no network flag by default."""
+    data = tmp_path / "data"
+    root = data / "workspaces" / "s1"
+    root.mkdir(parents=True)
+    rules = root / "policy.toml"
+    rules.write_text("")
+    spec = SandboxSpec(roots=(tmp_path, root), cwd=root, home=tmp_path, hidden=(data,), read_only=(rules,))
+    argv = bwrap_argv(["true"], spec, "bwrap")
+    joined = " ".join(argv)
+    assert "--share-net" not in argv and "--die-with-parent" in argv and "--new-session" in argv
+    assert joined.index(f"--tmpfs {data}") < joined.rindex(f"--bind {root} {root}") < joined.index(f"--ro-bind {rules}")
+    assert argv[-2:] == ["--", "true"]
+    assert "--share-net" in bwrap_argv(["true"], SandboxSpec(roots=(root,), cwd=root, home=tmp_path, network=True))
+
+
+def test_seatbelt_profile_shape(tmp_path: Path) -> None:
+    """macOS cannot be tested here; the profile at least denies writes, hidden reads and network."""
+    spec = SandboxSpec(roots=(tmp_path,), cwd=tmp_path, home=tmp_path, hidden=(tmp_path / "x",))
+    (tmp_path / "x").mkdir()
+    profile = seatbelt_profile(spec)
+    assert "(deny file-write*)" in profile and "(deny network*)" in profile and "(deny file-read* file-write*" in profile

@@ -1,0 +1,219 @@
+"""The OS sandbox under every shell command: bubblewrap on Linux, sandbox-exec (Seatbelt) on macOS.
+
+The approval policy decides whether a command may run; the sandbox limits what a command that
+runs can do, so that a hole in the command parser is harmless:
+
+- the workspace roots are writable, the rest of the file system is read-only;
+- the server's data folder, secret stores (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gcloud, ...) and
+  /run (docker and agent sockets) are not visible; the rules and agents files stay read-only;
+- a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
+- a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`);
+- the command dies with the server (--die-with-parent) and cannot reach the terminal (--new-session).
+
+`sandbox_status()` says whether a sandbox works here (found on PATH AND a trivial command ran
+in it: bubblewrap can fail inside some containers); it is checked once and cached.
+`wrap(argv, spec)` returns the argv that runs `argv` inside it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SECRET_HOME_ENTRIES = (
+    ".ssh", ".aws", ".gnupg", ".config/gcloud", ".azure", ".kube", ".docker", ".config/gh",
+    ".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc", ".config/hub", ".password-store",
+)
+"""Secret stores under the user's home that no sandboxed command may read."""
+SYSTEM_SECRETS = (Path("/var/run/docker.sock"), Path("/var/run/containerd"), Path("/var/run/secrets"))
+"""Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets."""
+INSTALL_HINT = {
+    "linux": "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
+             "bubblewrap`), then restart the server",
+    "darwin": "sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists",
+}
+_PROBE_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    available: bool
+    kind: str  # "bwrap", "sandbox-exec" or "none"
+    reason: str  # what works, or why not and how to fix it
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What one sandboxed command may see and change."""
+
+    roots: tuple[Path, ...]
+    cwd: Path
+    home: Path  # a private, empty folder used as HOME (writable)
+    hidden: tuple[Path, ...] = ()  # not visible at all (folders and files)
+    read_only: tuple[Path, ...] = ()  # files inside the roots that must stay read-only
+    network: bool = False
+    extra_writable: tuple[Path, ...] = ()
+
+
+def secret_paths(home: Path | None = None) -> tuple[Path, ...]:
+    """The secret stores under `home` (default: the server user's home)."""
+    base = home if home is not None else Path(os.path.expanduser("~"))
+    return (*(base / entry for entry in SECRET_HOME_ENTRIES), *SYSTEM_SECRETS)
+
+
+# -- Linux: bubblewrap -------------------------------------------------------------------------
+
+
+def _existing(paths: Iterable[Path]) -> list[Path]:
+    return [p for p in paths if os.path.lexists(p)]
+
+
+def _inside(path: Path, folders: Iterable[Path]) -> bool:
+    return any(path != f and path.is_relative_to(f) for f in folders)
+
+
+def _visible(path: Path, writable: Iterable[Path]) -> bool:
+    """Under the private /tmp and /run only what a writable root brings back is visible."""
+    private = (Path("/tmp"), Path("/run"))
+    return not any(path.is_relative_to(p) for p in private) or any(path.is_relative_to(w) for w in writable)
+
+
+def _hide_args(paths: Iterable[Path]) -> list[str]:
+    args: list[str] = []
+    for path in paths:
+        if path.is_symlink():
+            continue
+        if path.is_dir():
+            args += ["--tmpfs", str(path)]
+        else:  # a file or a socket (docker.sock): covered by an empty device
+            args += ["--ro-bind", "/dev/null", str(path)]
+    return args
+
+
+def _resolv_conf_args() -> list[str]:
+    """/etc/resolv.conf often links into /run (hidden): bind its target back, read-only."""
+    target = Path(os.path.realpath("/etc/resolv.conf"))
+    if target.is_relative_to("/run") and target.is_file():
+        return ["--ro-bind", str(target), str(target)]
+    return []
+
+
+def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> list[str]:
+    """The bubblewrap command line that runs `argv` under `spec` (later mounts cover earlier ones)."""
+    writable = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
+    real_hidden = {Path(os.path.realpath(p)) for p in _existing(spec.hidden)}  # a linked ~/.ssh: hide its target
+    hidden = sorted((p for p in real_hidden if _visible(p, writable)), key=lambda p: len(p.parts))
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+    if spec.network:
+        args.append("--share-net")
+    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    if Path("/run").is_dir():
+        args += ["--tmpfs", "/run", *(_resolv_conf_args() if spec.network else [])]
+    for path in writable:
+        args += ["--bind", str(path), str(path)]
+    args += _hide_args(hidden)
+    for path in writable:  # a root inside a hidden folder (the default workspace in the data dir)
+        if _inside(path, hidden):
+            args += ["--bind", str(path), str(path)]
+    for path in _existing(spec.read_only):
+        args += ["--ro-bind", str(path), str(path)]
+    args += ["--bind", str(spec.home), str(spec.home), "--chdir", str(spec.cwd), "--", *argv]
+    return args
+
+
+# -- macOS: sandbox-exec (Seatbelt) ------------------------------------------------------------
+
+
+def _sb_string(path: Path | str) -> str:
+    return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _sb_paths(paths: Iterable[Path]) -> str:
+    return " ".join(f"(subpath {_sb_string(os.path.realpath(p))})" for p in paths)
+
+
+def seatbelt_profile(spec: SandboxSpec) -> str:
+    """A Seatbelt profile equivalent to bwrap_argv's mounts (later rules win over earlier ones).
+
+    Not exercised by the test suite (it runs on Linux only)."""
+    writable = [*spec.roots, *spec.extra_writable, spec.home, Path(tempfile.gettempdir())]
+    lines = ["(version 1)", "(allow default)", "(deny file-write*)",
+             f"(allow file-write* {_sb_paths(writable)} (literal \"/dev/null\") (regex #\"^/dev/tty\")"
+             " (regex #\"^/dev/fd/\"))"]
+    hidden = _existing(spec.hidden)
+    if hidden:
+        lines.append(f"(deny file-read* file-write* {_sb_paths(hidden)})")
+        inner = [r for r in spec.roots if _inside(r, hidden)]
+        if inner:
+            lines.append(f"(allow file-read* file-write* {_sb_paths(inner)})")
+    for path in _existing(spec.read_only):
+        lines.append(f"(deny file-write* (literal {_sb_string(os.path.realpath(path))}))")
+    lines.append("(deny process-info* (target others))")
+    if not spec.network:
+        lines.append("(deny network*)")
+    return "\n".join(lines) + "\n"
+
+
+def sandbox_exec_argv(argv: Sequence[str], spec: SandboxSpec, tool: str = "/usr/bin/sandbox-exec") -> list[str]:
+    return [tool, "-p", seatbelt_profile(spec), *argv]
+
+
+# -- detection and wrapping --------------------------------------------------------------------
+
+
+def wrap(argv: Sequence[str], spec: SandboxSpec, status: SandboxStatus | None = None) -> list[str]:
+    """`argv` wrapped in the available sandbox; raises RuntimeError when there is none."""
+    status = status or sandbox_status()
+    if status.kind == "bwrap" and status.available:
+        return bwrap_argv(argv, spec, shutil.which("bwrap") or "bwrap")
+    if status.kind == "sandbox-exec" and status.available:
+        return sandbox_exec_argv(argv, spec)
+    raise RuntimeError(f"No OS sandbox is available: {status.reason}")
+
+
+def _probe(kind: str, make: object) -> SandboxStatus:
+    """Run `true` once under the sandbox with a throw-away root: does it really work here?"""
+    with tempfile.TemporaryDirectory(prefix="generalagent-probe-") as tmp:
+        root = Path(os.path.realpath(tmp))
+        (root / "home").mkdir()
+        spec = SandboxSpec(roots=(root,), cwd=root, home=root / "home")
+        argv = make(["/bin/sh", "-c", "echo ok > probe"], spec)  # type: ignore[operator]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return SandboxStatus(False, kind, f"{kind} could not run a test command ({exc})")
+        if done.returncode != 0 or not (root / "probe").is_file():
+            why = done.stderr.decode("utf-8", "replace").strip()[:300] or f"exit code {done.returncode}"
+            return SandboxStatus(False, kind, f"{kind} is installed but does not work here ({why})")
+    return SandboxStatus(True, kind, f"{kind} works (roots writable, the rest read-only)")
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_status() -> SandboxStatus:
+    """Whether shell commands can run sandboxed here (checked once per process)."""
+    if sys.platform.startswith("linux"):
+        found = shutil.which("bwrap")
+        if found is None:
+            return SandboxStatus(False, "none", f"bubblewrap (bwrap) is not installed; {INSTALL_HINT['linux']}")
+        return _probe("bwrap", lambda argv, spec: bwrap_argv(argv, spec, found))
+    if sys.platform == "darwin":
+        if not Path("/usr/bin/sandbox-exec").exists():
+            return SandboxStatus(False, "none", f"sandbox-exec is missing; {INSTALL_HINT['darwin']}")
+        return _probe("sandbox-exec", sandbox_exec_argv)
+    return SandboxStatus(False, "none", f"no OS sandbox is supported on {sys.platform}")
+
+
+def describe(status: SandboxStatus) -> str:
+    """One line for the start-up log and `doctor`."""
+    if status.available:
+        return f"shell commands run in an OS sandbox: {status.reason}"
+    return (f"NO OS sandbox for shell commands: {status.reason}. Every run_bash_command call needs approval "
+            "until a sandbox works.")
