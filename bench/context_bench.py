@@ -306,5 +306,142 @@ def main() -> None:
     print(f"| short texts counted per second (cached path) | {len(small) / dt:,.0f} |")
 
 
+# ---------------------------------------------------------------- fidelity (issue 12)
+
+FIDELITY_SIZES = (200, 500, 2000)
+FIDELITY_SEEDS = (1, 2, 3)
+OPTIMIZE_WINDOWS = (8_000, 16_000, 32_000, 128_000)
+COMPACT_WINDOW = 32_000
+
+
+def _summarizer_over(base_url: str) -> Any:
+    """A Summarizer over an OpenAI-compatible endpoint (the real client, as the tool does)."""
+    from context.llm import LLMConfig, chat
+
+    config = LLMConfig(base_url, "fake-model", "bench", 10.0, 0)
+
+    def summarize(chat_messages: list[dict[str, Any]], max_tokens: int) -> tuple[str, int]:
+        reply = chat(config, chat_messages, max_tokens=max_tokens, temperature=0.2)
+        return reply.content or "", reply.total_tokens
+
+    return summarize
+
+
+def _todos_of(msgs: Any) -> Any:
+    from context import carryover
+
+    return carryover.todos_from_transcript(msgs)
+
+
+def run_case(case: Any, tool: str, window: int, summarizer: Any, counter: Any) -> dict[str, Any]:
+    """One optimize or compact run over a case, scored by the independent checks."""
+    from context.messages import parse, render
+    from tests.context_checks import all_text, chat_api_problems
+
+    start = time.perf_counter()
+    transcript = parse(case.messages, case.system)
+    if tool == "optimize":
+        out, report = _optimize(transcript.messages, counter, window)
+    else:
+        out, report = _compact(transcript.messages, counter, window, summarizer)
+    rendered, system_out = render(transcript, out)
+    ms = (time.perf_counter() - start) * 1000
+    text = all_text(rendered, system_out)
+    before = report.tokens_before
+    return {
+        "kept": sum(c in text for c in case.constraints) / max(len(case.constraints), 1),
+        "todos": sum(t in text for t in case.open_todos) / max(len(case.open_todos), 1),
+        "cut": 1 - report.tokens_after / max(before, 1),
+        "valid": not chat_api_problems(rendered, system_out, case.fmt),
+        "ms": ms,
+    }
+
+
+def _optimize(msgs: Any, counter: Any, window: int) -> Any:
+    import inspect
+
+    from context.optimize import Budget, optimize
+
+    if "todos" in inspect.signature(optimize).parameters:
+        todos = _todos_of(msgs)
+        return optimize(msgs, counter, Budget(window), todos=todos)
+    return optimize(msgs, counter, Budget(window))
+
+
+def _compact(msgs: Any, counter: Any, window: int, summarizer: Any) -> Any:
+    from context.compact import CompactOptions, Prior, compact
+
+    out, report, _ = compact(msgs, counter, CompactOptions("compact", window, force=True), summarizer, Prior())
+    return out, report
+
+
+def user_words_tokens(case: Any, counter: Any) -> int:
+    return sum(counter.count(t) for t in case.user_sentences)
+
+
+def fidelity_rows(summarizer: Any) -> list[tuple[Any, ...]]:
+    from bench._context_cases import make_case
+    from context.tokens import counter_for
+
+    counter = counter_for("gpt-4o")
+    rows = []
+    for n in FIDELITY_SIZES:
+        for fmt in ("openai", "anthropic"):
+            cases = [make_case(n, fmt, seed) for seed in FIDELITY_SEEDS]
+            words = statistics.mean(user_words_tokens(c, counter) for c in cases)
+            runs: list[tuple[str, int, Any]] = [("optimize", w, None) for w in OPTIMIZE_WINDOWS]
+            runs += [("compact", COMPACT_WINDOW, None), ("compact", COMPACT_WINDOW, summarizer)]
+            for tool, window, llm in runs:
+                scores = [run_case(c, tool, window, llm, counter) for c in cases]
+                label = "-" if tool == "optimize" else ("stub" if llm else "none")
+                rows.append((n, fmt, tool, label, window, round(words), scores))
+    return rows
+
+
+def print_fidelity() -> None:
+    from tests.fake_llm import Reply, completion, start_fake_llm
+
+    stub, stop = start_fake_llm()
+    stub.set_default(Reply(200, completion("## Summary\nThe work went on.")))  # omits everything
+    try:
+        rows = fidelity_rows(_summarizer_over(stub.base_url))
+    finally:
+        stop()
+    print()
+    print("Fidelity (mean of 3 seeds; 12 constraint sentences each, about 1/3 Chinese; user words = tokens of")
+    print("what the user typed, pasted blobs excluded; optimize target = 0.6 x window)")
+    print("| messages | format | tool | LLM | window | user words | constraints kept | open todos kept | token cut | API-valid | ms |")
+    print("|---:|---|---|---|---:|---:|---:|---:|---:|---|---:|")
+    for n, fmt, tool, llm, window, words, scores in rows:
+        mean = {k: statistics.mean(float(s[k]) for s in scores) for k in ("kept", "todos", "cut", "ms")}
+        valid = sum(s["valid"] for s in scores)
+        print(
+            f"| {n} | {fmt} | {tool} | {llm} | {window // 1000}k | {words} | {mean['kept']:.0%} | "
+            f"{mean['todos']:.0%} | {mean['cut']:.0%} | {valid}/{len(scores)} | {mean['ms']:.0f} |"
+        )
+
+
+# ---------------------------------------------------------------- recall (issue 12)
+
+
+def print_recall() -> None:
+    from bench._recall_eval import evaluate
+
+    print()
+    print("Memory recall on tests/data/memory_paraphrases.json (paraphrased questions)")
+    print("| method | questions | Hit@1 | Hit@3 | ms per question |")
+    print("|---|---:|---:|---:|---:|")
+    for name, n, hit1, hit3, ms in evaluate():
+        print(f"| {name} | {n} | {hit1:.2f} | {hit3:.2f} | {ms:.1f} |")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    parts = set(sys.argv[1:]) or {"speed", "fidelity", "recall"}
+    if "speed" in parts:
+        main()
+    if "fidelity" in parts:
+        print_fidelity()
+    if "recall" in parts:
+        print_recall()
