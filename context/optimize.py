@@ -39,7 +39,7 @@ from context.tokens import (
     total_tokens,
     upper_bound,
 )
-from context.userwords import WordsReport, choose_words, prose_sentences, shrink_blobs
+from context.userwords import WordsReport, choose_words, prose_sentences, shrink_message_blobs
 
 SUMMARY_HEADING = "# Conversation summary"
 
@@ -159,24 +159,11 @@ class Lazy:
 
     def _user_blobs(self, i: int, msg: Msg) -> Any:
         """The user message's content with its big pasted blobs compressed (None: nothing to do)."""
-        count = self.counter.count
-        content = msg.content
-        small: Any
-        if isinstance(content, str):
-            small, done = shrink_blobs(content, self.max_tokens, count)
-        elif isinstance(content, list):
-            small, done = [], 0
-            for block in content:
-                if isinstance(block, dict) and block.get("type") == "text":
-                    text, n = shrink_blobs(str(block.get("text", "")), self.max_tokens, count)
-                    block, done = ({**block, "text": text} if n else block), done + n
-                small.append(block)
-        else:
-            return None
+        small, done = shrink_message_blobs(msg, self.max_tokens, self.counter.count)
         if not done:
             return None
         self.blobs[i] = done
-        return small
+        return small.content
 
     def floor(self, unit: list[int]) -> int:
         """A cheap lower bound of the unit's size after compression (nothing tokenised)."""

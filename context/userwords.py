@@ -15,7 +15,7 @@ from typing import Any
 
 from context.compress import shorten
 from context.messages import Msg, content_text, with_content
-from context.tokens import Counter, message_tokens
+from context.tokens import TOKENS_PER_MESSAGE, Counter, message_tokens
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=\S)|(?<=[。！？；])|\n+")
 _FENCE = re.compile(r"```[^\n]*\n.*?(?:```|\Z)|<system-reminder>.*?</system-reminder>", re.S)
@@ -190,6 +190,11 @@ def choose_words(
     if total <= budget:
         return set(sized), {}, total
     protected = {users[0], users[-1]}
+    shrunk = _press_blobs(sized, protected, counter)
+    sized.update(shrunk)
+    total = sum(cost for _, cost in sized.values())
+    if total <= budget:
+        return set(sized), {i: m for i, (m, _) in shrunk.items()}, total
     texts = {i: prose_sentences(content_text(m.content)) for i, (m, _) in sized.items() if i not in protected}
     order = sorted(((tier(t), i, t) for i, ts in texts.items() for t in ts), key=lambda x: (x[0], x[1]))
     over, dropped = total - budget, dict[int, list[str]]()
@@ -197,8 +202,43 @@ def choose_words(
         if over <= 0:
             break
         dropped.setdefault(i, []).append(sentence)
-        over -= counter.count(sentence)
-    return _rebuild(sized, dropped, counter, budget, protected, words)
+        over -= counter.count(sentence) + (TOKENS_PER_MESSAGE if len(dropped[i]) == len(texts[i]) else 0)
+    kept, reduced, cost = _rebuild(sized, dropped, counter, budget, protected, words)
+    return kept, {**{i: m for i, (m, _) in shrunk.items() if i in kept}, **reduced}, cost
+
+
+PRESSED_BLOB_TOKENS = 40
+
+
+def _press_blobs(
+    sized: dict[int, tuple[Msg, int]], protected: set[int], counter: Counter
+) -> dict[int, tuple[Msg, int]]:
+    """Under pressure, pasted blobs go before any sentence: cut to PRESSED_BLOB_TOKENS each."""
+    out = {}
+    for i, (msg, _) in sized.items():
+        if i in protected:
+            continue
+        smaller, done = shrink_message_blobs(msg, PRESSED_BLOB_TOKENS, counter.count)
+        if done:
+            out[i] = (smaller, message_tokens(counter, smaller))
+    return out
+
+
+def shrink_message_blobs(msg: Msg, max_tokens: int, count: Callable[[str], int]) -> tuple[Msg, int]:
+    """`msg` with its pasted blobs over `max_tokens` compressed, and how many were."""
+    content = msg.content
+    if isinstance(content, str):
+        small, done = shrink_blobs(content, max_tokens, count)
+        return (with_content(msg, small) if done else msg), done
+    if not isinstance(content, list):
+        return msg, 0
+    blocks, done = [], 0
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            text, n = shrink_blobs(str(block.get("text", "")), max_tokens, count)
+            block, done = ({**block, "text": text} if n else block), done + n
+        blocks.append(block)
+    return (with_content(msg, blocks) if done else msg), done
 
 
 def _rebuild(
@@ -221,7 +261,11 @@ def _rebuild(
             reduced[i] = smaller
     costs = {i: message_tokens(counter, reduced[i]) if i in reduced else sized[i][1] for i in kept}
     total = sum(costs.values())
-    for i in sorted(kept - protected):  # still over (pasted blobs, framing): whole messages, oldest first
+    def rank(i: int) -> tuple[int, int]:  # lowest tier first, then the oldest
+        left = prose_sentences(content_text((reduced.get(i) or sized[i][0]).content))
+        return max((tier(t) for t in left), default=0), i
+
+    for i in sorted(kept - protected, key=rank):  # still over (framing, blobs): whole messages
         if total <= budget:
             break
         kept.discard(i)

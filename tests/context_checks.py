@@ -88,7 +88,7 @@ def chat_api_problems(messages: list[dict[str, Any]], system: Any, fmt: str) -> 
 
 def _is_empty(message: dict[str, Any]) -> bool:
     content = message.get("content")
-    if message.get("tool_calls"):
+    if message.get("tool_calls") or message.get("role") == "tool":  # an empty tool result is valid
         return False
     if content is None:
         return True

@@ -64,7 +64,7 @@ def _find_embedder(rt: Runtime) -> tuple[Embedder | None, str]:
     return _ProviderEmbedder(provider), ""
 
 
-_EMBEDDER: Service[tuple[Embedder | None, str]] = Service(_find_embedder)
+EMBEDDER: Service[tuple[Embedder | None, str]] = Service(_find_embedder)
 
 
 class MemoryFact(BaseModel):
@@ -160,7 +160,7 @@ def recall(
         context = context_text(parse(messages).messages)
     store = memory_store(rt)
     has_context = bool(context.strip() and store.analyze(context))
-    embedder, note = _EMBEDDER.of(rt) if has_context else (None, "")
+    embedder, note = EMBEDDER.of(rt) if has_context else (None, "")
     weights = Weights.from_settings(rt.settings)
     ranked = recall_ranked(store, context if has_context else "", embedder, weights, min_similarity)
     chosen, used = select(ranked, max_tokens, top_k, counter_for(None).count)
