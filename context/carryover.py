@@ -45,15 +45,13 @@ def section_lines(summary: str, heading: str) -> list[str]:
 
 def todos_from_transcript(msgs: Iterable[Msg]) -> list[Todo] | None:
     """The list written by the last todo_write-style tool call in the transcript (None: none)."""
-    latest: list[Todo] | None = None
-    for msg in msgs:
-        for call in msg.calls:
-            if call.name.lower() not in TODO_TOOLS:
-                continue
-            parsed = _todo_items(call.arguments)
-            if parsed is not None:
-                latest = parsed
-    return latest
+    for msg in reversed(list(msgs)):  # the newest call first: no need to parse the older ones
+        for call in reversed(msg.calls):
+            if call.name.lower() in TODO_TOOLS:
+                parsed = _todo_items(call.arguments)
+                if parsed is not None:
+                    return parsed
+    return None
 
 
 def _todo_items(arguments: object) -> list[Todo] | None:

@@ -61,8 +61,18 @@ def prose(text: str) -> str:
     return "\n".join(p for p in out if p.strip())
 
 
+_sentence_cache: dict[str, list[str]] = {}
+_CACHE_LIMIT = 50_000
+
+
 def prose_sentences(text: str) -> list[str]:
-    return sentences(prose(text))
+    """The sentences of `text` outside pasted blobs (cached: clients resend the same transcript)."""
+    hit = _sentence_cache.get(text)
+    if hit is None:
+        if len(_sentence_cache) >= _CACHE_LIMIT:
+            _sentence_cache.clear()
+        hit = _sentence_cache[text] = sentences(prose(text))
+    return hit
 
 
 def shrink_blobs(text: str, max_tokens: int, count: Callable[[str], int]) -> tuple[str, int]:
