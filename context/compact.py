@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from context import carryover
 from context.compress import shorten
-from context.userwords import WordsReport, shrink_blobs
 from context.messages import Msg, arguments_text, content_text, message_text, with_content
 from context.optimize import SUMMARY_HEADING, chains, compressed_output, keep_last_user
 from context.tokens import Counter, lower_bound, message_tokens, total_tokens
+from context.userwords import WordsReport, shrink_blobs
 from foundation.errors import GeneralAgentError
 
 Strategy = Literal["auto", "compact", "summarize"]
