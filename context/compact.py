@@ -19,7 +19,7 @@ from context.compress import shorten
 from context.messages import Msg, arguments_text, content_text, message_text, with_content
 from context.optimize import SUMMARY_HEADING, chains, compressed_output, keep_last_user
 from context.tokens import Counter, lower_bound, message_tokens, total_tokens
-from context.userwords import WordsReport, shrink_blobs
+from context.userwords import WordsReport, pasted, shrink_blobs
 from foundation.errors import GeneralAgentError
 
 Strategy = Literal["auto", "compact", "summarize"]
@@ -433,6 +433,9 @@ def _with_carryover(
     previous = parts.previous or ""
     first = first_request(parts.clean)
     old_users = [m for m in parts.old if m.role == "user" and m is not first]
+    for msg in old_users:  # pasted blobs are summarised, not carried: report them as compressed
+        text = content_text(msg.content)
+        report.words.compressed(text, pasted(text))
     limit = int(window * WORDS_MAX_SHARE)
     words = carryover.words_to_carry(carryover.carried_words(previous), old_users, counter, limit, report.words)
     missing = [w for w in words if w not in body]  # the code guarantees what the summary left out

@@ -51,6 +51,11 @@ def blobs(text: str) -> list[tuple[int, int]]:
     return sorted(spans)
 
 
+def pasted(text: str) -> int:
+    """How many pasted blobs `text` has (reminder blocks are not the user's pastes)."""
+    return sum(not text.startswith("<system-reminder>", start) for start, _ in blobs(text))
+
+
 def prose(text: str) -> str:
     """`text` without its pasted blobs."""
     out, last = [], 0
@@ -84,6 +89,10 @@ def shrink_blobs(text: str, max_tokens: int, count: Callable[[str], int]) -> tup
     out, last, done = [], 0, 0
     for start, end in spans:
         out.append(text[last:start])
+        if text.startswith("<system-reminder>", start):  # ours, not a paste: left whole
+            out.append(text[start:end])
+            last = end
+            continue
         small = shorten(text[start:end], max_tokens, count, BLOB_NOTE)
         done += small != text[start:end]
         out.append(small)
