@@ -118,8 +118,8 @@ def compact_context(
     call: CallContext,
 ) -> CompactResult:
     """Replace the older part of a conversation by a summary (via the configured LLM endpoint):
-    returns [system..., summary, recent...]. Open todos and the user's constraint sentences are
-    carried over verbatim by code. Without an LLM, or when it fails, falls back to truncation
+    returns [system..., summary, first request, recent...]. Open todos and every sentence the user
+    wrote that the summary left out are carried over verbatim by code. Without an LLM, or when it fails, falls back to truncation
     and says so. auto re-summarises only when enough is new."""
     key = dict(
         m=messages,
