@@ -44,14 +44,27 @@ def section_lines(summary: str, heading: str) -> list[str]:
 
 
 def todos_from_transcript(msgs: Iterable[Msg]) -> list[Todo] | None:
-    """The list written by the last todo_write-style tool call in the transcript (None: none)."""
-    for msg in reversed(list(msgs)):  # the newest call first: no need to parse the older ones
+    """The list written by the last todo_write-style tool call in the transcript, or carried by
+    a newer reminder of ours (None: neither)."""
+    for msg in reversed(list(msgs)):  # the newest first: no need to parse the older ones
         for call in reversed(msg.calls):
             if call.name.lower() in TODO_TOOLS:
                 parsed = _todo_items(call.arguments)
                 if parsed is not None:
                     return parsed
+        if msg.role == "user" and REMINDER_MARK in (text := content_text(msg.content)):
+            return _reminder_items(text)  # our own reminder carried the list this far
     return None
+
+
+def _reminder_items(text: str) -> list[Todo]:
+    block = text[text.rindex(REMINDER_MARK) :].split("</system-reminder>", 1)[0]
+    out = []
+    for line in block.splitlines()[1:]:
+        match = re.match(r"- \[(\w+)\] (.*)", line)
+        if match:
+            out.append(Todo(match.group(2), match.group(1)))
+    return out
 
 
 def _todo_items(arguments: object) -> list[Todo] | None:

@@ -227,11 +227,11 @@ def optimize(
 
 
 def with_reminder(out: list[Msg], reminder: str | None, fmt: str) -> list[Msg]:
-    """At most one todo reminder, at the end: an identical newest one stays where it is (the
-    cached prefix is kept); otherwise earlier ones are removed and the new one is appended."""
-    if reminder is None:
-        return out
+    """At most one todo reminder, at the end: an identical one stays where it is (the cached
+    prefix is kept); otherwise earlier ones are removed and the new one (if any) is appended."""
     positions = carryover.reminder_positions(out)
+    if reminder is None:  # nothing open any more: a stale reminder would mislead
+        return carryover.strip_reminders(out) if positions else out
     if len(positions) == 1 and reminder in content_text(out[positions[0]].content):
         return out
     return attach(carryover.strip_reminders(out) if positions else out, reminder, fmt)

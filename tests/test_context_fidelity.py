@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from bench._context_cases import make_case
+from context.carryover import Todo
 from context.compact import COMPACT_PROMPT, SUMMARIZE_PROMPT, CompactOptions, compact
 from context.messages import parse, render
 from context.optimize import Budget, optimize
@@ -89,8 +90,13 @@ def test_one_reminder_and_it_stays_in_place_when_unchanged() -> None:
     marked = [k for k, m in enumerate(again_r) if "Open todos (carried over" in json.dumps(m)]
     assert len(marked) == 1 and again_r[marked[0]] == rendered[marked[0]]
     # A changed list replaces it: still one, at the end.
-    changed, _ = optimize(again_t.messages, COUNTER, Budget(128_000), todos=[], fmt="openai")
-    assert not any("Open todos (carried over" in json.dumps(m) for m in render(again_t, changed)[0][-1:])
+    done, _ = optimize(again_t.messages, COUNTER, Budget(128_000), todos=[], fmt="openai")
+    assert not any("Open todos (carried over" in json.dumps(m) for m in render(again_t, done)[0])
+    other = [Todo("Write the changelog", "pending")]
+    changed, _ = optimize(again_t.messages, COUNTER, Budget(128_000), todos=other, fmt="openai")
+    changed_r = render(again_t, changed)[0]
+    marked = [k for k, m in enumerate(changed_r) if "Open todos (carried over" in json.dumps(m)]
+    assert marked == [len(changed_r) - 1] and "Write the changelog" in json.dumps(changed_r[-1])
 
 
 def test_optimize_tool_reads_the_workspace_todo_list(settings: Any) -> None:
