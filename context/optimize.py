@@ -3,21 +3,27 @@
 1. clean: drop assistant messages whose tool calls are not all answered (by the `tool` messages
    right after them) and tool results whose call is gone;
 2. keep every system message;
-3. compress tool outputs above `tool_output_max_tokens` (JSON-aware, else a middle cut);
-4. select: the newest messages under the recent budget, each assistant-with-tool-calls message
-   together with all its results (a chain that does not fit is skipped whole), then the oldest
-   messages (the original request) under what is left of the target;
-5. leave `reserve_tokens` free for a summary when the caller will add one.
+3. compress tool outputs above `tool_output_max_tokens` (JSON-aware, else a middle cut), and
+   pasted blobs (fenced blocks, long runs of log/code lines) in user messages the same way;
+4. the user's words first: every user message, verbatim, when they fit in the budget; under
+   real pressure pasted blobs are pressed further, then sentences go by tier (small talk first,
+   instructions last; `userwords.instruction_score` only ranks), the oldest first; the first
+   request and the newest message stay;
+5. then the newest other messages under what is left, each assistant-with-tool-calls message
+   together with all its results (a chain that does not fit is skipped whole), then the oldest;
+6. the open todos as one reminder at the end (an identical one already there stays in place);
+7. leave `reserve_tokens` free for a summary when the caller will add one.
 
-Cost: only what selection looks at is tokenised (newest first until the recent budget is used, then
-the oldest), so a cold call on a long transcript stays cheap. A unit is counted only when its cheap
-lower bound says it may fit; tool outputs are compressed when their bounds (or, near the limit,
-their count) say they are over. Kept messages are always counted exactly; the total before is
-exact for small inputs and otherwise an estimate, flagged in the report (`tokens.total_tokens`).
+Cost: only what selection looks at is tokenised (user messages, then newest first until the
+budget is used, then the oldest), so a cold call on a long transcript stays cheap. A unit is
+counted only when its cheap lower bound says it may fit. Kept messages are always counted
+exactly; the total before is exact for small inputs and otherwise an estimate, flagged in the
+report (`tokens.total_tokens`).
 
-The output is API-valid by construction: every kept call is answered right after it, every kept
-result follows its call, order is preserved, and user text is never changed except the newest
-user message when it alone is over budget (cut with an explicit marker).
+The output is valid for the chat APIs: every kept call is answered right after it, every kept
+result follows its call, order is preserved, no message is empty, and (Anthropic) the first turn
+is a user turn. Kept user sentences are never changed; the newest user message alone over the
+budget is cut with an explicit marker.
 """
 
 from __future__ import annotations
