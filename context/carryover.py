@@ -1,5 +1,6 @@
-"""What compaction carries over by code, never left to the model: the user's constraint and
-preference sentences (verbatim) and the open todo list."""
+"""What optimize and compact carry over by code, never left to the model: the user's own words
+(verbatim), the open todo list (one reminder block, or a summary section), and the chat-API
+shape of the result (no empty messages, a user turn first)."""
 
 from __future__ import annotations
 
@@ -8,44 +9,24 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from context.messages import Msg, content_text
+from context.messages import Msg, content_text, with_content
+from context.tokens import Counter
+from context.userwords import WordsReport, prose_sentences, tier
 
-CONSTRAINTS_HEADING = "## User constraints and preferences (verbatim)"
+WORDS_HEADING = "## The user's own words (verbatim, oldest first)"
+OLD_WORDS_HEADINGS = ("## User constraints and preferences (verbatim)",)  # written by earlier versions
 TODOS_HEADING = "## Open todos (carried over)"
 TODO_TOOLS = {"todo_write", "todowrite", "write_todos", "update_todos"}
-MAX_CONSTRAINTS = 80
-MAX_SENTENCE_CHARS = 600
-
-_CONSTRAINT = re.compile(
-    r"\b(must|must not|mustn't|never|always|don't|do not|should|shouldn't|should not|prefer|prefers|"
-    r"preferred|please use|please don't|only use|use only|make sure|ensure|avoid|required|requirement|"
-    r"no more than|at most|at least|instead of|i want|i need|i'd like|i would like|remember|keep|stick to)\b"
-    r"|不要|必须|总是|一定|务必|禁止|请勿|请用|只用|只能|应该|不能|偏好|喜欢用|优先|记住",
-    re.IGNORECASE,
-)
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？；])|\n+")
+REMINDER_MARK = "Open todos (carried over"
+_REMINDER = re.compile(r"\n*<system-reminder>\nOpen todos \(carried over.*?</system-reminder>", re.S)
+OMITTED_NOTE = "(Earlier messages of this conversation were left out to fit the context window.)"
+MAX_REMINDER_ITEMS = 30
 
 
 @dataclass(frozen=True)
 class Todo:
     content: str
     status: str
-
-
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
-
-
-def constraint_sentences(msgs: Iterable[Msg]) -> list[str]:
-    """Sentences of user messages that state a constraint or a preference, verbatim, deduplicated."""
-    seen: dict[str, None] = {}
-    for msg in msgs:
-        if msg.role != "user":
-            continue
-        for sentence in sentences(content_text(msg.content)):
-            if len(sentence) <= MAX_SENTENCE_CHARS and _CONSTRAINT.search(sentence):
-                seen.setdefault(sentence, None)
-    return list(seen)
 
 
 def section_lines(summary: str, heading: str) -> list[str]:
@@ -63,16 +44,27 @@ def section_lines(summary: str, heading: str) -> list[str]:
 
 
 def todos_from_transcript(msgs: Iterable[Msg]) -> list[Todo] | None:
-    """The list written by the last todo_write-style tool call in the transcript (None: none)."""
-    latest: list[Todo] | None = None
-    for msg in msgs:
-        for call in msg.calls:
-            if call.name.lower() not in TODO_TOOLS:
-                continue
-            parsed = _todo_items(call.arguments)
-            if parsed is not None:
-                latest = parsed
-    return latest
+    """The list written by the last todo_write-style tool call in the transcript, or carried by
+    a newer reminder of ours (None: neither)."""
+    for msg in reversed(list(msgs)):  # the newest first: no need to parse the older ones
+        for call in reversed(msg.calls):
+            if call.name.lower() in TODO_TOOLS:
+                parsed = _todo_items(call.arguments)
+                if parsed is not None:
+                    return parsed
+        if msg.role == "user" and REMINDER_MARK in (text := content_text(msg.content)):
+            return _reminder_items(text)  # our own reminder carried the list this far
+    return None
+
+
+def _reminder_items(text: str) -> list[Todo]:
+    block = text[text.rindex(REMINDER_MARK) :].split("</system-reminder>", 1)[0]
+    out = []
+    for line in block.splitlines()[1:]:
+        match = re.match(r"- \[(\w+)\] (.*)", line)
+        if match:
+            out.append(Todo(match.group(2), match.group(1)))
+    return out
 
 
 def _todo_items(arguments: object) -> list[Todo] | None:
@@ -97,17 +89,23 @@ def open_todos(todos: Iterable[Todo]) -> list[Todo]:
     return [t for t in todos if t.status != "completed"]
 
 
-def render_carryover(constraints: list[str], todos: list[Todo], todo_source: str) -> str:
-    """The sections appended to every summary."""
+def render_carryover(words: list[str], todos: list[Todo], todo_source: str) -> str:
+    """The sections appended to every summary: open todos, then the user's carried words."""
     parts = []
     if todos:
         lines = [f"- [{t.status}] {t.content}" for t in todos]
         parts.append(f"{TODOS_HEADING}\nSource: {todo_source}.\n" + "\n".join(lines))
-    if constraints:
-        kept = constraints[-MAX_CONSTRAINTS:]
-        lines = [f"- {c}" for c in kept]
-        parts.append(f"{CONSTRAINTS_HEADING}\n" + "\n".join(lines))
+    if words:
+        parts.append(f"{WORDS_HEADING}\n" + "\n".join(f"- {w}" for w in words))
     return "\n\n".join(parts)
+
+
+def carried_words(summary: str) -> list[str]:
+    """The user's sentences an earlier summary carried (any heading version)."""
+    out: list[str] = []
+    for heading in (WORDS_HEADING, *OLD_WORDS_HEADINGS):
+        out += section_lines(summary, heading)
+    return out
 
 
 def todos_from_summary(summary: str) -> list[Todo]:
@@ -117,3 +115,102 @@ def todos_from_summary(summary: str) -> list[Todo]:
         if match:
             out.append(Todo(match.group(2), match.group(1)))
     return out
+
+
+# ---------------------------------------------------------------- the todo reminder
+
+
+def todo_reminder(todos: list[Todo], source: str) -> str | None:
+    """One reminder block of the open todos (None when nothing is open)."""
+    if not todos:
+        return None
+    lines = [f"- [{t.status}] {t.content[:300]}" for t in todos[:MAX_REMINDER_ITEMS]]
+    if len(todos) > MAX_REMINDER_ITEMS:
+        lines.append(f"- … and {len(todos) - MAX_REMINDER_ITEMS} more")
+    body = f"{REMINDER_MARK} from {source}; keep working on them):\n" + "\n".join(lines)
+    return f"<system-reminder>\n{body}\n</system-reminder>"
+
+
+def reminder_positions(msgs: list[Msg]) -> list[int]:
+    """Indexes of the user messages that carry one of our todo reminders."""
+    return [k for k, m in enumerate(msgs) if m.role == "user" and REMINDER_MARK in content_text(m.content)]
+
+
+def without_reminders(msg: Msg) -> Msg | None:
+    """`msg` with our todo reminder blocks removed (None when nothing else is left)."""
+    content = msg.content
+    if isinstance(content, str):
+        rest = _REMINDER.sub("", content)
+        return None if not rest.strip() else with_content(msg, rest)
+    blocks = []
+    for block in content or []:
+        if isinstance(block, dict) and block.get("type") == "text" and REMINDER_MARK in str(block.get("text")):
+            text = _REMINDER.sub("", str(block.get("text", "")))
+            if text.strip():
+                blocks.append({**block, "text": text})
+            continue
+        blocks.append(block)
+    return None if not blocks else with_content(msg, blocks)
+
+
+def strip_reminders(msgs: list[Msg]) -> list[Msg]:
+    out = []
+    carrying = set(reminder_positions(msgs))
+    for k, msg in enumerate(msgs):
+        if k in carrying:
+            kept = without_reminders(msg)
+            if kept is not None:
+                out.append(kept)
+        else:
+            out.append(msg)
+    return out
+
+
+# ---------------------------------------------------------------- chat-API shape
+
+
+def is_empty(msg: Msg) -> bool:
+    """A message the chat APIs reject as empty: no calls and no text or other content."""
+    if msg.role == "tool" or msg.calls:
+        return False
+    content = msg.content
+    if isinstance(content, list):
+        return all(
+            isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content
+        )
+    return not content_text(content).strip()
+
+
+def api_shape(msgs: list[Msg], fmt: str) -> list[Msg]:
+    """No empty messages, and (Anthropic) the first turn after the system prompt is a user turn:
+    a short note is put first when it would not be."""
+    out = [m for m in msgs if not is_empty(m)]
+    first = next((k for k, m in enumerate(out) if m.role != "system"), None)
+    if fmt == "anthropic" and first is not None and out[first].role != "user":
+        out.insert(first, Msg("user", OMITTED_NOTE, changed=True))
+    return out
+
+
+# ---------------------------------------------------------------- the user's words in a summary
+
+
+def words_to_carry(
+    earlier: list[str], old_users: list[Msg], counter: Counter, limit: int, words: WordsReport
+) -> list[str]:
+    """The user's sentences a summary carries verbatim: those an earlier summary carried, then
+    every sentence of the summarised user messages, deduplicated, in order. Over `limit` tokens,
+    sentences go by tier (small talk first), the oldest first; drops are reported."""
+    found = [s for m in old_users for s in prose_sentences(content_text(m.content))]
+    chosen = list(dict.fromkeys([*earlier, *found]))
+    costs = {s: counter.count(s) + 2 for s in chosen}
+    over = sum(costs.values()) - limit
+    if over <= 0:
+        return chosen
+    gone: set[str] = set()
+    for _, _, sentence in sorted((tier(s), k, s) for k, s in enumerate(chosen)):
+        if over <= 0:
+            break
+        gone.add(sentence)
+        over -= costs[sentence]
+        words.drop(sentence)
+    return [s for s in chosen if s not in gone]

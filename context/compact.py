@@ -19,6 +19,7 @@ from context.compress import shorten
 from context.messages import Msg, arguments_text, content_text, message_text, with_content
 from context.optimize import SUMMARY_HEADING, chains, compressed_output, keep_last_user
 from context.tokens import Counter, lower_bound, message_tokens, total_tokens
+from context.userwords import WordsReport, pasted, shrink_blobs
 from foundation.errors import GeneralAgentError
 
 Strategy = Literal["auto", "compact", "summarize"]
@@ -34,6 +35,8 @@ RECENT_MIN_MESSAGES = 10
 RECENT_WINDOW_SHARE = 0.15
 RECENT_MAX_SHARE = 0.5
 RECENT_TOOL_OUTPUT_MAX = 2000
+WORDS_MAX_SHARE = 0.2  # of the window, for the user's sentences carried verbatim
+FIRST_MAX_SHARE = 0.1  # of the window, for the first request kept after the summary
 _HEADING_LINE = re.compile(r"(?m)^# Conversation summary")
 
 COMPACT_PROMPT = """You summarise an agent conversation so the work can continue in a fresh context.
@@ -43,16 +46,21 @@ Write a detailed Markdown summary with exactly these sections:
 ## Files and code sections (paths, important snippets)
 ## Errors and fixes
 ## Problem solving
-## User messages stating constraints or preferences (verbatim)
+## User constraints and preferences
 ## Pending tasks
 ## Current work
 ## Next step
-Keep names, paths, numbers and commands exact. Write in the conversation's language. If a previous
+Under "User constraints and preferences" quote verbatim, one per line, every instruction,
+constraint, preference or fact the user stated, also those said in passing (a language, a
+version, a limit, who decides what); leave out greetings and thanks. Keep names, paths, numbers and commands exact. Write in the conversation's language. If a previous
 summary is given, merge it with the newer messages into one summary."""
 
 SUMMARIZE_PROMPT = """Summarise this agent conversation in under 200 words: the user's goal, what was
 done, the current state and the next step. Keep names, paths and numbers exact. Write in the
-conversation's language. If a previous summary is given, merge it with the newer messages."""
+conversation's language. If a previous summary is given, merge it with the newer messages.
+Then add a section "## User constraints and preferences" quoting verbatim, one per line, every
+instruction, constraint, preference or fact the user stated (this section does not count
+towards the 200 words)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,7 @@ class CompactOptions:
     keep_recent_tokens: int | None = None
     instructions: str | None = None
     force: bool = False
+    fmt: str = "openai"  # the caller's format: Anthropic needs a user turn first
 
 
 @dataclass
@@ -84,8 +93,9 @@ class CompactReport:
     llm_tokens: int = 0
     todos_carried: int = 0
     todo_source: str = "none"
-    constraints_carried: int = 0
+    constraints_carried: int = 0  # the user's sentences appended by code (the summary left them out)
     covered_sources: int = 0
+    words: WordsReport = field(default_factory=WordsReport)
 
 
 @dataclass
@@ -136,6 +146,9 @@ def split(msgs: list[Msg], counter: Counter, options: CompactOptions, prior: Pri
     recent_units = _recent(msgs, others, counter, options, counted)
     recent_set = {i for u in recent_units for i in u}
     old = [msgs[i] for u in others for i in u if i not in recent_set]
+    if previous is not None:  # the first request was kept verbatim after that summary: not new
+        first = first_request(msgs)
+        old = [m for m in old if m is not first]
     recent = [msgs[i] for i in sorted(recent_set)]
     clean = [msgs[i] for u in units for i in u]
     return Split(system, previous, old, recent, clean, counted)
@@ -202,24 +215,27 @@ def compact(
     prior = prior or Prior()
     report = CompactReport(messages_before=len(msgs))
     parts = split(msgs, counter, options, prior)
+    report.words.count_all(msgs, [k for k, m in enumerate(msgs) if m.role == "user"])
     report.tokens_before, report.tokens_before_estimated = total_tokens(counter, msgs, parts.counted, {})
     report.incremental = parts.previous is not None
     report.old_messages, report.recent_messages = len(parts.old), len(parts.recent)
     skip = _skip_reason(parts, counter, options)
     if skip is not None:
         report.action, report.reason, report.strategy = "skipped", skip, options.strategy
-        return _finish(parts.clean, counter, report), report, None
+        return _finish(carryover.api_shape(parts.clean, options.fmt), counter, report), report, None
     strategy = _resolve(options.strategy, parts, counter)
     report.strategy = strategy
     body = _llm_body(parts, counter, options, strategy, summarizer, report)
     if body is None:
         body = fallback_body(parts, counter, report.fallback_reason or "no LLM")
         report.source = "fallback"
-    summary = _with_carryover(body, parts, prior, report)
+    summary = _with_carryover(body, parts, prior, report, counter, options.context_window)
     summary_msg = Msg("system", summary, changed=True)
-    recent = _trim_recent(parts.recent, counter)
-    recent = keep_last_user(parts.clean, recent, counter, int(options.context_window * RECENT_MAX_SHARE))
-    out = [*parts.system, summary_msg, *recent]
+    recent = _trim_recent(carryover.strip_reminders(parts.recent), counter)
+    limit = int(options.context_window * RECENT_MAX_SHARE)
+    recent = keep_last_user(parts.clean, recent, counter, limit, report.words)
+    first = _first_kept(parts, counter, options.context_window)
+    out = carryover.api_shape([*parts.system, summary_msg, *first, *recent], options.fmt)
     report.summary_tokens = counter.count(summary)
     report.covered_sources = _covered(parts)
     return _finish(out, counter, report), report, summary
@@ -313,7 +329,7 @@ def _line(msg: Msg, counter: Counter) -> str:
 
 
 def _strip_carryover(summary: str) -> str:
-    for heading in (carryover.TODOS_HEADING, carryover.CONSTRAINTS_HEADING):
+    for heading in (carryover.TODOS_HEADING, carryover.WORDS_HEADING, *carryover.OLD_WORDS_HEADINGS):
         summary = summary.split(heading, 1)[0]
     return summary.strip()
 
@@ -411,22 +427,39 @@ def message_text_short(msg: Msg) -> str:
     return text + " " + " ".join(arguments_text(c.arguments)[:400] for c in msg.calls)
 
 
-def _with_carryover(body: str, parts: Split, prior: Prior, report: CompactReport) -> str:
+def _with_carryover(
+    body: str, parts: Split, prior: Prior, report: CompactReport, counter: Counter, window: int
+) -> str:
     previous = parts.previous or ""
-    constraints = list(
-        dict.fromkeys(
-            carryover.section_lines(previous, carryover.CONSTRAINTS_HEADING)
-            + carryover.constraint_sentences(parts.clean)
-        )
-    )
+    first = first_request(parts.clean)
+    old_users = [m for m in parts.old if m.role == "user" and m is not first]
+    for msg in old_users:  # pasted blobs are summarised, not carried: report them as compressed
+        text = content_text(msg.content)
+        report.words.compressed(text, pasted(text))
+    limit = int(window * WORDS_MAX_SHARE)
+    words = carryover.words_to_carry(carryover.carried_words(previous), old_users, counter, limit, report.words)
+    missing = [w for w in words if w not in body]  # the code guarantees what the summary left out
     todos, source = _todos(parts, prior, previous)
-    report.todos_carried, report.todo_source, report.constraints_carried = (
-        len(todos),
-        source,
-        len(constraints),
-    )
-    extra = carryover.render_carryover(constraints, todos, source)
+    report.todos_carried, report.todo_source, report.constraints_carried = len(todos), source, len(missing)
+    extra = carryover.render_carryover(missing, todos, source)
     return f"{SUMMARY_HEADING}\n\n{body}" + (f"\n\n{extra}" if extra else "")
+
+
+def first_request(msgs: list[Msg]) -> Msg | None:
+    """The conversation's first user message (it is kept after the summary, never summarised away)."""
+    return next((m for m in msgs if m.role == "user"), None)
+
+
+def _first_kept(parts: Split, counter: Counter, window: int) -> list[Msg]:
+    """The first user request, verbatim apart from big pasted blobs, when it is not recent."""
+    first = first_request(parts.clean)
+    if first is None or any(m is first for m in parts.recent):
+        return []
+    if not isinstance(first.content, str):
+        return [first]
+    text, _ = shrink_blobs(first.content, RECENT_TOOL_OUTPUT_MAX // 4, counter.count)
+    text = shorten(text, int(window * FIRST_MAX_SHARE), counter.count, "; the first request was over its share")
+    return [first if text == first.content else with_content(first, text)]
 
 
 def _todos(parts: Split, prior: Prior, previous: str) -> tuple[list[carryover.Todo], str]:

@@ -1,9 +1,13 @@
-"""Remembered facts in SQLite and their recall by TF-IDF relevance to the conversation.
+"""Remembered facts in SQLite and their recall by relevance to the conversation.
 
 Facts keep the language they were written in. Terms come from the search analyzer
 (`indexing.analyzer.analyze`: stemming for English, jieba for Chinese), so recall works the
-same way search does. score = 0.6 x cosine similarity + 0.4 x confidence; facts below a
-similarity floor are left out when there is a context; with no context, confidence decides.
+same way search does. `recall_ranked` scores meaning as well as words: the terms are expanded
+with word forms and a small synonym/abbreviation table (context/synonyms.py) at a lower weight,
+and when an `Embedder` is given, the dense cosine (relative to the other facts) is fused with
+the lexical one. score = (1 - c) x similarity + c x confidence (weights in `Weights`, from
+settings); facts below a similarity floor are left out when there is a context; with no context,
+confidence decides.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections import Counter as Bag
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from context.messages import Msg, content_text
 from foundation import sqlite_db
@@ -70,6 +75,34 @@ class Scored:
     fact: Fact
     similarity: float
     score: float
+    lexical: float = 0.0
+    dense: float | None = None
+
+
+class Embedder(Protocol):
+    """Any embedding model: texts in, one vector (list of floats) per text out. An optional
+    `embed_query(texts)` is used for the question when the model embeds queries differently."""
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How recall mixes its signals (defaults measured on tests/data/memory_paraphrases.json)."""
+
+    lexical: float = 0.5
+    dense: float = 0.5
+    confidence: float = 0.4
+    expansion: float = 1.0  # synonym and word-form terms, relative to the words themselves
+
+    @classmethod
+    def from_settings(cls, settings: object) -> Weights:
+        return cls(
+            float(getattr(settings, "memory_lexical_weight", cls.lexical)),
+            float(getattr(settings, "memory_dense_weight", cls.dense)),
+            float(getattr(settings, "memory_confidence_weight", cls.confidence)),
+            float(getattr(settings, "memory_expansion_weight", cls.expansion)),
+        )
 
 
 def normalize_text(text: str) -> str:
@@ -99,11 +132,16 @@ def idf_table(docs: list[tuple[str, ...]]) -> tuple[dict[str, float], float]:
     return {t: math.log((n + 1) / (c + 1)) + 1 for t, c in df.items()}, math.log(n + 1) + 1
 
 
-def rank(facts: list[Fact], context_terms: list[str], min_similarity: float = MIN_SIMILARITY) -> list[Scored]:
-    """Facts by score; with context terms, those under the similarity floor are dropped."""
+def rank(
+    facts: list[Fact],
+    context_terms: list[str],
+    min_similarity: float = MIN_SIMILARITY,
+    confidence_weight: float = CONFIDENCE_WEIGHT,
+) -> list[Scored]:
+    """Facts by score (words only); with context terms, those under the similarity floor are dropped."""
     if not context_terms:
         ordered = sorted(facts, key=lambda f: (-f.confidence, -f.updated_at))
-        return [Scored(f, 0.0, round(CONFIDENCE_WEIGHT * f.confidence, 4)) for f in ordered]
+        return [Scored(f, 0.0, round(confidence_weight * f.confidence, 4)) for f in ordered]
     idf, default = idf_table([f.terms for f in facts])
     query = tfidf(context_terms, idf, default)
     out = []
@@ -279,3 +317,90 @@ def select(
         chosen.append(item)
         used += cost
     return chosen, used
+
+
+# ---------------------------------------------------------------- recall by meaning
+
+
+_expanded: dict[str, tuple[list[str], list[str]]] = {}
+_vectors: dict[tuple[int, str], list[float]] = {}
+_CACHE_LIMIT = 20_000
+
+
+def expanded(text: str, analyzer: Analyzer) -> tuple[list[str], list[str]]:
+    from context.synonyms import expand
+
+    hit = _expanded.get(text)
+    if hit is None:
+        if len(_expanded) >= _CACHE_LIMIT:
+            _expanded.clear()
+        hit = _expanded[text] = expand(text, analyzer)
+    return hit
+
+
+def lexical_scores(facts: list[Fact], query: str, analyzer: Analyzer, expansion: float) -> list[float]:
+    """TF-IDF cosine of each fact with the query over words plus weighted expansion terms."""
+    docs = [expanded(f.content, analyzer) for f in facts]
+    terms, extra = expanded(query, analyzer)
+    idf, default = idf_table([tuple(a + b) for a, b in docs])
+
+    def vector(words: list[str], more: list[str]) -> dict[str, float]:
+        out = tfidf(words, idf, default)
+        for term, weight in tfidf(more, idf, default).items():
+            out[term] = out.get(term, 0.0) + expansion * weight
+        return out
+
+    plain, wanted = vector(terms, []), vector(terms, extra)
+    # never below the words alone: expansion terms add meaning, they must not dilute a match
+    return [max(cosine(vector(a, []), plain), cosine(vector(a, b), wanted)) for a, b in docs]
+
+
+def dense_scores(facts: list[Fact], query: str, embedder: Embedder) -> list[float]:
+    """Each fact's dense cosine with the query, relative to the others: the best is 1, the
+    median and below 0 (0 for all when no fact stands out)."""
+    missing = [f.content for f in facts if (id(embedder), f.content) not in _vectors]
+    if missing:
+        if len(_vectors) + len(missing) > _CACHE_LIMIT:
+            _vectors.clear()
+        for text, vec in zip(missing, embedder.embed(missing), strict=True):
+            _vectors[(id(embedder), text)] = list(vec)
+    ask = getattr(embedder, "embed_query", embedder.embed)
+    q = list(ask([query])[0])
+    raw = [_cos(_vectors[(id(embedder), f.content)], q) for f in facts]
+    ordered = sorted(raw)
+    median, best = ordered[len(ordered) // 2], ordered[-1]
+    if best - median < 0.01:
+        return [0.0] * len(raw)
+    return [max(0.0, (r - median) / (best - median)) for r in raw]
+
+
+def _cos(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def recall_ranked(
+    store: MemoryStore,
+    query: str,
+    embedder: Embedder | None = None,
+    weights: Weights = Weights(),
+    min_similarity: float = MIN_SIMILARITY,
+) -> list[Scored]:
+    """The stored facts ranked for `query` (see the module docstring); no query: by confidence."""
+    facts = store.all_facts()
+    if not query.strip() or not facts:
+        return rank(facts, [], min_similarity, weights.confidence)
+    lexical = lexical_scores(facts, query, store.analyze, weights.expansion)
+    dense = dense_scores(facts, query, embedder) if embedder is not None else None
+    out = []
+    for k, fact in enumerate(facts):
+        sim = lexical[k]
+        if dense is not None:
+            sim = (weights.lexical * lexical[k] + weights.dense * dense[k]) / max(weights.lexical + weights.dense, 1e-9)
+        if sim >= min_similarity:
+            score = (1 - weights.confidence) * sim + weights.confidence * fact.confidence
+            d = None if dense is None else round(dense[k], 4)
+            out.append(Scored(fact, round(sim, 4), round(score, 4), round(lexical[k], 4), d))
+    out.sort(key=lambda s: (-s.score, -s.fact.updated_at))
+    return out

@@ -37,7 +37,7 @@ _ANTHROPIC_BLOCK_TYPES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Call:
     """One tool call made by an assistant message."""
 
@@ -46,7 +46,7 @@ class Call:
     arguments: Any  # JSON text (OpenAI) or an object (Anthropic input)
 
 
-@dataclass
+@dataclass(slots=True)
 class Msg:
     """One message in the internal form.
 

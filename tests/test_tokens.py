@@ -55,21 +55,28 @@ def test_model_map(model: str | None, wanted: str, exact: bool) -> None:
     assert tokens.encoding_for_model(model) == (wanted, exact)
 
 
-def test_o200k_without_its_file_is_an_estimate_with_cl100k(tmp_path: Path) -> None:
+def test_o200k_is_bundled_verified_and_exact(tmp_path: Path) -> None:
+    import hashlib
+    import lzma
+
+    data = lzma.decompress(tokens.BUNDLED_O200K.read_bytes())
+    assert hashlib.sha256(data).hexdigest() == tokens.O200K_SHA256  # tiktoken's own expected hash
     bogus = tmp_path / "encodings"
     bogus.mkdir()
     (bogus / "o200k_base.tiktoken").write_bytes(b"not the real file")  # checksum mismatch: ignored
     tokens.add_encoding_dir(bogus)
     counter = tokens.counter_for("gpt-4o")
-    if tokens._o200k_file() is None:  # the real file is not on this machine (the tests run offline)
-        assert (counter.name, counter.estimate) == ("cl100k_base", True)
-    else:
-        assert (counter.name, counter.estimate) == ("o200k_base", False)
+    assert (counter.name, counter.estimate) == ("o200k_base", False)
+    assert counter.count("hello world") == 2
+    chinese = "上下文管理：用户的原话必须逐字保留，待办事项也不能丢。" * 4
+    assert counter.count(chinese) < tokens.counter_for("gpt-4").count(chinese)  # o200k packs CJK better
+    assert counter.encoding.decode(counter.encoding.encode_ordinary(chinese)) == chinese
 
 
 def test_count_tokens_tool_text_and_messages() -> None:
     text = count_tokens(text="hello world", model="gpt-4")
-    assert text.tokens == 2 and not text.estimate and text.messages is None
+    assert text.tokens == 2 and not text.estimate and text.exact and text.messages is None
+    assert count_tokens(text="hello world", model="gpt-4o").encoding == "o200k_base"
     msgs = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "你好，世界"},
@@ -83,7 +90,7 @@ def test_count_tokens_tool_text_and_messages() -> None:
         {"role": "tool", "tool_call_id": "a", "content": "result"},
     ]
     counted = count_tokens(messages=msgs, model="claude-3-5-haiku")
-    assert counted.estimate and counted.messages == 4
+    assert counted.estimate and not counted.exact and counted.messages == 4
     assert set(counted.by_role) == {"system", "user", "assistant", "tool"}
     assert counted.tokens == sum(counted.by_role.values()) + tokens.TOKENS_REPLY_PRIMING
     with pytest.raises(InvalidInput, match="exactly one"):

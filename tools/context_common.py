@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from context.carryover import Todo, open_todos, todos_from_transcript
 from context.messages import Msg, Transcript, parse
 from context.store import ContextStore
 from context.todos import TodoList
@@ -65,6 +66,18 @@ ESTIMATED = (
     "True when tokens_before is an estimate: large inputs are not tokenised in full (dropped messages "
     "are sized from an exact count of a sample). tokens_after is always exact."
 )
+
+
+USER_WORDS = (
+    "The user's own sentences: how many the input has, how many are kept verbatim, how many were "
+    "dropped (with up to 20 of them), and pasted blobs (logs, files) compressed in user messages."
+)
+TOKENIZER_EXACT = (
+    "True when the model's own tokenizer was used; false: counted with the nearest encoding (an estimate)."
+)
+TodoListParam = Annotated[
+    str | None, Field(description="Todo list whose open items are carried (default: this workspace's list).")
+]
 
 
 class MessagesPage(BaseModel):
@@ -164,6 +177,16 @@ def stored_todos(rt: Runtime, list_id: str | None, client_id: str) -> TodoList |
     """The todo list from the todo store, or None when nothing was ever stored under it."""
     stored = todo_store(rt).read(resolve_list_id(rt, list_id, client_id))
     return stored if stored.version > 0 else None
+
+
+def todos_for(rt: Runtime, list_id: str | None, client_id: str, msgs: list[Msg]) -> tuple[list[Todo], str]:
+    """Open todo items: the todo store's list when it was ever written, else the transcript's
+    last todo_write call; and where they came from."""
+    stored = stored_todos(rt, list_id, client_id)
+    if stored is not None:
+        return open_todos([Todo(i.content, i.status) for i in stored.items]), f"todo list {stored.list_id!r}"
+    found = todos_from_transcript(msgs)
+    return (open_todos(found), "the transcript's last todo_write call") if found else ([], "none")
 
 
 def warm_up_tokens(rt: Runtime) -> None:

@@ -14,6 +14,8 @@ from context.tokens import counter_for
 from foundation.errors import LLMNotConfigured
 from tools.context_common import (
     ESTIMATED,
+    TOKENIZER_EXACT,
+    USER_WORDS,
     ConversationParam,
     FormatParam,
     MessagesPage,
@@ -47,7 +49,12 @@ class CompactReportModel(BaseModel):
     llm_tokens: int = Field(description="Tokens the LLM call used (prompt + completion).")
     todos_carried: int = Field(description="Open todo items appended to the summary by code.")
     todo_source: str = Field(description="Where the todo items came from.")
-    constraints_carried: int = Field(description="User constraint sentences appended verbatim.")
+    constraints_carried: int = Field(
+        description="The user's sentences appended verbatim by code (the summary had left them out)."
+    )
+    user_words: dict[str, Any] = Field(description=USER_WORDS)
+    encoding: str = Field(description="The tokenizer used (cl100k_base or o200k_base).")
+    tokenizer_exact: bool = Field(description=TOKENIZER_EXACT)
     stored: bool = Field(description="True when the summary was saved under conversation_id.")
 
 
@@ -111,8 +118,8 @@ def compact_context(
     call: CallContext,
 ) -> CompactResult:
     """Replace the older part of a conversation by a summary (via the configured LLM endpoint):
-    returns [system..., summary, recent...]. Open todos and the user's constraint sentences are
-    carried over verbatim by code. Without an LLM, or when it fails, falls back to truncation
+    returns [system..., summary, first request, recent...]. Open todos and every sentence the user
+    wrote that the summary left out are carried over verbatim by code. Without an LLM, or when it fails, falls back to truncation
     and says so. auto re-summarises only when enough is new."""
     key = dict(
         m=messages,
@@ -172,7 +179,7 @@ def _compact(
         ):
             prior.summary, prior.covered = saved.summary, saved.covered_messages
     call.report(0, 2, "summarising")
-    options = CompactOptions(strategy, window, keep_recent, instructions)
+    options = CompactOptions(strategy, window, keep_recent, instructions, fmt=transcript.format)
     out, report, summary = compact(transcript.messages, counter, options, llm_summarizer(rt), prior)
     stored = False
     if store is not None and conversation_id and summary is not None and report.covered_sources > 0:
@@ -181,8 +188,11 @@ def _compact(
         stored = True
     rendered, system_out = render(transcript, out)
     data = CompactReportModel(
-        **{k: v for k, v in report.__dict__.items() if k in CompactReportModel.model_fields},
+        **{k: v for k, v in report.__dict__.items() if k in CompactReportModel.model_fields and k != "words"},
         stored=stored,
+        user_words=report.words.as_dict(),
+        encoding=counter.name,
+        tokenizer_exact=not counter.estimate,
     )
     data.messages_before, data.messages_after = len(messages), len(rendered)
     return transcript.format, rendered, system_out, data

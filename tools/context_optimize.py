@@ -12,17 +12,22 @@ from context.optimize import Budget, optimize
 from context.tokens import TOKENS_REPLY_PRIMING, Counter, counter_for
 from tools.context_common import (
     ESTIMATED,
+    TOKENIZER_EXACT,
+    USER_WORDS,
     FormatParam,
     MessagesPage,
     MessagesParam,
     ModelParam,
     PageParam,
     SystemParam,
+    TodoListParam,
     WindowParam,
     paged,
     parse_transcript,
+    stored_todos,
+    todos_for,
 )
-from tools.runtime import Runtime
+from tools.runtime import CallContext, Runtime
 
 
 class OptimizeReport(BaseModel):
@@ -34,7 +39,12 @@ class OptimizeReport(BaseModel):
     removed: int = Field(description="Messages removed (orphans and old turns).")
     compressed: int = Field(description="Tool outputs compressed.")
     orphans_removed: int = Field(description="Unanswered tool calls and results without their call, removed.")
-    budgets: dict[str, int] = Field(description="The token budgets used (target, system, recent, head...).")
+    budgets: dict[str, int] = Field(description="The token budgets used (target, system, user_words, recent...).")
+    user_words: dict[str, Any] = Field(description=USER_WORDS)
+    todos_carried: int = Field(description="Open todo items carried as one reminder at the end.")
+    todo_source: str = Field(description="Where the todo items came from (none: nothing open).")
+    encoding: str = Field(description="The tokenizer used (cl100k_base or o200k_base).")
+    tokenizer_exact: bool = Field(description=TOKENIZER_EXACT)
 
 
 class OptimizeResult(MessagesPage):
@@ -60,16 +70,19 @@ def optimize_context(
     min_messages: Annotated[
         int, Field(ge=0, le=1000, description="Never drop turns when there are this few.")
     ] = 10,
+    todo_list_id: TodoListParam = None,
     model: ModelParam = None,
     system: SystemParam = None,
     format: FormatParam = "auto",
     page_offset: PageParam = 0,
     *,
     rt: Runtime,
+    call: CallContext,
 ) -> OptimizeResult:
-    """Shrink a conversation without an LLM: drop unanswered tool calls and orphaned results, compress
-    big tool outputs (JSON-aware), keep system messages, the newest turns and the first request
-    under the budget. Tool chains stay whole: the output is always valid for the chat APIs."""
+    """Shrink a conversation without an LLM. The user's own words stay verbatim (pasted logs/files
+    in them may be compressed); tool outputs are compressed, unanswered calls and orphaned results
+    dropped, then the newest turns kept under the budget. Open todos come back as one reminder at
+    the end. Tool chains stay whole: the output is always valid for the chat APIs."""
 
     def compute() -> tuple[Any, ...]:
         transcript = parse_transcript(messages, system, format)
@@ -78,7 +91,8 @@ def optimize_context(
             context_window, target_ratio, summary_ratio, recent_ratio, tool_output_max_tokens, min_messages
         )
         reserve = _summary_reserve(transcript.messages, counter, budget)
-        out, report = optimize(transcript.messages, counter, budget, reserve)
+        todos, source = todos_for(rt, todo_list_id, call.client_id, transcript.messages)
+        out, report = optimize(transcript.messages, counter, budget, reserve, todos, source, transcript.format)
         rendered, system_out = render(transcript, out)
         data = OptimizeReport(
             tokens_before=report.tokens_before + TOKENS_REPLY_PRIMING,
@@ -90,6 +104,11 @@ def optimize_context(
             compressed=report.compressed,
             orphans_removed=report.orphans_removed,
             budgets=report.budgets,
+            user_words=report.words.as_dict(),
+            todos_carried=report.todos_carried,
+            todo_source=report.todo_source,
+            encoding=counter.name,
+            tokenizer_exact=not counter.estimate,
         )
         return transcript.format, rendered, system_out, data
 
@@ -104,6 +123,8 @@ def optimize_context(
         mm=min_messages,
         model=model,
         f=format,
+        todo=todo_list_id,
+        todos=_todo_key(rt, todo_list_id, call.client_id),
     )
     page, data = paged(rt, "optimize", key, page_offset, compute)
     return OptimizeResult(**page.model_dump(), report=data)
@@ -116,3 +137,9 @@ def _summary_reserve(msgs: list[Msg], counter: Counter, budget: Budget) -> int:
         return 0
     share = int(budget.context_window * budget.target_ratio * budget.summary_ratio)
     return max(share - counter.count(previous), 0)
+
+
+def _todo_key(rt: Runtime, list_id: str | None, client_id: str) -> int:
+    """The todo list's version: a later page is recomputed when the list changed meanwhile."""
+    stored = stored_todos(rt, list_id, client_id)
+    return stored.version if stored is not None else 0

@@ -23,6 +23,7 @@ class TokenCount(BaseModel):
     tokens: int = Field(description="Token count (messages: content plus chat framing).")
     encoding: str = Field(description="tiktoken encoding used (cl100k_base or o200k_base).")
     estimate: bool = Field(description="True when the model's own tokenizer was not available.")
+    exact: bool = Field(description="True when this is an exact count with the model's own tokenizer.")
     model: str | None = Field(description="The model asked about.")
     messages: int | None = Field(description="Number of messages counted (null for text).")
     by_role: dict[str, int] = Field(description="Tokens per role (messages only).")
@@ -36,8 +37,9 @@ def count_tokens(
     model: ModelParam = None,
     system: SystemParam = None,
 ) -> TokenCount:
-    """Count tokens of a text or a message list with tiktoken (offline). Pass `model` for its
-    tokenizer; for non-OpenAI models the count is the nearest encoding's and marked estimate."""
+    """Count tokens of a text or a message list with tiktoken (offline, cl100k_base and o200k_base
+    bundled). Pass `model` for its tokenizer: OpenAI models count exactly (exact=true); other
+    vendors' models use the nearest encoding and are marked estimate."""
     if (text is None) == (messages is None):
         raise InvalidInput("Pass exactly one of text or messages.")
     counter = counter_for(model)
@@ -46,6 +48,7 @@ def count_tokens(
             tokens=counter.count(text),
             encoding=counter.name,
             estimate=counter.estimate,
+            exact=not counter.estimate,
             model=model,
             messages=None,
             by_role={},
@@ -58,6 +61,7 @@ def count_tokens(
         tokens=sum(by_role.values()) + (TOKENS_REPLY_PRIMING if transcript.messages else 0),
         encoding=counter.name,
         estimate=counter.estimate,
+        exact=not counter.estimate,
         model=model,
         messages=len(messages or []),
         by_role=by_role,

@@ -7,10 +7,20 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from context.memory import Fact, MemoryStore, context_text, format_block, rank, select
+from context.memory import (
+    Embedder,
+    Fact,
+    MemoryStore,
+    Weights,
+    context_text,
+    format_block,
+    rank,
+    recall_ranked,
+    select,
+)
 from context.messages import parse
 from context.tokens import counter_for
-from foundation.errors import InvalidInput, NotFound
+from foundation.errors import GeneralAgentError, InvalidInput, NotFound
 from tools.runtime import CallContext, Runtime, Service
 
 FORGET_MIN_SIMILARITY = 0.5
@@ -23,6 +33,40 @@ def memory_store(rt: Runtime) -> MemoryStore:
     return _MEMORY_STORE.of(rt)
 
 
+class _ProviderEmbedder:
+    """The search index's embedding provider (indexing.embeddings, when configured) as an Embedder."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [list(map(float, row)) for row in self.provider.embed(texts, query=False)]
+
+    def embed_query(self, texts: list[str]) -> list[list[float]]:
+        return [list(map(float, row)) for row in self.provider.embed(texts, query=True)]
+
+
+def _find_embedder(rt: Runtime) -> tuple[Embedder | None, str]:
+    """(the embedding model the settings configure, or None; why not, when None)."""
+    import importlib
+
+    try:
+        module = importlib.import_module("indexing.embeddings")
+    except ImportError:
+        return None, "no embedding provider in this build"
+    make = getattr(module, "make_provider", None)
+    try:
+        provider = make(rt.settings) if make is not None else None
+    except GeneralAgentError as exc:
+        return None, str(exc)
+    if provider is None:
+        return None, "no embedding model configured (see embedding_provider)"
+    return _ProviderEmbedder(provider), ""
+
+
+EMBEDDER: Service[tuple[Embedder | None, str]] = Service(_find_embedder)
+
+
 class MemoryFact(BaseModel):
     id: int = Field(description="The fact's id (for forget).")
     content: str = Field(description="The fact, in the language it was written in.")
@@ -33,8 +77,10 @@ class MemoryFact(BaseModel):
 
 
 class ScoredFact(MemoryFact):
-    similarity: float = Field(description="TF-IDF cosine similarity to the context (0 without context).")
-    score: float = Field(description="0.6 x similarity + 0.4 x confidence.")
+    similarity: float = Field(description="Similarity to the context, 0-1 (0 without context).")
+    lexical: float = Field(description="Word similarity (TF-IDF over words, their forms and synonyms).")
+    dense: float | None = Field(description="Embedding similarity relative to the other facts (null: no model).")
+    score: float = Field(description="(1 - c) x similarity + c x confidence (c: memory_confidence_weight).")
 
 
 def _model(fact: Fact) -> MemoryFact:
@@ -82,6 +128,10 @@ class RecallResult(BaseModel):
     tokens: int = Field(description="Tokens of memory_block.")
     context_used: bool = Field(description="False when there was no context: facts ordered by confidence.")
     total_facts: int = Field(description="How many facts are stored.")
+    method: str = Field(
+        description="How facts were ranked: lexical+dense (words and an embedding model), lexical, or confidence."
+    )
+    note: str = Field(description="Why embeddings were not used (empty when they were or no context).")
 
 
 def recall(
@@ -100,28 +150,35 @@ def recall(
     *,
     rt: Runtime,
 ) -> RecallResult:
-    """Recall stored facts relevant to a query or to the conversation's last 3 turns (TF-IDF,
-    English and Chinese), ranked by 0.6 x similarity + 0.4 x confidence, within a token budget."""
+    """Recall stored facts relevant to a query or to the conversation's last 3 turns, by meaning
+    as well as words (word forms, synonyms, and an embedding model when one is configured;
+    English and Chinese), weighted with confidence, within a token budget."""
     if query is not None and messages is not None:
         raise InvalidInput("Pass query or messages, not both.")
     context = query or ""
     if messages is not None:
         context = context_text(parse(messages).messages)
     store = memory_store(rt)
-    terms = store.analyze(context) if context.strip() else []
-    facts = store.all_facts()
-    ranked = rank(facts, terms, min_similarity)
-    counter = counter_for(None)
-    chosen, used = select(ranked, max_tokens, top_k, counter.count)
+    has_context = bool(context.strip() and store.analyze(context))
+    embedder, note = EMBEDDER.of(rt) if has_context else (None, "")
+    weights = Weights.from_settings(rt.settings)
+    ranked = recall_ranked(store, context if has_context else "", embedder, weights, min_similarity)
+    chosen, used = select(ranked, max_tokens, top_k, counter_for(None).count)
     items = [
-        ScoredFact(**_model(s.fact).model_dump(), similarity=s.similarity, score=s.score) for s in chosen
+        ScoredFact(
+            **_model(s.fact).model_dump(), similarity=s.similarity, lexical=s.lexical, dense=s.dense, score=s.score
+        )
+        for s in chosen
     ]
+    method = "confidence" if not has_context else ("lexical+dense" if embedder is not None else "lexical")
     return RecallResult(
         memory_block=format_block(chosen),
         facts=items,
         tokens=used,
-        context_used=bool(terms),
-        total_facts=len(facts),
+        context_used=has_context,
+        total_facts=len(store.all_facts()),
+        method=method,
+        note=note,
     )
 
 
