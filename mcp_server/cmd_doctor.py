@@ -130,8 +130,14 @@ CHECKS: list[Callable[[Settings], Check]] = [
 ]
 
 
+def _skill_checks() -> list[Callable[[Settings], Check]]:  # skills: per-skill errors and the model slots
+    from mcp_server.doctor_skills import check_model_slots, check_skills
+
+    return [check_model_slots, check_skills]
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    results = [check(settings) for check in CHECKS]
+    results = [check(settings) for check in [*CHECKS, *_skill_checks()]]
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
     else:

@@ -21,6 +21,7 @@ from foundation.globs import GlobPattern
 from foundation.paths import display_path, resolve_path, roots_for
 from indexing.model import ChunkingOptions, ExtractionLimits
 from tools.runtime import CallContext, Runtime, Service
+from tools.skills import skill_hint
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.indexer import Indexer
@@ -388,6 +389,7 @@ class IndexResult(BaseModel):
     chunks_added: int
     seconds: float
     note: str | None = None
+    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
 
 
 def index_path(
@@ -423,6 +425,7 @@ def index_path(
         path=display_path(real, roots), indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
         failed=failed, skipped=report.skipped, chunks_added=report.chunks_added,
         seconds=round(time.perf_counter() - started, 2), note=note,
+        skill_hint=None if real.is_dir() else skill_hint(rt, real),  # skills: the file-type hint
     )
 
 

@@ -33,6 +33,7 @@ from foundation.filewalk import walk_files
 from foundation.globs import GlobPattern
 from foundation.paths import INDEX_DIR_NAMES, display_path, resolve_path, roots_for, server_data_dirs
 from tools.runtime import CallContext, Runtime, Service
+from tools.skills import skill_hint
 
 TEXT_WHOLE_BYTES = 100_000
 TEXT_PAGE_CHARS = 50_000
@@ -68,6 +69,7 @@ class ReadFileResult(BaseModel):
     total_chars: int
     location: str | None = Field(default=None, description="Pages, slides, sheets or lines shown.")
     warnings: list[str] = Field(default_factory=list)
+    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
 
 
 class _ExtractCache:
@@ -235,6 +237,7 @@ def read_file(
         path=display_path(real, roots), kind=extracted.kind, content=text[offset:end],
         next_offset=end if end < len(text) else None, total_chars=len(text),
         location=location or _text_location(text, offset, end), warnings=list(extracted.warnings),
+        skill_hint=skill_hint(rt, real) if offset == 0 else None,  # skills: the file-type hint
     )
 
 
