@@ -210,3 +210,17 @@ async def test_prompts_in_the_2026_era(skill_settings: Any) -> None:
         assert {"pdf-tools", "spreadsheet-zh"} <= names
         got = await c.get_prompt("spreadsheet-zh")
         assert "按月份汇总销售额" in got.messages[0].content.text
+
+
+def test_doctor_names_each_broken_skill_and_the_model_slots(skill_settings: Any, skills_root: Path) -> None:
+    from mcp_server.cmd_doctor import check_model_slots, check_skills
+
+    check = check_skills(skill_settings)
+    assert not check.ok and not check.required
+    assert check.detail.startswith("2 loaded (pdf-tools, spreadsheet-zh)") and "disabled: old-notes" in check.detail
+    broken = skills_root / "broken-skill" / "SKILL.md"
+    assert f"BROKEN {broken}: 'description' is missing from its front matter; the skill is skipped" in check.detail
+    slots = check_model_slots(skill_settings.model_copy(update={"llm_base_url": "http://x/v1", "llm_model": "m",
+                                                                "llm_code_model": "coder"}))
+    assert slots.ok and "code: http://x/v1 model coder (from base: base_url)" in slots.detail
+    assert "chat: http://x/v1 model m (from base: base_url, model)" in slots.detail
