@@ -24,10 +24,12 @@ import math
 import os
 import re
 import stat
+import threading
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +112,9 @@ def split_front_matter(text: str) -> tuple[str, str]:
 def load_front_matter(front: str) -> dict[str, Any]:
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: same safe subset, faster
     try:
-        data = yaml.safe_load(front)
+        data = yaml.load(front, Loader=loader)  # noqa: S506 (a safe loader)
     except (yaml.YAMLError, RecursionError) as exc:
         detail = " ".join(str(exc).split())[:300]
         raise SkillFormatError(f"its front matter is not valid YAML ({detail})") from None
@@ -248,12 +251,17 @@ def _mtime(path: Path) -> int:
 
 
 def signature(roots: Sequence[Path], config_path: Path | None) -> tuple[Any, ...]:
-    """A cheap fingerprint (folder and SKILL.md mtimes): it changes when skills are added, removed
-    or edited, or the config changes."""
+    """A cheap fingerprint (folder and SKILL.md mtimes, one scandir per root): it changes when skills
+    are added, removed or edited, or the config changes."""
     parts: list[Any] = [(str(config_path), _mtime(config_path)) if config_path else None]
     for root in roots:
-        parts.append((str(root), _mtime(root)))
-        parts.extend((str(f), _mtime(f), _mtime(f / SKILL_FILE)) for f in skill_folders(root))
+        parts.append((str(root), _mtime(root), _mtime(root / SKILL_FILE)))
+        try:
+            with os.scandir(root) as entries:
+                parts.extend((e.name, e.stat().st_mtime_ns, _mtime(Path(e.path) / SKILL_FILE))
+                             for e in entries if not e.name.startswith(".") and e.is_dir())
+        except OSError:
+            continue
     return tuple(parts)
 
 
@@ -298,17 +306,19 @@ class SkillRegistry:
         self.config_path = config_path
         self._catalog: SkillCatalog | None = None
         self._version = 0
+        self._lock = threading.Lock()
 
     def catalog(self, refresh: bool = False) -> SkillCatalog:
-        current = self._catalog
-        if current is not None and not refresh and signature(self.roots, self.config_path) == current.signature:
-            return current
-        fresh = scan(self.roots, self.config_path)
-        if current is None or _content(fresh) != _content(current):
-            self._version += 1
-        fresh.version = self._version
-        self._catalog = fresh
-        return fresh
+        with self._lock:
+            current = self._catalog
+            if current is not None and not refresh and signature(self.roots, self.config_path) == current.signature:
+                return current
+            fresh = scan(self.roots, self.config_path)
+            if current is None or _content(fresh) != _content(current):
+                self._version += 1
+            fresh.version = self._version
+            self._catalog = fresh
+            return fresh
 
     @property
     def version(self) -> int:
@@ -389,12 +399,18 @@ def read_skill_file(skill: Skill, relative: str) -> str | bytes:
 # -- search --------------------------------------------------------------------------------------
 
 FIELD_WEIGHTS = (("name", 2.0), ("description", 1.0), ("body", 0.3))
+BODY_SEARCH_CHARS = 4000
+
+
+@lru_cache(maxsize=4096)
+def _analyzed(text: str) -> tuple[str, ...]:
+    from indexing.analyzer import analyze
+
+    return tuple(analyze(text))
 
 
 def _default_analyzer(text: str) -> list[str]:
-    from indexing.analyzer import analyze
-
-    return analyze(text)
+    return list(_analyzed(text))  # skills rarely change: their analysed fields are cached
 
 
 def search(skills: Iterable[Skill], query: str, analyzer: Analyzer = _default_analyzer) -> list[tuple[Skill, float]]:
@@ -416,7 +432,7 @@ def search(skills: Iterable[Skill], query: str, analyzer: Analyzer = _default_an
 def _field_text(skill: Skill, name: str) -> str:
     if name == "name":
         return skill.name.replace("-", " ")
-    return skill.description if name == "description" else skill.body[:20_000]
+    return skill.description if name == "description" else skill.body[:BODY_SEARCH_CHARS]
 
 
 def _bm25(docs: list[list[str]], terms: set[str], k1: float = 1.2, b: float = 0.75) -> list[float]:

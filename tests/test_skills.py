@@ -144,3 +144,12 @@ def test_search_uses_the_document_analyzer_in_both_languages() -> None:
     assert [s.name for s, _ in search([pdf, zh, notes], "filling a form in pdfs")] == ["pdf-forms"]
     assert [s.name for s, _ in search([pdf, zh, notes], "写一份季度销售报告")] == ["zh-report"]
     assert search([pdf, zh, notes], "the of and") == []
+
+
+def test_the_shipped_example_skill_loads_and_is_found() -> None:
+    examples = Path(__file__).resolve().parents[1] / "examples" / "skills"
+    catalog = scan([examples], None)
+    assert catalog.problems == [] and list(catalog.skills) == ["document-research"]
+    skill = catalog.skills["document-research"]
+    assert skill.allowed_tools == ("index_path", "search_documents", "search_file", "read_file")
+    assert search(catalog.skills.values(), "answer a question using my PDF files")[0][0] is skill
