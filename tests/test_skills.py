@@ -153,3 +153,20 @@ def test_the_shipped_example_skill_loads_and_is_found() -> None:
     skill = catalog.skills["document-research"]
     assert skill.allowed_tools == ("index_path", "search_documents", "search_file", "read_file")
     assert search(catalog.skills.values(), "answer a question using my PDF files")[0][0] is skill
+
+
+@given(st.lists(st.text(max_size=12), max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_file_type_mapping_normalises_or_refuses(tmp_path_factory: pytest.TempPathFactory, types: list[str]) -> None:
+    import json
+
+    from context.skills import EXT_RE, load_config
+
+    path = tmp_path_factory.mktemp("cfg") / "skills.toml"
+    path.write_text(f"[skills.demo]\nauto_load_on_file_types = {json.dumps(types)}\n", encoding="utf-8")
+    try:
+        config = load_config(path)
+    except SkillFormatError as exc:
+        assert "skills.demo" in str(exc) or "cannot be read" in str(exc)
+        return
+    assert all(EXT_RE.match(ext) for ext in config.file_types.get("demo", ()))
