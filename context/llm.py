@@ -11,11 +11,41 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
-from foundation.errors import LLMError, LLMNotConfigured
+from foundation.errors import InvalidInput, LLMError, LLMNotConfigured
 
 _PLACEHOLDER_KEY = "not-needed"  # local endpoints (Ollama, vLLM) accept any key; the SDK wants one
+Slot = Literal["base", "reasoning", "vision", "code", "chat"]
+SLOTS: tuple[str, ...] = get_args(Slot)
+
+
+@dataclass(frozen=True)
+class SlotValues:
+    """One model slot's endpoint as configured: `inherits` names what came from the base slot."""
+
+    slot: str
+    base_url: str | None
+    model: str | None
+    api_key: str | None = field(default=None, repr=False)
+    inherits: tuple[str, ...] = ()
+
+
+def slot_values(settings: Any, slot: str = "base") -> SlotValues:
+    """A slot's endpoint, model and key; unset parts fall back to the base slot (GENERALAGENT_LLM_*).
+
+    The base API key is only inherited together with the base URL, never sent to another endpoint."""
+    if slot not in SLOTS:
+        raise InvalidInput(f"Unknown model slot {slot!r}. Slots: {', '.join(SLOTS)}.")
+    base = (getattr(settings, "llm_base_url", None), getattr(settings, "llm_model", None),
+            getattr(settings, "llm_api_key", None))
+    if slot == "base":
+        return SlotValues("base", *base)
+    own_url, own_model, own_key = (getattr(settings, f"llm_{slot}_{part}", None)
+                                   for part in ("base_url", "model", "api_key"))
+    inherits = tuple(name for name, own in (("base_url", own_url), ("model", own_model)) if not own)
+    key = own_key if own_url else (own_key or base[2])
+    return SlotValues(slot, own_url or base[0], own_model or base[1], key, inherits)
 
 
 @dataclass(frozen=True)
@@ -29,16 +59,16 @@ class LLMConfig:
     max_retries: int = 1
 
     @classmethod
-    def from_settings(cls, settings: Any, feature: str = "This tool") -> LLMConfig:
-        """The config from Settings; raises LLMNotConfigured naming the env variables to set."""
-        base_url = getattr(settings, "llm_base_url", None)
-        model = getattr(settings, "llm_model", None)
-        if not base_url or not model:
+    def from_settings(cls, settings: Any, feature: str = "This tool", slot: str = "base") -> LLMConfig:
+        """The config of a model slot (base, reasoning, vision, code, chat) from Settings, falling back to
+        the base slot; raises LLMNotConfigured naming the env variables to set."""
+        values = slot_values(settings, slot)
+        if not values.base_url or not values.model:
             raise LLMNotConfigured(feature)
         return cls(
-            base_url=str(base_url),
-            model=str(model),
-            api_key=getattr(settings, "llm_api_key", None),
+            base_url=str(values.base_url),
+            model=str(values.model),
+            api_key=values.api_key,
             timeout_seconds=float(getattr(settings, "llm_timeout_seconds", 120.0)),
         )
 

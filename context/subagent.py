@@ -119,6 +119,11 @@ class ThreadStore:
         with self._write() as conn:
             conn.execute("UPDATE threads SET tools=? WHERE context_id=?", (json.dumps(tools), context_id))
 
+    def set_agent(self, context_id: str, agent: str | None, tools: list[str]) -> None:
+        """After a handoff: the thread now belongs to `agent` with its tools."""
+        with self._write() as conn:
+            conn.execute("UPDATE threads SET agent=?, tools=? WHERE context_id=?", (agent, json.dumps(tools), context_id))
+
     def load(self, context_id: str, with_messages: bool = True) -> Thread:
         with self._lock:
             row = self._conn.execute(

@@ -11,7 +11,8 @@ Every tool that takes a path from a model resolves it here. The contract of
   NUL bytes, paths starting with `-` (could be taken as a flag) or `~/`, paths longer than
   4,096 characters or with a component longer than 255 bytes, symlink loops, and any
   path (dangling symlinks included) whose target lies outside every root, and the server's
-  own data dir (except its `workspaces/`); writes also to the policy and agents files;
+  own data dir (except its `workspaces/`); writes also to the policy, agents and skills files
+  and inside skill folders;
 - hard links: a regular file with more than one link may have names outside the roots,
   which cannot be found cheaply. Writes to such a file are refused (`for_write=True`).
   Reads are allowed: the file already has a name inside a root, our tools never create
@@ -171,9 +172,12 @@ def _check_not_server_data(settings: Settings, path: str, real: Path, roots: Col
     data_dirs = server_data_dirs(settings)
     if is_within(real, data_dirs) and not real.is_relative_to(data_dirs[0] / "workspaces"):
         raise _refuse(path, "it is inside the server's own data folder", roots)
-    protected = [p for p in (settings.policy_file, settings.agents_file) if p is not None]
+    protected = [p for p in (settings.policy_file, settings.agents_file, settings.skills_file) if p is not None]
     if for_write and any(real == Path(os.path.realpath(p)) for p in protected):
         raise _refuse(path, "it is the server's rules or agents file, which tools may not change", roots)
+    # skills: skill folders are read-only to every tool
+    if for_write and is_within(real, [Path(os.path.realpath(d)) for d in settings.skills_dirs]):
+        raise _refuse(path, "it is inside a skill folder (GENERALAGENT_SKILLS_DIRS), which tools may not change", roots)
 
 
 def fd_allowed(settings: Settings, roots: Collection[Path]) -> Allowed:

@@ -50,6 +50,19 @@ class Settings(BaseModel):
     llm_api_key: str | None = Field(default=None, repr=False, description="API key for the LLM endpoint.")
     llm_model: str | None = Field(default=None, description="Model name for the LLM endpoint.")
     llm_timeout_seconds: float = Field(default=120.0, gt=0, description="Timeout of one LLM request.")
+    # Model slots: each falls back to the base LLM_* settings above (see context/llm.py)
+    llm_reasoning_base_url: str | None = Field(default=None, description="Reasoning slot endpoint (default: base).")
+    llm_reasoning_model: str | None = Field(default=None, description="Reasoning slot model (default: base model).")
+    llm_reasoning_api_key: str | None = Field(default=None, repr=False, description="Reasoning slot API key.")
+    llm_vision_base_url: str | None = Field(default=None, description="Vision slot endpoint (default: base).")
+    llm_vision_model: str | None = Field(default=None, description="Vision slot model (default: base model).")
+    llm_vision_api_key: str | None = Field(default=None, repr=False, description="Vision slot API key.")
+    llm_code_base_url: str | None = Field(default=None, description="Code slot endpoint (default: base).")
+    llm_code_model: str | None = Field(default=None, description="Code slot model (default: base model).")
+    llm_code_api_key: str | None = Field(default=None, repr=False, description="Code slot API key.")
+    llm_chat_base_url: str | None = Field(default=None, description="Chat slot endpoint (compact_context; default: base).")
+    llm_chat_model: str | None = Field(default=None, description="Chat slot model (default: base model).")
+    llm_chat_api_key: str | None = Field(default=None, repr=False, description="Chat slot API key.")
     # Dispatch
     max_result_tokens: int = Field(
         default=12_000, ge=500, le=24_000, description="Upper bound of one tool result (estimated tokens)."
@@ -95,13 +108,19 @@ class Settings(BaseModel):
     # Sub-agents
     delegate_timeout_seconds: float = Field(default=600.0, gt=0, description="Overall sub-agent time limit.")
     agents_file: Path | None = Field(default=None, description="Agent cards (TOML); default: data dir.")
+    handoff_max_depth: int = Field(default=5, ge=1, le=20, description="Longest chain of agent handoffs.")
+    # Skills (SKILL.md folders)
+    skills_dirs: tuple[Path, ...] = Field(
+        default=(), description="Skill folders (or folders of them), os.pathsep-separated; plus <data dir>/skills."
+    )
+    skills_file: Path | None = Field(default=None, description="Skills config (TOML); default: data dir skills.toml.")
 
-    @field_validator("data_dir", "policy_file", "agents_file", mode="after")
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser().absolute()
 
-    @field_validator("roots", mode="after")
+    @field_validator("roots", "skills_dirs", mode="after")
     @classmethod
     def _absolute_roots(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
         return tuple(p.expanduser().absolute() for p in value)
@@ -119,7 +138,7 @@ def user_rules_file(data_dir: Path, policy_file: Path | None) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-_LIST_FIELDS = {"roots": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ","}
+_LIST_FIELDS = {"roots": os.pathsep, "skills_dirs": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ","}
 
 
 def env_name(field: str) -> str:

@@ -24,6 +24,7 @@ from tools import (
     human,
     memory,
     meta,
+    skills,
     tiers,
     todos,
 )
@@ -64,6 +65,9 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default"),
     ToolSpec(delegate.delegate_status, title="Sub-agent thread status", read_only=True, idempotent=True, tier="full"),
     ToolSpec(delegate.list_agents, title="List agent cards", read_only=True, idempotent=True, tier="full"),
+    # -- skills (SKILL.md folders; also served as MCP prompts and skill:// resources)
+    ToolSpec(skills.list_skills, title="List skills", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(skills.load_skill, title="Load a skill", read_only=True, idempotent=True, tier="full"),
     # -- context management (compact_context calls the user's LLM endpoint: open world)
     ToolSpec(context_tokens.count_tokens, title="Count tokens", read_only=True, idempotent=True, tier="full"),
     ToolSpec(context_tokens.context_status, title="Context window status", read_only=True, idempotent=True, tier="full"),

@@ -31,6 +31,7 @@ from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitati
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
+from mcp_server.prompts import install_prompts
 from tools.runtime import Runtime
 
 log = logging.getLogger("generalagent.server")
@@ -263,6 +264,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     for spec in listed:
         catalog.add(spec)
     _add_resources(server, runtime)
+    install_prompts(server, runtime)  # skills and agent cards: prompts, resources, list_changed
     add_approval_routes(server, gate)
 
     @server.custom_route("/health", methods=["GET"])

@@ -88,7 +88,7 @@ async def test_agent_card_sets_prompt_tools_and_model(agents_settings: Any, fake
     assert result.agent == "researcher" and result.ok  # type: ignore[attr-defined]
     request = fake_llm.requests[0]
     assert request["model"] == "research-model"
-    assert [t["function"]["name"] for t in request["tools"]] == ["now"]
+    assert [t["function"]["name"] for t in request["tools"]] == ["now", "transfer_to_planner"]  # handoff offered
     assert request["messages"][0]["content"].startswith("You are a meticulous researcher.")
     with pytest.raises(NotFound, match="Known agents: planner, researcher"):
         await dispatcher.run("delegate_task", {"task": "x", "agent": "nobody"}, CallOrigin())
@@ -126,7 +126,7 @@ async def test_continue_keeps_the_agent_and_adds_tools(agents_settings: Any, fak
                                  CallOrigin())
     assert again.agent == "researcher"  # type: ignore[attr-defined]
     request = fake_llm.requests[-1]
-    assert [t["function"]["name"] for t in request["tools"]] == ["now", "todo_read"]
+    assert [t["function"]["name"] for t in request["tools"]] == ["now", "todo_read", "transfer_to_planner"]
     assert "You now also have these tools: todo_read" in request["messages"][-1]["content"]
     status = await dispatcher.run("delegate_status", {"context_id": context_id}, CallOrigin())
     assert status.tools == ["now", "todo_read"] and status.loops == 2  # type: ignore[attr-defined]

@@ -6,9 +6,14 @@ The file (`GENERALAGENT_AGENTS_FILE`, default `<data dir>/agents.toml`) holds on
     description = "Finds and quotes sources in the indexed documents."
     system_prompt = "You are a meticulous researcher. Quote exact passages."
     tools = ["search_documents", "search_file", "read_file"]   # optional: replaces the defaults
-    model = "gpt-4o-mini"                                      # optional: overrides GENERALAGENT_LLM_MODEL
+    model = "gpt-4o-mini"                                      # optional: overrides the slot's model
+    slot = "reasoning"            # optional model slot: base, reasoning, vision, code or chat
+    handoffs = ["planner"]        # optional: the cards it may transfer to (default: every other one)
+    enabled = true                # optional: false hides the card everywhere
 
-It is read on every use, so edits apply without a restart.
+It is read on every use, so edits apply without a restart. Inside delegated work a sub-agent may hand
+the thread over to another card with a `transfer_to_<id>` tool; the chain is capped at
+`handoff_max_depth` cards and never visits a card twice (A > B > A is refused).
 """
 
 from __future__ import annotations
@@ -16,15 +21,17 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound, SettingsError
 from foundation.settings import Settings
 
-MAX_DEPTH = 5
+MAX_DEPTH = 5  # the default of the handoff_max_depth setting
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+TRANSFER_PREFIX = "transfer_to_"
+MAX_TRANSFER_TOOLS = 20
 
 
 class AgentCard(BaseModel):
@@ -33,6 +40,10 @@ class AgentCard(BaseModel):
     system_prompt: str = Field(default="", description="Extra instructions for this agent.", exclude=True)
     tools: list[str] | None = Field(default=None, description="Its tools (null: the read-only defaults).")
     model: str | None = Field(default=None, description="Its model (null: the configured default model).")
+    slot: Literal["base", "reasoning", "vision", "code", "chat"] = Field(
+        default="base", description="Its model slot (endpoint + model; unset slots use the base one).")
+    handoffs: list[str] | None = Field(default=None, description="Cards it may transfer to (null: all others).")
+    enabled: bool = Field(default=True, description="False: not offered anywhere.")
 
 
 def agents_file(settings: Settings) -> Path:
@@ -68,26 +79,46 @@ def _card(path: Path, agent_id: str, body: Any) -> AgentCard:
     return card
 
 
+def enabled_agents(settings: Settings) -> dict[str, AgentCard]:
+    return {agent_id: card for agent_id, card in load_agents(settings).items() if card.enabled}
+
+
 def get_agent(settings: Settings, agent_id: str) -> AgentCard:
     cards = load_agents(settings)
+    if agent_id in cards and not cards[agent_id].enabled:
+        raise NotFound(f"Agent card {agent_id!r} is disabled (enabled = false in {agents_file(settings)}).")
     if agent_id not in cards:
-        known = ", ".join(sorted(cards)) or f"none (define them in {agents_file(settings)})"
+        known = ", ".join(sorted(enabled_agents(settings))) or f"none (define them in {agents_file(settings)})"
         raise NotFound(f"No agent card {agent_id!r}. Known agents: {known}. Call list_agents to see them.")
     return cards[agent_id]
 
 
-def check_handoff(stack: tuple[str, ...], agent_id: str) -> None:
-    """Refuse a handoff that would loop (agent already on the stack) or go deeper than MAX_DEPTH."""
+def check_handoff(stack: tuple[str, ...], agent_id: str, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse a handoff that would loop (agent already on the stack) or make the chain longer than max_depth."""
     if agent_id in stack:
         chain = " > ".join(stack)
         raise Conflict(
             f"Agent {agent_id!r} is already on the call stack ({chain}); handing off to it again would loop. "
             "Finish the task yourself or pick another agent."
         )
-    if len(stack) >= MAX_DEPTH:
+    if len(stack) >= max_depth:
         raise LimitExceeded(
-            f"Delegation depth limit reached ({MAX_DEPTH}: {' > '.join(stack)}). Finish the task without delegating."
+            f"Delegation depth limit reached ({max_depth}: {' > '.join(stack)}). Finish the task yourself "
+            "(the limit is the handoff_max_depth setting)."
         )
+
+
+def transfer_targets(cards: dict[str, AgentCard], current: AgentCard | None) -> list[AgentCard]:
+    """The enabled cards the current agent may hand off to (its `handoffs`, else every other card)."""
+    allowed = current.handoffs if current is not None and current.handoffs is not None else list(cards)
+    own = current.id if current is not None else None
+    targets = [cards[a] for a in allowed if a in cards and a != own and cards[a].enabled]
+    return [c for c in targets if len(TRANSFER_PREFIX + c.id) <= 64][:MAX_TRANSFER_TOOLS]
+
+
+def transfer_target(tool_name: str) -> str | None:
+    """The agent id a `transfer_to_<id>` tool name asks for (None for other tools)."""
+    return tool_name[len(TRANSFER_PREFIX):] if tool_name.startswith(TRANSFER_PREFIX) else None
 
 
 def check_tool_names(requested: list[str], known: set[str], source: str = "tools") -> list[str]:
@@ -100,3 +131,20 @@ def check_tool_names(requested: list[str], known: set[str], source: str = "tools
         available = ", ".join(sorted(known - {"delegate_task"}))
         raise InvalidInput(f"Unknown tool(s) {unknown} in {source}. Available: {available}.")
     return list(dict.fromkeys(cleaned))
+
+
+def agent_document(card: AgentCard) -> dict[str, Any]:
+    """The full card (system prompt included) for the `agent://{id}` resource."""
+    return card.model_dump(mode="json") | {"system_prompt": card.system_prompt}
+
+
+def agent_prompt(card: AgentCard, task: str | None = None) -> str:
+    """The text of the card's MCP prompt: start a conversation as that agent."""
+    parts = [f"For this conversation, act as the agent {card.id!r}: {card.description}"]
+    if card.system_prompt.strip():
+        parts.append(f"Its instructions:\n{card.system_prompt.strip()}")
+    if card.tools:
+        parts.append(f"Work with these tools: {', '.join(card.tools)}.")
+    if task and task.strip():
+        parts.append(f"Task:\n{task.strip()}")
+    return "\n\n".join(parts)

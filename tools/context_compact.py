@@ -67,7 +67,7 @@ def llm_summarizer(rt: Runtime) -> Summarizer | None:
     from context.llm import LLMConfig, chat
 
     try:
-        config = LLMConfig.from_settings(rt.settings, "compact_context")
+        config = LLMConfig.from_settings(rt.settings, "compact_context", slot="chat")
     except LLMNotConfigured:
         return None
 

@@ -15,9 +15,25 @@ from foundation.bounding import bound_json, dumps
 from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import Conflict, InvalidInput, LLMError
 from foundation.toolspec import ToolSpec
-from tools.agents import AgentCard, agents_file, check_handoff, check_tool_names, get_agent, load_agents
+from tools.agents import (
+    AgentCard,
+    agents_file,
+    check_handoff,
+    check_tool_names,
+    enabled_agents,
+    get_agent,
+    transfer_targets,
+)
 from tools.runtime import CallContext, Runtime, Service
-from tools.subagent_loop import DEFAULT_TOOLS, SubagentLoop, close_open_calls, system_prompt
+from tools.subagent_loop import (
+    DEFAULT_TOOLS,
+    Handoff,
+    HandoffFn,
+    SubagentLoop,
+    close_open_calls,
+    system_prompt,
+    transfer_schema,
+)
 
 GENERAL_AGENT = "subagent"  # the label of a card-less sub-agent on the agent stack
 
@@ -26,7 +42,8 @@ class DelegateResult(BaseModel):
     ok: bool = Field(description="True when the sub-agent finished with a final answer.")
     result: str = Field(description="The sub-agent's final answer (or its summary so far when incomplete).")
     context_id: str = Field(description="The thread id: pass it to delegate_status or as continue_id.")
-    agent: str | None = Field(description="The agent card used (null: the general sub-agent).")
+    agent: str | None = Field(description="The agent card that finished (null: the general sub-agent).")
+    handoffs: list[str] = Field(default_factory=list, description="Agents the task was handed over to, in order.")
     loops: int = Field(description="Model turns used in this run.")
     tool_calls: int = Field(description="Tool calls made in this run.")
     tokens: int = Field(description="LLM tokens used in this run (as reported by the endpoint).")
@@ -90,25 +107,25 @@ async def delegate_task(
     if not task.strip():
         raise InvalidInput("task is empty. Describe the sub-task in a few sentences.")
     parent = call.origin
-    config = LLMConfig.from_settings(rt.settings, feature="delegate_task")
+    LLMConfig.from_settings(rt.settings, feature="delegate_task")  # LLMNotConfigured before any work
     store, dispatcher = thread_store(rt), _dispatcher(rt)
     active = _ACTIVE_THREADS.of(rt)
     thread = _load_for_continue(store, active, continue_id, agent) if continue_id else None
     agent_id = thread.agent if thread else agent
     card = get_agent(rt.settings, agent_id) if agent_id else None
     label = card.id if card else GENERAL_AGENT
-    _check_caller(parent, label)
+    _check_caller(parent, label, rt.settings.handoff_max_depth)
+    config = agent_config(rt, card)
     if thread is not None:
         context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [])
     else:
-        context_id, specs, messages = _start(store, dispatcher, card, task, context, tools or [], max_loops, parent)
-    if card and card.model:
-        config = dataclasses.replace(config, model=card.model)
+        context_id, specs, messages = _start(rt, card, task, context, tools or [], max_loops, parent)
     origin = CallOrigin(kind="subagent", client_id=parent.client_id, session_id=parent.session_id,
                         subagent_id=context_id, agent_stack=(*parent.agent_stack, label),
                         channel=parent.channel, mcp_context=parent.mcp_context)
     loop = SubagentLoop(context_id, dispatcher, store, config, origin, specs, messages, max_loops,
-                        _reporter(call, context_id))
+                        _reporter(call, context_id), transfers=transfer_tools(rt, card),
+                        handoff=_handoff(rt, context_id, max_loops))
     active.add(context_id)
     try:
         outcome = await loop.run(rt.settings.delegate_timeout_seconds)
@@ -116,16 +133,46 @@ async def delegate_task(
         raise LLMError(f"{exc} Thread {context_id} is saved; retry later with continue_id={context_id!r}.") from exc
     finally:
         active.discard(context_id)
+    final = outcome.handoffs[-1] if outcome.handoffs else (card.id if card else None)
     return DelegateResult(
-        ok=not outcome.incomplete, result=outcome.result, context_id=context_id, agent=card.id if card else None,
-        loops=outcome.loops, tool_calls=outcome.tool_calls, tokens=outcome.tokens,
+        ok=not outcome.incomplete, result=outcome.result, context_id=context_id, agent=final,
+        handoffs=outcome.handoffs, loops=outcome.loops, tool_calls=outcome.tool_calls, tokens=outcome.tokens,
         incomplete=outcome.incomplete, stop_reason=outcome.stop_reason, notes=outcome.notes,
     )
 
 
-def _check_caller(parent: CallOrigin, label: str) -> None:
-    """Handoff protection (no agent twice on the stack, depth <= 5), then the no-nesting rule."""
-    check_handoff(parent.agent_stack, label)
+def agent_config(rt: Runtime, card: AgentCard | None) -> LLMConfig:
+    """The card's model slot (falling back to the base slot), with the card's model when it names one."""
+    config = LLMConfig.from_settings(rt.settings, feature="delegate_task", slot=card.slot if card else "base")
+    return dataclasses.replace(config, model=card.model) if card and card.model else config
+
+
+def transfer_tools(rt: Runtime, card: AgentCard | None) -> list[dict[str, Any]]:
+    """`transfer_to_<agent>` functions for the cards this agent may hand off to."""
+    return [transfer_schema(c.id, c.description) for c in transfer_targets(enabled_agents(rt.settings), card)]
+
+
+def _handoff(rt: Runtime, context_id: str, max_loops: int) -> HandoffFn:
+    """What the loop calls on transfer_to_<agent>: check the chain, then build the new agent's setup."""
+
+    def handoff(target: str, stack: tuple[str, ...], note: str) -> Handoff:
+        check_handoff(stack, target, rt.settings.handoff_max_depth)
+        card = get_agent(rt.settings, target)
+        specs = offered_specs(_dispatcher(rt), card.tools, [], f"agent card {card.id!r}")
+        transfers = transfer_tools(rt, card)
+        took_over = f"You took this task over from agent {stack[-1]!r} (chain: {' > '.join((*stack, target))})."
+        if note.strip():
+            took_over += f" Its note: {note.strip()}"
+        prompt = system_prompt(context_id, [s.name for s in specs], max_loops, card.system_prompt,
+                               [t["function"]["name"] for t in transfers], took_over)
+        return Handoff(card.id, specs, agent_config(rt, card), prompt, transfers)
+
+    return handoff
+
+
+def _check_caller(parent: CallOrigin, label: str, max_depth: int) -> None:
+    """Handoff protection (no agent twice on the stack, depth <= max_depth), then the no-nesting rule."""
+    check_handoff(parent.agent_stack, label, max_depth)
     if parent.kind == "subagent":
         raise InvalidInput("Sub-agents cannot call delegate_task (no nesting). Do the work yourself.")
 
@@ -143,13 +190,15 @@ def _reporter(call: CallContext, context_id: str) -> Callable[[str], Awaitable[N
 
 
 def _start(
-    store: ThreadStore, dispatcher: ToolRunner, card: AgentCard | None, task: str, context: str | None,
-    extra: list[str], max_loops: int, parent: CallOrigin,
+    rt: Runtime, card: AgentCard | None, task: str, context: str | None, extra: list[str], max_loops: int,
+    parent: CallOrigin,
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
+    store, dispatcher = thread_store(rt), _dispatcher(rt)
     specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "")
     names = [spec.name for spec in specs]
     context_id = f"subagent-{secrets.token_hex(4)}"
-    prompt = system_prompt(context_id, names, max_loops, card.system_prompt if card else "")
+    transfers = [t["function"]["name"] for t in transfer_tools(rt, card)]
+    prompt = system_prompt(context_id, names, max_loops, card.system_prompt if card else "", transfers)
     messages = [{"role": "system", "content": prompt}, _task_message(task, context)]
     store.create(context_id, card.id if card else None, names, parent.client_id)
     store.save_step(context_id, StepDelta(list(messages)))
@@ -233,6 +282,7 @@ class AgentInfo(BaseModel):
     description: str = Field(description="What the agent is for.")
     tools: list[str] | None = Field(description="Its tools (null: the read-only defaults).")
     model: str | None = Field(description="Its model (null: the configured default).")
+    slot: str = Field(description="Its model slot (base, reasoning, vision, code, chat).")
 
 
 class AgentsResult(BaseModel):
@@ -243,9 +293,10 @@ class AgentsResult(BaseModel):
 
 def list_agents(*, rt: Runtime) -> AgentsResult:
     """The specialised sub-agents (agent cards) available to delegate_task(agent=...)."""
-    cards = load_agents(rt.settings)
+    cards = enabled_agents(rt.settings)
     return AgentsResult(
-        agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model) for c in cards.values()],
+        agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model, slot=c.slot)
+                for c in cards.values()],
         agents_file=str(agents_file(rt.settings)),
         default_tools=default_tool_names(set(_dispatcher(rt).specs)),
     )

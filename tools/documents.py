@@ -22,6 +22,7 @@ from foundation.paths import display_path, fd_allowed, open_for_read, resolve_pa
 from foundation.safe_open import open_inside, opened
 from indexing.model import ChunkingOptions, ExtractionLimits
 from tools.runtime import CallContext, Runtime, Service
+from tools.skills import skill_hint
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.indexer import Indexer
@@ -397,6 +398,7 @@ class IndexResult(BaseModel):
     chunks_added: int
     seconds: float
     note: str | None = None
+    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
 
 
 def index_path(
@@ -432,6 +434,7 @@ def index_path(
         path=display_path(real, roots), indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
         failed=failed, skipped=report.skipped, chunks_added=report.chunks_added,
         seconds=round(time.perf_counter() - started, 2), note=note,
+        skill_hint=None if real.is_dir() else skill_hint(rt, real),  # skills: the file-type hint
     )
 
 

@@ -43,6 +43,7 @@ from foundation.paths import (
 )
 from foundation.safe_open import opened, read_fd
 from tools.runtime import CallContext, Runtime, Service
+from tools.skills import skill_hint
 
 TEXT_WHOLE_BYTES = 100_000
 TEXT_PAGE_CHARS = 50_000
@@ -78,6 +79,7 @@ class ReadFileResult(BaseModel):
     total_chars: int
     location: str | None = Field(default=None, description="Pages, slides, sheets or lines shown.")
     warnings: list[str] = Field(default_factory=list)
+    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
 
 
 class _ExtractCache:
@@ -246,6 +248,7 @@ def read_file(
         path=display_path(real, roots), kind=extracted.kind, content=text[offset:end],
         next_offset=end if end < len(text) else None, total_chars=len(text),
         location=location or _text_location(text, offset, end), warnings=list(extracted.warnings),
+        skill_hint=skill_hint(rt, real) if offset == 0 else None,  # skills: the file-type hint
     )
 
 

@@ -7,6 +7,7 @@ Every step is persisted (ThreadStore) before the next one starts.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
 from foundation.schemas import compact_schema
 from foundation.toolspec import ToolSpec, arguments_model
+from tools.agents import TRANSFER_PREFIX, transfer_target
 
 log = logging.getLogger("generalagent.subagent")
 
@@ -56,8 +58,37 @@ def function_schema(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def system_prompt(context_id: str, tool_names: list[str], max_loops: int, agent_prompt: str = "") -> str:
+def transfer_schema(agent_id: str, description: str) -> dict[str, Any]:
+    """The `transfer_to_<agent>` function a sub-agent calls to hand its thread over to another agent card."""
+    note = {"type": "string", "maxLength": 4000, "description": "What the next agent should know or do next."}
+    return {"type": "function", "function": {
+        "name": TRANSFER_PREFIX + agent_id,
+        "description": f"Hand this task over to agent {agent_id!r}: {description[:300]} It continues this "
+                       "conversation with its own tools; you stop working on it.",
+        "parameters": {"type": "object", "properties": {"note": note}},
+    }}
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """Who takes a thread over: the new card's id, tools, model config, system prompt and transfers."""
+
+    agent: str
+    offered: list[ToolSpec]
+    config: LLMConfig
+    system: str
+    transfers: list[dict[str, Any]]
+
+
+HandoffFn = Callable[[str, tuple[str, ...], str], Handoff]
+"""(target agent, the current chain, the note) -> Handoff; raises GeneralAgentError when refused."""
+
+
+def system_prompt(context_id: str, tool_names: list[str], max_loops: int, agent_prompt: str = "",
+                  transfers: list[str] | None = None, took_over: str = "") -> str:
     lines = [agent_prompt.strip()] if agent_prompt.strip() else []
+    if took_over:
+        lines.append(took_over)
     lines += [
         f"You are a sub-agent of generalagent-mcp (thread {context_id}). A parent agent gave you one task. "
         "Work on it alone with the tools listed to you; the parent sees only your final answer, not your tool calls.",
@@ -70,6 +101,9 @@ def system_prompt(context_id: str, tool_names: list[str], max_loops: int, agent_
         "self-contained: what you found, with file names, figures and short quotes, and what is left undone.",
         f"Your tools: {', '.join(tool_names) if tool_names else 'none'}.",
     ]
+    if transfers:
+        lines.insert(-1, "- To hand the whole task over to a better-suited agent, call its transfer tool "
+                         f"({', '.join(transfers)}); it continues this conversation and you stop.")
     return "\n".join(lines)
 
 
@@ -101,6 +135,7 @@ class LoopOutcome:
     tool_calls: int = 0
     tokens: int = 0
     notes: list[str] = field(default_factory=list)
+    handoffs: list[str] = field(default_factory=list)
 
     @property
     def incomplete(self) -> bool:
@@ -120,7 +155,10 @@ class SubagentLoop:
     messages: list[dict[str, Any]]
     max_loops: int
     report: Reporter
+    transfers: list[dict[str, Any]] = field(default_factory=list)
+    handoff: HandoffFn | None = None
     outcome: LoopOutcome = field(default_factory=lambda: LoopOutcome("", "final"))
+    _next: Handoff | None = None
 
     async def run(self, timeout: float) -> LoopOutcome:
         """Run to a final answer, max_loops or the timeout; cancellation propagates (status saved)."""
@@ -143,7 +181,7 @@ class SubagentLoop:
         return self.outcome
 
     async def _loop(self) -> None:
-        schemas = [function_schema(spec) for spec in self.offered]
+        schemas = self._schemas()
         asked_for_detail = False
         budget = self.max_loops
         while True:
@@ -153,6 +191,8 @@ class SubagentLoop:
             reply = await self._ask(schemas, f"step {self.outcome.loops + 1}: thinking")
             if reply.tool_calls:
                 await self._run_tools(reply)
+                if self._take_over():
+                    schemas = self._schemas()
                 continue
             text = (reply.content or "").strip()
             if len(text) < SHORT_ANSWER_CHARS and not asked_for_detail:
@@ -167,7 +207,7 @@ class SubagentLoop:
 
     async def _ask(self, schemas: list[dict[str, Any]], progress: str, **kwargs: Any) -> ChatReply:
         await self.report(progress)
-        request = partial(chat, self.config, list(self.messages), tools=schemas or None, **kwargs)
+        request = partial(chat, self.config, self._request_messages(), tools=schemas or None, **kwargs)
         reply: ChatReply = await anyio.to_thread.run_sync(request, abandon_on_cancel=True)
         self.outcome.loops += 1
         self.outcome.tokens += reply.total_tokens
@@ -183,19 +223,60 @@ class SubagentLoop:
     async def _answer(self, call: ToolCall, over_limit: bool) -> str:
         if over_limit:
             return f"Error: not run; at most {MAX_CALLS_PER_STEP} tool calls per step. Call it again next step."
+        if self._next is not None:
+            return f"Error: not run; the task was handed over to agent {self._next.agent!r}."
         try:
             args = call.parsed_arguments()
         except LLMError as exc:
             return f"Error: {exc}"
         await self.report(f"step {self.outcome.loops}: {describe_call(call.name, args)}")
+        target = transfer_target(call.name)
+        if target is not None and call.name in self._transfer_names():
+            return self._transfer(target, args)
         return await self._dispatch(call.name, args)
+
+    def _transfer(self, target: str, args: dict[str, Any]) -> str:
+        """Prepare the handoff (applied after this step's tool results) or say why it is refused."""
+        assert self.handoff is not None
+        note = str(args.get("note") or "")[:4000]
+        try:
+            self._next = self.handoff(target, self.origin.agent_stack, note)
+        except GeneralAgentError as exc:
+            return f"Error: {exc}"
+        return f"Transferred to agent {target!r}; it continues this task."
+
+    def _take_over(self) -> bool:
+        """Apply a prepared handoff: the new agent's prompt, tools, model and place on the agent stack."""
+        step, self._next = self._next, None
+        if step is None:
+            return False
+        self.offered, self.config, self.transfers = step.offered, step.config, step.transfers
+        self.origin = dataclasses.replace(self.origin, agent_stack=(*self.origin.agent_stack, step.agent))
+        self.outcome.handoffs.append(step.agent)
+        self.store.set_agent(self.context_id, step.agent, [spec.name for spec in step.offered])
+        self._persist([{"role": "system", "content": step.system}])
+        return True
+
+    def _schemas(self) -> list[dict[str, Any]]:
+        return [function_schema(spec) for spec in self.offered] + list(self.transfers)
+
+    def _transfer_names(self) -> set[str]:
+        return {t["function"]["name"] for t in self.transfers} if self.handoff is not None else set()
+
+    def _request_messages(self) -> list[dict[str, Any]]:
+        """The transcript for the model: after a handoff only the newest system prompt, placed first."""
+        systems = [m for m in self.messages if m.get("role") == "system"]
+        if len(systems) <= 1:
+            return list(self.messages)
+        return [systems[-1], *(m for m in self.messages if m.get("role") != "system")]
 
     async def _dispatch(self, name: str, args: dict[str, Any]) -> str:
         offered = {spec.name for spec in self.offered}
         if name == "delegate_task":
             return "Error: delegate_task is not available to sub-agents (no nesting). Do the work yourself."
         if name not in offered:
-            return f"Error: tool {name!r} is not available to you. Your tools: {', '.join(sorted(offered))}."
+            mine = ", ".join(sorted(offered | self._transfer_names()))
+            return f"Error: tool {name!r} is not available to you. Your tools: {mine}."
         try:
             result = await self.dispatcher.run(name, args, self.origin, validate=True)
         except (ApprovalRequired, PolicyDenied) as exc:

@@ -1,0 +1,172 @@
+"""Skill tools for clients without MCP prompts/resources: list_skills (search the catalogue) and
+load_skill (a skill's instructions or one of its files, paged); plus the texts the MCP layer serves
+as prompts and resources, and the file-type hint other tools add to their results."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from context.skills import MAX_LISTED_FILES, SKILL_FILE, Skill, SkillCatalog, SkillRegistry, read_skill_file
+from context.skills import search as search_skills
+from context.skills import skill_files as list_files
+from foundation.bounding import dumps, estimate_tokens
+from foundation.errors import InvalidInput
+from foundation.settings import Settings
+from tools.runtime import Runtime, Service
+
+log = logging.getLogger("generalagent.skills")
+
+PAGE_CHARS = 40_000
+RESULT_SHARE = 0.8
+PROMPT_FILES = 50  # files named in a prompt / resource listing per skill
+
+
+def skill_roots(settings: Settings) -> list[Path]:
+    """Where skills are found: GENERALAGENT_SKILLS_DIRS, then <data dir>/skills."""
+    return [*settings.skills_dirs, settings.data_dir / "skills"]
+
+
+def skills_config_path(settings: Settings) -> Path:
+    return settings.skills_file or settings.data_dir / "skills.toml"
+
+
+SKILLS: Service[SkillRegistry] = Service(lambda rt: SkillRegistry(skill_roots(rt.settings), skills_config_path(rt.settings)))
+
+
+def skill_catalog(rt: Runtime, refresh: bool = False) -> SkillCatalog:
+    return SKILLS.of(rt).catalog(refresh)
+
+
+class SkillInfo(BaseModel):
+    name: str = Field(description="Pass to load_skill.")
+    description: str
+    score: float | None = Field(default=None, description="Match score for the query.")
+
+
+class SkillList(BaseModel):
+    skills: list[SkillInfo]
+    total: int = Field(description="Matching skills in all.")
+    next_offset: int | None = Field(description="Pass as offset for more (null: no more).")
+    problems: int = Field(description="Skill folders that could not be loaded (see `generalagent-mcp doctor`).")
+    hint: str
+
+
+def list_skills(
+    query: Annotated[str | None, Field(max_length=500, description="Words describing the task (English or "
+                                       "Chinese); omit to list every skill.")] = None,
+    refresh: Annotated[bool, Field(description="Re-scan the skill folders first.")] = False,
+    offset: Annotated[int, Field(ge=0, description="First skill to return.")] = 0,
+    limit: Annotated[int, Field(ge=1, le=100, description="Most skills to return.")] = 30,
+    *,
+    rt: Runtime,
+) -> SkillList:
+    """Skills (instructions for specialised tasks) with one-line descriptions; search them with query.
+    Read one with load_skill before doing its kind of task."""
+    catalog = skill_catalog(rt, refresh)
+    if query and query.strip():
+        found = [SkillInfo(name=s.name, description=s.description, score=score)
+                 for s, score in search_skills(catalog.skills.values(), query)]
+    else:
+        found = [SkillInfo(name=s.name, description=s.description) for s in sorted(catalog.skills.values(),
+                                                                                     key=lambda s: s.name)]
+    page = found[offset: offset + limit]
+    end = offset + len(page)
+    if found:
+        hint = "Call load_skill(name) for a skill's instructions."
+    else:
+        hint = "No skill matches; try other words or omit query." if catalog.skills else (
+            "No skills are installed. Set GENERALAGENT_SKILLS_DIRS (e.g. ~/.claude/skills) or add skill "
+            "folders to <data dir>/skills.")
+    return SkillList(skills=page, total=len(found), next_offset=end if end < len(found) else None,
+                     problems=len(catalog.problems), hint=hint)
+
+
+class SkillContent(BaseModel):
+    name: str
+    description: str
+    path: str = Field(description="SKILL.md or the file shown.")
+    content: str = Field(description="The instructions (SKILL.md body) or the file's text.")
+    next_offset: int | None = Field(description="Pass as offset for the next page (null: the end).")
+    total_chars: int
+    files: list[str] = Field(description="The skill's other files: pass one as path to read it.")
+    allowed_tools: list[str] = Field(default_factory=list, description="Tools the skill expects to use.")
+
+
+def load_skill(
+    name: Annotated[str, Field(min_length=1, max_length=64, description="A skill name from list_skills.")],
+    path: Annotated[str | None, Field(max_length=1000, description="A file of the skill (from `files`); "
+                                      "omit for its instructions.")] = None,
+    offset: Annotated[int, Field(ge=0, description="Character offset (a next_offset).")] = 0,
+    *,
+    rt: Runtime,
+) -> SkillContent:
+    """A skill's instructions (or one of its files) and its file list. Follow the instructions for the task."""
+    skill = SKILLS.of(rt).get(name.strip())
+    if path and path.strip() and path.strip() != SKILL_FILE:
+        data = read_skill_file(skill, path.strip())
+        if isinstance(data, bytes):
+            raise InvalidInput(f"{path!r} in skill {skill.name!r} is a binary file ({len(data)} bytes); "
+                               f"read it as the resource skill://{skill.name}/{path.strip()} instead.")
+        text, shown = data, path.strip()
+    else:
+        text, shown = skill.body, SKILL_FILE
+    if offset > len(text):
+        raise InvalidInput(f"offset {offset} is past the end of {shown} ({len(text)} characters). Use 0.")
+    end = page_end(text, offset, PAGE_CHARS, int(rt.settings.max_result_tokens * RESULT_SHARE))
+    files, _ = list_files(skill)
+    return SkillContent(name=skill.name, description=skill.description, path=shown, content=text[offset:end],
+                        next_offset=end if end < len(text) else None, total_chars=len(text), files=files,
+                        allowed_tools=list(skill.allowed_tools))
+
+
+def page_end(text: str, offset: int, max_chars: int, budget_tokens: int) -> int:
+    """The end of a page from `offset`: at most max_chars, JSON-escaped within the token budget."""
+    end = min(len(text), offset + max_chars)
+    lo, hi = offset + 1, end
+    if estimate_tokens(dumps(text[offset:end])) <= budget_tokens:
+        return end
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(dumps(text[offset:mid])) <= budget_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# -- texts for the MCP layer (prompts and resources) and for other tools -----------------------------
+
+
+def files_note(skill: Skill) -> str:
+    files, cut = list_files(skill, PROMPT_FILES)
+    if not files:
+        return ""
+    more = f"\n(and more: load_skill('{skill.name}') lists up to {MAX_LISTED_FILES})" if cut else ""
+    lines = "\n".join(f"- {f}" for f in files)
+    return (f"\n\nFiles of the {skill.name} skill (read them as resources skill://{skill.name}/<path>, or with "
+            f"load_skill('{skill.name}', path=...)):\n{lines}{more}")
+
+
+def skill_prompt(skill: Skill, request: str | None = None) -> str:
+    """The text of the skill's MCP prompt: its instructions, its files, and the user's request."""
+    text = f"Use the {skill.name} skill for this task. Its instructions:\n\n{skill.body.strip()}{files_note(skill)}"
+    if request and request.strip():
+        text += f"\n\nRequest:\n{request.strip()}"
+    return text
+
+
+def skill_hint(rt: Runtime, path: str | Path) -> str | None:
+    """"The pdf skill has instructions for this file type: load_skill('pdf')" when a skill is mapped to
+    the file's type in skills.toml; never fails the calling tool."""
+    try:
+        skill = skill_catalog(rt).for_file_type(path)
+    except Exception:
+        log.warning("skill hint for %s failed", path, exc_info=True)
+        return None
+    if skill is None:
+        return None
+    return f"The {skill.name} skill has instructions for this file type: load_skill('{skill.name}')"
