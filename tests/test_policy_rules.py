@@ -25,7 +25,7 @@ def test_defaults_load_and_have_the_safe_pieces() -> None:
     ids = {p.rule_id for p in rules.patterns}
     assert {"global.private_key", "global.api_key", "global.password", "global.drop_table"} <= ids
     view = describe(rules)
-    assert view["shell"]["safe_commands"] and view["secrets"]["deny"]
+    assert view["shell"]["commands"]["ls"]["flags"] and view["secrets"]["deny"]
 
 
 def test_user_file_extends_defaults(tmp_path: Path) -> None:

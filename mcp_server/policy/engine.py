@@ -226,8 +226,8 @@ def _allow_shell(report: bash.Report, allows: list[PermissionRule]) -> Decision:
         if rule is not None:
             used.append(rule.rule_id)
         elif not segment.safe:
-            why = f" ({segment.note})" if segment.note else ""
-            return ask(f"`{segment.display}`{why} is not on the allow-list; asking.", "medium", "default.ask")
+            why = segment.note or "not on the allow-list"
+            return ask(f"`{segment.display}`: {why}; asking.", "medium", "default.ask")
     if not report.segments:
         return ask("Empty command.", "low", "default.ask")
     if used:

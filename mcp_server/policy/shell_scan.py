@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mcp_server.policy import paths
+from mcp_server.policy import paths, shell_options
 from mcp_server.policy.model import Decision, ask, deny
 from mcp_server.policy.rules import Rules
 from mcp_server.policy.shell_syntax import Command, Group, ParseError, Pipeline, Script, Word, parse
@@ -314,7 +314,7 @@ class Scanner:
             handler = table.get("mkfs")
         if handler is not None and handler(self, name, args, depth, seg, cmd) is DECIDED:
             return
-        if not self.is_safe(name, raw, args):
+        if not self.is_safe(name, raw, args, seg):
             seg.safe = False
 
     def dynamic_head(self, head: Word, depth: int, seg: Segment) -> None:
@@ -329,26 +329,46 @@ class Scanner:
 
     # -- safety of a plain command (layer 4)
 
-    def is_safe(self, name: str, raw: str, args: list[Word]) -> bool:
+    def is_safe(self, name: str, raw: str, args: list[Word], seg: Segment) -> bool:
+        """Positively safe: a standard command, literal words, every option on its allow-list and
+        every path (operands, path-option values) inside the roots (or a user `safe_commands` glob)."""
         shell = self.rules.shell
         if "/" in raw and os.path.dirname(raw) not in STD_BIN_DIRS:
             return False
-        text = " ".join([raw.rsplit("/", 1)[-1], *(w.text for w in args)])
-        if not any(p.fullmatch(text) for p in shell.safe_commands):
-            return False
+        words = [w.text for w in args]
+        text = " ".join([raw.rsplit("/", 1)[-1], *words])
         if any(w.dynamic or w.brace or w.procsub or w.tilde or _HIDDEN_GLOB.search(w.text) for w in args):
             return False
-        if _CONTROL.search(text):
+        if _CONTROL.search(text) or self.forbidden(name, words):
             return False
-        forbidden = shell.forbidden_options.get(name, ())
-        if any(_has_option(w.text, opt) for w in args for opt in forbidden):
+        if any(p.fullmatch(text) for p in shell.safe_commands):  # the user's own whole-command globs
+            return name in shell.no_path_commands or all(self.path_inside(w) for w in words)
+        key = name if name in shell.commands else _family(name)
+        parsed = shell_options.check(key, words, shell.commands)
+        if not parsed.ok:
+            seg.note = seg.note or parsed.note
             return False
-        if name in shell.no_path_commands:
-            return True
-        return all(self.path_inside(w.text) for w in args)
+        for value in parsed.paths:
+            self.secret(value)
+        outside = next((p for p in [*parsed.operands, *parsed.paths] if not self.path_inside(p, option=False)), None)
+        if outside is not None:
+            seg.note = seg.note or f"{_short(outside, 60)} is outside the workspace roots"
+        return outside is None
 
-    def path_inside(self, text: str) -> bool:
-        if text.startswith("-"):
+    def forbidden(self, name: str, words: list[str]) -> bool:
+        """A user's `forbidden_options` for this command, as written or as a long-option abbreviation."""
+        banned = self.rules.shell.forbidden_options.get(name, ())
+        if not banned:
+            return False
+        spec = self.rules.shell.commands.get(name)
+        for word in words:
+            full = shell_options.resolve_long(spec, word.split("=", 1)[0]) if spec and word.startswith("--") else None
+            if full in banned or any(_has_option(word, opt) for opt in banned):
+                return True
+        return False
+
+    def path_inside(self, text: str, option: bool = True) -> bool:
+        if option and text.startswith("-"):
             if not text.startswith("--") or "=" not in text:
                 return True
             text = text.split("=", 1)[1]
