@@ -1,6 +1,7 @@
 """The shell checker's entry point: `analyze(command, env)` runs lex -> parse -> analyse for one
-command line, with the handler tables of shell_commands (destructive commands, writers, git, cd)
-and shell_exec (privilege, shells, interpreters, wrappers) merged once here."""
+command line, with the handler tables of shell_commands (destructive commands, writers, git, cd),
+shell_exec (privilege, shells, interpreters, wrappers), shell_network (uploads, reverse shells) and
+shell_system (kill-all, privileged containers) merged once here."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from foundation.bounding import MAX_COMMAND_CHARS
 from mcp_server.policy.model import ask
 from mcp_server.policy.shell_commands import HANDLERS as COMMAND_HANDLERS
 from mcp_server.policy.shell_exec import HANDLERS as EXEC_HANDLERS
+from mcp_server.policy.shell_network import HANDLERS as NETWORK_HANDLERS
 from mcp_server.policy.shell_scan import Env, Report, Scanner, Segment
+from mcp_server.policy.shell_system import HANDLERS as SYSTEM_HANDLERS
 
-HANDLERS = COMMAND_HANDLERS.merged(EXEC_HANDLERS)
+HANDLERS = COMMAND_HANDLERS.merged(EXEC_HANDLERS).merged(NETWORK_HANDLERS).merged(SYSTEM_HANDLERS)
 
 
 def analyze(command: str, env: Env) -> Report:

@@ -149,6 +149,7 @@ class Rules:
     path_keys: tuple[str, ...]
     write_tools: Mapping[str, tuple[str, ...]]
     ask_write: MatcherSet
+    deny_write: MatcherSet
     secret_ask: MatcherSet
     secret_deny: MatcherSet
     sources: tuple[Path, ...] = ()
@@ -233,7 +234,7 @@ _TOP_KEYS = {"version", "permissions", "tools", "patterns", "disable_patterns", 
 _SECTION_KEYS = {
     "permissions": {"allow", "ask", "deny"},
     "shell": {"tools", "commands", "safe_commands", "no_path_commands", "forbidden_options"},
-    "files": {"path_keys", "write_tools", "ask_write"},
+    "files": {"path_keys", "write_tools", "ask_write", "deny_write"},
     "secrets": {"ask", "deny"},
 }
 _COMMAND_KEYS = {"flags", "values", "paths", "optional", "risky", "operands", "numeric", "subcommands", "style"}
@@ -258,6 +259,7 @@ class _Builder:
         self.path_keys: list[str] = []
         self.write_tools: dict[str, list[str]] = {}
         self.ask_write: list[Matcher] = []
+        self.deny_write: list[Matcher] = []
         self.secret_ask: list[Matcher] = []
         self.secret_deny: list[Matcher] = []
 
@@ -282,6 +284,7 @@ def _build(docs: list[_Doc]) -> Rules:
         path_keys=tuple(dict.fromkeys(builder.path_keys)),
         write_tools=MappingProxyType({k: tuple(v) for k, v in builder.write_tools.items()}),
         ask_write=MatcherSet(builder.ask_write),
+        deny_write=MatcherSet(builder.deny_write),
         secret_ask=MatcherSet(builder.secret_ask),
         secret_deny=MatcherSet(builder.secret_deny),
         sources=tuple(d.path for d in docs if d.path is not None),
@@ -500,6 +503,7 @@ class _Loader:
                 raise self.fail(f"files.write_tools.{name}", "must be a tool name")
             self.b.write_tools.setdefault(name, []).extend(self._strings(writes, name, "files.write_tools."))
         self.b.ask_write += self._regexes(files, "ask_write", "files.")
+        self.b.deny_write += self._regexes(files, "deny_write", "files.")
 
 
 def _spec(name: str, entry: Mapping[str, Any]) -> CommandSpec:
@@ -560,6 +564,7 @@ def describe(rules: Rules) -> dict[str, Any]:
             "path_keys": list(rules.path_keys),
             "write_tools": {k: list(v) for k, v in rules.write_tools.items()},
             "ask_write": show(rules.ask_write),
+            "deny_write": show(rules.deny_write),
         },
         "secrets": {"ask": show(rules.secret_ask), "deny": show(rules.secret_deny)},
     }

@@ -24,6 +24,7 @@ from mcp_server.policy.shell_scan import (
     value_word as _value_word,
 )
 from mcp_server.policy.model import ask, deny
+from mcp_server.policy.shell_network import remote_destination
 from mcp_server.policy.shell_syntax import Command, Word
 
 SYSTEM_DIRS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
@@ -60,23 +61,28 @@ def _rm(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comma
     return DECIDED
 
 
-def _catastrophic(an: Scanner, word: Word) -> bool:
+def _catastrophic(an: Scanner, word: Word, roots: bool = True) -> bool:
+    """The word names the system, a system folder, a home folder, or (with `roots`) a whole root."""
     text = word.text
     if word.tilde and re.fullmatch(r"~[\w.-]*/?(\*|\.\.?/?)?", text):
         return True
     if word.dynamic:
         return bool(HOME_DYNAMIC.fullmatch(text))
     base = text[:-2] or "/" if text.endswith("/*") else text
+    if (word.glob or word.brace) and base == text:  # /{bin,etc}, /b*, /usr/lib*: judge the folder they expand in
+        prefix = re.split(r"[*?\[{]", text, maxsplit=1)[0]
+        base = (prefix.rstrip("/") or "/") if prefix.endswith("/") else (prefix.rsplit("/", 1)[0] or "/")
     norm = paths.normalize(base, an.cwd)
     if norm is None:
         return False
     if norm in SYSTEM_DIRS or re.fullmatch(r"/(home|Users)/[^/]+", norm):
         return True
-    return any(paths.within(root, norm) for root in an.env.roots)
+    return roots and any(paths.within(root, norm) for root in an.env.roots)
 
 
 @handles("find")
 def _find(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    _find_everything(an, args)
     for i, word in enumerate(args):
         text = word.text
         if text == "-delete":
@@ -96,6 +102,26 @@ def _find(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Com
         elif text in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(args):
             an.write_target(args[i + 1], seg)
     return None
+
+
+_DELETERS = frozenset({"rm", "shred", "unlink", "rmdir", "chmod", "chown", "mv", "truncate"})
+
+
+def _find_everything(an: Scanner, args: Args) -> None:
+    """`find / -delete`, `find ~ -exec rm {} +`: deleting (or changing) the whole system or a home
+    (inside a workspace, `find . -name '*.pyc' -delete` stays an ask)."""
+    starts: Args = []
+    for word in args:
+        if word.text.startswith("-") and word.text not in ("-H", "-L", "-P") or word.text in ("(", "!"):
+            break
+        if word.text not in ("-H", "-L", "-P"):
+            starts.append(word)
+    texts = [w.text for w in args]
+    runs = [texts[i + 1].rsplit("/", 1)[-1] for i, t in enumerate(texts[:-1]) if t in ("-exec", "-execdir", "-ok", "-okdir")]
+    destroys = "-delete" in texts or any(r in _DELETERS for r in runs)
+    if destroys and any(_catastrophic(an, w, roots=False) for w in starts):
+        an.find(deny("find would delete or change the whole system, a home folder or a whole workspace.",
+                     "critical", "bash.find_catastrophic"))
 
 
 @handles("dd")
@@ -178,7 +204,10 @@ def _copies(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: C
             if norm is None or not paths.inside_roots(norm, an.env.roots):
                 an.find(ask(f"ln -s {source.text!r} links to a place outside the workspace; later reads through "
                             "the link would not be checked.", "high", "bash.symlink_outside"))
-    if dest is not None and not (name in ("rsync", "scp") and re.match(r"[^/]*:", dest.text)):
+    if dest is not None and name in ("rsync", "scp") and remote_destination(dest):
+        if any(not remote_destination(w) for w in operands[:-1]):
+            an.find(deny(f"{name} copies files to another host (exfiltration).", "critical", "bash.exfiltration"))
+    elif dest is not None and not (name in ("rsync", "scp") and re.match(r"[^/]*:", dest.text)):
         an.write_target(dest, seg)
     if name == "rsync" and any(w.text.startswith("--delete") for w in args):
         an.find(ask("rsync --delete removes files at the destination.", "high", "bash.rsync_delete"))
@@ -203,22 +232,6 @@ def _sed(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comm
     files = operands if any(t in ("-e", "-f") or t.startswith(("--expression", "--file")) for t in texts) else operands[1:]
     for target in files:
         an.write_target(target, seg)
-    return DECIDED
-
-
-@handles("curl", "wget")
-def _download(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
-    seg.safe = False
-    outputs = {"curl": ("-o", "--output", "--output-dir"), "wget": ("-O", "--output-document", "-P", "--directory-prefix",
-                                                                   "-o", "--output-file", "-a", "--append-output")}[name]
-    for i, word in enumerate(args):
-        text = word.text
-        if text in outputs and i + 1 < len(args):
-            an.write_target(args[i + 1], seg)
-        elif "=" in text and text.split("=", 1)[0] in outputs:
-            an.write_target(_value_word(word, text.split("=", 1)[1]), seg)
-        elif len(text) > 2 and text[:2] in outputs and not text.startswith("--"):
-            an.write_target(_value_word(word, text[2:]), seg)
     return DECIDED
 
 

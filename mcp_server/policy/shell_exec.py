@@ -43,15 +43,48 @@ def _privileged(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cm
     seg.safe = seg.allowable = False
     an.find(ask(f"`{name}` runs commands with elevated privileges.", "critical", "bash.privileged"))
     if name in ("su", "runuser"):
-        for i, word in enumerate(args[:-1]):
-            if word.text in ("-c", "--command"):
-                _run_source(an, args[i + 1], depth, "bash.dynamic_script")
+        commands = [i for i, w in enumerate(args[:-1]) if w.text in ("-c", "--command")]
+        for i in commands:
+            _run_source(an, args[i + 1], depth, "bash.dynamic_script")
+        if not commands:
+            _root_shell(an, name)
         return DECIDED
     inner = _after_options(args, _SUDO_WITH_VALUE)
+    if _login_flag(args[: len(args) - len(inner)]) or (inner and _interactive_shell(inner)) or (
+            name == "pkexec" and not inner):
+        _root_shell(an, name)
     if inner:
         an.argv(inner, depth + 1, seg, None, scanned=True)
         seg.safe = False
     return DECIDED
+
+
+def _root_shell(an: Scanner, name: str) -> None:
+    an.find(deny(f"`{name}` opens a root (or another user's) shell.", "critical", "bash.root_shell"))
+
+
+def _login_flag(options: Args) -> bool:
+    """sudo/doas -i, -s, --login, --shell (also bundled: -iu root)."""
+    for word in options:
+        text = word.text
+        if text in ("--login", "--shell"):
+            return True
+        if re.fullmatch(r"-[A-Za-z]+", text):
+            for char in text[1:]:
+                if char in "is":
+                    return True
+                if "-" + char in _SUDO_WITH_VALUE:
+                    break
+    return False
+
+
+def _interactive_shell(inner: Args) -> bool:
+    """The wrapped command is a shell without a script or -c (`sudo bash`, `sudo su`, `sudo -u x sh -l`)."""
+    name = _family(inner[0].text.rsplit("/", 1)[-1])
+    rest = [w.text for w in inner[1:]]
+    if name in ("su", "sudo", "doas"):
+        return not any(r in ("-c", "--command") for r in rest)
+    return name in SHELLS and all(r.startswith("-") and "c" not in r for r in rest)
 
 
 @handles(*POWER)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mcp_server.policy import paths, shell_options
+from mcp_server.policy import paths, shell_decode, shell_options
 from mcp_server.policy.model import Decision, ask, deny
 from mcp_server.policy.rules import Rules
 from mcp_server.policy.shell_syntax import Command, Group, ParseError, Pipeline, Script, Word, parse
@@ -61,6 +61,7 @@ KEYWORDS_UNSUPPORTED = frozenset({"for", "case", "select", "function", "[[", "co
 _PARENT = re.compile(r"(^|/)\.\.(/|$)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HIDDEN_GLOB = re.compile(r"(^|/)\.[^/]*[*?\[]")  # a glob that can match hidden files (.ss?/id_rsa)
+NET_DEVICE = re.compile(r"/dev/(tcp|udp)/")
 OUT_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 
 
@@ -185,6 +186,8 @@ class Scanner:
         self.rules = env.rules
         self.report = Report(command)
         self.cwd: str | None = env.roots[0]
+        self.piped = False  # the current command's stdin is fed (pipe, file, heredoc)
+        self.assigned: dict[str, str] = {}  # literal `NAME=value` commands seen so far (for `$NAME args`)
         self._secret_seen: set[tuple[str, str | None]] = set()
 
     # -- bookkeeping
@@ -236,6 +239,7 @@ class Scanner:
         self.pipe_to_interpreter(pipeline)
 
     def command(self, cmd: Command, depth: int, stdin_piped: bool) -> None:
+        self.piped = stdin_piped or any(r.op in ("<", "<<", "<<-", "<<<") for r in cmd.redirects)
         saved = self.cwd
         for word in [*cmd.assigns, *cmd.words]:
             for sub in word.subs:
@@ -245,6 +249,9 @@ class Scanner:
         seg = Segment((), display)
         for assign in cmd.assigns:
             self.assignment(assign, seg)
+            if not cmd.words and not assign.dynamic and len(self.assigned) < 100:
+                name, _, value = assign.text.partition("=")
+                self.assigned[name] = value
         self.redirects(cmd.redirects, seg, depth)
         if cmd.words:
             self.argv(cmd.words, depth, seg, cmd)
@@ -268,6 +275,9 @@ class Scanner:
             if redirect.op in OUT_OPS or (redirect.op == ">&" and not re.fullmatch(r"\d+|-", target.text)):
                 self.write_target(target, seg, redirect=True)
             elif redirect.op in ("<", "<&") and not re.fullmatch(r"\d+|-", target.text):
+                if NET_DEVICE.match(target.text):
+                    self.find(deny("Reads from a network socket (/dev/tcp): a reverse shell or a download.",
+                                   "critical", "bash.reverse_shell"))
                 self.secret(target.text)
                 self.read_path(target, seg)
             elif redirect.op in ("<<<", "<<", "<<-"):
@@ -283,7 +293,7 @@ class Scanner:
             return
         head = words[0]
         if head.dynamic or (head.glob and head.text != "[") or head.brace or head.procsub or not head.text.strip():
-            self.dynamic_head(head, depth, seg)
+            self.dynamic_head(head, depth, seg, words[1:])
             return
         raw = head.text
         name = _basename(raw)
@@ -317,8 +327,11 @@ class Scanner:
         if not self.is_safe(name, raw, args, seg):
             seg.safe = False
 
-    def dynamic_head(self, head: Word, depth: int, seg: Segment) -> None:
+    def dynamic_head(self, head: Word, depth: int, seg: Segment, rest: list[Word]) -> None:
         seg.safe = seg.allowable = False
+        decoded = shell_decode.head_text(head, self.assigned)
+        if decoded is not None and decoded.strip():  # judge what would really run, too
+            self.source(" ".join([decoded, *(w.raw for w in rest)]), depth + 1)
         kinds = self.classify_sources(head.subs, depth)
         if "download" in kinds:
             self.find(deny("Runs a command downloaded from the network.", "critical", "bash.download_exec"))
@@ -406,6 +419,14 @@ class Scanner:
         seg.allowable = seg.allowable and not redirect
         seg.note = seg.note or f"writes {_short(word.raw, 60)}"
         norm = None if word.dynamic or word.procsub else paths.normalize(text, self.cwd)
+        if NET_DEVICE.match(text):
+            self.find(deny(f"Sends data over the network through {text!r} (exfiltration or a reverse shell).",
+                           "critical", "bash.reverse_shell"))
+            return
+        if paths.matches_any(self.rules.deny_write, text, norm, self.env.roots):
+            self.find(deny(f"Writes {text!r}, a shell start-up file or SSH authorized_keys.", "critical",
+                           "bash.startup_write"))
+            return
         if norm is None:
             if not word.procsub:
                 self.find(ask(f"Writes to `{_short(word.raw, 60)}`, a location that cannot be checked.", "medium",
