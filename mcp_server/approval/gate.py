@@ -16,6 +16,9 @@ import os
 import re
 import shlex
 import threading
+import time
+from collections import OrderedDict
+from importlib import resources
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +45,8 @@ class Verdict:
     rule_id: str
 
 
+MEMO_SIZE = 256  # verdicts kept between a call's elicitation resolver and its check
+MEMO_SECONDS = 30.0
 SESSION_GRANT_RISKS = ("low", "medium")
 """Only these risks may be approved "for this session"; high and critical ones are asked every time."""
 
@@ -82,13 +87,17 @@ _SELF_APPROVAL = re.compile(r"\bapprove\b.{0,120}?\bap-[a-z2-9]{6}\b|/approvals/
 
 
 def protected_paths(settings: Settings) -> tuple[Path, ...]:
-    """Files no tool may write: the rules, the audit log and the approvals store."""
+    """The one list of files no tool may write: the user's rules file(s), the shipped default rules,
+    the audit log and the approvals store (with SQLite's side files)."""
     data = settings.data_dir
     paths = [data / USER_RULES_FILENAME, data / AUDIT_FILE, data / APPROVALS_FILE,
              data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm")]
     if settings.policy_file is not None:
         paths.insert(0, settings.policy_file)
-    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths))
+    shipped = resources.files("mcp_server.policy").joinpath("default_rules.toml")
+    if isinstance(shipped, Path):
+        paths.append(shipped)
+    return tuple(dict.fromkeys(Path(os.path.realpath(os.path.expanduser(p))) for p in paths))
 
 
 def session_key(origin: Any) -> str:
@@ -113,8 +122,10 @@ class PolicyGate:
 
     def __init__(self, settings: Settings, rules: Any = None, *, decide: Callable[..., Any] | None = None,
                  store: ApprovalStore | None = None, audit: AuditLog | None = None,
-                 specs: dict[str, ToolSpec] | None = None) -> None:
+                 specs: dict[str, ToolSpec] | None = None, sandboxed: bool = True) -> None:
         self.settings = settings
+        self.sandboxed = sandboxed  # False: no OS sandbox under shell commands, so every one of them asks
+        self._memo: OrderedDict[tuple[str, str], tuple[float, Verdict]] = OrderedDict()
         self._rules, self._decide, self._store = rules, decide, store
         self._lazy = threading.Lock()
         self.audit = audit or AuditLog(settings.data_dir)
@@ -196,7 +207,24 @@ class PolicyGate:
         from mcp_server import policy
 
         return policy.PolicyContext(rules=self.rules, roots=self.roots(origin), read_only=spec.read_only,
-                                    protected_paths=self.protected, origin=origin.kind)
+                                    protected_paths=self.protected, origin=origin.kind, sandboxed=self.sandboxed)
+
+    # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
+    # here for the same call's check; a verdict is used once and only for a few seconds.
+
+    def _remember(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict) -> None:
+        with self._lazy:
+            self._memo[(session_key(origin), call_hash(spec.name, args))] = (time.monotonic(), verdict)
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+
+    def verdict_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Verdict:
+        """The verdict the resolver computed for this very call, else a fresh one."""
+        with self._lazy:
+            found = self._memo.pop((session_key(origin), call_hash(spec.name, args)), None)
+        if found is not None and time.monotonic() - found[0] < MEMO_SECONDS:
+            return found[1]
+        return self.verdict(spec, args, origin)
 
     def roots(self, origin: Any) -> tuple[Path, ...]:
         """The workspace roots the call may touch (resolved), as the workspace tools compute them."""
@@ -212,6 +240,7 @@ class PolicyGate:
     def question(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> tuple[str, type[BaseModel]] | None:
         """The elicitation message and form when this call needs a human now, else None."""
         verdict = self.verdict(spec, args, origin)
+        self._remember(spec, args, origin, verdict)
         if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name,
                                                                  session_scope(spec, args, verdict)):
             return None
@@ -222,7 +251,7 @@ class PolicyGate:
     # -- the Gate protocol
 
     async def check(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
-        verdict = self.verdict(spec, args, origin)
+        verdict = self.verdict_once(spec, args, origin)
         record = self._recorder(spec, args, verdict, origin)
         if verdict.action == "allow":
             record("allowed")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from foundation.settings import USER_RULES_FILENAME, user_rules_file
 from mcp_server.policy.engine import Decision, PolicyContext, decide
-from mcp_server.policy.rules import DEFAULT_RULES_FILE, Rules, load_rules, protected_paths
+from mcp_server.policy.rules import DEFAULT_RULES_FILE, Rules, load_rules
 
 __all__ = [
     "DEFAULT_RULES_FILE",
@@ -19,6 +19,5 @@ __all__ = [
     "Rules",
     "decide",
     "load_rules",
-    "protected_paths",
     "user_rules_file",
 ]

@@ -40,6 +40,7 @@ class PolicyContext:
     read_only: bool  # the tool's read_only annotation (from its ToolSpec)
     protected_paths: tuple[Path, ...] = ()  # writes to these (files or folders) are denied
     origin: str = "client"  # "client" | "subagent"
+    sandboxed: bool = True  # shell commands run under an OS sandbox; without one no shell command is auto-allowed
 
 
 def decide(tool: str, args: Mapping[str, Any], context: PolicyContext) -> Decision:
@@ -238,7 +239,7 @@ def _value_texts(call: _Call, value: Any, is_path: bool, for_allow: bool = False
 def _allow(call: _Call, report: bash.Report | None) -> Decision:
     allows = [r for r in call.ctx.rules.permissions if r.action == "allow" and r.tool_re.fullmatch(call.tool)]
     if report is not None:
-        return _allow_shell(report, allows)
+        return _allow_shell(report, allows, call.ctx.sandboxed)
     for rule in allows:
         if rule.arg_re is None:
             return Decision("allow", f"Allowed by the rule {rule.text!r}.", "low", rule.rule_id)
@@ -259,7 +260,10 @@ def _allow_texts(call: _Call, rule: PermissionRule) -> list[list[str]]:
     return [_value_texts(call, item, _is_path_key(call, key), for_allow=True) for item in items]
 
 
-def _allow_shell(report: bash.Report, allows: list[PermissionRule]) -> Decision:
+def _allow_shell(report: bash.Report, allows: list[PermissionRule], sandboxed: bool) -> Decision:
+    if not sandboxed:
+        return ask("No OS sandbox is available, so every shell command needs approval.", "medium",
+                   "shell.unsandboxed")
     used: list[str] = []
     for segment in report.segments:
         rule = _segment_rule(segment, allows)

@@ -20,7 +20,6 @@ from types import MappingProxyType
 from typing import Any
 
 from foundation.errors import SettingsError
-from foundation.settings import USER_RULES_FILENAME
 from mcp_server.policy.model import Action, Risk
 from mcp_server.policy.shell_options import CommandSpec
 
@@ -574,18 +573,3 @@ def _describe_spec(spec: CommandSpec) -> dict[str, Any]:
     view: dict[str, Any] = {part: sorted(getattr(spec, part)) for part in ("flags", "values", "paths", "optional")
                             if getattr(spec, part)}
     return view | {"operands": spec.operands} | ({"subcommands": True} if spec.subcommands else {})
-
-
-def protected_paths(rules: Rules, data_dir: Path, extra: tuple[Path, ...] = ()) -> tuple[Path, ...]:
-    """Paths no tool may write: the rules files in use, `<data dir>/policy.toml`, the shipped
-    defaults, plus `extra` (the approval engineer adds the audit log and the approvals store)."""
-    candidates = [*rules.sources, data_dir / USER_RULES_FILENAME, *extra]
-    shipped = resources.files("mcp_server.policy").joinpath(DEFAULT_RULES_FILE)
-    if isinstance(shipped, Path):
-        candidates.append(shipped)
-    out: list[Path] = []
-    for path in candidates:
-        resolved = Path(path).expanduser().resolve()
-        if resolved not in out:
-            out.append(resolved)
-    return tuple(out)

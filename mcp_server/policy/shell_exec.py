@@ -149,9 +149,17 @@ def _stdin_code(an: Scanner, name: str, cmd: Command | None, depth: int, shell: 
     an.find(ask(f"{name} runs code fed from a file, heredoc or string.", "high", "bash.shell_stdin"))
 
 
+MAX_INLINE_SCAN = 20_000
+_EMBEDDED_SHELL = re.compile(
+    r"\b(?:system|popen|exec|execSync|spawnSync|check_output|check_call|call|run|Popen|getoutput)\s*\(\s*(['\"])"
+    r"([^'\"\\]{1,2000})\1")
+
+
 def _inline_code(an: Scanner, name: str, code: Word, depth: int) -> None:
     if code.dynamic:
         _dynamic_code(an, code.subs, depth)
+    for shell_code in _EMBEDDED_SHELL.finditer(code.text[:MAX_INLINE_SCAN]):  # os.system("..."), system('...')
+        an.source(shell_code.group(2), depth + 1)
     danger = INLINE_DANGER.search(code.text)
     if danger:
         an.find(ask(f"{name} inline code uses `{danger.group()}` (can delete files or run programs).", "high",
