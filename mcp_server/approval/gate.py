@@ -218,13 +218,18 @@ class PolicyGate:
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
 
-    def verdict_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Verdict:
-        """The verdict the resolver computed for this very call, else a fresh one."""
+    def verdict_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any, keep: bool = False) -> Verdict:
+        """The verdict already computed for this very call (by its resolver, in any round), else a fresh
+        one; `keep` leaves it for the call's check, which uses it up."""
+        key = (session_key(origin), call_hash(spec.name, args))
         with self._lazy:
-            found = self._memo.pop((session_key(origin), call_hash(spec.name, args)), None)
+            found = self._memo.get(key) if keep else self._memo.pop(key, None)
         if found is not None and time.monotonic() - found[0] < MEMO_SECONDS:
             return found[1]
-        return self.verdict(spec, args, origin)
+        verdict = self.verdict(spec, args, origin)
+        if keep:
+            self._remember(spec, args, origin, verdict)
+        return verdict
 
     def roots(self, origin: Any) -> tuple[Path, ...]:
         """The workspace roots the call may touch (resolved), as the workspace tools compute them."""
@@ -239,8 +244,7 @@ class PolicyGate:
 
     def question(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> tuple[str, type[BaseModel]] | None:
         """The elicitation message and form when this call needs a human now, else None."""
-        verdict = self.verdict(spec, args, origin)
-        self._remember(spec, args, origin, verdict)
+        verdict = self.verdict_once(spec, args, origin, keep=True)
         if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name,
                                                                  session_scope(spec, args, verdict)):
             return None
