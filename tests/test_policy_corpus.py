@@ -5,7 +5,6 @@ Run with `-s` to see the counts per category (allowed / asked / denied)."""
 from __future__ import annotations
 
 import tomllib
-from collections import Counter
 from pathlib import Path
 
 import pytest

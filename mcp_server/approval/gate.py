@@ -18,9 +18,9 @@ import shlex
 import threading
 import time
 from collections import OrderedDict
-from importlib import resources
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 

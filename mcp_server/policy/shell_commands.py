@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 
 from mcp_server.policy import paths
+from mcp_server.policy.model import ask, deny
+from mcp_server.policy.shell_network import remote_destination
 from mcp_server.policy.shell_scan import (
     DECIDED,
     DISK_TOOLS,
@@ -19,12 +21,16 @@ from mcp_server.policy.shell_scan import (
     Handlers,
     Scanner,
     Segment,
+)
+from mcp_server.policy.shell_scan import (
     operands as _operands,
+)
+from mcp_server.policy.shell_scan import (
     short_flags as _short_flags,
+)
+from mcp_server.policy.shell_scan import (
     value_word as _value_word,
 )
-from mcp_server.policy.model import ask, deny
-from mcp_server.policy.shell_network import remote_destination
 from mcp_server.policy.shell_syntax import Command, Word
 
 SYSTEM_DIRS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from mcp_server.policy.model import ask, deny
 from mcp_server.policy.shell_scan import (
     DECIDED,
     INLINE_DANGER,
@@ -16,16 +17,21 @@ from mcp_server.policy.shell_scan import (
     POWER,
     PRIVILEGED,
     SHELLS,
-    Segment,
-    Scanner,
     Args,
     Handlers,
+    Scanner,
+    Segment,
     _family,
+)
+from mcp_server.policy.shell_scan import (
     after_options as _after_options,
+)
+from mcp_server.policy.shell_scan import (
     operands as _operands,
+)
+from mcp_server.policy.shell_scan import (
     value_word as _value_word,
 )
-from mcp_server.policy.model import ask, deny
 from mcp_server.policy.shell_syntax import Command, Word
 
 HANDLERS = Handlers()

@@ -127,7 +127,7 @@ def remote_destination(dest: Word) -> bool:
     if text.startswith("rsync://"):
         return _remote(_hosts([text]))
     m = _REMOTE.match(text)
-    return bool(m) and "/" not in m.group(1) and not is_loopback_host(m.group(1))
+    return m is not None and "/" not in m.group(1) and not is_loopback_host(m.group(1))
 
 
 __all__ = ["HANDLERS", "is_loopback_host", "remote_destination"]

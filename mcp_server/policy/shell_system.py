@@ -8,7 +8,7 @@ import re
 
 from mcp_server.policy import paths
 from mcp_server.policy.model import deny
-from mcp_server.policy.shell_scan import DECIDED, Args, Handlers, Scanner, Segment
+from mcp_server.policy.shell_scan import Args, Handlers, Scanner, Segment
 from mcp_server.policy.shell_syntax import Command
 
 HANDLERS = Handlers()
