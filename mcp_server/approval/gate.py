@@ -20,7 +20,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,6 +44,7 @@ class Verdict:
     rule_id: str
 
 
+SHIPPED_RULES = Path(__file__).resolve().parent.parent / "policy" / "default_rules.toml"  # (policy not imported)
 MEMO_SIZE = 256  # verdicts kept between a call's elicitation resolver and its check
 MEMO_SECONDS = 30.0
 SESSION_GRANT_RISKS = ("low", "medium")
@@ -94,9 +94,7 @@ def protected_paths(settings: Settings) -> tuple[Path, ...]:
              data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm")]
     if settings.policy_file is not None:
         paths.insert(0, settings.policy_file)
-    shipped = resources.files("mcp_server.policy").joinpath("default_rules.toml")
-    if isinstance(shipped, Path):
-        paths.append(shipped)
+    paths.append(SHIPPED_RULES)
     return tuple(dict.fromkeys(Path(os.path.realpath(os.path.expanduser(p))) for p in paths))
 
 

@@ -230,7 +230,7 @@ class Scanner:
                 if not seg.safe:
                     self.report.segments.append(seg)
             else:
-                self.command(elem, depth, stdin_piped=index > 0)
+                self.command(elem, depth, stdin_piped=index > 0 and not all(map(_literal_text, pipeline[:index])))
                 if len(pipeline) > 1:
                     self.cwd = saved
             if len(self.report.segments) > MAX_SEGMENTS:
@@ -239,7 +239,6 @@ class Scanner:
         self.pipe_to_interpreter(pipeline)
 
     def command(self, cmd: Command, depth: int, stdin_piped: bool) -> None:
-        self.piped = stdin_piped or any(r.op in ("<", "<<", "<<-", "<<<") for r in cmd.redirects)
         saved = self.cwd
         for word in [*cmd.assigns, *cmd.words]:
             for sub in word.subs:
@@ -253,7 +252,8 @@ class Scanner:
                 name, _, value = assign.text.partition("=")
                 self.assigned[name] = value
         self.redirects(cmd.redirects, seg, depth)
-        if cmd.words:
+        if cmd.words:  # (set after nested $( ) sources, which reset it for their own commands)
+            self.piped = stdin_piped or any(r.op == "<" for r in cmd.redirects)
             self.argv(cmd.words, depth, seg, cmd)
         if seg.texts or not seg.safe:
             seg.texts = seg.texts or (display,)
@@ -489,6 +489,13 @@ class Scanner:
         for word in [*elem.words, *(r.target for r in elem.redirects)]:
             kinds |= self.classify_sources(word.subs, depth + 1)
         return kinds
+
+
+def _literal_text(elem: Command | Group) -> bool:
+    """The element only prints literal text (`echo hi |`, `printf 'x' |`): its output is no file's content."""
+    return (isinstance(elem, Command) and bool(elem.words) and not elem.redirects
+            and _basename(elem.words[0].text) in ("echo", "printf", "true", "yes")
+            and not any(w.dynamic for w in elem.words))
 
 
 def _has_option(text: str, opt: str) -> bool:
