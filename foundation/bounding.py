@@ -7,6 +7,10 @@ import math
 from typing import Any
 
 _MIN_STRING = 200
+MAX_COMMAND_CHARS = 16_384
+"""The one limit on a shell command line (the tool refuses longer ones, the policy does not analyse them).
+A command a human may be asked to approve must be readable in one screen or two; anything longer is a
+script: write it to a file (reviewable, diffable) and run that."""
 TRUNCATION_NOTE = (
     "Result truncated to about {limit} tokens: lists were shortened and long texts cut. "
     "Ask for less (a smaller max_results/limit) or page with offset."

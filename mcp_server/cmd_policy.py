@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--not-read-only", dest="read_only", action="store_false",
                        help="Treat the tool as one that changes things.")
     check.add_argument("--origin", choices=["client", "subagent"], default="client")
+    check.add_argument("--no-sandbox", dest="sandboxed", action="store_false",
+                       help="Decide as when no OS sandbox is available (every shell command asks).")
     sub.add_parser("show", help="Print the effective rules, the rules files and the protected paths.")
 
 
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise InvalidInput("policy check needs --tool NAME (or --batch). Example: --tool run_bash_command "
                            '--args \'{"command": "ls"}\'')
     call_args = _json_object(args.args, "--args")
-    print(json.dumps(_check(rules, settings, args.tool, call_args, args.read_only, args.origin), ensure_ascii=False))
+    print(json.dumps(_check(rules, settings, args.tool, call_args, args.read_only, args.origin, args.sandboxed),
+                     ensure_ascii=False))
     return 0
 
 
@@ -70,27 +73,26 @@ def _registered_read_only(tool: str) -> bool | None:
 
 def _protected(rules: Any, settings: Settings) -> tuple[Path, ...]:
     """The same protected files the server's approval gate uses (rules, audit log, approvals)."""
-    from mcp_server.approval.gate import protected_paths as gate_protected
-    from mcp_server.policy import protected_paths
+    from mcp_server.approval.gate import protected_paths
 
-    return protected_paths(rules, settings.data_dir, extra=gate_protected(settings))
+    return protected_paths(settings)
 
 
-def _context(rules: Any, settings: Settings, read_only: bool, origin: str) -> Any:
+def _context(rules: Any, settings: Settings, read_only: bool, origin: str, sandboxed: bool) -> Any:
     from mcp_server.policy import PolicyContext
 
     roots = tuple(Path(r).resolve() for r in settings.roots)
     return PolicyContext(rules=rules, roots=roots, read_only=read_only,
-                         protected_paths=_protected(rules, settings), origin=origin)
+                         protected_paths=_protected(rules, settings), origin=origin, sandboxed=sandboxed)
 
 
 def _check(rules: Any, settings: Settings, tool: str, call_args: dict[str, Any], read_only: bool | None,
-           origin: str) -> dict[str, Any]:
+           origin: str, sandboxed: bool = True) -> dict[str, Any]:
     from mcp_server.policy import decide
 
     registered = _registered_read_only(tool)
     effective = read_only if read_only is not None else bool(registered)
-    decision = decide(tool, call_args, _context(rules, settings, effective, origin))
+    decision = decide(tool, call_args, _context(rules, settings, effective, origin, sandboxed))
     return {"tool": tool, **decision.as_dict(), "read_only": effective, "registered": registered is not None}
 
 
@@ -107,7 +109,7 @@ def _batch(rules: Any, settings: Settings, args: argparse.Namespace) -> int:
             read_only = item.get("read_only", args.read_only)
             origin = item.get("origin", args.origin)
             out = _check(rules, settings, tool, call_args, read_only if isinstance(read_only, bool) else None,
-                         origin if origin in ("client", "subagent") else "client")
+                         origin if origin in ("client", "subagent") else "client", args.sandboxed)
         except InvalidInput as exc:
             failures += 1
             out = {"line": number, "error": str(exc)}

@@ -25,7 +25,7 @@ import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
-from foundation.bounding import bound_json
+from foundation.bounding import MAX_COMMAND_CHARS, bound_json
 from foundation.calls import CallOrigin
 from foundation.errors import (
     ApprovalRequired,
@@ -45,12 +45,6 @@ PATH_ARGUMENTS = frozenset({"path", "paths", "directory"})
 """Arguments that name workspace paths: capped at MAX_PATH_CHARS bytes each at the edge."""
 
 
-def _command_limit() -> int:
-    from tools.bash import MAX_COMMAND_CHARS
-
-    return MAX_COMMAND_CHARS
-
-
 def arguments_fit(args: dict[str, Any]) -> bool:
     try:
         check_argument_sizes(args)
@@ -67,8 +61,8 @@ def check_argument_sizes(args: dict[str, Any]) -> None:
                 if isinstance(item, str) and (len(item) > MAX_PATH_CHARS or len(item.encode()) > MAX_PATH_CHARS):
                     raise LimitExceeded(f"{name!r} is longer than {MAX_PATH_CHARS:,} bytes; no path is that long. "
                                         "Give a real path inside the workspace.")
-        elif name == "command" and isinstance(value, str) and len(value) > _command_limit():
-            raise LimitExceeded(f"The command is longer than {_command_limit():,} characters. Write the script to a "
+        elif name == "command" and isinstance(value, str) and len(value) > MAX_COMMAND_CHARS:
+            raise LimitExceeded(f"The command is longer than {MAX_COMMAND_CHARS:,} characters. Write the script to a "
                                 "file with write_file and run that file instead.")
 
 

@@ -238,9 +238,20 @@ def _warm_up(runtime: Runtime) -> None:
             log.exception("warm-up %s failed", getattr(warm, "__name__", warm))
 
 
+def shell_sandboxed(settings: Settings) -> bool:
+    """True when shell commands run in an OS sandbox here; without one every shell command asks.
+    Probed only when the shell tool is enabled (otherwise it never runs)."""
+    if not settings.bash_enabled:
+        return True
+    from tools.sandbox import sandbox_status
+
+    return sandbox_status().available
+
+
 def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     runtime = Runtime(settings)
-    gate = PolicyGate(settings, specs={spec.name: spec for spec in registry.TOOLS})  # rules loaded once here
+    gate = PolicyGate(settings, specs={spec.name: spec for spec in registry.TOOLS},  # rules loaded once here
+                      sandboxed=shell_sandboxed(settings))
     dispatcher = Dispatcher(runtime, registry.TOOLS, gate=gate)
     runtime.tool_runner = dispatcher  # sub-agents dispatch their tool calls through it
 

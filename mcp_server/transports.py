@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import socket
 import sys
 from functools import partial
@@ -35,6 +36,101 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+_HOSTNAME = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_ORIGIN = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<authority>[^/?#]*)")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def parse_authority(text: str) -> tuple[str, int | None] | None:
+    """`host[:port]` of a Host header or an origin, parsed strictly: a DNS name, an IPv4 address or a
+    bracketed IPv6 address (lower-cased, IPv6 compressed), then an optional decimal port 1-65535.
+    Anything else (userinfo `a@b`, paths, spaces, empty parts) gives None."""
+    if text.startswith("["):
+        end = text.find("]")
+        try:
+            host = f"[{ipaddress.IPv6Address(text[1:end]).compressed}]" if end > 0 else ""
+        except ValueError:
+            return None
+        rest = text[end + 1 :]
+    else:
+        host, sep, port_text = text.partition(":")
+        rest = sep + port_text
+        if not _HOSTNAME.fullmatch(host):
+            return None
+    if not host:
+        return None
+    if not rest:
+        return host.lower(), None
+    if not re.fullmatch(r":[0-9]{1,5}", rest) or not 0 < int(rest[1:]) < 65536:
+        return None
+    return host.lower(), int(rest[1:])
+
+
+def parse_origin(text: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an Origin header (`scheme://host[:port]`, nothing after), port defaulted."""
+    m = _ORIGIN.fullmatch(text.strip())
+    if m is None:
+        return None
+    scheme = m["scheme"].lower()
+    authority = parse_authority(m["authority"])
+    if authority is None or scheme not in DEFAULT_PORTS:
+        return None
+    host, port = authority
+    return scheme, host, port if port is not None else DEFAULT_PORTS[scheme]
+
+
+def allowed_host_names(settings: Settings) -> frozenset[str]:
+    """The host names MCP requests may be addressed to: loopback, plus GENERALAGENT_HTTP_ALLOWED_HOSTS."""
+    names = {"127.0.0.1", "localhost", "[::1]"}
+    for extra in settings.http_allowed_hosts:
+        parsed = parse_authority(extra)
+        if parsed is not None:
+            names.add(parsed[0])
+    return frozenset(names)
+
+
+class HeaderCheckMiddleware:
+    """Host and Origin of requests to the MCP endpoint, parsed and compared exactly (host name from the
+    allowed set, any valid port; Origin scheme http/https): `Host: 127.0.0.1:80@evil` or
+    `Origin: http://127.0.0.1.evil.com` are refused (421 / 403). Accepted values are passed on in their
+    canonical form (lower case), so the SDK's own string checks behind this one agree with it.
+    The approval page (its own, stricter checks) and /health are left alone."""
+
+    def __init__(self, app: Any, hosts: frozenset[str], skip: tuple[str, ...] = ("/health", "/approvals")) -> None:
+        self.app, self.hosts, self.skip = app, hosts, skip
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and not any(path == p or path.startswith(p + "/") for p in self.skip):
+            checked = self._check(scope)
+            if isinstance(checked, tuple):
+                from starlette.responses import PlainTextResponse
+
+                await PlainTextResponse(checked[1], status_code=checked[0])(scope, receive, send)
+                return
+            scope = {**scope, "headers": checked}
+        await self.app(scope, receive, send)
+
+    def _check(self, scope: Any) -> list[tuple[bytes, bytes]] | tuple[int, str]:
+        """The request's headers with Host/Origin canonical, or (status, message) when refused."""
+        out: list[tuple[bytes, bytes]] = []
+        seen_host = False
+        for key, value in scope.get("headers", []):
+            name, text = key.decode("latin-1").lower(), value.decode("latin-1")
+            if name == "host":
+                host = parse_authority(text)
+                if host is None or host[0] not in self.hosts or seen_host:
+                    return 421, "Invalid Host header"
+                seen_host, text = True, host[0] + (f":{host[1]}" if host[1] is not None else "")
+            elif name == "origin":
+                origin = parse_origin(text)
+                if origin is None or origin[1] not in self.hosts:
+                    return 403, "Invalid Origin header"
+                text = f"{origin[0]}://{origin[1]}:{origin[2]}"
+            out.append((key, text.encode("latin-1")))
+        return out if seen_host else (421, "Invalid Host header")
 
 
 def transport_security(settings: Settings, host: str) -> Any:
@@ -90,7 +186,14 @@ def http_app(server: Any, settings: Settings, host: str) -> Any:
         max_request_body_size=settings.http_max_body_bytes,
         host=host,
     )
+    app = HeaderCheckMiddleware(app, allowed_host_names(settings) | _bound_name(host))
     return BearerTokenMiddleware(app, settings.http_token) if settings.http_token else app
+
+
+def _bound_name(host: str) -> frozenset[str]:
+    """A loopback address we bind to (e.g. 127.0.0.2) is a valid Host name too."""
+    parsed = parse_authority(f"[{host.strip('[]')}]" if ":" in host else host)
+    return frozenset({parsed[0]}) if parsed is not None and is_loopback(host) else frozenset()
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -105,3 +105,13 @@ def test_show_lists_rules_and_files(data_dir: Path) -> None:
     assert str((data_dir / "policy.toml").resolve()) in view["protected_paths"]
     assert {"id": "user.allow[0]", "action": "allow", "rule": "custom_tool"} in view["permissions"]
     assert any(p["id"] == "global.private_key" for p in view["patterns"])
+
+
+def test_check_without_a_sandbox_asks_for_every_shell_command(data_dir: Path, workspace: Path) -> None:
+    args = ("policy", "check", "--tool", "run_bash_command", "--args", json.dumps({"command": "ls -la"}))
+    assert json.loads(run_cli(data_dir, "--root", str(workspace), *args).stdout)["action"] == "allow"
+    out = json.loads(run_cli(data_dir, "--root", str(workspace), *args[:2], "--no-sandbox", *args[2:]).stdout)
+    assert (out["action"], out["rule_id"]) == ("ask", "shell.unsandboxed")
+    view = json.loads(run_cli(data_dir, "policy", "show").stdout)
+    assert "--reverse" in view["shell"]["commands"]["sort"]["flags"]
+    assert "-o" not in view["shell"]["commands"]["sort"].get("values", [])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from foundation.errors import SettingsError
-from mcp_server.policy import PolicyContext, decide, load_rules, protected_paths, user_rules_file
+from mcp_server.policy import PolicyContext, decide, load_rules, user_rules_file
 from mcp_server.policy.rules import compile_glob, describe
 
 
@@ -25,7 +25,7 @@ def test_defaults_load_and_have_the_safe_pieces() -> None:
     ids = {p.rule_id for p in rules.patterns}
     assert {"global.private_key", "global.api_key", "global.password", "global.drop_table"} <= ids
     view = describe(rules)
-    assert view["shell"]["safe_commands"] and view["secrets"]["deny"]
+    assert view["shell"]["commands"]["ls"]["flags"] and view["secrets"]["deny"]
 
 
 def test_user_file_extends_defaults(tmp_path: Path) -> None:
@@ -108,13 +108,19 @@ def test_user_rules_file_location(tmp_path: Path) -> None:
     assert user_rules_file(tmp_path, explicit) == explicit  # explicit wins, even when missing (load reports it)
 
 
-def test_protected_paths_cover_rules_files(tmp_path: Path) -> None:
+def test_one_protected_paths_function_covers_rules_audit_and_approvals(tmp_path: Path) -> None:
+    from foundation.settings import load_settings
+    from mcp_server.approval.gate import protected_paths
+    from mcp_server.policy.rules import default_rules_text
+
     path = write(tmp_path, "")
-    rules = load_rules(path)
-    protected = protected_paths(rules, tmp_path / "data", extra=(tmp_path / "audit.jsonl",))
+    settings = load_settings({"data_dir": tmp_path / "data", "policy_file": path}, environ={})
+    protected = protected_paths(settings)
     assert path.resolve() in protected
-    assert (tmp_path / "data" / "policy.toml").resolve() in protected
-    assert (tmp_path / "audit.jsonl").resolve() in protected
+    data = (tmp_path / "data").resolve()
+    for name in ("policy.toml", "audit.jsonl", "approvals.sqlite3"):
+        assert data / name in protected
+    assert any(p.name == "default_rules.toml" for p in protected) and default_rules_text()
 
 
 def test_slow_user_patterns_are_bounded_and_ask(tmp_path: Path) -> None:

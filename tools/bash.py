@@ -23,6 +23,7 @@ from typing import IO, Annotated
 
 from pydantic import BaseModel, Field
 
+from foundation.bounding import MAX_COMMAND_CHARS
 from foundation.errors import InvalidInput, NotConfigured
 from foundation.paths import roots_for, server_data_dirs
 from foundation.settings import Settings
@@ -39,7 +40,6 @@ DROPPED_PREFIXES = ("GENERALAGENT_",)
 STDOUT_HEAD, STDOUT_TAIL = 12_000, 6_000
 STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
 EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children may keep the pipes
-MAX_COMMAND_CHARS = 100_000
 
 
 def scrubbed_env(environ: Mapping[str, str], workspace: Path, home: Path) -> dict[str, str]:
@@ -161,7 +161,8 @@ def run_bash_command(
             "environment or start it with `generalagent-mcp serve --enable-bash`, then restart the server."
         )
     if "\x00" in command or len(command) > MAX_COMMAND_CHARS:
-        raise InvalidInput(f"The command must be under {MAX_COMMAND_CHARS} characters without NUL bytes.")
+        raise InvalidInput(f"The command must be at most {MAX_COMMAND_CHARS} characters without NUL bytes; "
+                           "write longer scripts to a file and run that.")
     roots = roots_for(rt.settings, call.session_id)
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
         spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)))

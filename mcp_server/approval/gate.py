@@ -16,6 +16,8 @@ import os
 import re
 import shlex
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,9 @@ class Verdict:
     rule_id: str
 
 
+SHIPPED_RULES = Path(__file__).resolve().parent.parent / "policy" / "default_rules.toml"  # (policy not imported)
+MEMO_SIZE = 256  # verdicts kept between a call's elicitation resolver and its check
+MEMO_SECONDS = 30.0
 SESSION_GRANT_RISKS = ("low", "medium")
 """Only these risks may be approved "for this session"; high and critical ones are asked every time."""
 
@@ -82,13 +87,15 @@ _SELF_APPROVAL = re.compile(r"\bapprove\b.{0,120}?\bap-[a-z2-9]{6}\b|/approvals/
 
 
 def protected_paths(settings: Settings) -> tuple[Path, ...]:
-    """Files no tool may write: the rules, the audit log and the approvals store."""
+    """The one list of files no tool may write: the user's rules file(s), the shipped default rules,
+    the audit log and the approvals store (with SQLite's side files)."""
     data = settings.data_dir
     paths = [data / USER_RULES_FILENAME, data / AUDIT_FILE, data / APPROVALS_FILE,
              data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm")]
     if settings.policy_file is not None:
         paths.insert(0, settings.policy_file)
-    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths))
+    paths.append(SHIPPED_RULES)
+    return tuple(dict.fromkeys(Path(os.path.realpath(os.path.expanduser(p))) for p in paths))
 
 
 def session_key(origin: Any) -> str:
@@ -113,8 +120,10 @@ class PolicyGate:
 
     def __init__(self, settings: Settings, rules: Any = None, *, decide: Callable[..., Any] | None = None,
                  store: ApprovalStore | None = None, audit: AuditLog | None = None,
-                 specs: dict[str, ToolSpec] | None = None) -> None:
+                 specs: dict[str, ToolSpec] | None = None, sandboxed: bool = True) -> None:
         self.settings = settings
+        self.sandboxed = sandboxed  # False: no OS sandbox under shell commands, so every one of them asks
+        self._memo: OrderedDict[tuple[str, str], tuple[float, Verdict]] = OrderedDict()
         self._rules, self._decide, self._store = rules, decide, store
         self._lazy = threading.Lock()
         self.audit = audit or AuditLog(settings.data_dir)
@@ -196,7 +205,29 @@ class PolicyGate:
         from mcp_server import policy
 
         return policy.PolicyContext(rules=self.rules, roots=self.roots(origin), read_only=spec.read_only,
-                                    protected_paths=self.protected, origin=origin.kind)
+                                    protected_paths=self.protected, origin=origin.kind, sandboxed=self.sandboxed)
+
+    # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
+    # here for the same call's check; a verdict is used once and only for a few seconds.
+
+    def _remember(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict) -> None:
+        with self._lazy:
+            self._memo[(session_key(origin), call_hash(spec.name, args))] = (time.monotonic(), verdict)
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+
+    def verdict_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any, keep: bool = False) -> Verdict:
+        """The verdict already computed for this very call (by its resolver, in any round), else a fresh
+        one; `keep` leaves it for the call's check, which uses it up."""
+        key = (session_key(origin), call_hash(spec.name, args))
+        with self._lazy:
+            found = self._memo.get(key) if keep else self._memo.pop(key, None)
+        if found is not None and time.monotonic() - found[0] < MEMO_SECONDS:
+            return found[1]
+        verdict = self.verdict(spec, args, origin)
+        if keep:
+            self._remember(spec, args, origin, verdict)
+        return verdict
 
     def roots(self, origin: Any) -> tuple[Path, ...]:
         """The workspace roots the call may touch (resolved), as the workspace tools compute them."""
@@ -211,7 +242,7 @@ class PolicyGate:
 
     def question(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> tuple[str, type[BaseModel]] | None:
         """The elicitation message and form when this call needs a human now, else None."""
-        verdict = self.verdict(spec, args, origin)
+        verdict = self.verdict_once(spec, args, origin, keep=True)
         if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name,
                                                                  session_scope(spec, args, verdict)):
             return None
@@ -229,7 +260,7 @@ class PolicyGate:
         await anyio.to_thread.run_sync(self._check_sync, spec, args, origin)
 
     def _check_sync(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
-        verdict = self.verdict(spec, args, origin)
+        verdict = self.verdict_once(spec, args, origin)
         record = self._recorder(spec, args, verdict, origin)
         if verdict.action == "allow":
             record("allowed")

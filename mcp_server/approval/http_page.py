@@ -10,7 +10,6 @@ from __future__ import annotations
 import hmac
 import html
 from typing import Any
-from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -37,19 +36,27 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
 
 
 def _loopback_request(request: Request) -> bool:
-    from mcp_server.transports import is_loopback
+    from mcp_server.transports import is_loopback, parse_authority
 
     client = request.client.host if request.client else ""
-    host = urlsplit(f"//{request.headers.get('host', '')}").hostname or ""
-    return is_loopback(client) and is_loopback(host)
+    host = parse_authority(request.headers.get("host", ""))
+    return is_loopback(client) and host is not None and is_loopback(host[0])
 
 
 def _same_origin(request: Request) -> bool:
+    """The Origin header, parsed, names exactly this page's scheme, host and port (absent: not a
+    browser form post; the CSRF token still decides)."""
+    from mcp_server.transports import DEFAULT_PORTS, parse_authority, parse_origin
+
     origin = request.headers.get("origin")
-    if origin is None:  # not a browser form post; the CSRF token still decides
+    if origin is None:
         return True
-    expected = f"{request.url.scheme}://{request.headers.get('host', '')}"
-    return origin == expected
+    scheme = request.url.scheme.lower()
+    host = parse_authority(request.headers.get("host", ""))
+    parsed = parse_origin(origin)
+    if host is None or parsed is None or scheme not in DEFAULT_PORTS:
+        return False
+    return parsed == (scheme, host[0], host[1] if host[1] is not None else DEFAULT_PORTS[scheme])
 
 
 def _approval_view(approval: Any) -> str:

@@ -40,6 +40,7 @@ class PolicyContext:
     read_only: bool  # the tool's read_only annotation (from its ToolSpec)
     protected_paths: tuple[Path, ...] = ()  # writes to these (files or folders) are denied
     origin: str = "client"  # "client" | "subagent"
+    sandboxed: bool = True  # shell commands run under an OS sandbox; without one no shell command is auto-allowed
 
 
 def decide(tool: str, args: Mapping[str, Any], context: PolicyContext) -> Decision:
@@ -73,6 +74,7 @@ def _decide(tool: str, args: Mapping[str, Any], ctx: PolicyContext) -> Decision:
         matches.append(ask("The arguments are too deeply nested or too large to check.", "high", "engine.args_too_complex"))
     matches += risk.pattern_matches(ctx.rules, tool, ctx.read_only, strings)
     matches += _permission_matches(call, report)
+    matches = _user_overrides(call, report, matches)
     for action in ("deny", "ask"):
         found = next((m for m in matches if m.action == action), None)
         if found is not None:
@@ -111,9 +113,13 @@ def _path_checks(call: _Call) -> list[Decision]:
     for key in rules.write_tools.get(call.tool, ()):
         for text in _path_values(call.args.get(key)):
             out += _write_check(call, key, text, paths.normalize(text, cwd, shell=False))
+    writes = rules.write_tools.get(call.tool, ())
     for key in rules.path_keys:
         for text in _path_values(call.args.get(key)):
             found = paths.secret_check(rules, text, paths.normalize(text, cwd, shell=False), call.roots, "files")
+            if found and found.action == "deny" and key in writes:  # writing a .env inside the roots: ask
+                found = ask(f"{text!r} is where secrets are kept (keys, credentials, .env).", "high",
+                            "files.secret_write")
             if found:
                 out.append(found)
     return out
@@ -122,6 +128,9 @@ def _path_checks(call: _Call) -> list[Decision]:
 def _write_check(call: _Call, key: str, text: str, norm: str | None) -> list[Decision]:
     if "\x00" in text:
         return [deny(f"{key} contains a NUL byte.", "high", "files.bad_path")]
+    if paths.matches_any(call.ctx.rules.deny_write, text, norm, call.roots):
+        return [deny(f"Writing {text!r} is not allowed (shell start-up file or SSH authorized_keys).", "critical",
+                     "files.startup_write")]
     if norm is not None and paths.is_protected(norm, call.protected):
         return [deny(f"{text!r} is a protected file (approval rules, audit log); agents cannot change it.",
                      "critical", "files.protected")]
@@ -133,6 +142,38 @@ def _write_check(call: _Call, key: str, text: str, norm: str | None) -> list[Dec
         return [ask(f"Writing {text!r} can make later commands run code (git/shell/tool config).", "high",
                     "files.exec_config")]
     return []
+
+
+# -- the user's explicit allow rules lift the shipped deny-by-default rules -------------------------
+
+OVERRIDABLE = frozenset({
+    "bash.secret_denied", "files.secret_denied", "bash.exfiltration", "bash.startup_write", "files.startup_write",
+    "bash.privileged_container", "bash.root_shell", "bash.kill_all", "bash.download_exec",
+})
+"""Denied by default because no one should have to approve them in passing, but a user may want one:
+an allow rule in the user's own rules file whose glob names the call lifts these (never the others:
+protected files, whole-system deletes, disk writes, fork bombs, obfuscated commands)."""
+
+
+def _user_overrides(call: _Call, report: bash.Report | None, matches: list[Decision]) -> list[Decision]:
+    if not any(m.action == "deny" and m.rule_id in OVERRIDABLE for m in matches):
+        return matches
+    rules = [r for r in call.ctx.rules.permissions
+             if r.action == "allow" and r.rule_id.startswith("user.") and r.arg_re is not None
+             and r.tool_re.fullmatch(call.tool)]
+    if not any(_names_call(call, rule, report) for rule in rules):
+        return matches
+    return [m for m in matches if not (m.action == "deny" and m.rule_id in OVERRIDABLE)]
+
+
+def _names_call(call: _Call, rule: PermissionRule, report: bash.Report | None) -> bool:
+    assert rule.arg_re is not None
+    if report is not None:
+        return bool(rule.arg_re.fullmatch(report.command.strip()))
+    if rule.key is None:
+        return any(rule.arg_re.fullmatch(t) for t in _rule_texts(call, rule, report))
+    texts = _allow_texts(call, rule)
+    return bool(texts) and all(any(rule.arg_re.fullmatch(t) for t in group) for group in texts)
 
 
 # -- layer 3 ---------------------------------------------------------------------------------
@@ -198,7 +239,7 @@ def _value_texts(call: _Call, value: Any, is_path: bool, for_allow: bool = False
 def _allow(call: _Call, report: bash.Report | None) -> Decision:
     allows = [r for r in call.ctx.rules.permissions if r.action == "allow" and r.tool_re.fullmatch(call.tool)]
     if report is not None:
-        return _allow_shell(report, allows)
+        return _allow_shell(report, allows, call.ctx.sandboxed)
     for rule in allows:
         if rule.arg_re is None:
             return Decision("allow", f"Allowed by the rule {rule.text!r}.", "low", rule.rule_id)
@@ -219,15 +260,18 @@ def _allow_texts(call: _Call, rule: PermissionRule) -> list[list[str]]:
     return [_value_texts(call, item, _is_path_key(call, key), for_allow=True) for item in items]
 
 
-def _allow_shell(report: bash.Report, allows: list[PermissionRule]) -> Decision:
+def _allow_shell(report: bash.Report, allows: list[PermissionRule], sandboxed: bool) -> Decision:
+    if not sandboxed:
+        return ask("No OS sandbox is available, so every shell command needs approval.", "medium",
+                   "shell.unsandboxed")
     used: list[str] = []
     for segment in report.segments:
         rule = _segment_rule(segment, allows)
         if rule is not None:
             used.append(rule.rule_id)
         elif not segment.safe:
-            why = f" ({segment.note})" if segment.note else ""
-            return ask(f"`{segment.display}`{why} is not on the allow-list; asking.", "medium", "default.ask")
+            why = segment.note or "not on the allow-list"
+            return ask(f"`{segment.display}`: {why}; asking.", "medium", "default.ask")
     if not report.segments:
         return ask("Empty command.", "low", "default.ask")
     if used:

@@ -76,7 +76,8 @@ def matches_any(matchers: MatcherSet, text: str, normalized: str | None, roots: 
 def secret_check(rules: Rules, text: str, norm: str | None, roots: tuple[str, ...], layer: str) -> Decision | None:
     """Deny or ask when `text` names a secret (SSH/AWS/GnuPG keys, .env files, /etc/shadow, ...)."""
     if matches_any(rules.secret_deny, text, norm, roots):
-        return deny(f"Reading {text!r} is not allowed (system secret).", "critical", f"{layer}.secret_denied")
+        return deny(f"Reading {text!r} is not allowed (a secret store: keys, credentials, tokens).", "critical",
+                    f"{layer}.secret_denied")
     if matches_any(rules.secret_ask, text, norm, roots):
         return ask(f"{text!r} looks like a secret (keys, credentials, .env).", "high", f"{layer}.secret_read")
     return None

@@ -20,8 +20,8 @@ from types import MappingProxyType
 from typing import Any
 
 from foundation.errors import SettingsError
-from foundation.settings import USER_RULES_FILENAME
 from mcp_server.policy.model import Action, Risk
+from mcp_server.policy.shell_options import CommandSpec
 
 RISKS: tuple[str, ...] = ("low", "medium", "high", "critical")
 USER_PATTERN_TIMEOUT = 0.05  # seconds; a user regex that runs longer counts as "ask"
@@ -131,7 +131,8 @@ class RiskPattern:
 @dataclass(frozen=True, eq=False)
 class ShellRules:
     tools: Mapping[str, str]  # tool name -> argument holding the command line
-    safe_commands: tuple[re.Pattern[str], ...]
+    commands: Mapping[str, CommandSpec]  # option allow-lists of the safe commands ("ls", "git log")
+    safe_commands: tuple[re.Pattern[str], ...]  # extra whole-command globs from a user file
     safe_sources: tuple[str, ...]
     no_path_commands: frozenset[str]
     forbidden_options: Mapping[str, tuple[str, ...]]
@@ -147,6 +148,7 @@ class Rules:
     path_keys: tuple[str, ...]
     write_tools: Mapping[str, tuple[str, ...]]
     ask_write: MatcherSet
+    deny_write: MatcherSet
     secret_ask: MatcherSet
     secret_deny: MatcherSet
     sources: tuple[Path, ...] = ()
@@ -230,10 +232,13 @@ def _parse(text: str, name: str) -> dict[str, Any]:
 _TOP_KEYS = {"version", "permissions", "tools", "patterns", "disable_patterns", "shell", "files", "secrets"}
 _SECTION_KEYS = {
     "permissions": {"allow", "ask", "deny"},
-    "shell": {"tools", "safe_commands", "no_path_commands", "forbidden_options"},
-    "files": {"path_keys", "write_tools", "ask_write"},
+    "shell": {"tools", "commands", "safe_commands", "no_path_commands", "forbidden_options"},
+    "files": {"path_keys", "write_tools", "ask_write", "deny_write"},
     "secrets": {"ask", "deny"},
 }
+_COMMAND_KEYS = {"flags", "values", "paths", "optional", "risky", "operands", "numeric", "subcommands", "style"}
+_COMMAND_CHOICES = {"operands": ("paths", "text", "none"), "style": ("getopt", "find", "words")}
+_OPTION = re.compile(r"--?[^\s=]+|[!(),]")
 _PATTERN_KEYS = {"id", "pattern", "risk", "action", "reason", "tools", "include_read_only"}
 _TOOL_KEYS = {"high_risk", "medium_risk"}
 
@@ -246,12 +251,14 @@ class _Builder:
         self.patterns: list[RiskPattern] = []
         self.disabled: set[str] = set()
         self.shell_tools: dict[str, str] = {}
+        self.commands: dict[str, dict[str, Any]] = {}
         self.safe_sources: list[str] = []
         self.no_path: set[str] = set()
         self.forbidden: dict[str, list[str]] = {}
         self.path_keys: list[str] = []
         self.write_tools: dict[str, list[str]] = {}
         self.ask_write: list[Matcher] = []
+        self.deny_write: list[Matcher] = []
         self.secret_ask: list[Matcher] = []
         self.secret_deny: list[Matcher] = []
 
@@ -263,6 +270,7 @@ def _build(docs: list[_Doc]) -> Rules:
     patterns = tuple(p for p in builder.patterns if p.rule_id.split(".", 1)[-1] not in builder.disabled)
     shell = ShellRules(
         tools=MappingProxyType(dict(builder.shell_tools)),
+        commands=MappingProxyType({name: _spec(name, entry) for name, entry in builder.commands.items()}),
         safe_commands=tuple(compile_glob(g) for g in builder.safe_sources),
         safe_sources=tuple(builder.safe_sources),
         no_path_commands=frozenset(builder.no_path),
@@ -275,6 +283,7 @@ def _build(docs: list[_Doc]) -> Rules:
         path_keys=tuple(dict.fromkeys(builder.path_keys)),
         write_tools=MappingProxyType({k: tuple(v) for k, v in builder.write_tools.items()}),
         ask_write=MatcherSet(builder.ask_write),
+        deny_write=MatcherSet(builder.deny_write),
         secret_ask=MatcherSet(builder.secret_ask),
         secret_deny=MatcherSet(builder.secret_deny),
         sources=tuple(d.path for d in docs if d.path is not None),
@@ -358,12 +367,45 @@ class _Loader:
             if not isinstance(arg, str) or not _TOOL_GLOB.fullmatch(name):
                 raise self.fail(f"shell.tools.{name}", 'must map a tool name to its command argument, e.g. run_bash_command = "command"')
             self.b.shell_tools[name] = arg
+        commands = self._table(shell, "commands", "shell.")
+        for name, entry in commands.items():
+            self._command(name, entry)
         self.b.safe_sources += self._strings(shell, "safe_commands", "shell.")
         self.b.no_path.update(self._strings(shell, "no_path_commands", "shell."))
         forbidden = self._table(shell, "forbidden_options", "shell.")
         for command in forbidden:
             opts = self._strings(forbidden, command, "shell.forbidden_options.")
             self.b.forbidden.setdefault(command, []).extend(opts)
+
+    def _command(self, name: str, entry: Any) -> None:
+        """One [shell.commands."<name>"] table; a later document adds options to an earlier one's."""
+        key = f"shell.commands.{name}"
+        if not isinstance(entry, dict) or not re.fullmatch(r"[\w.+\[-]+( [\w.-]+)*", name):
+            raise self.fail(key, 'must be a table [shell.commands."<command>"] with flags/values/paths lists')
+        self._keys(entry, _COMMAND_KEYS, key + ".")
+        merged = self.b.commands.setdefault(name, {"risky": {}})
+        for part in ("flags", "values", "paths", "optional"):
+            options = self._options(entry, part, key)
+            merged[part] = merged.get(part, frozenset()) | options
+        risky = entry.get("risky", {})
+        if not isinstance(risky, dict) or not all(isinstance(v, str) for v in risky.values()):
+            raise self.fail(key + ".risky", 'must map options to what they do, e.g. { "-o" = "writes a file" }')
+        merged["risky"].update(risky)
+        for flag in ("numeric", "subcommands"):
+            if flag in entry:
+                if not isinstance(entry[flag], bool):
+                    raise self.fail(f"{key}.{flag}", "must be true or false")
+                merged[flag] = entry[flag]
+        for choice, allowed in _COMMAND_CHOICES.items():
+            if choice in entry:
+                merged[choice] = self._choice(entry, choice, allowed, allowed[0], key)
+
+    def _options(self, entry: Mapping[str, Any], part: str, key: str) -> frozenset[str]:
+        value = entry.get(part, "")
+        words = value.split() if isinstance(value, str) else value
+        if not isinstance(words, list) or not all(isinstance(w, str) and _OPTION.fullmatch(w) for w in words):
+            raise self.fail(f"{key}.{part}", 'must list options like "-l --all" (a string or a list of strings)')
+        return frozenset(words)
 
     def _permissions(self, perms: Mapping[str, Any]) -> None:
         for action in ("deny", "ask", "allow"):
@@ -460,6 +502,15 @@ class _Loader:
                 raise self.fail(f"files.write_tools.{name}", "must be a tool name")
             self.b.write_tools.setdefault(name, []).extend(self._strings(writes, name, "files.write_tools."))
         self.b.ask_write += self._regexes(files, "ask_write", "files.")
+        self.b.deny_write += self._regexes(files, "deny_write", "files.")
+
+
+def _spec(name: str, entry: Mapping[str, Any]) -> CommandSpec:
+    return CommandSpec(name=name, flags=entry.get("flags", frozenset()), values=entry.get("values", frozenset()),
+                       paths=entry.get("paths", frozenset()), optional=entry.get("optional", frozenset()),
+                       risky=MappingProxyType(dict(entry["risky"])), operands=entry.get("operands", "paths"),
+                       numeric=entry.get("numeric", False), subcommands=entry.get("subcommands", False),
+                       style=entry.get("style", "getopt"))
 
 
 def _locate(text: str, dotted: str) -> int | None:
@@ -504,6 +555,7 @@ def describe(rules: Rules) -> dict[str, Any]:
         ],
         "shell": {
             "tools": dict(rules.shell.tools),
+            "commands": {name: _describe_spec(spec) for name, spec in rules.shell.commands.items()},
             "safe_commands": list(rules.shell.safe_sources),
             "forbidden_options": {k: list(v) for k, v in rules.shell.forbidden_options.items()},
         },
@@ -511,21 +563,13 @@ def describe(rules: Rules) -> dict[str, Any]:
             "path_keys": list(rules.path_keys),
             "write_tools": {k: list(v) for k, v in rules.write_tools.items()},
             "ask_write": show(rules.ask_write),
+            "deny_write": show(rules.deny_write),
         },
         "secrets": {"ask": show(rules.secret_ask), "deny": show(rules.secret_deny)},
     }
 
 
-def protected_paths(rules: Rules, data_dir: Path, extra: tuple[Path, ...] = ()) -> tuple[Path, ...]:
-    """Paths no tool may write: the rules files in use, `<data dir>/policy.toml`, the shipped
-    defaults, plus `extra` (the approval engineer adds the audit log and the approvals store)."""
-    candidates = [*rules.sources, data_dir / USER_RULES_FILENAME, *extra]
-    shipped = resources.files("mcp_server.policy").joinpath(DEFAULT_RULES_FILE)
-    if isinstance(shipped, Path):
-        candidates.append(shipped)
-    out: list[Path] = []
-    for path in candidates:
-        resolved = Path(path).expanduser().resolve()
-        if resolved not in out:
-            out.append(resolved)
-    return tuple(out)
+def _describe_spec(spec: CommandSpec) -> dict[str, Any]:
+    view: dict[str, Any] = {part: sorted(getattr(spec, part)) for part in ("flags", "values", "paths", "optional")
+                            if getattr(spec, part)}
+    return view | {"operands": spec.operands} | ({"subcommands": True} if spec.subcommands else {})

@@ -3,7 +3,7 @@
 
 A handler gets the analyser, the command name, its argument words, the nesting depth, the
 segment being built and the parsed command (for its redirections). It adds findings and may
-mark the segment unsafe. Returning `_TRANSPARENT` means "the handler decided the segment's
+mark the segment unsafe. Returning `DECIDED` means "the handler decided the segment's
 safety" (wrappers, shells, cd); returning None lets the safe list decide as usual.
 """
 
@@ -12,67 +12,40 @@ from __future__ import annotations
 import re
 
 from mcp_server.policy import paths
-from mcp_server.policy.bash import (
-    _TRANSPARENT,
-    DISK_TOOLS,
-    Segment,
-    _Analyzer,
-    handles,
-)
 from mcp_server.policy.model import ask, deny
+from mcp_server.policy.shell_network import remote_destination
+from mcp_server.policy.shell_scan import (
+    DECIDED,
+    DISK_TOOLS,
+    Args,
+    Handlers,
+    Scanner,
+    Segment,
+)
+from mcp_server.policy.shell_scan import (
+    operands as _operands,
+)
+from mcp_server.policy.shell_scan import (
+    short_flags as _short_flags,
+)
+from mcp_server.policy.shell_scan import (
+    value_word as _value_word,
+)
 from mcp_server.policy.shell_syntax import Command, Word
 
 SYSTEM_DIRS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
                          "/root", "/sbin", "/srv", "/sys", "/usr", "/var", "/Users", "/System", "/Library",
                          "/Applications", "/Volumes", "/private", "/nix", "/snap"})
 HOME_DYNAMIC = re.compile(r"(\$HOME|\$\{HOME\}|\$USER|\$\{USER\}|\$PWD|\$\{PWD\}|\$OLDPWD)/?\*?")
-Args = list[Word]
-
-
-def _operands(args: Args, with_value: frozenset[str] = frozenset()) -> Args:
-    """Non-option words (everything after `--` counts as an operand)."""
-    out: Args = []
-    skip = end = False
-    for word in args:
-        if skip:
-            skip = False
-            continue
-        text = word.text
-        if not end and text == "--":
-            end = True
-        elif not end and text.startswith("-") and text != "-":
-            skip = text in with_value
-        else:
-            out.append(word)
-    return out
-
-
-def _after_options(args: Args, with_value: frozenset[str] = frozenset()) -> Args:
-    """The words after the leading options (the wrapped command and its arguments)."""
-    i = 0
-    while i < len(args):
-        text = args[i].text
-        if text == "--":
-            return args[i + 1 :]
-        if not text.startswith("-") or text == "-":
-            return args[i:]
-        i += 2 if text in with_value else 1
-    return []
-
-
-def _value_word(word: Word, value: str) -> Word:
-    return Word(value, value, dynamic=word.dynamic, tilde=value.startswith("~"), glob=word.glob)
-
-
-def _short_flags(args: Args) -> str:
-    return "".join(w.text[1:] for w in args if re.fullmatch(r"-[A-Za-z]+", w.text))
+HANDLERS = Handlers()
+handles = HANDLERS.handles
 
 
 # -- destructive ------------------------------------------------------------------------------
 
 
 @handles("rm")
-def _rm(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _rm(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     flags = _short_flags(args)
     longs = {w.text for w in args if w.text.startswith("--")}
@@ -91,26 +64,31 @@ def _rm(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Com
         an.find(ask("rm -f deletes files without confirmation.", "high", "bash.rm_force"))
     else:
         an.find(ask("rm deletes files.", "medium", "bash.rm"))
-    return _TRANSPARENT
+    return DECIDED
 
 
-def _catastrophic(an: _Analyzer, word: Word) -> bool:
+def _catastrophic(an: Scanner, word: Word, roots: bool = True) -> bool:
+    """The word names the system, a system folder, a home folder, or (with `roots`) a whole root."""
     text = word.text
     if word.tilde and re.fullmatch(r"~[\w.-]*/?(\*|\.\.?/?)?", text):
         return True
     if word.dynamic:
         return bool(HOME_DYNAMIC.fullmatch(text))
     base = text[:-2] or "/" if text.endswith("/*") else text
+    if (word.glob or word.brace) and base == text:  # /{bin,etc}, /b*, /usr/lib*: judge the folder they expand in
+        prefix = re.split(r"[*?\[{]", text, maxsplit=1)[0]
+        base = (prefix.rstrip("/") or "/") if prefix.endswith("/") else (prefix.rsplit("/", 1)[0] or "/")
     norm = paths.normalize(base, an.cwd)
     if norm is None:
         return False
     if norm in SYSTEM_DIRS or re.fullmatch(r"/(home|Users)/[^/]+", norm):
         return True
-    return any(paths.within(root, norm) for root in an.env.roots)
+    return roots and any(paths.within(root, norm) for root in an.env.roots)
 
 
 @handles("find")
-def _find(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _find(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    _find_everything(an, args)
     for i, word in enumerate(args):
         text = word.text
         if text == "-delete":
@@ -132,8 +110,28 @@ def _find(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: C
     return None
 
 
+_DELETERS = frozenset({"rm", "shred", "unlink", "rmdir", "chmod", "chown", "mv", "truncate"})
+
+
+def _find_everything(an: Scanner, args: Args) -> None:
+    """`find / -delete`, `find ~ -exec rm {} +`: deleting (or changing) the whole system or a home
+    (inside a workspace, `find . -name '*.pyc' -delete` stays an ask)."""
+    starts: Args = []
+    for word in args:
+        if word.text.startswith("-") and word.text not in ("-H", "-L", "-P") or word.text in ("(", "!"):
+            break
+        if word.text not in ("-H", "-L", "-P"):
+            starts.append(word)
+    texts = [w.text for w in args]
+    runs = [texts[i + 1].rsplit("/", 1)[-1] for i, t in enumerate(texts[:-1]) if t in ("-exec", "-execdir", "-ok", "-okdir")]
+    destroys = "-delete" in texts or any(r in _DELETERS for r in runs)
+    if destroys and any(_catastrophic(an, w, roots=False) for w in starts):
+        an.find(deny("find would delete or change the whole system, a home folder or a whole workspace.",
+                     "critical", "bash.find_catastrophic"))
+
+
 @handles("dd")
-def _dd(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _dd(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     for word in args:
         if word.text.startswith("of="):
@@ -141,33 +139,33 @@ def _dd(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Com
         elif word.text.startswith("if="):
             an.secret(word.text[3:])
     an.find(ask("dd copies raw data and can overwrite files or disks.", "high", "bash.dd"))
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("mkfs")
-def _mkfs(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _mkfs(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     an.find(deny(f"{name} formats or wipes a disk.", "critical", "bash.mkfs"))
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles(*DISK_TOOLS)
-def _disk(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _disk(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     an.find(ask(f"{name} changes disk partitions or devices.", "critical", "bash.disk_tool"))
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("shred")
-def _shred(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _shred(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     for target in _operands(args, frozenset({"-n", "-s", "--iterations", "--size"})):
         an.write_target(target, seg)
     an.find(ask("shred destroys file contents irrecoverably.", "high", "bash.shred"))
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("chmod", "chown", "chgrp")
-def _chmod(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _chmod(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     operands = _operands(args)
     if not any(w.text.startswith("--reference") for w in args):
@@ -176,11 +174,11 @@ def _chmod(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: 
         an.write_target(target, seg)
     if "R" in _short_flags(args) or any(w.text == "--recursive" for w in args):
         an.find(ask(f"{name} -R changes permissions/ownership of whole trees.", "high", "bash.chmod_recursive"))
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("tee", "touch", "mkdir", "rmdir", "unlink", "truncate", "mv")
-def _writes_all(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _writes_all(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     with_value = frozenset({"-s", "-r", "--size", "--reference", "-m", "--mode", "-t", "--target-directory",
                             "-S", "--suffix", "-d", "--date"})
@@ -189,21 +187,21 @@ def _writes_all(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, 
     for word in args:
         if word.text.startswith("--target-directory="):
             an.write_target(_value_word(word, word.text.split("=", 1)[1]), seg)
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("cp", "ln", "install", "rsync", "scp")
-def _copies(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _copies(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     with_value = frozenset({"-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g", "-e",
                             "--exclude", "--include", "-P", "-i", "-F", "-l", "-c"})
     for i, word in enumerate(args):
         if word.text in ("-t", "--target-directory") and i + 1 < len(args):
             an.write_target(args[i + 1], seg)
-            return _TRANSPARENT
+            return DECIDED
         if word.text.startswith("--target-directory="):
             an.write_target(_value_word(word, word.text.split("=", 1)[1]), seg)
-            return _TRANSPARENT
+            return DECIDED
     operands = _operands(args, with_value)
     dest = operands[-1] if len(operands) >= 2 else None
     if name == "ln" and ("s" in _short_flags(args) or "--symbolic" in {w.text for w in args}):
@@ -212,15 +210,18 @@ def _copies(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd:
             if norm is None or not paths.inside_roots(norm, an.env.roots):
                 an.find(ask(f"ln -s {source.text!r} links to a place outside the workspace; later reads through "
                             "the link would not be checked.", "high", "bash.symlink_outside"))
-    if dest is not None and not (name in ("rsync", "scp") and re.match(r"[^/]*:", dest.text)):
+    if dest is not None and name in ("rsync", "scp") and remote_destination(dest):
+        if any(not remote_destination(w) for w in operands[:-1]):
+            an.find(deny(f"{name} copies files to another host (exfiltration).", "critical", "bash.exfiltration"))
+    elif dest is not None and not (name in ("rsync", "scp") and re.match(r"[^/]*:", dest.text)):
         an.write_target(dest, seg)
     if name == "rsync" and any(w.text.startswith("--delete") for w in args):
         an.find(ask("rsync --delete removes files at the destination.", "high", "bash.rsync_delete"))
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("uniq")
-def _uniq(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _uniq(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     operands = _operands(args, frozenset({"-f", "-s", "-w", "--skip-fields", "--skip-chars", "--check-chars"}))
     if len(operands) >= 2:
         an.write_target(operands[1], seg)  # uniq INPUT OUTPUT writes OUTPUT
@@ -228,32 +229,16 @@ def _uniq(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: C
 
 
 @handles("sed")
-def _sed(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _sed(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     texts = [w.text for w in args]
     if not any(t.startswith("-i") or t.startswith("--in-place") for t in texts):
-        return _TRANSPARENT
+        return DECIDED
     operands = _operands(args, frozenset({"-e", "-f", "--expression", "--file", "-l"}))
     files = operands if any(t in ("-e", "-f") or t.startswith(("--expression", "--file")) for t in texts) else operands[1:]
     for target in files:
         an.write_target(target, seg)
-    return _TRANSPARENT
-
-
-@handles("curl", "wget")
-def _download(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
-    seg.safe = False
-    outputs = {"curl": ("-o", "--output", "--output-dir"), "wget": ("-O", "--output-document", "-P", "--directory-prefix",
-                                                                   "-o", "--output-file", "-a", "--append-output")}[name]
-    for i, word in enumerate(args):
-        text = word.text
-        if text in outputs and i + 1 < len(args):
-            an.write_target(args[i + 1], seg)
-        elif "=" in text and text.split("=", 1)[0] in outputs:
-            an.write_target(_value_word(word, text.split("=", 1)[1]), seg)
-        elif len(text) > 2 and text[:2] in outputs and not text.startswith("--"):
-            an.write_target(_value_word(word, text[2:]), seg)
-    return _TRANSPARENT
+    return DECIDED
 
 
 # -- git -------------------------------------------------------------------------------------
@@ -263,7 +248,7 @@ _GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--n
 
 
 @handles("git")
-def _git(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _git(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     i = 0
     while i < len(args) and args[i].text.startswith("-"):
         text = args[i].text
@@ -305,24 +290,24 @@ def _git(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Co
 
 
 @handles("cd")
-def _cd(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _cd(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     operands = _operands(args)
     target = operands[0] if operands else None
     if target is None or target.dynamic or target.tilde or target.text == "-":
         an.cwd = None
         seg.safe = False
-        return _TRANSPARENT
+        return DECIDED
     an.cwd = paths.normalize(target.text, an.cwd)
     if an.cwd is None or not paths.inside_roots(an.cwd, an.env.roots):
         seg.safe = False
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("pushd", "popd")
-def _pushd(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _pushd(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     an.cwd = None
     seg.safe = False
-    return _TRANSPARENT
+    return DECIDED
 
 
-__all__ = ["SYSTEM_DIRS", "Args"]
+__all__ = ["HANDLERS", "SYSTEM_DIRS"]

@@ -8,22 +8,34 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.policy.bash import (
-    _TRANSPARENT,
+from mcp_server.policy.model import ask, deny
+from mcp_server.policy.shell_scan import (
+    DECIDED,
     INLINE_DANGER,
     INLINE_FLAGS,
     INTERPRETERS,
     POWER,
     PRIVILEGED,
     SHELLS,
+    Args,
+    Handlers,
+    Scanner,
     Segment,
-    _Analyzer,
     _family,
-    handles,
 )
-from mcp_server.policy.bash_commands import Args, _after_options, _operands, _value_word
-from mcp_server.policy.model import ask, deny
+from mcp_server.policy.shell_scan import (
+    after_options as _after_options,
+)
+from mcp_server.policy.shell_scan import (
+    operands as _operands,
+)
+from mcp_server.policy.shell_scan import (
+    value_word as _value_word,
+)
 from mcp_server.policy.shell_syntax import Command, Word
+
+HANDLERS = Handlers()
+handles = HANDLERS.handles
 
 # -- privilege, power ------------------------------------------------------------------------
 
@@ -33,40 +45,73 @@ _SUDO_WITH_VALUE = frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-
 
 
 @handles(*PRIVILEGED, wrapper=True)
-def _privileged(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _privileged(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = seg.allowable = False
     an.find(ask(f"`{name}` runs commands with elevated privileges.", "critical", "bash.privileged"))
     if name in ("su", "runuser"):
-        for i, word in enumerate(args[:-1]):
-            if word.text in ("-c", "--command"):
-                _run_source(an, args[i + 1], depth, "bash.dynamic_script")
-        return _TRANSPARENT
+        commands = [i for i, w in enumerate(args[:-1]) if w.text in ("-c", "--command")]
+        for i in commands:
+            _run_source(an, args[i + 1], depth, "bash.dynamic_script")
+        if not commands:
+            _root_shell(an, name)
+        return DECIDED
     inner = _after_options(args, _SUDO_WITH_VALUE)
+    if _login_flag(args[: len(args) - len(inner)]) or (inner and _interactive_shell(inner)) or (
+            name == "pkexec" and not inner):
+        _root_shell(an, name)
     if inner:
         an.argv(inner, depth + 1, seg, None, scanned=True)
         seg.safe = False
-    return _TRANSPARENT
+    return DECIDED
+
+
+def _root_shell(an: Scanner, name: str) -> None:
+    an.find(deny(f"`{name}` opens a root (or another user's) shell.", "critical", "bash.root_shell"))
+
+
+def _login_flag(options: Args) -> bool:
+    """sudo/doas -i, -s, --login, --shell (also bundled: -iu root)."""
+    for word in options:
+        text = word.text
+        if text in ("--login", "--shell"):
+            return True
+        if re.fullmatch(r"-[A-Za-z]+", text):
+            for char in text[1:]:
+                if char in "is":
+                    return True
+                if "-" + char in _SUDO_WITH_VALUE:
+                    break
+    return False
+
+
+def _interactive_shell(inner: Args) -> bool:
+    """The wrapped command is a shell without a script or -c (`sudo bash`, `sudo su`, `sudo -u x sh -l`)."""
+    name = _family(inner[0].text.rsplit("/", 1)[-1])
+    rest = [w.text for w in inner[1:]]
+    if name in ("su", "sudo", "doas"):
+        return not any(r in ("-c", "--command") for r in rest)
+    return name in SHELLS and all(r.startswith("-") and "c" not in r for r in rest)
 
 
 @handles(*POWER)
-def _power(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _power(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     an.find(ask(f"{name} shuts down or restarts the machine.", "critical", "bash.power"))
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("systemctl", "init", "telinit")
-def _systemctl(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _systemctl(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     if {w.text for w in args} & {"poweroff", "reboot", "halt", "kexec", "0", "6", "suspend", "hibernate"}:
         an.find(ask(f"{name} shuts down or restarts the machine.", "critical", "bash.power"))
-    return _TRANSPARENT
+    return DECIDED
 
 
 # -- shells, interpreters, eval ----------------------------------------------------------------
 
 
-def _run_source(an: _Analyzer, word: Word, depth: int, rule: str) -> None:
+def _run_source(an: Scanner, word: Word, depth: int, rule: str) -> None:
     """Analyse a string that will run as shell code (sh -c, eval, watch, su -c)."""
     if word.dynamic:
         _dynamic_code(an, word.subs, depth)
@@ -75,7 +120,7 @@ def _run_source(an: _Analyzer, word: Word, depth: int, rule: str) -> None:
         an.source(word.text, depth + 1)
 
 
-def _dynamic_code(an: _Analyzer, subs: list[str], depth: int) -> None:
+def _dynamic_code(an: Scanner, subs: list[str], depth: int) -> None:
     kinds = an.classify_sources(subs, depth + 1)
     if "download" in kinds:
         an.find(deny("Runs code downloaded from the network.", "critical", "bash.download_exec"))
@@ -83,7 +128,7 @@ def _dynamic_code(an: _Analyzer, subs: list[str], depth: int) -> None:
         an.find(deny("Runs code decoded at run time (obfuscation).", "critical", "bash.decode_exec"))
 
 
-def _script_operand(an: _Analyzer, word: Word, depth: int) -> None:
+def _script_operand(an: Scanner, word: Word, depth: int) -> None:
     if word.procsub:
         _dynamic_code(an, word.subs, depth)
         an.find(ask("Runs a script produced by another command.", "high", "bash.procsub_script"))
@@ -97,7 +142,7 @@ def _stdin_text(cmd: Command | None) -> Word | None:
     return next((r.target for r in cmd.redirects if r.op in HERE_OPS), None) if cmd else None
 
 
-def _stdin_code(an: _Analyzer, name: str, cmd: Command | None, depth: int, shell: bool) -> None:
+def _stdin_code(an: Scanner, name: str, cmd: Command | None, depth: int, shell: bool) -> None:
     """A shell/interpreter reading its program from stdin: a heredoc/here-string given to a shell
     is analysed as shell code; any program from a file or string still asks."""
     if cmd is None or not any(r.op in ("<", *HERE_OPS) for r in cmd.redirects):
@@ -110,9 +155,17 @@ def _stdin_code(an: _Analyzer, name: str, cmd: Command | None, depth: int, shell
     an.find(ask(f"{name} runs code fed from a file, heredoc or string.", "high", "bash.shell_stdin"))
 
 
-def _inline_code(an: _Analyzer, name: str, code: Word, depth: int) -> None:
+MAX_INLINE_SCAN = 20_000
+_EMBEDDED_SHELL = re.compile(
+    r"\b(?:system|popen|exec|execSync|spawnSync|check_output|check_call|call|run|Popen|getoutput)\s*\(\s*(['\"])"
+    r"([^'\"\\]{1,2000})\1")
+
+
+def _inline_code(an: Scanner, name: str, code: Word, depth: int) -> None:
     if code.dynamic:
         _dynamic_code(an, code.subs, depth)
+    for shell_code in _EMBEDDED_SHELL.finditer(code.text[:MAX_INLINE_SCAN]):  # os.system("..."), system('...')
+        an.source(shell_code.group(2), depth + 1)
     danger = INLINE_DANGER.search(code.text)
     if danger:
         an.find(ask(f"{name} inline code uses `{danger.group()}` (can delete files or run programs).", "high",
@@ -122,7 +175,7 @@ def _inline_code(an: _Analyzer, name: str, code: Word, depth: int) -> None:
 
 
 @handles(*SHELLS)
-def _shell(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _shell(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     cflag, other, i = False, False, 0
     while i < len(args):
         text = args[i].text
@@ -144,17 +197,17 @@ def _shell(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: 
         _run_source(an, operands[0], depth, "bash.dynamic_script")
         if other or len(operands) > 1 or operands[0].dynamic:
             seg.safe = False
-        return _TRANSPARENT
+        return DECIDED
     seg.safe = False
     if operands:
         _script_operand(an, operands[0], depth)
     if not operands or operands[0].text in ("-", "/dev/stdin"):
         _stdin_code(an, name, cmd, depth, shell=True)
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles(*INTERPRETERS)
-def _interpreter(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _interpreter(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     texts = [w.text for w in args]
     if texts and all(t in ("--version", "-V", "-v", "--help", "-h") for t in texts):
         return None
@@ -172,39 +225,39 @@ def _interpreter(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment,
         code = operands[0]
     if code is not None:
         _inline_code(an, name, code, depth)
-        return _TRANSPARENT
+        return DECIDED
     if operands:
         _script_operand(an, operands[0], depth)
     if not operands or operands[0].text in ("-", "/dev/stdin"):
         _stdin_code(an, name, cmd, depth, shell=False)
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("eval")
-def _eval(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _eval(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     if any(w.dynamic for w in args):
         seg.safe = seg.allowable = False
         _dynamic_code(an, [s for w in args for s in w.subs], depth)
         an.find(ask("eval runs code built at run time.", "high", "bash.dynamic_eval"))
     elif args:
         an.source(" ".join(w.text for w in args), depth + 1)
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("source", ".")
-def _source(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _source(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = False
     if args:
         _script_operand(an, args[0], depth)
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("watch")
-def _watch(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _watch(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     seg.safe = seg.allowable = False
     inner = _after_options(args, frozenset({"-n", "--interval", "-q", "--equexit"}))
     if not inner:
-        return _TRANSPARENT
+        return DECIDED
     if any(w.text in ("-x", "--exec") for w in args[: len(args) - len(inner)]):
         an.argv(inner, depth + 1, seg, None, scanned=True)
     else:
@@ -212,24 +265,24 @@ def _watch(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: 
                              dynamic=any(w.dynamic for w in inner), subs=[s for w in inner for s in w.subs]),
                     depth, "bash.dynamic_script")
     seg.safe = False
-    return _TRANSPARENT
+    return DECIDED
 
 
 # -- wrappers --------------------------------------------------------------------------------
 
 
-def _wrap(an: _Analyzer, inner: Args, depth: int, seg: Segment, transparent: bool) -> object:
+def _wrap(an: Scanner, inner: Args, depth: int, seg: Segment, transparent: bool) -> object:
     if not inner:
         seg.safe = False
-        return _TRANSPARENT
+        return DECIDED
     an.argv(inner, depth + 1, seg, None, scanned=True)
     if not transparent:
         seg.safe = False
-    return _TRANSPARENT
+    return DECIDED
 
 
 @handles("env", wrapper=True)
-def _env(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _env(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     i, transparent, saved = 0, True, an.cwd
     while i < len(args):
         word, text = args[i], args[i].text
@@ -244,7 +297,7 @@ def _env(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Co
                 word, text.split("=", 1)[1] if "=" in text else text[2:])
             seg.safe = False
             _run_source(an, value, depth, "bash.dynamic_script")
-            return _TRANSPARENT
+            return DECIDED
         elif text in ("-C", "--chdir", "-P") or text.startswith(("--chdir=", "-C")):
             transparent, an.cwd = False, None
             i += 2 if text in ("-C", "--chdir", "-P") else 1
@@ -262,7 +315,7 @@ def _env(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Co
 
 
 def _simple_wrapper(with_value: frozenset[str], transparent: bool = True, skip_operand: bool = False) -> object:
-    def handler(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+    def handler(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
         inner = _after_options(args, with_value)
         if skip_operand:
             inner = inner[1:]
@@ -288,7 +341,7 @@ for _names, _values, _transparent, _skip in (
 
 
 @handles("xargs", wrapper=True)
-def _xargs(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _xargs(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     inner = _after_options(args, frozenset({"-I", "-n", "-P", "-L", "-s", "-d", "-E", "-a", "--arg-file",
                                             "--delimiter", "--max-args", "--max-procs", "--max-lines",
                                             "--max-chars", "--eof", "--replace", "--process-slot-var"}))
@@ -297,7 +350,7 @@ def _xargs(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: 
 
 
 @handles("time", wrapper=True)
-def _time(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _time(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     for i, word in enumerate(args[:-1]):
         if word.text in ("-o", "--output"):
             an.write_target(args[i + 1], seg)
@@ -305,8 +358,11 @@ def _time(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: C
 
 
 @handles("command", wrapper=True)
-def _command(an: _Analyzer, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
+def _command(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     if any(w.text in ("-v", "-V") for w in args[:2]):
         seg.safe = False  # a lookup, harmless, but not on the safe list
-        return _TRANSPARENT
+        return DECIDED
     return _wrap(an, _after_options(args), depth, seg, True)
+
+
+__all__ = ["HANDLERS"]

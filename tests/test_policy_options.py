@@ -1,0 +1,169 @@
+"""Option allow-lists: the red-team reproducers (issue 14) and property tests over option spellings.
+
+For every allow-listed command, random spellings of its known-risky options and of unknown options
+(GNU abbreviations, attached values, `=` forms, bundles, anywhere before `--`) never give "allow";
+random command lines never crash the analyser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mcp_server.policy import Decision, PolicyContext, decide, load_rules
+from mcp_server.policy.shell_options import CommandSpec, check, resolve_long
+
+RULES = load_rules(None)
+SPECS = RULES.shell.commands
+ROOT = Path("/srv/ws")
+CTX = PolicyContext(rules=RULES, roots=(ROOT,), read_only=False, protected_paths=(ROOT / "policy.toml",))
+PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def bash(command: str, ctx: PolicyContext = CTX) -> Decision:
+    return decide("run_bash_command", {"command": command}, ctx)
+
+
+# -- the reproducers (each was allowed before the allow-lists) -------------------------------------
+
+REPRODUCERS = [
+    ("sort --compr=sh -S 1 f f", "ask", "--compress-program"),  # code execution
+    ("sort --outp=important.py x", "ask", "--output"),  # writes
+    ("sort --o=.git/hooks/x payload", "ask", "--output"),
+    ("sort --o=.bashrc payload", "ask", "--output"),
+    ("file -f/etc/hostname", "ask", "outside the workspace roots"),  # reads outside the roots
+    ("file -m/etc/magic notes.txt", "ask", "outside the workspace roots"),
+    ("du -X/etc/hostname .", "ask", "outside the workspace roots"),
+    ("git ls-files -X/etc/hostname", "ask", "outside the workspace roots"),
+    ("file -f/proc/1/environ", "deny", "secret store"),
+    ("cat /proc/self/environ", "deny", "secret store"),
+]
+
+
+@pytest.mark.parametrize(("command", "action", "why"), REPRODUCERS)
+def test_red_team_reproducers_no_longer_pass(command: str, action: str, why: str) -> None:
+    decision = bash(command)
+    assert decision.action == action, decision
+    assert why in decision.reason, decision
+
+
+@pytest.mark.parametrize("command", ["sort -k2 -n notes.txt", "sort --rev notes.txt", "file -f list.txt",
+                                     "du -X exclude.txt -sh .", "git ls-files -X .gitignore", "head -n5 a",
+                                     "ls -lah --color=auto", "git log --oneline -n 3 --", "tail -n +2 a.csv"])
+def test_the_same_options_inside_the_roots_are_allowed(command: str) -> None:
+    assert bash(command).action == "allow", bash(command)
+
+
+def test_getopt_reading() -> None:
+    sort = SPECS["sort"]
+    assert resolve_long(sort, "--compr") == "--compress-program"
+    assert resolve_long(sort, "--rev") == "--reverse"
+    assert resolve_long(sort, "--s") is None  # ambiguous: --sort, --stable
+    parsed = check("file", ["-bf/abs/list", "x"], SPECS)
+    assert parsed.ok and parsed.paths == ["/abs/list"] and parsed.operands == ["x"]
+    assert check("sort", ["--", "--output=x"], SPECS).operands == ["--output=x"]  # after --: a file name
+    assert not check("git", ["-C", "/", "status"], SPECS).ok
+    assert check("git", ["--no-pager", "log", "-3"], SPECS).ok
+    assert not check("git", ["stash", "drop"], SPECS).ok
+
+
+# -- properties -------------------------------------------------------------------------------
+
+
+def _specs_with_risky() -> list[tuple[str, CommandSpec, str]]:
+    return [(name, spec, opt) for name, spec in sorted(SPECS.items()) for opt in sorted(spec.risky)]
+
+
+RISKY = _specs_with_risky()
+
+
+@st.composite
+def risky_spelling(draw: st.DrawFn) -> tuple[str, str]:
+    """A command line using a risky option of an allow-listed command, spelled any way the command accepts."""
+    name, spec, opt = draw(st.sampled_from(RISKY))
+    value = draw(st.sampled_from(["x", "sh", "/tmp/out", ".git/hooks/pre-commit", "-", "1"]))
+    if spec.style == "find":
+        spelled = [opt, value] if opt not in ("-delete",) else [opt]
+        if opt.startswith(("-exec", "-ok")):
+            spelled = [opt, "rm", "{}", ";"]
+        before = draw(st.sampled_from([[], ["-name", "'*.py'"], ["-type", "f", "-o"]]))
+        return name, " ".join([name, ".", *before, *spelled])
+    if opt.startswith("--"):
+        cut = draw(st.integers(min_value=3, max_value=len(opt)))
+        if opt[:cut] != opt and opt[:cut] in spec.known() - frozenset(spec.risky):
+            cut = len(opt)  # the prefix is itself an allowed option: the program reads it as that one
+        form = draw(st.sampled_from(["=", " ", ""]))
+        spelled = opt[:cut] + (f"={value}" if form == "=" else f" {value}" if form == " " else "")
+    else:
+        shorts = sorted(f[1] for f in spec.flags if len(f) == 2 and f[1].isalpha())
+        bundle = "".join(draw(st.lists(st.sampled_from(shorts), max_size=3))) if shorts else ""
+        attached = draw(st.booleans())
+        spelled = f"-{bundle}{opt[1]}" + (value if attached else f" {value}")
+    safe = sorted(f for f in spec.flags if f.startswith("-") and len(f) > 1)
+    before = draw(st.lists(st.sampled_from(safe), max_size=2)) if safe else []
+    after = draw(st.lists(st.sampled_from(safe), max_size=2)) if safe else []
+    tail = draw(st.sampled_from(["", " notes.txt", " -- notes.txt", " notes.txt --"]))
+    return name, " ".join([name, *before, spelled, *after]) + tail
+
+
+@PROPERTY
+@given(risky_spelling())
+def test_risky_options_are_never_allowed_however_spelled(case: tuple[str, str]) -> None:
+    name, command = case
+    decision = bash(command)
+    assert decision.action != "allow", (command, decision)
+
+
+UNKNOWN_LONG = st.from_regex(r"--[a-z][a-z-]{1,14}", fullmatch=True)
+UNKNOWN_SHORT = st.sampled_from([chr(c) for c in range(ord("A"), ord("z") + 1) if chr(c).isalpha()])
+
+
+@PROPERTY
+@given(name=st.sampled_from(sorted(n for n, s in SPECS.items() if s.style == "getopt")), long=UNKNOWN_LONG,
+       short=UNKNOWN_SHORT, use_long=st.booleans(), attached=st.sampled_from(["", "=v", "v"]))
+def test_options_off_the_list_are_never_allowed(name: str, long: str, short: str, use_long: bool,
+                                                attached: str) -> None:
+    spec = SPECS[name]
+    if use_long:
+        word = long + ("=v" if attached == "=v" else "")
+        full = resolve_long(spec, long)
+        known_ok = full is not None and full not in spec.risky
+    else:
+        word = f"-{short}{attached if attached == 'v' else ''}"
+        known_ok = f"-{short}" in spec.flags | spec.values | spec.paths | spec.optional
+    if known_ok or spec.subcommands:
+        return
+    decision = bash(f"{name} {word} notes.txt")
+    assert decision.action != "allow", (name, word, decision)
+
+
+@PROPERTY
+@given(name=st.sampled_from(sorted(n for n, s in SPECS.items() if s.paths and s.style == "getopt")),
+       outside=st.sampled_from(["/etc/hostname", "../x", "/proc/1/environ", "~/.bashrc", "/srv/ws_evil/x"]),
+       attached=st.booleans(), data=st.data())
+def test_path_option_values_outside_the_roots_are_never_allowed(name: str, outside: str, attached: bool,
+                                                                data: st.DataObject) -> None:
+    opt = data.draw(st.sampled_from(sorted(SPECS[name].paths)))
+    spelled = (f"{opt}={outside}" if opt.startswith("--") else f"{opt}{outside}") if attached else f"{opt} {outside}"
+    decision = bash(f"{name} {spelled} notes.txt")
+    assert decision.action != "allow", (name, spelled, decision)
+
+
+SHELL_ALPHABET = st.sampled_from(list("abcrmsfo -=/.'\"$`();|&<>{}*?[]~\\\n#!") + ["rm", "sort", "--o", "-f", "$(", "ls",
+                                                                                       "git", "<<EOF", "EOF"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(SHELL_ALPHABET, max_size=120).map("".join))
+def test_random_command_lines_never_crash_the_analyser(command: str) -> None:
+    decision = bash(command)
+    assert decision.action in ("allow", "ask", "deny")
+    assert decision.rule_id != "engine.error", (command, decision)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400))
+def test_random_text_never_crashes_the_analyser(command: str) -> None:
+    assert bash(command).rule_id != "engine.error"
