@@ -10,27 +10,30 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from foundation.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
 from foundation.globs import GlobPattern
 from foundation.paths import display_path, resolve_path, roots_for
 from indexing.model import ChunkingOptions, ExtractionLimits
+from tools.index_jobs import IndexJob, JobRegistry, Progress, Work
 from tools.runtime import CallContext, Runtime, Service
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
-    from indexing.indexer import Indexer
+    from indexing.indexer import Indexer, IndexReport
     from indexing.postings import MemoryIndex
     from indexing.search import ChunkHit, PathFilter, Searcher
-    from indexing.store import IndexStore
+    from indexing.store import IndexStore, JobRow
 
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
 MAX_GLOB_FILES = 5000
 LINE_CHARS = 500
+STATUS_WALK_MAX = 20_000  # index_status counts unindexed files among this many folder entries
 SearchMode = Literal["natural", "all", "phrase", "fts"]
 
 QueryArg = Annotated[
@@ -96,12 +99,19 @@ def _open_store(path: Path) -> IndexStore:
     return store
 
 
-def _indexer(rt: Runtime, call: CallContext | None = None) -> Indexer:
+def index_jobs(rt: Runtime) -> JobRegistry:
+    """The index runs of this server (one per path at a time; background ones outlive their call)."""
+    return _INDEX_JOBS.of(rt)
+
+
+def _indexer(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None) -> Indexer:
     from indexing.indexer import Indexer
     s = rt.settings
     limits = rt.extraction_limits()
     chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
-    return Indexer(index_store(rt), limits, chunking, should_cancel=(lambda: call.cancelled) if call else None)
+    if call is not None:
+        should_cancel = lambda: call.cancelled  # noqa: E731
+    return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel)
 
 
 # -- result models ------------------------------------------------------------------------------
@@ -124,6 +134,12 @@ class Hit(BaseModel):
     match: str | None = Field(default=None, description="The regex match.")
     before: str | None = Field(default=None, description="Text just before the hit.")
     after: str | None = Field(default=None, description="Text just after the hit.")
+    _abs_path: str = PrivateAttr(default="")  # the real path, to check that the file still exists
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> object:
+        """Fields that do not apply to this hit (page of a DOCX, line of an index hit) are left out."""
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class DocumentResult(BaseModel):
@@ -144,12 +160,14 @@ class SearchResult(BaseModel):
 
 
 def _hit_model(h: ChunkHit, roots: tuple[Path, ...], match: str | None = None) -> Hit:
-    return Hit(
+    hit = Hit(
         path=display_path(Path(h.path), roots) if h.path else "", doc_id=h.doc_hash[:16], chunk_index=h.index,
         page=h.page, slide=h.slide, sheet=h.sheet, rows=list(h.rows) if h.rows else None,
         heading=h.heading or None, start=h.start, end=h.end, score=round(h.score, 4), text=h.text, match=match,
         before=h.before or None, after=h.after or None,
     )
+    hit._abs_path = h.path
+    return hit
 
 
 # -- search_documents ---------------------------------------------------------------------------
@@ -183,33 +201,82 @@ def search_documents(
     from indexing.search import Searcher
 
     searcher = Searcher(store, memory=memory_index(rt))
-    if use_regex:
-        return _regex_result(searcher, query, scope, max_results, offset, roots)
-    if group_by_document:
-        docs = searcher.search_documents(
-            query, mode=mode, limit=max_results + 1, offset=offset, paths=scope, context_chars=context_chars
-        )
-        more = len(docs) > max_results
-        models = [
-            DocumentResult(
-                path=display_path(Path(d.path), roots), doc_id=d.doc_hash[:16], score=round(d.score, 4),
-                matched_chunks=[_hit_model(h, roots) for h in d.matched],
-                context_chunks=[_hit_model(h, roots) for h in d.context],
+    for _ in range(2):  # once more when hits of deleted files were dropped from the index
+        if use_regex:
+            result = _regex_result(searcher, query, scope, max_results, offset, roots)
+        elif group_by_document:
+            result = _grouped_result(searcher, query, mode, scope, (max_results, offset), context_chars, roots)
+        else:
+            hits = searcher.search(
+                query, mode=mode, limit=max_results + 1, offset=offset, paths=scope, context_chars=context_chars
             )
-            for d in docs[:max_results]
-        ]
-        return SearchResult(
-            query=query, mode=mode, documents=models, next_offset=offset + max_results if more else None,
-            note=None if models else _no_hits_note(query, mode),
+            result = SearchResult(
+                query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
+                next_offset=offset + max_results if len(hits) > max_results else None,
+            )
+        if not _forget_deleted(rt, _result_paths(result), call):
+            break
+    if not result.hits and not result.documents:
+        result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
+    if not paths:
+        result.note = _join(result.note, _outside_roots_note(store, roots))
+    return result
+
+
+def _grouped_result(
+    searcher: Searcher, query: str, mode: SearchMode, scope: PathFilter, page: tuple[int, int], context_chars: int,
+    roots: tuple[Path, ...],
+) -> SearchResult:
+    limit, offset = page
+    docs = searcher.search_documents(
+        query, mode=mode, limit=limit + 1, offset=offset, paths=scope, context_chars=context_chars
+    )
+    models = [
+        DocumentResult(
+            path=display_path(Path(d.path), roots), doc_id=d.doc_hash[:16], score=round(d.score, 4),
+            matched_chunks=[_hit_model(h, roots) for h in d.matched],
+            context_chunks=[_hit_model(h, roots) for h in d.context],
         )
-    hits = searcher.search(
-        query, mode=mode, limit=max_results + 1, offset=offset, paths=scope, context_chars=context_chars
-    )
-    more = len(hits) > max_results
-    return SearchResult(
-        query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
-        next_offset=offset + max_results if more else None, note=None if hits else _no_hits_note(query, mode),
-    )
+        for d in docs[:limit]
+    ]
+    more = len(docs) > limit
+    return SearchResult(query=query, mode=mode, documents=models, next_offset=offset + limit if more else None)
+
+
+def _result_paths(result: SearchResult) -> list[str]:
+    return [h._abs_path for h in result.hits] + [d.matched_chunks[0]._abs_path for d in result.documents or [] if d.matched_chunks]
+
+
+def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:
+    """Drop from the index the hit files that are gone from disk; True when any was."""
+    gone = sorted({p for p in paths if p and not os.path.exists(p)})
+    if not gone:
+        return False
+    indexer = _indexer(rt)
+    store = index_store(rt)
+    for path in gone:
+        indexer.remove_path(path)
+    with store.write() as conn:
+        for doc_id in store.orphan_documents():
+            store.drop_if_orphan(conn, doc_id)
+    return True
+
+
+def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | None:
+    from indexing.store import folder_range
+
+    inside = sum(store.conn().execute(
+        "SELECT count(*) FROM files WHERE path >= ? AND path < ?", folder_range(str(root))
+    ).fetchone()[0] for root in roots)
+    outside = store.totals()["files"] - inside
+    if outside <= 0:
+        return None
+    return (f"{outside} indexed files lie outside the workspace roots searched here; they are not searched "
+            "(index_status shows them, cleanup_index can drop them).")
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    return " ".join(x for x in (a, b) if x) or None
 
 
 def _regex_result(
@@ -221,11 +288,20 @@ def _regex_result(
     hits = [_hit_model(h, roots, match) for h, match in found[:limit]]
     return SearchResult(
         query=pattern, mode="regex", hits=hits, next_offset=offset + limit if len(found) > limit else None,
-        note=None if hits else "No chunk matches this pattern.",
     )
 
 
-def _no_hits_note(query: str, mode: str) -> str:
+def _no_hits_note(searcher: Searcher | None, query: str, mode: str, scope: PathFilter | None, offset: int) -> str:
+    """Why nothing was found: no searchable words, past the last page, or no word matched."""
+    from indexing.analyzer import analyze
+
+    if mode == "regex":
+        return "No chunk matches this pattern."
+    if mode != "fts" and not analyze(query):
+        return ("No matches: the query has only common words (stop words such as 'the', 'what', '的') that "
+                "are not indexed. Add a specific word.")
+    if offset > 0 and searcher is not None and searcher.search(query, mode=mode, limit=1, paths=scope):  # type: ignore[arg-type]
+        return f"No more matches: offset {offset} is past the last result. Use offset=0 or a smaller offset."
     if mode == "natural":
         return "No matches. Try other or fewer words, check that the files are indexed (index_status)."
     return 'No matches. Try mode="natural", which needs only some of the words.'
@@ -302,8 +378,11 @@ def search_file(
         raise InvalidInput(str(exc)) from None
     if kind == "text" and real.stat().st_size <= LIVE_TEXT_MAX_BYTES:
         hits = _search_lines(real, query, mode, use_regex, max_results, context_chars, rt.extraction_limits())
+        for hit in hits:
+            hit.path = shown
         return SearchFileResult(
-            path=shown, kind=kind, hits=hits, searched="lines", note=None if hits else _no_hits_note(query, mode)
+            path=shown, kind=kind, hits=hits, searched="lines",
+            note=None if hits else _no_hits_note(None, query, "regex" if use_regex else mode, None, 0),
         )
     outcome = _indexer(rt, call).index_file(real)
     if outcome.status == "failed":
@@ -314,11 +393,12 @@ def search_file(
     searcher = Searcher(index_store(rt))
     if use_regex:
         result = _regex_result(searcher, query, scope, max_results, 0, roots)
-        return SearchFileResult(path=shown, kind=kind, hits=result.hits, searched="index", note=result.note)
+        note = None if result.hits else _no_hits_note(None, query, "regex", None, 0)
+        return SearchFileResult(path=shown, kind=kind, hits=result.hits, searched="index", note=note)
     found = searcher.search(query, mode=mode, limit=max_results, paths=scope, context_chars=context_chars)
     return SearchFileResult(
         path=shown, kind=kind, hits=[_hit_model(h, roots) for h in found], searched="index",
-        note=None if found else _no_hits_note(query, mode),
+        note=None if found else _no_hits_note(searcher, query, mode, scope, 0),
     )
 
 
@@ -380,6 +460,10 @@ class FailedFile(BaseModel):
 
 class IndexResult(BaseModel):
     path: str
+    job_id: str = Field(description="The index run; index_status lists runs with their progress.")
+    state: str = Field(description="done, running (in the background), cancelled or failed.")
+    files_done: int = Field(description="Files handled so far.")
+    files_total: int = Field(description="Supported files found (0 while the folder is still being listed).")
     indexed: int = Field(description="Files read and indexed now (new or changed content).")
     unchanged: int = Field(description="Files skipped because they did not change.")
     removed: int = Field(description="Index entries dropped because their files are gone.")
@@ -393,52 +477,100 @@ class IndexResult(BaseModel):
 def index_path(
     path: Annotated[str, Field(description="File or folder to index (relative to the workspace root).")],
     recursive: Annotated[bool, Field(description="Include sub-folders.")] = True,
+    wait: Annotated[
+        bool,
+        Field(description="False: index in the background and return at once with a job id; "
+                          "index_status shows progress and the final counts."),
+    ] = True,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexResult:
     """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
-    skipped, changed ones re-indexed, deleted ones dropped. Reports progress; can be cancelled."""
+    skipped, changed ones re-indexed, deleted ones dropped. Reports progress; a cancelled or cut-off
+    run keeps what it indexed and the next run continues. Use wait=false for large folders."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
-    indexer = _indexer(rt, call)
-    started = time.perf_counter()
+    jobs = index_jobs(rt)
+    job, joined = jobs.claim(str(real), background=not wait)
+    if joined:
+        if wait:
+            jobs.wait(job, lambda: call.cancelled, call.report)
+        return _index_result(job, roots, f"Joined index job {job.row.id}, already running for this path.")
+    work = _index_work(rt, real, recursive)
+    if not wait:
+        jobs.start_background(job, work)
+        return _index_result(job, roots, f"Indexing in the background (job {job.row.id}); index_status shows "
+                                         "its progress. search_documents finds files as they are indexed.")
+    jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
+    return _index_result(job, roots)
 
-    def progress(done: int, total: int, message: str) -> None:
-        call.report(done, total, message)
 
-    if real.is_dir():
-        report = indexer.index_tree(real, recursive=recursive, progress=progress)
-    else:
-        from indexing.indexer import IndexReport
+def _index_work(rt: Runtime, real: Path, recursive: bool) -> Work:
+    def work(should_cancel: Callable[[], bool], progress: Progress, report: IndexReport) -> None:
+        indexer = _indexer(rt, should_cancel=should_cancel)
+        if real.is_dir():
+            indexer.index_tree(real, recursive=recursive, progress=progress, report=report)
+        else:
+            report.add(indexer.index_file(real))
+            progress(1, 1, real.name)
 
-        report = IndexReport()
-        report.add(indexer.index_file(real))
-        call.report(1, 1, real.name)
+    return work
+
+
+def _index_result(job: IndexJob, roots: tuple[Path, ...], note: str | None = None) -> IndexResult:
+    row, report = job.snapshot(), job.report
     failed = [FailedFile(path=display_path(Path(f.path), roots), reason=f.reason[:300]) for f in report.failed[:50]]
-    note = "The folder walk stopped at its file limit; index sub-folders separately." if report.truncated else None
+    if report.truncated:
+        note = "The folder walk stopped at its file limit; index sub-folders separately."
     if len(report.failed) > 50:
         note = f"{len(report.failed)} files failed; the first 50 are listed."
+    if row.state == "running" and job.finished.is_set():
+        row = job.row
     return IndexResult(
-        path=display_path(real, roots), indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
+        path=display_path(Path(row.path), roots), job_id=row.id, state=row.state, files_done=row.done,
+        files_total=row.total, indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
         failed=failed, skipped=report.skipped, chunks_added=report.chunks_added,
-        seconds=round(time.perf_counter() - started, 2), note=note,
+        seconds=round((row.finished_at or time.time()) - row.started_at, 2), note=note,
     )
 
 
 # -- index_status ----------------------------------------------------------------------------------
 
 
+class JobInfo(BaseModel):
+    id: str
+    path: str
+    state: str = Field(description="running, done, cancelled, failed, or interrupted (the server stopped).")
+    files_done: int
+    files_total: int
+    indexed: int
+    unchanged: int
+    failed: int
+    removed: int
+    started_at: str
+    finished_at: str | None = None
+    error: str | None = None
+
+
 class PathStatus(BaseModel):
     path: str
     indexed: bool
-    fresh: bool | None = Field(default=None, description="True when the file has not changed since indexing.")
+    fresh: bool | None = Field(
+        default=None, description="True when everything is indexed and unchanged since (false while partial)."
+    )
+    partial: bool | None = Field(
+        default=None, description="True when the last run here is running or stopped before the end."
+    )
     indexed_at: str | None = None
     chunks: int | None = None
     error: str | None = None
     files: int | None = Field(default=None, description="For folders: indexed files under it.")
     stale: int | None = Field(default=None, description="For folders: indexed files changed or deleted since.")
     failed: int | None = Field(default=None, description="For folders: files that could not be indexed.")
+    not_indexed: int | None = Field(default=None, description="For folders: supported files on disk not indexed.")
+    job: JobInfo | None = Field(default=None, description="The last index run of this path (or a folder above).")
+    note: str | None = None
 
 
 class IndexStatus(BaseModel):
@@ -450,6 +582,7 @@ class IndexStatus(BaseModel):
     chunks: int
     characters: int
     search: str = ""
+    jobs: list[JobInfo] = Field(default_factory=list, description="Index runs: running ones, then the latest.")
     path_status: PathStatus | None = None
 
 
@@ -461,19 +594,49 @@ def index_status(
     rt: Runtime,
     call: CallContext,
 ) -> IndexStatus:
-    """What is indexed: totals (files, documents, chunks, database size), or one file's or folder's
-    state (indexed? unchanged since? when? how many chunks?)."""
+    """What is indexed: totals (files, documents, chunks, database size) and index runs (jobs), or
+    one file's or folder's state (indexed? complete? unchanged since? when? how many chunks?)."""
     store = index_store(rt)
     totals = store.totals()
+    roots = roots_for(rt.settings, call.session_id)
     status = IndexStatus(
         database=str(store.path), database_bytes=store.db_bytes(), files=totals["files"],
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
         characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
+        jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
     )
-    if path is not None:
+    if path:
         real = resolve_path(rt.settings, path, session_id=call.session_id)
-        status.path_status = _path_status(store, real, display_path(real, roots_for(rt.settings, call.session_id)))
+        job = index_jobs(rt).covering(str(real))
+        status.path_status = _path_status(store, real, display_path(real, roots))
+        _apply_job(status.path_status, _job_info(job, roots) if job else None)
     return status
+
+
+def _job_info(row: JobRow, roots: tuple[Path, ...]) -> JobInfo:
+    return JobInfo(
+        id=row.id, path=display_path(Path(row.path), roots), state=row.state, files_done=row.done,
+        files_total=row.total, indexed=row.indexed, unchanged=row.unchanged, failed=row.failed, removed=row.removed,
+        started_at=_iso(row.started_at), finished_at=_iso(row.finished_at) if row.finished_at else None,
+        error=row.error or None,
+    )
+
+
+def _apply_job(status: PathStatus, job: JobInfo | None) -> None:
+    """Make a folder's status honest about its last run: running or stopped means partial."""
+    status.job = job
+    if job is None or status.files is None and status.indexed and job.state != "running":
+        return  # a file's own row tells the truth about that file
+    status.partial = job.state != "done"
+    if job.state == "running":
+        status.fresh = False
+        status.note = f"Indexing now (job {job.id}): {job.files_done} of {job.files_total or '?'} files done."
+    elif status.partial:
+        status.fresh = False
+        status.note = (
+            f"Partly indexed: the last run ({job.state}) stopped after {job.files_done} of {job.files_total or '?'} "
+            "files. Run index_path again to continue; indexed files are skipped."
+        )
 
 
 def _path_status(store: IndexStore, real: Path, shown: str) -> PathStatus:
@@ -488,13 +651,26 @@ def _path_status(store: IndexStore, real: Path, shown: str) -> PathStatus:
             indexed_at=_iso(row.indexed_at), chunks=chunks, error=row.error,
         )
     rows = store.files_under(str(real))
+    missing = _not_indexed(real, {r.path for r in rows}) if real.is_dir() else 0
     if not rows:
-        return PathStatus(path=shown, indexed=False)
+        note = f"{missing} supported files here are not indexed; run index_path." if missing else None
+        return PathStatus(path=shown, indexed=False, not_indexed=missing if real.is_dir() else None, note=note)
     stale = sum(not _fresh(r.path, r.size, r.mtime_ns) for r in rows[:20_000])
     return PathStatus(
-        path=shown, indexed=True, fresh=stale == 0, files=len(rows), stale=stale,
+        path=shown, indexed=True, fresh=stale == 0 and missing == 0, files=len(rows), stale=stale,
         failed=sum(r.error is not None for r in rows), indexed_at=_iso(max(r.indexed_at for r in rows)),
+        not_indexed=missing,
+        note=f"{missing} supported files are not indexed yet; run index_path to add them." if missing else None,
     )
+
+
+def _not_indexed(folder: Path, indexed: set[str]) -> int:
+    """Supported files under `folder` (first STATUS_WALK_MAX entries) that the index does not have."""
+    from foundation.filewalk import FileWalk
+    from indexing.extract import is_supported
+
+    walk = FileWalk(folder, max_depth=64, max_entries=STATUS_WALK_MAX)
+    return sum(1 for e in walk if is_supported(e.path) and str(e.path) not in indexed)
 
 
 def _fresh(path: str, size: int, mtime_ns: int) -> bool:
@@ -601,3 +777,4 @@ def warm_up_search(rt: Runtime) -> None:
 
 _INDEX_STORE: Service[IndexStore] = Service(lambda rt: _open_store(rt.data_dir / "index.sqlite3"))
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
+_INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt)))
