@@ -271,8 +271,8 @@ def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | Non
     outside = store.totals()["files"] - inside
     if outside <= 0:
         return None
-    return (f"{outside} indexed files lie outside the workspace roots searched here; they are not searched "
-            "(index_status shows them, cleanup_index can drop them).")
+    files = "1 indexed file lies" if outside == 1 else f"{outside} indexed files lie"
+    return f"{files} outside the workspace roots searched here; they are not searched."
 
 
 def _join(a: str | None, b: str | None) -> str | None:
