@@ -18,7 +18,7 @@ from indexing.model import Chunk, ChunkingOptions, Extracted, Unit
 from tests.docgen import Heading, Slide, make_docx, make_pdf, make_pptx, make_xlsx
 
 OPTIONS = ChunkingOptions(max_chars=400, overlap_chars=80, min_chars=50)
-WORDS = "revenue growth region customer contract delivery quarter forecast note risk 客户 营收 增长".split()
+WORDS = ["revenue", "growth", "region", "customer", "contract", "delivery", "quarter", "forecast", "note", "risk", "客户", "营收", "增长"]
 
 
 def prose(rng: random.Random, chars: int) -> str:

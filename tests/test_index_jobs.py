@@ -14,7 +14,7 @@ from tests.conftest import MODES, connect
 
 pytestmark = pytest.mark.anyio
 
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
 
 
 def many_files(folder: Path, count: int, size: int = 6000) -> list[Path]:
