@@ -130,3 +130,23 @@ async def test_deleted_file_leaves_results_at_once(settings: Any, workspace: Pat
         assert status["files"] == 2  # its removal was not only hidden but done
         assert "null" not in str(found["hits"]) and all(None not in h.values() for h in found["hits"])
         assert all("page" not in h and "line" not in h for h in found["hits"])  # fields that do not apply are left out
+
+
+async def test_client_timeout_leaves_an_honest_state(settings: Any, workspace: Path) -> None:
+    """The OpenAI Agents SDK gives up after 5 s by default; here the client gives up after 0.2 s."""
+    from mcp.shared.exceptions import MCPError
+
+    many_files(workspace / "big", 300)
+    async with connect(settings) as client:
+        with pytest.raises(MCPError, match="timed out"):  # the SDK abandons the call and tells the server
+            await client.call_tool("index_path", {"path": "big"}, read_timeout_seconds=0.2)
+        status = (await call(client, "index_status", {"path": "big"}))["path_status"]
+        if status.get("job"):  # the run had started: it stops at the next file and says so
+            status = await settled_status(client, "big")
+            assert status["job"]["state"] in ("cancelled", "done")
+        if not status.get("job") or status["job"]["state"] == "cancelled":  # whatever ran, never "fresh"
+            assert status["fresh"] is not True and status["not_indexed"] == 300 - (status.get("files") or 0)
+        again = await call(client, "index_path", {"path": "big"})
+        assert again["state"] == "done" and again["indexed"] + again["unchanged"] == 300
+        final = (await call(client, "index_status", {"path": "big"}))["path_status"]
+        assert final["fresh"] is True and final["partial"] is False
