@@ -15,7 +15,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    Field,
+    GetJsonSchemaHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from foundation.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
 from foundation.globs import GlobPattern
@@ -117,7 +126,28 @@ def _indexer(rt: Runtime, call: CallContext | None = None, should_cancel: Callab
 # -- result models ------------------------------------------------------------------------------
 
 
-class Hit(BaseModel):
+class OmitNone(BaseModel):
+    """A result whose unset (None) fields are left out of the output, and so of its output schema."""
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> object:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler.resolve_ref_schema(handler(core_schema))  # (only ever used as output)
+        required = set(schema.get("required", ()))
+        for name, prop in schema.get("properties", {}).items():
+            options = prop.get("anyOf")
+            if name not in required and isinstance(options, list) and {"type": "null"} in options:
+                rest = [o for o in options if o != {"type": "null"}]
+                del prop["anyOf"]
+                prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+                prop.pop("default", None)
+        return schema
+
+
+class Hit(OmitNone):
     path: str = Field(description="File path (relative to its workspace root).")
     doc_id: str = Field(description="Content hash of the document (files with equal bytes share it).")
     chunk_index: int | None = Field(default=None, description="Chunk number in the document (0-based).")
@@ -135,11 +165,6 @@ class Hit(BaseModel):
     before: str | None = Field(default=None, description="Text just before the hit.")
     after: str | None = Field(default=None, description="Text just after the hit.")
     _abs_path: str = PrivateAttr(default="")  # the real path, to check that the file still exists
-
-    @model_serializer(mode="wrap")
-    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> object:
-        """Fields that do not apply to this hit (page of a DOCX, line of an index hit) are left out."""
-        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class DocumentResult(BaseModel):
@@ -458,7 +483,7 @@ class FailedFile(BaseModel):
     reason: str
 
 
-class IndexResult(BaseModel):
+class IndexResult(OmitNone):
     path: str
     job_id: str = Field(description="The index run; index_status lists runs with their progress.")
     state: str = Field(description="done, running (in the background), cancelled or failed.")
@@ -479,16 +504,14 @@ def index_path(
     recursive: Annotated[bool, Field(description="Include sub-folders.")] = True,
     wait: Annotated[
         bool,
-        Field(description="False: index in the background and return at once with a job id; "
-                          "index_status shows progress and the final counts."),
+        Field(description="False: return at once with a job id; index_status shows progress."),
     ] = True,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexResult:
     """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
-    skipped, changed ones re-indexed, deleted ones dropped. Reports progress; a cancelled or cut-off
-    run keeps what it indexed and the next run continues. Use wait=false for large folders."""
+    skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
     jobs = index_jobs(rt)
@@ -538,22 +561,19 @@ def _index_result(job: IndexJob, roots: tuple[Path, ...], note: str | None = Non
 # -- index_status ----------------------------------------------------------------------------------
 
 
-class JobInfo(BaseModel):
+class JobInfo(OmitNone):
     id: str
     path: str
     state: str = Field(description="running, done, cancelled, failed, or interrupted (the server stopped).")
     files_done: int
     files_total: int
     indexed: int
-    unchanged: int
     failed: int
-    removed: int
-    started_at: str
-    finished_at: str | None = None
+    seconds: float = Field(description="Time it ran (so far, while running).")
     error: str | None = None
 
 
-class PathStatus(BaseModel):
+class PathStatus(OmitNone):
     path: str
     indexed: bool
     fresh: bool | None = Field(
@@ -594,8 +614,8 @@ def index_status(
     rt: Runtime,
     call: CallContext,
 ) -> IndexStatus:
-    """What is indexed: totals (files, documents, chunks, database size) and index runs (jobs), or
-    one file's or folder's state (indexed? complete? unchanged since? when? how many chunks?)."""
+    """What is indexed: totals (files, documents, chunks, database size), or one file's or folder's
+    state (indexed? complete? unchanged since? when? how many chunks?), and index jobs."""
     store = index_store(rt)
     totals = store.totals()
     roots = roots_for(rt.settings, call.session_id)
@@ -616,10 +636,14 @@ def index_status(
 def _job_info(row: JobRow, roots: tuple[Path, ...]) -> JobInfo:
     return JobInfo(
         id=row.id, path=display_path(Path(row.path), roots), state=row.state, files_done=row.done,
-        files_total=row.total, indexed=row.indexed, unchanged=row.unchanged, failed=row.failed, removed=row.removed,
-        started_at=_iso(row.started_at), finished_at=_iso(row.finished_at) if row.finished_at else None,
-        error=row.error or None,
+        files_total=row.total, indexed=row.indexed, failed=row.failed,
+        seconds=round(_ended(row) - row.started_at, 1), error=row.error or None,
     )
+
+
+def _ended(row: JobRow) -> float:
+    """When the run ended (now while it runs; its start when it was interrupted without a record)."""
+    return row.finished_at or (time.time() if row.state == "running" else row.started_at)
 
 
 def _apply_job(status: PathStatus, job: JobInfo | None) -> None:
