@@ -10,18 +10,23 @@ large is cut at the next level on its own (a chunk never holds fragments of two 
 aiming at equal sizes below the paragraph level. A chunk shorter than `min_chars` is merged with
 a neighbour in the same unit when the result still fits. A unit
 that is only a heading (shorter than `min_chars`) is glued to the following sub-section.
-XLSX "rows" units stay whole up to `max_rows_chars`, so the header row stays with its rows.
+
+Spreadsheet rows (XLSX "row" units, one per row, the sheet's header row in their heading) are
+packed into windows of whole rows up to `max_chars`; the next window starts with the last rows of
+the previous one only as far as they fit in `overlap_chars`, so each row is indexed once plus that
+overlap. A row longer than `max_chars` is cut on its own like any text.
 
 Invariants: `chunk.text == extracted.text[chunk.start:chunk.end]`; chunks are in text order and
 trimmed of surrounding whitespace; every non-whitespace character is in at least one chunk;
-`len(chunk.text) <= max_chars` (`max_rows_chars` for rows units). Runs in linear time.
+`len(chunk.text) <= max_chars`. Runs in linear time.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from indexing.model import Chunk, ChunkingOptions, Extracted, Unit
 
@@ -48,11 +53,33 @@ def chunk_document(extracted: Extracted, options: ChunkingOptions | None = None)
     if not units and text.strip():
         units = [Unit(start=0, end=len(text), kind="text")]
     chunks: list[Chunk] = []
-    for segment in _segments(text, units, options):
-        limit = options.max_rows_chars if segment.unit.kind == "rows" else options.max_chars
-        for start, end in _chunk_span(text, segment.start, segment.end, limit, options):
-            chunks.append(_make_chunk(text, len(chunks), start, end, segment.unit))
+    for (is_row, _), run in itertools.groupby(units, key=lambda u: (u.kind == "row", u.sheet)):
+        group = list(run)
+        segments = _row_windows(text, group, options) if is_row else _segments(text, group, options)
+        for segment in segments:
+            for start, end in _chunk_span(text, segment.start, segment.end, options.max_chars, options):
+                chunks.append(_make_chunk(text, len(chunks), start, end, segment.unit))
     return chunks
+
+
+def _row_windows(text: str, rows: list[Unit], options: ChunkingOptions) -> Iterator[_Segment]:
+    """Windows of whole consecutive rows up to max_chars, overlapping by the rows that fit in overlap_chars."""
+    limit, n, i = options.max_chars, len(rows), 0
+    while i < n:
+        first = rows[i]
+        j = i
+        while j + 1 < n and rows[j + 1].end - first.start <= limit:
+            j += 1
+        last = rows[j]
+        span = (first.rows or (0, 0))[0], (last.rows or (0, 0))[1]
+        yield _Segment(first.start, last.end, replace(last, start=first.start, rows=span))
+        if j + 1 >= n:
+            return
+        k = j + 1
+        if rows[j + 1].end - rows[j + 1].start <= limit:  # a long row next starts afresh
+            while k - 1 > i and last.end - rows[k - 1].start <= options.overlap_chars:
+                k -= 1
+        i = k
 
 
 def _make_chunk(text: str, index: int, start: int, end: int, unit: Unit) -> Chunk:
@@ -85,7 +112,6 @@ def _segments(text: str, units: list[Unit], options: ChunkingOptions) -> Iterato
         nxt = units[i + 1] if i + 1 < len(units) else None
         if (
             nxt is not None
-            and unit.kind != "rows"
             and len(text[start:end].strip()) < options.min_chars
             and _location(nxt) == _location(unit)
             and nxt.heading_path[: len(unit.heading_path)] == unit.heading_path
@@ -152,7 +178,7 @@ def _windows(text: str, start: int, end: int, limit: int, options: ChunkingOptio
     pos = start
     while pos < end:
         if end - pos < max(options.min_chars, 1) and pos > start:
-            pos = max(start, end - limit)  # no tiny tail: the last window reaches back
+            pos = max(start, end - max(options.min_chars, overlap))  # no tiny tail: reach back a little
         stop = min(pos + limit, end)
         if stop < end:
             brk = max(text.rfind(ch, pos + limit // 2, stop) for ch in _SOFT_BREAKS)

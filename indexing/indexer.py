@@ -206,15 +206,23 @@ class Indexer:
 
     # -- folders -------------------------------------------------------------------------------
 
-    def index_files(self, paths: list[Path], progress: Progress | None = None) -> IndexReport:
-        """Index `paths` in order; the next file is read in a helper thread while one is written."""
-        report = IndexReport()
+    def index_files(
+        self, paths: list[Path], progress: Progress | None = None, report: IndexReport | None = None
+    ) -> IndexReport:
+        """Index `paths` in order; the next file is read in a helper thread while one is written.
+
+        Counts go into `report` as each file is written, so a caller that passed it in still has
+        them when the run is cancelled (Cancelled is raised between files)."""
+        report = report if report is not None else IndexReport()
         total = len(paths)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-read") as pool:
             pending: Future[_Prepared] | None = None
             for i, path in enumerate(paths):
                 if self.should_cancel():
-                    raise Cancelled("Indexing was cancelled; files indexed so far are kept.")
+                    raise Cancelled(
+                        f"Indexing was cancelled after {i} of {total} files; those are kept. "
+                        "Run index_path again to continue (indexed files are skipped)."
+                    )
                 current = pending.result() if pending else self._read(self._stat(path))
                 pending = pool.submit(self._read, self._stat(paths[i + 1])) if i + 1 < total else None
                 outcome = self._write(current)
@@ -224,21 +232,24 @@ class Indexer:
         return report
 
     def index_tree(
-        self, root: Path, recursive: bool = True, progress: Progress | None = None, max_files: int = 200_000
+        self, root: Path, recursive: bool = True, progress: Progress | None = None, max_files: int = 200_000,
+        report: IndexReport | None = None,
     ) -> IndexReport:
-        """Index every supported file under `root` and drop index entries of files gone from it."""
+        """Index every supported file under `root` and drop index entries of files gone from it
+        (`report`: filled in place, see index_files)."""
         from foundation.filewalk import FileWalk
         from indexing.extract import is_supported
 
         walk = FileWalk(root, max_depth=64 if recursive else 0, max_entries=max_files)
-        found, skipped = [], 0
+        report = report if report is not None else IndexReport()
+        found = []
         for entry in walk:
             if is_supported(entry.path):
                 found.append(entry.path)
             else:
-                skipped += 1
-        report = self.index_files(found, progress)
-        report.skipped, report.truncated = skipped, walk.truncated
+                report.skipped += 1
+        report.truncated = walk.truncated
+        self.index_files(found, progress, report)
         if not walk.truncated:
             report.removed = self.remove_missing(root, {str(p) for p in found}, recursive)
         return report

@@ -28,7 +28,7 @@ class Unit:
 
     start: int
     end: int
-    kind: str  # "page" | "slide" | "rows" | "section" | "paragraph" | "text"
+    kind: str  # "page" | "slide" | "row" (a sheet row) | "section" | "paragraph" | "text"
     page: int | None = None  # 1-based PDF page
     slide: int | None = None  # 1-based slide
     sheet: str | None = None
@@ -53,7 +53,6 @@ class ChunkingOptions:
     max_chars: int = 400
     overlap_chars: int = 80
     min_chars: int = 50
-    max_rows_chars: int = 2000  # an XLSX rows unit up to this size stays one chunk (header kept with its rows)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,25 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE stats ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
     """,
+    # 4: index runs (jobs): a cancelled, cut-off or interrupted run is visible as such
+    """
+    CREATE TABLE index_jobs(
+        id TEXT PRIMARY KEY,
+        path TEXT NOT NULL,
+        state TEXT NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0,
+        total INTEGER NOT NULL DEFAULT 0,
+        indexed INTEGER NOT NULL DEFAULT 0,
+        unchanged INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        removed INTEGER NOT NULL DEFAULT 0,
+        chunks_added INTEGER NOT NULL DEFAULT 0,
+        error TEXT NOT NULL DEFAULT '',
+        started_at REAL NOT NULL,
+        finished_at REAL
+    );
+    CREATE INDEX index_jobs_started ON index_jobs(started_at);
+    """,
 ]
 
 
@@ -93,6 +112,29 @@ class FileRow:
     mtime_ns: int
     indexed_at: float
     error: str | None
+
+
+@dataclass
+class JobRow:
+    """One index run of a path: state is running, done, cancelled, failed or interrupted."""
+
+    id: str
+    path: str
+    state: str
+    done: int = 0
+    total: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    removed: int = 0
+    chunks_added: int = 0
+    error: str = ""
+    started_at: float = 0.0
+    finished_at: float | None = None
+
+
+_JOB_COLS = ", ".join(JobRow.__dataclass_fields__)
+JOBS_KEPT = 50  # finished runs kept in the table (the newest)
 
 
 @dataclass(frozen=True)
@@ -214,6 +256,31 @@ class IndexStore:
             self.rebuild(analyze_fn)
         self.set_meta("analyzer", version)
         return rebuilt
+
+    # -- index runs ----------------------------------------------------------------------------
+
+    def save_job(self, job: JobRow) -> None:
+        """Insert or update one run (and forget all but the newest JOBS_KEPT runs)."""
+        values = tuple(getattr(job, name) for name in JobRow.__dataclass_fields__)
+        with self.write() as conn:
+            conn.execute(f"INSERT OR REPLACE INTO index_jobs({_JOB_COLS}) VALUES({','.join('?' * len(values))})", values)
+            conn.execute(
+                "DELETE FROM index_jobs WHERE id NOT IN (SELECT id FROM index_jobs ORDER BY started_at DESC LIMIT ?)",
+                (JOBS_KEPT,),
+            )
+
+    def recent_jobs(self, limit: int = 10) -> list[JobRow]:
+        rows = self.conn().execute(f"SELECT {_JOB_COLS} FROM index_jobs ORDER BY started_at DESC LIMIT ?", (limit,))
+        return [JobRow(*row) for row in rows]
+
+    def last_job_covering(self, path: str) -> JobRow | None:
+        """The newest run of `path` or of a folder that contains it."""
+        rows = self.conn().execute(f"SELECT {_JOB_COLS} FROM index_jobs ORDER BY started_at DESC")
+        for row in rows:
+            job = JobRow(*row)
+            if job.path == path or path.startswith(job.path.rstrip("/") + "/"):
+                return job
+        return None
 
     def db_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())

@@ -2,7 +2,11 @@
 
 Shows the exact call (tool and arguments), its risk and reason, then reads a typed answer
 from standard input (`y`/`yes` approves; anything else, or end of input, rejects nothing
-and leaves it pending). `approve --list` lists the pending approvals.
+and leaves it pending). Then the scope (`--scope`, or asked after "y"; Enter or end of input =
+this exact call once): once, today, file, folder or tool (see approval/store.py); the scope
+is bound to the approved call's tool (and file) and written to the audit log. Only a person at
+this terminal (or the local approval page) can grant it, never the model.
+`approve --list` lists the pending approvals.
 """
 
 from __future__ import annotations
@@ -10,14 +14,25 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from foundation.settings import Settings
+
+if TYPE_CHECKING:
+    from mcp_server.approval.store import Approval, ApprovalStore, Scope
+
+SCOPE_NAMES = ("once", "today", "file", "folder", "tool")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("approval_id", nargs="?", help="The approval id from the tool result (ap-xxxxxx).")
     parser.add_argument("--list", action="store_true", help="List pending approvals.")
     parser.add_argument("--reject", action="store_true", help="Reject the call instead of approving it.")
+    parser.add_argument(
+        "--scope", choices=SCOPE_NAMES,
+        help="What the approval covers: once (this exact call, default), today (this exact call until "
+        "midnight), file / folder (this tool on the call's file / its folder, 1 h), tool (any arguments, 10 min).",
+    )
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -25,7 +40,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     store = ApprovalStore(settings.data_dir, settings.approval_ttl_seconds)
     if args.list or not args.approval_id:
-        return _list(store, settings, show_hint=not args.list)
+        return _list(store, show_hint=not args.list)
     approval = store.get(args.approval_id)
     _show(approval)
     if approval.status != "pending":
@@ -39,14 +54,45 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if answer not in ("y", "yes"):
         print("Nothing changed; the call stays pending." if answer is not None else "\nNo answer; nothing changed.")
         return 1
-    decided = store.decide(approval.id, not args.reject, by="cli")
+    scope = "once" if args.reject else (args.scope or _ask_scope(approval))
+    if scope is None:
+        print("Nothing changed; the call stays pending.")
+        return 1
+    decided = store.decide(approval.id, not args.reject, by="cli", scope=scope)
     _audit(settings, decided)
-    if args.reject:
-        print(f"Rejected {decided.id}.")
-    else:
-        minutes = max(1, round(settings.approval_ttl_seconds / 60))
-        print(f"Approved {decided.id}. The assistant may now repeat exactly this call once (within {minutes} min).")
+    print(f"Rejected {decided.id}." if args.reject else _approved_text(decided, settings))
     return 0
+
+
+def _ask_scope(approval: Approval) -> Scope | None:
+    """The scope the person picks by number (Enter or end of input: this exact call once)."""
+    from mcp_server.approval.store import scope_choices
+
+    choices = scope_choices(approval)
+    print("\nApprove for:")
+    for number, (_, text) in enumerate(choices, start=1):
+        print(f"  {number}) {text}")
+    answer = _ask(f"Choose 1-{len(choices)} [1]: ")
+    if not answer:
+        return "once"
+    if answer.isdigit() and 1 <= int(answer) <= len(choices):
+        return choices[int(answer) - 1][0]
+    print(f"{answer!r} is not one of 1-{len(choices)}.")
+    return None
+
+
+def _approved_text(approval: Approval, settings: Settings) -> str:
+    until = time.strftime("%H:%M", time.localtime(approval.expires))
+    if approval.scope == "once":
+        minutes = max(1, round(settings.approval_ttl_seconds / 60))
+        return f"Approved {approval.id}. The assistant may now repeat exactly this call once (within {minutes} min)."
+    covered = {
+        "today": "exactly this call, any number of times",
+        "file": f"{approval.tool} on {approval.scope_path}",
+        "folder": f"{approval.tool} on files in {approval.scope_path}/",
+        "tool": f"{approval.tool} with any arguments",
+    }[approval.scope]
+    return f"Approved {approval.id} for {covered}, until {until}."
 
 
 def _ask(prompt: str) -> str | None:
@@ -55,10 +101,7 @@ def _ask(prompt: str) -> str | None:
     return None if line == "" else line.strip().lower()
 
 
-def _show(approval: object) -> None:
-    from mcp_server.approval.store import Approval
-
-    assert isinstance(approval, Approval)
+def _show(approval: Approval) -> None:
     left = max(0, int(approval.expires - time.time()))
     print(f"Approval {approval.id} ({approval.status}, {left // 60} min {left % 60} s left)")
     print(f"Requested by: {approval.origin}")
@@ -70,10 +113,9 @@ def _show(approval: object) -> None:
         print(f"  {line}")
 
 
-def _list(store: object, settings: Settings, show_hint: bool) -> int:
-    from mcp_server.approval.store import ApprovalStore
+def _list(store: ApprovalStore, show_hint: bool) -> int:
+    from foundation.command import cli_command
 
-    assert isinstance(store, ApprovalStore)
     pending = store.pending()
     if not pending:
         print("No pending approvals.")
@@ -83,13 +125,11 @@ def _list(store: object, settings: Settings, show_hint: bool) -> int:
         print(f"{approval.id}  {approval.tool}  risk={approval.risk}  {left // 60}m{left % 60:02d}s left  "
               f"({approval.reason})")
     if show_hint:
-        print("\nApprove one with: generalagent-mcp approve <id>")
+        print(f"\nApprove one with: {cli_command()} approve <id>")
     return 0
 
 
-def _audit(settings: Settings, approval: object) -> None:
+def _audit(settings: Settings, approval: Approval) -> None:
     from mcp_server.approval.audit import AuditLog
-    from mcp_server.approval.store import Approval
 
-    assert isinstance(approval, Approval)
     AuditLog(settings.data_dir).record_decision(approval)

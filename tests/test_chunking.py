@@ -162,15 +162,19 @@ def test_heading_only_section_glues_to_its_subsection() -> None:
     assert chunks[0].text.startswith("# Guide") and chunks[0].heading == "Guide > Install"
 
 
-def test_rows_units_stay_whole_up_to_max_rows_chars() -> None:
-    header = "Region | Revenue"
-    batch = "\n".join([header] + [f"Region{n} | {n * 1000}" for n in range(20)])
-    unit = Unit(0, len(batch), "rows", sheet="Sales", rows=(1, 21), heading_path=("Sales",))
-    chunks = chunk_document(Extracted(text=batch, units=[unit], kind="xlsx"))
-    assert len(chunks) == 1 and chunks[0].rows == (1, 21) and chunks[0].sheet == "Sales"
-    small = ChunkingOptions(max_rows_chars=150)
-    parts = chunk_document(Extracted(text=batch, units=[unit], kind="xlsx"), small)
-    assert len(parts) > 1 and all(len(c.text) <= 150 and c.sheet == "Sales" for c in parts)
+def test_row_windows_keep_whole_rows_within_max_chars() -> None:
+    lines = ["Region | Revenue"] + [f"Region{n} | {n * 1000}" for n in range(40)]
+    text = "\n".join(lines)
+    units, pos = [], 0
+    for i, line in enumerate(lines):
+        heading = ("Sales",) if i == 0 else ("Sales", lines[0])
+        units.append(Unit(pos, pos + len(line), "row", sheet="Sales", rows=(i + 1, i + 1), heading_path=heading))
+        pos += len(line) + 1
+    chunks = chunk_document(Extracted(text=text, units=units, kind="xlsx"), ChunkingOptions(150, 30, 10))
+    assert len(chunks) > 1 and all(len(c.text) <= 150 and c.sheet == "Sales" for c in chunks)
+    assert all(c.text.split("\n")[0] in lines for c in chunks)  # whole rows only
+    for a, b in zip(chunks, chunks[1:], strict=False):
+        assert a.rows and b.rows and b.rows[0] <= a.rows[1] + 1 and a.end - b.start <= 30  # overlap within limit
 
 
 def test_ten_megabytes_chunk_in_seconds() -> None:

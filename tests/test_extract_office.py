@@ -104,7 +104,7 @@ def test_docx_localised_heading_style_ids(tmp_path: Path) -> None:
     assert [u.heading_path for u in result.units] == [("概述",), ("概述", "细节")]
 
 
-def test_xlsx_batches_with_header_and_overlap(tmp_path: Path) -> None:
+def test_xlsx_rows_are_units_with_the_header_in_their_heading(tmp_path: Path) -> None:
     rows: list[list[object]] = [["Region", "Revenue", "Growth"]]
     rows += [[f"R{n}", n * 1000, n / 100] for n in range(1, 46)]  # sheet rows 2..46
     path = make_xlsx(tmp_path / "sales.xlsx", {"Sales": rows, "空表": [], "客户": [["客户", "营收"], ["华为", 12.5]]})
@@ -112,21 +112,21 @@ def test_xlsx_batches_with_header_and_overlap(tmp_path: Path) -> None:
     assert result.kind == "xlsx"
     check_offsets(result)
     sales = [u for u in result.units if u.sheet == "Sales"]
-    assert [u.rows for u in sales] == [(1, 21), (20, 39), (38, 46)]
-    for unit in sales:
-        lines = result.text[unit.start : unit.end].split("\n")
-        assert lines[0] == "Region | Revenue | Growth"
-        assert unit.kind == "rows" and unit.heading_path == ("Sales",)
-    first = result.text[sales[0].start : sales[0].end].split("\n")
-    second = result.text[sales[1].start : sales[1].end].split("\n")
-    assert first[1] == "R1 | 1000 | 0.01" and len(first) == 21
-    assert second[1:3] == first[-2:]  # 2 rows of overlap
-    assert [u.sheet for u in result.units if u.sheet != "Sales"] == ["客户"]  # the empty sheet has none
-    zh = result.units[-1]
-    assert result.text[zh.start : zh.end] == "客户 | 营收\n华为 | 12.5" and zh.rows == (1, 2)
+    assert [u.rows for u in sales] == [(n, n) for n in range(1, 47)]
+    assert result.text[sales[0].start : sales[0].end] == "Region | Revenue | Growth"
+    assert result.text[sales[1].start : sales[1].end] == "R1 | 1000 | 0.01"
+    assert sales[0].heading_path == ("Sales",)
+    assert all(u.kind == "row" and u.heading_path == ("Sales", "Region | Revenue | Growth") for u in sales[1:])
+    assert result.text.count("Region | Revenue") == 1  # each row's text once
+    assert [u.sheet for u in result.units if u.sheet != "Sales"] == ["客户", "客户"]  # the empty sheet has none
     chunks = chunk_document(result)
-    assert [c.rows for c in chunks if c.sheet == "Sales"] == [(1, 21), (20, 39), (38, 46)]
-    assert all(c.text.startswith("Region | Revenue") for c in chunks if c.sheet == "Sales")
+    sales_chunks = [c for c in chunks if c.sheet == "Sales"]
+    assert sales_chunks[0].rows is not None and sales_chunks[0].rows[0] == 1
+    assert sales_chunks[-1].rows is not None and sales_chunks[-1].rows[1] == 46
+    assert all(len(c.text) <= 400 and c.heading.startswith("Sales") for c in sales_chunks)
+    assert all("Region | Revenue" in c.heading for c in sales_chunks[1:])  # the header goes with every window
+    zh = [c for c in chunks if c.sheet == "客户"]
+    assert len(zh) == 1 and zh[0].text == "客户 | 营收\n华为 | 12.5" and zh[0].rows == (1, 2)
 
 
 def test_xlsx_dates_bools_and_blank_rows(tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_xlsx_dates_bools_and_blank_rows(tmp_path: Path) -> None:
     result = extract_file(path)
     text = result.text
     assert text == "when | ok | note\n2026-03-01 | TRUE\nx | FALSE | 多行 文本"
-    assert result.units[0].rows == (1, 5)
+    assert [u.rows for u in result.units] == [(1, 1), (2, 2), (5, 5)]  # blank rows skipped, numbers kept
 
 
 def test_pptx_slides_titles_tables_notes(tmp_path: Path) -> None:

@@ -156,9 +156,11 @@ def run_bash_command(
     """Run a bash command in the workspace root (no stdin, secrets removed from the environment);
     it and its children are killed at the timeout."""
     if not rt.settings.bash_enabled:
+        from foundation.command import cli_command
+
         raise NotConfigured(
             "run_bash_command is disabled. To enable it, set GENERALAGENT_BASH_ENABLED=1 in the server's "
-            "environment or start it with `generalagent-mcp serve --enable-bash`, then restart the server."
+            f"environment or start it with `{cli_command()} serve --enable-bash`, then restart the server."
         )
     if "\x00" in command or len(command) > MAX_COMMAND_CHARS:
         raise InvalidInput(f"The command must be at most {MAX_COMMAND_CHARS} characters without NUL bytes; "

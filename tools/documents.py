@@ -10,29 +10,41 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import (
+    BaseModel,
+    Field,
+    GetJsonSchemaHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from foundation.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
 from foundation.globs import GlobPattern
 from foundation.paths import display_path, fd_allowed, open_for_read, resolve_path, roots_for
 from foundation.safe_open import open_inside, opened
 from indexing.model import ChunkingOptions, ExtractionLimits
+from tools.index_jobs import IndexJob, JobRegistry, Progress, Work
 from tools.runtime import CallContext, Runtime, Service
 from tools.skills import skill_hint
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
-    from indexing.indexer import Indexer
+    from indexing.indexer import Indexer, IndexReport
     from indexing.postings import MemoryIndex
     from indexing.search import ChunkHit, PathFilter, Searcher
-    from indexing.store import IndexStore
+    from indexing.store import IndexStore, JobRow
 
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
 MAX_GLOB_FILES = 5000
 LINE_CHARS = 500
+STATUS_WALK_MAX = 20_000  # index_status counts unindexed files among this many folder entries
 SearchMode = Literal["natural", "all", "phrase", "fts"]
 
 QueryArg = Annotated[
@@ -98,21 +110,50 @@ def _open_store(path: Path) -> IndexStore:
     return store
 
 
-def _indexer(rt: Runtime, call: CallContext | None = None) -> Indexer:
+def index_jobs(rt: Runtime) -> JobRegistry:
+    """The index runs of this server (one per path at a time; background ones outlive their call)."""
+    return _INDEX_JOBS.of(rt)
+
+
+def _indexer(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
+             session_id: str | None = None) -> Indexer:
     from indexing.indexer import Indexer
     s = rt.settings
     limits = rt.extraction_limits()
     chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
-    roots = roots_for(s, call.session_id if call else None)
+    if call is not None:
+        should_cancel, session_id = (lambda: call.cancelled), call.session_id
+    roots = roots_for(s, session_id)
     allowed = fd_allowed(s, roots)
-    return Indexer(index_store(rt), limits, chunking, should_cancel=(lambda: call.cancelled) if call else None,
+    return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel,
                    opener=lambda path: open_inside(path, roots, allowed))
 
 
 # -- result models ------------------------------------------------------------------------------
 
 
-class Hit(BaseModel):
+class OmitNone(BaseModel):
+    """A result whose unset (None) fields are left out of the output, and so of its output schema."""
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> object:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler.resolve_ref_schema(handler(core_schema))  # (only ever used as output)
+        required = set(schema.get("required", ()))
+        for name, prop in schema.get("properties", {}).items():
+            options = prop.get("anyOf")
+            if name not in required and isinstance(options, list) and {"type": "null"} in options:
+                rest = [o for o in options if o != {"type": "null"}]
+                del prop["anyOf"]
+                prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+                prop.pop("default", None)
+        return schema
+
+
+class Hit(OmitNone):
     path: str = Field(description="File path (relative to its workspace root).")
     doc_id: str = Field(description="Content hash of the document (files with equal bytes share it).")
     chunk_index: int | None = Field(default=None, description="Chunk number in the document (0-based).")
@@ -129,6 +170,7 @@ class Hit(BaseModel):
     match: str | None = Field(default=None, description="The regex match.")
     before: str | None = Field(default=None, description="Text just before the hit.")
     after: str | None = Field(default=None, description="Text just after the hit.")
+    _abs_path: str = PrivateAttr(default="")  # the real path, to check that the file still exists
 
 
 class DocumentResult(BaseModel):
@@ -149,12 +191,14 @@ class SearchResult(BaseModel):
 
 
 def _hit_model(h: ChunkHit, roots: tuple[Path, ...], match: str | None = None) -> Hit:
-    return Hit(
+    hit = Hit(
         path=display_path(Path(h.path), roots) if h.path else "", doc_id=h.doc_hash[:16], chunk_index=h.index,
         page=h.page, slide=h.slide, sheet=h.sheet, rows=list(h.rows) if h.rows else None,
         heading=h.heading or None, start=h.start, end=h.end, score=round(h.score, 4), text=h.text, match=match,
         before=h.before or None, after=h.after or None,
     )
+    hit._abs_path = h.path
+    return hit
 
 
 # -- search_documents ---------------------------------------------------------------------------
@@ -188,33 +232,82 @@ def search_documents(
     from indexing.search import Searcher
 
     searcher = Searcher(store, memory=memory_index(rt))
-    if use_regex:
-        return _regex_result(searcher, query, scope, max_results, offset, roots)
-    if group_by_document:
-        docs = searcher.search_documents(
-            query, mode=mode, limit=max_results + 1, offset=offset, paths=scope, context_chars=context_chars
-        )
-        more = len(docs) > max_results
-        models = [
-            DocumentResult(
-                path=display_path(Path(d.path), roots), doc_id=d.doc_hash[:16], score=round(d.score, 4),
-                matched_chunks=[_hit_model(h, roots) for h in d.matched],
-                context_chunks=[_hit_model(h, roots) for h in d.context],
+    for _ in range(2):  # once more when hits of deleted files were dropped from the index
+        if use_regex:
+            result = _regex_result(searcher, query, scope, max_results, offset, roots)
+        elif group_by_document:
+            result = _grouped_result(searcher, query, mode, scope, (max_results, offset), context_chars, roots)
+        else:
+            hits = searcher.search(
+                query, mode=mode, limit=max_results + 1, offset=offset, paths=scope, context_chars=context_chars
             )
-            for d in docs[:max_results]
-        ]
-        return SearchResult(
-            query=query, mode=mode, documents=models, next_offset=offset + max_results if more else None,
-            note=None if models else _no_hits_note(query, mode),
+            result = SearchResult(
+                query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
+                next_offset=offset + max_results if len(hits) > max_results else None,
+            )
+        if not _forget_deleted(rt, _result_paths(result), call):
+            break
+    if not result.hits and not result.documents:
+        result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
+    if not paths:
+        result.note = _join(result.note, _outside_roots_note(store, roots))
+    return result
+
+
+def _grouped_result(
+    searcher: Searcher, query: str, mode: SearchMode, scope: PathFilter, page: tuple[int, int], context_chars: int,
+    roots: tuple[Path, ...],
+) -> SearchResult:
+    limit, offset = page
+    docs = searcher.search_documents(
+        query, mode=mode, limit=limit + 1, offset=offset, paths=scope, context_chars=context_chars
+    )
+    models = [
+        DocumentResult(
+            path=display_path(Path(d.path), roots), doc_id=d.doc_hash[:16], score=round(d.score, 4),
+            matched_chunks=[_hit_model(h, roots) for h in d.matched],
+            context_chunks=[_hit_model(h, roots) for h in d.context],
         )
-    hits = searcher.search(
-        query, mode=mode, limit=max_results + 1, offset=offset, paths=scope, context_chars=context_chars
-    )
-    more = len(hits) > max_results
-    return SearchResult(
-        query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
-        next_offset=offset + max_results if more else None, note=None if hits else _no_hits_note(query, mode),
-    )
+        for d in docs[:limit]
+    ]
+    more = len(docs) > limit
+    return SearchResult(query=query, mode=mode, documents=models, next_offset=offset + limit if more else None)
+
+
+def _result_paths(result: SearchResult) -> list[str]:
+    return [h._abs_path for h in result.hits] + [d.matched_chunks[0]._abs_path for d in result.documents or [] if d.matched_chunks]
+
+
+def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:
+    """Drop from the index the hit files that are gone from disk; True when any was."""
+    gone = sorted({p for p in paths if p and not os.path.exists(p)})
+    if not gone:
+        return False
+    indexer = _indexer(rt)
+    store = index_store(rt)
+    for path in gone:
+        indexer.remove_path(path)
+    with store.write() as conn:
+        for doc_id in store.orphan_documents():
+            store.drop_if_orphan(conn, doc_id)
+    return True
+
+
+def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | None:
+    from indexing.store import folder_range
+
+    inside = sum(store.conn().execute(
+        "SELECT count(*) FROM files WHERE path >= ? AND path < ?", folder_range(str(root))
+    ).fetchone()[0] for root in roots)
+    outside = store.totals()["files"] - inside
+    if outside <= 0:
+        return None
+    files = "1 indexed file lies" if outside == 1 else f"{outside} indexed files lie"
+    return f"{files} outside the workspace roots searched here; they are not searched."
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    return " ".join(x for x in (a, b) if x) or None
 
 
 def _regex_result(
@@ -226,11 +319,20 @@ def _regex_result(
     hits = [_hit_model(h, roots, match) for h, match in found[:limit]]
     return SearchResult(
         query=pattern, mode="regex", hits=hits, next_offset=offset + limit if len(found) > limit else None,
-        note=None if hits else "No chunk matches this pattern.",
     )
 
 
-def _no_hits_note(query: str, mode: str) -> str:
+def _no_hits_note(searcher: Searcher | None, query: str, mode: str, scope: PathFilter | None, offset: int) -> str:
+    """Why nothing was found: no searchable words, past the last page, or no word matched."""
+    from indexing.analyzer import analyze
+
+    if mode == "regex":
+        return "No chunk matches this pattern."
+    if mode != "fts" and not analyze(query):
+        return ("No matches: the query has only common words (stop words such as 'the', 'what', '的') that "
+                "are not indexed. Add a specific word.")
+    if offset > 0 and searcher is not None and searcher.search(query, mode=mode, limit=1, paths=scope):  # type: ignore[arg-type]
+        return f"No more matches: offset {offset} is past the last result. Use offset=0 or a smaller offset."
     if mode == "natural":
         return "No matches. Try other or fewer words, check that the files are indexed (index_status)."
     return 'No matches. Try mode="natural", which needs only some of the words.'
@@ -311,9 +413,12 @@ def search_file(
             if os.fstat(fd).st_size <= LIVE_TEXT_MAX_BYTES:  # small text files: searched live, by line
                 hits = _search_lines(real, fd, query, mode, use_regex, max_results, context_chars,
                                      rt.extraction_limits())
+                for hit in hits:
+                    hit.path = shown
     if hits is not None:
         return SearchFileResult(
-            path=shown, kind=kind, hits=hits, searched="lines", note=None if hits else _no_hits_note(query, mode)
+            path=shown, kind=kind, hits=hits, searched="lines",
+            note=None if hits else _no_hits_note(None, query, "regex" if use_regex else mode, None, 0),
         )
     outcome = _indexer(rt, call).index_file(real)
     if outcome.status == "failed":
@@ -324,11 +429,12 @@ def search_file(
     searcher = Searcher(index_store(rt))
     if use_regex:
         result = _regex_result(searcher, query, scope, max_results, 0, roots)
-        return SearchFileResult(path=shown, kind=kind, hits=result.hits, searched="index", note=result.note)
+        note = None if result.hits else _no_hits_note(None, query, "regex", None, 0)
+        return SearchFileResult(path=shown, kind=kind, hits=result.hits, searched="index", note=note)
     found = searcher.search(query, mode=mode, limit=max_results, paths=scope, context_chars=context_chars)
     return SearchFileResult(
         path=shown, kind=kind, hits=[_hit_model(h, roots) for h in found], searched="index",
-        note=None if found else _no_hits_note(query, mode),
+        note=None if found else _no_hits_note(searcher, query, mode, scope, 0),
     )
 
 
@@ -388,8 +494,12 @@ class FailedFile(BaseModel):
     reason: str
 
 
-class IndexResult(BaseModel):
+class IndexResult(OmitNone):
     path: str
+    job_id: str = Field(description="The index run; index_status lists runs with their progress.")
+    state: str = Field(description="done, running (in the background), cancelled or failed.")
+    files_done: int = Field(description="Files handled so far.")
+    files_total: int = Field(description="Supported files found (0 while the folder is still being listed).")
     indexed: int = Field(description="Files read and indexed now (new or changed content).")
     unchanged: int = Field(description="Files skipped because they did not change.")
     removed: int = Field(description="Index entries dropped because their files are gone.")
@@ -404,53 +514,97 @@ class IndexResult(BaseModel):
 def index_path(
     path: Annotated[str, Field(description="File or folder to index (relative to the workspace root).")],
     recursive: Annotated[bool, Field(description="Include sub-folders.")] = True,
+    wait: Annotated[
+        bool,
+        Field(description="False: return at once with a job id; index_status shows progress."),
+    ] = True,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexResult:
     """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
-    skipped, changed ones re-indexed, deleted ones dropped. Reports progress; can be cancelled."""
+    skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
-    indexer = _indexer(rt, call)
-    started = time.perf_counter()
+    jobs = index_jobs(rt)
+    job, joined = jobs.claim(str(real), background=not wait)
+    if joined:
+        if wait:
+            jobs.wait(job, lambda: call.cancelled, call.report)
+        return _index_result(job, roots, f"Joined index job {job.row.id}, already running for this path.")
+    work = _index_work(rt, real, recursive, call.session_id)
+    if not wait:
+        jobs.start_background(job, work)
+        return _index_result(job, roots, f"Indexing in the background (job {job.row.id}); index_status shows "
+                                         "its progress. search_documents finds files as they are indexed.")
+    jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
+    return _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
 
-    def progress(done: int, total: int, message: str) -> None:
-        call.report(done, total, message)
 
-    if real.is_dir():
-        report = indexer.index_tree(real, recursive=recursive, progress=progress)
-    else:
-        from indexing.indexer import IndexReport
+def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None) -> Work:
+    def work(should_cancel: Callable[[], bool], progress: Progress, report: IndexReport) -> None:
+        indexer = _indexer(rt, should_cancel=should_cancel, session_id=session_id)
+        if real.is_dir():
+            indexer.index_tree(real, recursive=recursive, progress=progress, report=report)
+        else:
+            report.add(indexer.index_file(real))
+            progress(1, 1, real.name)
 
-        report = IndexReport()
-        report.add(indexer.index_file(real))
-        call.report(1, 1, real.name)
+    return work
+
+
+def _index_result(job: IndexJob, roots: tuple[Path, ...], note: str | None = None,
+                  hint: str | None = None) -> IndexResult:
+    row, report = job.snapshot(), job.report
     failed = [FailedFile(path=display_path(Path(f.path), roots), reason=f.reason[:300]) for f in report.failed[:50]]
-    note = "The folder walk stopped at its file limit; index sub-folders separately." if report.truncated else None
+    if report.truncated:
+        note = "The folder walk stopped at its file limit; index sub-folders separately."
     if len(report.failed) > 50:
         note = f"{len(report.failed)} files failed; the first 50 are listed."
+    if row.state == "running" and job.finished.is_set():
+        row = job.row
     return IndexResult(
-        path=display_path(real, roots), indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
+        path=display_path(Path(row.path), roots), job_id=row.id, state=row.state, files_done=row.done,
+        files_total=row.total, indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
         failed=failed, skipped=report.skipped, chunks_added=report.chunks_added,
-        seconds=round(time.perf_counter() - started, 2), note=note,
-        skill_hint=None if real.is_dir() else skill_hint(rt, real),  # skills: the file-type hint
+        seconds=round((row.finished_at or time.time()) - row.started_at, 2), note=note,
+        skill_hint=hint,  # skills: the file-type hint
     )
 
 
 # -- index_status ----------------------------------------------------------------------------------
 
 
-class PathStatus(BaseModel):
+class JobInfo(OmitNone):
+    id: str
+    path: str
+    state: str = Field(description="running, done, cancelled, failed, or interrupted (the server stopped).")
+    files_done: int
+    files_total: int
+    indexed: int
+    failed: int
+    seconds: float = Field(description="Time it ran (so far, while running).")
+    error: str | None = None
+
+
+class PathStatus(OmitNone):
     path: str
     indexed: bool
-    fresh: bool | None = Field(default=None, description="True when the file has not changed since indexing.")
+    fresh: bool | None = Field(
+        default=None, description="True when everything is indexed and unchanged since (false while partial)."
+    )
+    partial: bool | None = Field(
+        default=None, description="True when the last run here is running or stopped before the end."
+    )
     indexed_at: str | None = None
     chunks: int | None = None
     error: str | None = None
     files: int | None = Field(default=None, description="For folders: indexed files under it.")
     stale: int | None = Field(default=None, description="For folders: indexed files changed or deleted since.")
     failed: int | None = Field(default=None, description="For folders: files that could not be indexed.")
+    not_indexed: int | None = Field(default=None, description="For folders: supported files on disk not indexed.")
+    job: JobInfo | None = Field(default=None, description="The last index run of this path (or a folder above).")
+    note: str | None = None
 
 
 class IndexStatus(BaseModel):
@@ -462,6 +616,7 @@ class IndexStatus(BaseModel):
     chunks: int
     characters: int
     search: str = ""
+    jobs: list[JobInfo] = Field(default_factory=list, description="Index runs: running ones, then the latest.")
     path_status: PathStatus | None = None
 
 
@@ -474,18 +629,52 @@ def index_status(
     call: CallContext,
 ) -> IndexStatus:
     """What is indexed: totals (files, documents, chunks, database size), or one file's or folder's
-    state (indexed? unchanged since? when? how many chunks?)."""
+    state (indexed? complete? unchanged since? when? how many chunks?), and index jobs."""
     store = index_store(rt)
     totals = store.totals()
+    roots = roots_for(rt.settings, call.session_id)
     status = IndexStatus(
         database=str(store.path), database_bytes=store.db_bytes(), files=totals["files"],
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
         characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
+        jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
     )
-    if path is not None:
+    if path:
         real = resolve_path(rt.settings, path, session_id=call.session_id)
-        status.path_status = _path_status(store, real, display_path(real, roots_for(rt.settings, call.session_id)))
+        job = index_jobs(rt).covering(str(real))
+        status.path_status = _path_status(store, real, display_path(real, roots))
+        _apply_job(status.path_status, _job_info(job, roots) if job else None)
     return status
+
+
+def _job_info(row: JobRow, roots: tuple[Path, ...]) -> JobInfo:
+    return JobInfo(
+        id=row.id, path=display_path(Path(row.path), roots), state=row.state, files_done=row.done,
+        files_total=row.total, indexed=row.indexed, failed=row.failed,
+        seconds=round(_ended(row) - row.started_at, 1), error=row.error or None,
+    )
+
+
+def _ended(row: JobRow) -> float:
+    """When the run ended (now while it runs; its start when it was interrupted without a record)."""
+    return row.finished_at or (time.time() if row.state == "running" else row.started_at)
+
+
+def _apply_job(status: PathStatus, job: JobInfo | None) -> None:
+    """Make a folder's status honest about its last run: running or stopped means partial."""
+    status.job = job
+    if job is None or status.files is None and status.indexed and job.state != "running":
+        return  # a file's own row tells the truth about that file
+    status.partial = job.state != "done"
+    if job.state == "running":
+        status.fresh = False
+        status.note = f"Indexing now (job {job.id}): {job.files_done} of {job.files_total or '?'} files done."
+    elif status.partial:
+        status.fresh = False
+        status.note = (
+            f"Partly indexed: the last run ({job.state}) stopped after {job.files_done} of {job.files_total or '?'} "
+            "files. Run index_path again to continue; indexed files are skipped."
+        )
 
 
 def _path_status(store: IndexStore, real: Path, shown: str) -> PathStatus:
@@ -500,13 +689,26 @@ def _path_status(store: IndexStore, real: Path, shown: str) -> PathStatus:
             indexed_at=_iso(row.indexed_at), chunks=chunks, error=row.error,
         )
     rows = store.files_under(str(real))
+    missing = _not_indexed(real, {r.path for r in rows}) if real.is_dir() else 0
     if not rows:
-        return PathStatus(path=shown, indexed=False)
+        note = f"{missing} supported files here are not indexed; run index_path." if missing else None
+        return PathStatus(path=shown, indexed=False, not_indexed=missing if real.is_dir() else None, note=note)
     stale = sum(not _fresh(r.path, r.size, r.mtime_ns) for r in rows[:20_000])
     return PathStatus(
-        path=shown, indexed=True, fresh=stale == 0, files=len(rows), stale=stale,
+        path=shown, indexed=True, fresh=stale == 0 and missing == 0, files=len(rows), stale=stale,
         failed=sum(r.error is not None for r in rows), indexed_at=_iso(max(r.indexed_at for r in rows)),
+        not_indexed=missing,
+        note=f"{missing} supported files are not indexed yet; run index_path to add them." if missing else None,
     )
+
+
+def _not_indexed(folder: Path, indexed: set[str]) -> int:
+    """Supported files under `folder` (first STATUS_WALK_MAX entries) that the index does not have."""
+    from foundation.filewalk import FileWalk
+    from indexing.extract import is_supported
+
+    walk = FileWalk(folder, max_depth=64, max_entries=STATUS_WALK_MAX)
+    return sum(1 for e in walk if is_supported(e.path) and str(e.path) not in indexed)
 
 
 def _fresh(path: str, size: int, mtime_ns: int) -> bool:
@@ -613,3 +815,4 @@ def warm_up_search(rt: Runtime) -> None:
 
 _INDEX_STORE: Service[IndexStore] = Service(lambda rt: _open_store(rt.data_dir / "index.sqlite3"))
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
+_INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt)))

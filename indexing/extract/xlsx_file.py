@@ -1,11 +1,12 @@
-"""XLSX extraction with openpyxl in read-only mode: per sheet, rows batched into "rows" Units.
+"""XLSX extraction with openpyxl in read-only mode: per sheet, one "row" Unit per non-empty row.
 
 `ws.reset_dimensions()` is called first (and openpyxl's dimension pre-scan is skipped), so a
-sheet that claims A1:XFD1048576 costs only its real cells and each sheet is parsed once. Each non-empty row becomes one line, cells joined with " | " (trailing empty cells
-dropped, whole numbers without ".0", dates ISO). Rows are batched 20 per Unit (fewer when the
-batch passes ~1,500 characters) with 2 rows of overlap between batches, and the sheet's header
-row (its first non-empty row) is repeated at the top of every batch. Unit.sheet and Unit.rows
-(1-based, inclusive) say where a batch came from; heading_path is (sheet name,).
+sheet that claims A1:XFD1048576 costs only its real cells and each sheet is parsed once. Each
+non-empty row becomes one line, cells joined with " | " (trailing empty cells dropped, whole
+numbers without ".0", dates ISO); a sheet's lines are one block of text, so each row's text is in
+the document once. Every row is a Unit (Unit.sheet, Unit.rows = (n, n), 1-based); the header row
+(the sheet's first non-empty row) has heading_path (sheet,), the rows below it (sheet, header), so
+the chunker's windows of whole rows carry the header with them (see indexing.chunking).
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from indexing.extract.builder import TextBuilder
-from indexing.model import Extracted, ExtractionLimits
+from indexing.model import Extracted, ExtractionLimits, Unit
 
-BATCH_ROWS = 20
-OVERLAP_ROWS = 2
-BATCH_CHARS = 1500
+HEADER_CHARS = 300  # of the header row, repeated in the heading of every chunk of the sheet
 
 
 def extract_xlsx(path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
@@ -85,28 +84,31 @@ def _cell_text(value: Any) -> str:
 
 
 def _add_sheet(builder: TextBuilder, name: str, lines: Iterator[tuple[int, str]]) -> bool:
-    header = next(lines, None)
-    if header is None:
-        return True
-    batch: list[tuple[int, str]] = []
-    fresh = 0  # rows in `batch` not yet emitted
+    """Add a sheet's rows as one block of text with one Unit per row; False once the text cap is reached."""
+    room = builder.max_chars - builder.pos
+    rows: list[tuple[int, str]] = []
     size = 0
-    for row in lines:
-        batch.append(row)
-        fresh += 1
-        size += len(row[1]) + 1
-        if len(batch) >= BATCH_ROWS or size >= BATCH_CHARS:
-            if not _emit(builder, name, header, batch):
-                return False
-            batch = batch[-OVERLAP_ROWS:] if len(batch) > OVERLAP_ROWS else []
-            fresh, size = 0, sum(len(r[1]) + 1 for r in batch)
-    if fresh or not builder.units or builder.units[-1].sheet != name:
-        return _emit(builder, name, header, batch)
-    return True
-
-
-def _emit(builder: TextBuilder, name: str, header: tuple[int, str], batch: list[tuple[int, str]]) -> bool:
-    first = header[0] if not batch or builder.units == [] or builder.units[-1].sheet != name else batch[0][0]
-    last = batch[-1][0] if batch else header[0]
-    text = "\n".join([header[1]] + [line for _, line in batch])
-    return builder.add(text, "rows", sheet=name, rows=(first, last), heading_path=(name,))
+    for number, line in lines:
+        line = line.strip()
+        if line:
+            rows.append((number, line))
+            size += len(line) + 1
+            if size > room:  # the builder cuts the text here anyway
+                break
+    if not rows:
+        return True
+    before = len(builder.units)
+    more = builder.add("\n".join(line for _, line in rows), "row", sheet=name)
+    if len(builder.units) == before:
+        return more
+    block = builder.units.pop()
+    header = rows[0][1][:HEADER_CHARS]
+    pos = block.start
+    for i, (number, line) in enumerate(rows):
+        end = min(pos + len(line), block.end)
+        if end <= pos:
+            break
+        heading = (name,) if i == 0 else (name, header)
+        builder.units.append(Unit(pos, end, "row", sheet=name, rows=(number, number), heading_path=heading))
+        pos = end + 1
+    return more

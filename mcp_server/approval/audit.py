@@ -3,7 +3,8 @@
 Each line: time, tool, caller (client or sub-agent), an arguments summary with secrets
 masked, the decision (allow/ask/deny), its rule, risk and reason, the outcome (executed,
 approval_required, denied, rejected) and who approved (elicitation, session-grant, cli,
-http-page). Secrets never reach the file: values under secret-looking keys and
+http-page) - with the scope of an out-of-band approval (once, today, file, folder, tool and the
+file or folder it covers) on its grant line and on every call it let through. Secrets never reach the file: values under secret-looking keys and
 secret-looking strings anywhere are replaced by `***`.
 """
 
@@ -85,10 +86,13 @@ class AuditLog:
             tool=approval.tool, args=approval.args, action="ask", rule_id=approval.rule_id, risk=approval.risk,
             reason=approval.reason, outcome="granted" if approval.status == "granted" else "rejected",
             origin=approval.origin, approved_by=approval.approved_by, approval_id=approval.id,
+            scope=approval.scope if approval.status == "granted" else None, scope_path=approval.scope_path,
+            expires=approval.expires if approval.status == "granted" else None,
         )
 
     def record(self, *, tool: str, args: dict[str, Any], action: str, rule_id: str, risk: str, reason: str,
-               outcome: str, origin: str, approved_by: str | None = None, approval_id: str | None = None) -> None:
+               outcome: str, origin: str, approved_by: str | None = None, approval_id: str | None = None,
+               scope: str | None = None, scope_path: str | None = None, expires: float | None = None) -> None:
         entry = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "tool": tool,
@@ -102,6 +106,12 @@ class AuditLog:
             "approved_by": approved_by,
             "approval_id": approval_id,
         }
+        if scope is not None:
+            entry["scope"] = scope
+            if scope_path:
+                entry["scope_path"] = scope_path
+            if expires is not None:
+                entry["expires"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires))
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
         with self._lock:
             self._rotate_if_large()

@@ -4,7 +4,8 @@ deny -> PolicyDenied. allow -> runs. ask -> runs only with a human's consent, gi
   1. a session grant ("approve for this session" earlier in this session), or
   2. an elicitation answer for exactly this call (the entry's resolver asked the client;
      for a sub-agent on a 2025-era parent connection the gate asks through the parent call), or
-  3. a granted out-of-band approval for exactly this call (CLI or local HTTP page), used once.
+  3. a granted out-of-band approval (CLI or local HTTP page) that covers this call: exactly this
+     call once (default), or the wider scope the human chose there (store.py: today/file/folder/tool).
 Otherwise the call is not executed: ApprovalRequired names an approval id and how to approve it.
 No argument of the call ever counts as consent.
 """
@@ -29,7 +30,7 @@ from foundation.errors import ApprovalRequired, PolicyDenied
 from foundation.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
 from foundation.toolspec import ToolSpec
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog
-from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, canonical_json
+from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, call_target, canonical_json
 
 log = logging.getLogger("generalagent.approval")
 
@@ -110,9 +111,11 @@ def describe_origin(origin: Any) -> str:
 
 def approve_command(settings: Settings, approval_id: str) -> str:
     """The exact terminal command that approves `approval_id` for this server's data dir."""
+    from foundation.command import cli_command
+
     if settings.data_dir == default_data_dir():
-        return f"generalagent-mcp approve {approval_id}"
-    return f"generalagent-mcp --data-dir {shlex.quote(str(settings.data_dir))} approve {approval_id}"
+        return f"{cli_command()} approve {approval_id}"
+    return f"{cli_command()} --data-dir {shlex.quote(str(settings.data_dir))} approve {approval_id}"
 
 
 class PolicyGate:
@@ -246,7 +249,7 @@ class PolicyGate:
         if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name,
                                                                  session_scope(spec, args, verdict)):
             return None
-        if self.store.has_grant(spec.name, args):
+        if self.store.has_grant(spec.name, args, call_target(args, self.roots(origin))):
             return None
         return approval_message(spec.name, args, verdict, scope_text(spec, verdict)), form_for(verdict)
 
@@ -296,21 +299,24 @@ class PolicyGate:
             raise PolicyDenied(
                 f"The user did not approve {spec.name} ({answer.choice}). Nothing was executed. Do not retry "
                 "it unless the user asks you to.")
-        granted = self.store.consume(spec.name, args)
+        target = call_target(args, self.roots(origin))
+        granted = self.store.consume(spec.name, args, target)
         if granted is not None:
-            record("approved", approved_by=granted.approved_by, approval_id=granted.id)
+            record("approved", approved_by=granted.approved_by, approval_id=granted.id, scope=granted.scope)
             return
         pending = self.store.request(spec.name, args, risk=verdict.risk, reason=verdict.reason,
-                                     rule_id=verdict.rule_id, origin=describe_origin(origin))
+                                     rule_id=verdict.rule_id, origin=describe_origin(origin), target=target)
         record("approval_required", approval_id=pending.id)
         raise ApprovalRequired(self._approval_required_text(spec.name, verdict, pending.id, origin))
 
     def _recorder(self, spec: ToolSpec, args: dict[str, Any], verdict: Verdict, origin: Any) -> Callable[..., None]:
-        def record(outcome: str, approved_by: str | None = None, approval_id: str | None = None) -> None:
+        def record(outcome: str, approved_by: str | None = None, approval_id: str | None = None,
+                   scope: str | None = None) -> None:
             try:
                 self.audit.record(tool=spec.name, args=args, action=verdict.action, rule_id=verdict.rule_id,
                                   risk=verdict.risk, reason=verdict.reason, outcome=outcome,
-                                  origin=describe_origin(origin), approved_by=approved_by, approval_id=approval_id)
+                                  origin=describe_origin(origin), approved_by=approved_by, approval_id=approval_id,
+                                  scope=scope)
             except OSError:
                 log.exception("could not write the audit log")
 

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from foundation.errors import GeneralAgentError
+from mcp_server.approval.store import SCOPES, scope_choices
 
 _HEADERS = {
     "Cache-Control": "no-store",
@@ -93,9 +94,19 @@ def add_approval_routes(server: Any, gate: Any) -> None:
             state = "expired" if approval.status == "pending" else approval.status
             return _page(f"Approval {approval.id}", _approval_view(approval) + f"<p>This approval is {state}.</p>")
         form = (f"<form method='post'><input type='hidden' name='csrf' value='{html.escape(approval.csrf)}'>"
-                "<button name='decision' value='approve'>Approve once</button>"
+                f"<p><b>Approve for:</b></p>{_scope_options(approval)}"
+                "<button name='decision' value='approve'>Approve</button>"
                 "<button name='decision' value='reject'>Reject</button></form>")
         return _page(f"Approve {approval.id}?", _approval_view(approval) + form)
+
+
+def _scope_options(approval: Any) -> str:
+    """Radio buttons for the scopes this approval may get (the first, this exact call once, is checked)."""
+    return "".join(
+        f"<p><label><input type='radio' name='scope' value='{name}'{' checked' if i == 0 else ''}> "
+        f"{html.escape(text)}</label></p>"
+        for i, (name, text) in enumerate(scope_choices(approval))
+    )
 
 
 async def _post(request: Request, store: Any, gate: Any, approval: Any) -> Response:
@@ -108,10 +119,16 @@ async def _post(request: Request, store: Any, gate: Any, approval: Any) -> Respo
     decision = str(form.get("decision") or "")
     if decision not in ("approve", "reject"):
         return _page("Bad request", "<p>Choose Approve or Reject.</p>", 400)
+    scope = str(form.get("scope") or "once")
+    if scope not in SCOPES:
+        return _page("Bad request", "<p>Choose what the approval covers.</p>", 400)
     try:
-        decided = store.decide(approval.id, decision == "approve", by="http-page")
+        decided = store.decide(approval.id, decision == "approve", by="http-page", scope=scope)
     except GeneralAgentError as exc:
         return _page("Not possible", f"<p>{html.escape(str(exc))}</p>", 409)
     gate.audit.record_decision(decided)
-    verdict = "approved. The assistant may now repeat the call once." if decision == "approve" else "rejected."
+    verdict = "rejected."
+    if decision == "approve":
+        verdict = ("approved. The assistant may now repeat the call once." if decided.scope == "once" else
+                   f"approved for {dict(scope_choices(decided))[decided.scope]}.")
     return _page(f"Approval {decided.id}", _approval_view(decided) + f"<p><b>{html.escape(verdict)}</b></p>")
