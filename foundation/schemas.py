@@ -18,6 +18,52 @@ ANY_VALUE: dict[str, Any] = {"anyOf": [{"type": t} for t in ("string", "number",
 """Accepts every JSON value, written without a `type` array (the spelling of `{}` that linters accept)."""
 
 NULL = {"type": "null"}
+
+# Closed schemas for conversation messages (OpenAI Chat or Anthropic Messages), so that tools taking
+# `messages` stay strict-mode tools. They describe what clients send; the server validates messages
+# itself (context.messages), accepts the full formats (e.g. a tool_use `input` object) and reads an
+# optional field sent as null as absent.
+_STR = {"type": "string"}
+TEXT_BLOCK_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"type": {"type": "string", "enum": ["text"]}, "text": _STR},
+    "required": ["type", "text"],
+}
+CONTENT_BLOCK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A part (text, image_url, ...) or block (text, tool_use, tool_result, ...).",
+    "properties": {
+        "type": _STR, "text": _STR, "id": _STR, "name": _STR,
+        "input": {"type": "string", "description": "tool_use input as JSON text (an object is accepted too)."},
+        "tool_use_id": _STR,
+        "content": {"anyOf": [_STR, {"type": "array", "items": TEXT_BLOCK_SCHEMA}]},
+        "is_error": {"type": "boolean"},
+    },
+    "required": ["type"],
+}
+TOOL_CALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": _STR, "type": {"type": "string", "enum": ["function"]},
+        "function": {"type": "object", "properties": {"name": _STR, "arguments": _STR},
+                     "required": ["name", "arguments"]},
+    },
+    "required": ["id", "type", "function"],
+}
+MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
+        "content": {"anyOf": [_STR, {"type": "array", "items": CONTENT_BLOCK_SCHEMA}]},
+        "name": _STR,
+        "tool_calls": {"type": "array", "items": TOOL_CALL_SCHEMA},
+        "tool_call_id": _STR,
+    },
+    "required": ["role"],
+}
+TEXT_MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"role": _STR, "content": _STR}, "required": ["role", "content"],
+}
+"""A message reduced to its text (where only the words matter, e.g. recall's context)."""
 _OUTPUT_ONLY_DOCS = ("description", "required", "enum")
 """Dropped from result schemas, which clients use to validate results (models read the results
 themselves): what remains checks every value's type, in fewer tokens of tools/list."""
@@ -35,9 +81,30 @@ def portable_schema(schema: dict[str, Any], output: bool = False) -> dict[str, A
         result.pop("$defs", None)
         result.pop("definitions", None)
     _shape(result, output)
-    if not output and result.get("type") == "object":
+    if output:
+        _untype_nested_objects(result, root=True)
+    elif result.get("type") == "object":
         result.setdefault("properties", {})
     return result
+
+
+def _untype_nested_objects(node: Any, root: bool = False) -> None:
+    """In result schemas, `type: object` beside `properties` below the root goes (the properties still
+    check every field; our results are model dumps, so those values are always objects)."""
+    if isinstance(node, list):
+        for item in node:
+            _untype_nested_objects(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if not root and node.get("type") == "object" and isinstance(node.get("properties"), dict):
+        del node["type"]
+    for key, value in node.items():
+        if key in _MAPS and isinstance(value, dict):
+            for child in value.values():
+                _untype_nested_objects(child)
+        elif isinstance(value, dict | list):
+            _untype_nested_objects(value)
 
 
 def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
