@@ -25,7 +25,7 @@ from foundation.errors import GeneralAgentError, SettingsError
 from foundation.schemas import portable_schema
 from foundation.settings import Settings
 from foundation.toolspec import ToolSpec, return_model, tool_parameters
-from mcp_server import registry
+from mcp_server import client_log, registry
 from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitation
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
@@ -67,7 +67,8 @@ def origin_from_context(ctx: Context) -> CallOrigin:
                       mcp_context=ctx)
 
 
-def make_entry(spec: ToolSpec, dispatcher: Dispatcher) -> Callable[..., Any]:
+def make_entry(spec: ToolSpec, dispatcher: Dispatcher,
+               sessions: dict[str, dict[str, Any]] | None = None) -> Callable[..., Any]:
     """An async function with the tool's public signature (plus ctx) that calls the dispatcher.
 
     Two hidden, resolver-filled parameters (never in the input schema) ask the human through the
@@ -90,7 +91,8 @@ def make_entry(spec: ToolSpec, dispatcher: Dispatcher) -> Callable[..., Any]:
         if ga_human is not None:
             origin.human_answer = human_answer(ga_human)
         try:
-            result = await dispatcher.run(spec.name, kwargs, origin, sink=ctx.report_progress)
+            with client_log.forwarding(ctx, sessions if sessions is not None else {}):
+                result = await dispatcher.run(spec.name, kwargs, origin, sink=ctx.report_progress)
         except GeneralAgentError as exc:
             raise ToolError(str(exc)) from exc
         data, text = dispatcher.bounded_payload(result)
@@ -211,7 +213,8 @@ class ToolCatalog:
 
     def add(self, spec: ToolSpec) -> None:
         """Register the tool with portable schemas (foundation.schemas) and checked arguments."""
-        tool = CheckedTool.of(spec, make_entry(spec, self.dispatcher), title=spec.title,
+        tool = CheckedTool.of(spec, make_entry(spec, self.dispatcher, self.server.sessionless_state),
+                              title=spec.title,
                               description=describe(spec, self.dispatcher.runtime.settings),
                               annotations=annotations_for(spec))
         tool.parameters = portable_schema(tool.parameters)
@@ -265,6 +268,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         lifespan=lifespan,
     )
     _advertise_tools_list_changed(server)
+    client_log.install(server, server.sessionless_state)
     listed = listed_specs(settings, registry.TOOLS)
     catalog = ToolCatalog(server, dispatcher, listed)
     runtime.catalog = catalog

@@ -86,16 +86,20 @@ class SessionToolServer(MCPServer[Any]):
 
     listed_by_profile: set[str]
     all_specs: dict[str, ToolSpec]
-    _sessionless_state: dict[str, dict[str, Any]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.listed_by_profile = set()
+        self.all_specs = {}
+        self.sessionless_state: dict[str, dict[str, Any]] = {}
 
     def setup_tools(self, listed: set[str], specs: dict[str, ToolSpec]) -> None:
         self.listed_by_profile = set(listed)
         self.all_specs = specs
-        self._sessionless_state = {}
 
     def enabled_for(self, request_context: Any) -> set[str]:
         """The names this session enabled on demand (a live set: add to it to enable)."""
-        state = session_state(request_context, self._sessionless_state)
+        state = session_state(request_context, self.sessionless_state)
         enabled: set[str] = state.setdefault(ENABLED_KEY, set())
         return enabled
 
