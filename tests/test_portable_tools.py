@@ -214,3 +214,16 @@ async def test_llm_tools_say_when_no_llm_is_configured(make_settings: Any) -> No
     configured = make_settings(llm_base_url="http://127.0.0.1:9/v1", llm_model="m")
     with_llm = {t["name"]: t for t in await listed_tools(configured)}
     assert "LLM endpoint" not in with_llm["delegate_task"]["description"].splitlines()[0]
+
+
+def test_doctor_and_serve_say_what_is_missing(tmp_path: Path) -> None:
+    from tests.test_cli import run
+
+    doctor = run(tmp_path, "doctor")
+    assert "delegate_task: Unavailable: no LLM endpoint is configured." in doctor.stdout
+    assert "compact_context: No LLM endpoint is configured" in doctor.stdout
+    missing = tmp_path / "no-such-folder"
+    served = run(tmp_path, "--root", str(missing), "serve")  # stdin closed at once: serves nothing, exits
+    assert served.returncode == 0, served.stderr
+    assert f"warning: the configured root {missing} does not exist" in served.stderr
+    assert "no LLM endpoint is configured" in served.stderr
