@@ -2,8 +2,8 @@
 
 `portable_schema` turns pydantic's schemas into the one dialect every model provider accepts:
 the OpenAI strict subset (every property required, optional ones nullable, objects closed with
-`additionalProperties: false`) that is also inside Gemini's function-declaration subset (no `$ref`
-/ `$defs`, no exclusive bounds, no `type` arrays, no `default`, no `title`). The server still
+`additionalProperties: false`, no string lengths) that is also inside Gemini's function-declaration
+subset (no `$ref` / `$defs`, no exclusive bounds, no `type` arrays, no `default`, no `title`). The server still
 validates calls against the real signatures, so what it accepts does not change: a `null` (or an
 empty string at the top level) for an optional argument means its default (foundation.toolspec).
 """
@@ -18,6 +18,9 @@ ANY_VALUE: dict[str, Any] = {"anyOf": [{"type": t} for t in ("string", "number",
 """Accepts every JSON value, written without a `type` array (the spelling of `{}` that linters accept)."""
 
 NULL = {"type": "null"}
+_VALIDATION_ONLY = ("minLength", "maxLength")
+"""String lengths are checked by the server only: OpenAI's strict mode does not take them (clients such
+as pydantic-ai then send the tool non-strict); a too long or empty string gets an error naming the limit."""
 
 # Closed schemas for conversation messages (OpenAI Chat or Anthropic Messages), so that tools taking
 # `messages` stay strict-mode tools. They describe what clients send; the server validates messages
@@ -152,7 +155,7 @@ def _shape(node: Any, output: bool) -> None:
     """Rewrite one schema node (and everything below it) in place."""
     if not isinstance(node, dict):
         return
-    for key in ("title", "default", "$schema") + (_OUTPUT_ONLY_DOCS if output else ()):
+    for key in ("title", "default", "$schema") + (_OUTPUT_ONLY_DOCS if output else _VALIDATION_ONLY):
         node.pop(key, None)
     _split_type_list(node)
     _inclusive_bounds(node)

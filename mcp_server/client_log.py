@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 
 import anyio.from_thread
 from mcp.server import MCPServer
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmptyResult, SetLevelRequestParams
 
 from mcp_server.tool_surface import session_state
@@ -62,7 +64,8 @@ class ClientLog:
         return self.threshold is None or LEVELS.index(level) >= LEVELS.index(self.threshold)
 
     async def send(self, level: str, data: Any, logger: str) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)  # logging is deprecated in 2026, served in 2025
             session = self.ctx.request_context.session
             await session.send_log_message(level=level, data=data, logger=logger,  # type: ignore[arg-type]
                                            related_request_id=self.ctx.request_id)

@@ -230,6 +230,8 @@ class ToolCatalog:
             for name in names:
                 self.dispatcher.spec(name)  # NotFound names the available tools
                 if name not in self.server.listed_by_profile and name not in enabled:
+                    if self.server._tool_manager.get_tool(name) is None:
+                        self.add(self.dispatcher.spec(name))
                     enabled.add(name)
                     added.append(name)
         return added
@@ -272,7 +274,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     listed = listed_specs(settings, registry.TOOLS)
     catalog = ToolCatalog(server, dispatcher, listed)
     runtime.catalog = catalog
-    for spec in registry.TOOLS:  # all registered; each session lists its own subset
+    for spec in listed:  # the rest is registered when a session first enables it
         catalog.add(spec)
     _add_resources(server, runtime)
     add_approval_routes(server, gate)

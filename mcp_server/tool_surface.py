@@ -36,6 +36,7 @@ class CheckedTool(Tool):
     @classmethod
     def of(cls, spec: ToolSpec, entry: Callable[..., Any], **kwargs: Any) -> CheckedTool:
         tool = cls.from_function(entry, name=spec.name, **kwargs)
+        assert isinstance(tool, CheckedTool)  # from_function builds `cls`
         tool._spec = spec
         return tool
 
