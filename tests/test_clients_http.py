@@ -81,7 +81,7 @@ async def test_pydantic_ai_over_http(http_server: tuple[HttpServer, Path]) -> No
     async with toolset:
         tools = await toolset.list_tools()
         for tool in tools:
-            transformer = OpenAIJsonSchemaTransformer(copy.deepcopy(tool.inputSchema), strict=None)
+            transformer = OpenAIJsonSchemaTransformer(copy.deepcopy(tool.input_schema), strict=None)
             transformer.walk()
             assert transformer.is_strict_compatible, tool.name
         await toolset.direct_call_tool("index_path", {"path": "fox.txt"})

@@ -106,8 +106,8 @@ async def test_pydantic_ai_over_stdio(tmp_path: Path) -> None:
         tools = {tool.name: tool for tool in await toolset.list_tools()}
         assert len(tools) >= 30
         for tool in tools.values():  # how pydantic-ai prepares a tool for an OpenAI model (strict auto)
-            transformer = OpenAIJsonSchemaTransformer(copy.deepcopy(tool.inputSchema), strict=None)
-            assert transformer.walk() == tool.inputSchema, tool.name
+            transformer = OpenAIJsonSchemaTransformer(copy.deepcopy(tool.input_schema), strict=None)
+            assert transformer.walk() == tool.input_schema, tool.name
             assert transformer.is_strict_compatible, f"{tool.name} would be sent non-strict"
 
         await toolset.direct_call_tool("index_path", {"path": "fox.txt"})
