@@ -1,8 +1,251 @@
-"""JSON schema shaping shared by tools/list and the sub-agent's function schemas."""
+"""JSON schema shaping shared by tools/list and the sub-agent's function schemas.
+
+`portable_schema` turns pydantic's schemas into the one dialect every model provider accepts:
+the OpenAI strict subset (every property required, optional ones nullable, objects closed with
+`additionalProperties: false`, no string lengths) that is also inside Gemini's function-declaration
+subset (no `$ref` / `$defs`, no exclusive bounds, no `type` arrays, no `default`, no `title`). The server still
+validates calls against the real signatures, so what it accepts does not change: a `null` (or an
+empty string at the top level) for an optional argument means its default (foundation.toolspec).
+"""
 
 from __future__ import annotations
 
+import copy
+import math
 from typing import Any
+
+ANY_VALUE: dict[str, Any] = {"anyOf": [{"type": t} for t in ("string", "number", "boolean", "object", "array", "null")]}
+"""Accepts every JSON value, written without a `type` array (the spelling of `{}` that linters accept)."""
+
+NULL = {"type": "null"}
+_VALIDATION_ONLY = ("minLength", "maxLength")
+"""String lengths are checked by the server only: OpenAI's strict mode does not take them (clients such
+as pydantic-ai then send the tool non-strict); a too long or empty string gets an error naming the limit."""
+
+# Closed schemas for conversation messages (OpenAI Chat or Anthropic Messages), so that tools taking
+# `messages` stay strict-mode tools. They describe what clients send; the server validates messages
+# itself (context.messages), accepts the full formats (e.g. a tool_use `input` object) and reads an
+# optional field sent as null as absent.
+_STR = {"type": "string"}
+TEXT_BLOCK_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"type": {"type": "string", "enum": ["text"]}, "text": _STR},
+    "required": ["type", "text"],
+}
+CONTENT_BLOCK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A part (text, image_url, ...) or block (text, tool_use, tool_result, ...).",
+    "properties": {
+        "type": _STR, "text": _STR, "id": _STR, "name": _STR,
+        "input": {"type": "string", "description": "tool_use input as JSON text (an object is accepted too)."},
+        "tool_use_id": _STR,
+        "content": {"anyOf": [_STR, {"type": "array", "items": TEXT_BLOCK_SCHEMA}]},
+        "is_error": {"type": "boolean"},
+    },
+    "required": ["type"],
+}
+TOOL_CALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": _STR, "type": {"type": "string", "enum": ["function"]},
+        "function": {"type": "object", "properties": {"name": _STR, "arguments": _STR},
+                     "required": ["name", "arguments"]},
+    },
+    "required": ["id", "type", "function"],
+}
+MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
+        "content": {"anyOf": [_STR, {"type": "array", "items": CONTENT_BLOCK_SCHEMA}]},
+        "name": _STR,
+        "tool_calls": {"type": "array", "items": TOOL_CALL_SCHEMA},
+        "tool_call_id": _STR,
+    },
+    "required": ["role"],
+}
+TEXT_MESSAGE_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"role": _STR, "content": _STR}, "required": ["role", "content"],
+}
+"""A message reduced to its text (where only the words matter, e.g. recall's context)."""
+_OUTPUT_ONLY_DOCS = ("description", "required", "enum")
+"""Dropped from result schemas, which clients use to validate results (models read the results
+themselves): what remains checks every value's type, in fewer tokens of tools/list."""
+_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_MAX_DEPTH = 40
+
+
+def portable_schema(schema: dict[str, Any], output: bool = False) -> dict[str, Any]:
+    """A portable copy of `schema`. Input schemas: strict and inlined. Output schemas: no type arrays,
+    no untyped nodes, no titles/descriptions/defaults (local `$defs` stay: they keep results' schemas small)."""
+    if output:  # clients validate results with it; models never see it: shared $refs are fine
+        result = _inline_single_use(copy.deepcopy(schema))
+    else:
+        result = _inline_refs(copy.deepcopy(schema), schema.get("$defs", {}), 0)
+        result.pop("$defs", None)
+        result.pop("definitions", None)
+    _shape(result, output)
+    if output:
+        _untype_nested_objects(result, root=True)
+    elif result.get("type") == "object":
+        result.setdefault("properties", {})
+    return result
+
+
+def _untype_nested_objects(node: Any, root: bool = False) -> None:
+    """In result schemas, `type: object` beside `properties` below the root goes (the properties still
+    check every field; our results are model dumps, so those values are always objects)."""
+    if isinstance(node, list):
+        for item in node:
+            _untype_nested_objects(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if not root and node.get("type") == "object" and isinstance(node.get("properties"), dict):
+        del node["type"]
+    for key, value in node.items():
+        if key in _MAPS and isinstance(value, dict):
+            for child in value.values():
+                _untype_nested_objects(child)
+        elif isinstance(value, dict | list):
+            _untype_nested_objects(value)
+
+
+def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline the `$defs` entries referenced once (a shared one stays a `$ref`)."""
+    defs = schema.get("$defs", {})
+    uses = _count_refs(schema, {})
+    once = {name: body for name, body in defs.items() if uses.get(f"#/$defs/{name}", 0) == 1}
+    if not once:
+        return schema
+    result: dict[str, Any] = _inline_refs({k: v for k, v in schema.items() if k != "$defs"}, once, 0)
+    kept = {name: _inline_refs(body, once, 0) for name, body in defs.items() if name not in once}
+    if kept:
+        result["$defs"] = kept
+    return result
+
+
+def _count_refs(node: Any, counts: dict[str, int]) -> dict[str, int]:
+    if isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            counts[node["$ref"]] = counts.get(node["$ref"], 0) + 1
+        for value in node.values():
+            _count_refs(value, counts)
+    elif isinstance(node, list):
+        for item in node:
+            _count_refs(item, counts)
+    return counts
+
+
+def _inline_refs(node: Any, defs: dict[str, Any], depth: int) -> Any:
+    """Replace every local `$ref` by a copy of its target (our models are not recursive)."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("schema nests too deeply (a recursive model?)")
+    if isinstance(node, list):
+        return [_inline_refs(item, defs, depth + 1) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref.removeprefix("#/$defs/") in defs:
+        target = copy.deepcopy(defs[ref.removeprefix("#/$defs/")])
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return {key: _inline_refs(value, defs, depth + 1) for key, value in node.items()}
+
+
+def _shape(node: Any, output: bool) -> None:
+    """Rewrite one schema node (and everything below it) in place."""
+    if not isinstance(node, dict):
+        return
+    for key in ("title", "default", "$schema") + (_OUTPUT_ONLY_DOCS if output else _VALIDATION_ONLY):
+        node.pop(key, None)
+    _split_type_list(node)
+    _inclusive_bounds(node)
+    _into_branches(node)
+    if node == {} and output:
+        node.update(copy.deepcopy(ANY_VALUE))
+    for key, value in list(node.items()):
+        if key in _MAPS and isinstance(value, dict):
+            for child in value.values():
+                _shape(child, output)
+        elif isinstance(value, list) and key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            for child in value:
+                _shape(child, output)
+        elif isinstance(value, dict) and key in ("items", "additionalProperties", "not", "contains"):
+            _shape(value, output)
+    if not output:
+        _strict_object(node)
+
+
+def _split_type_list(node: dict[str, Any]) -> None:
+    """`type: [X, "null"]` becomes `anyOf: [{type: X, ...}, {type: null}]`."""
+    types = node.get("type")
+    if not isinstance(types, list):
+        return
+    if len(types) == 1:
+        node["type"] = types[0]
+        return
+    keep = {k: node.pop(k) for k in ("description",) if k in node}
+    rest = {k: node.pop(k) for k in list(node) if k != "type"}
+    node.pop("type")
+    node["anyOf"] = [{"type": t, **rest} if t != "null" else {"type": "null"} for t in types]
+    node.update(keep)
+
+
+_ANNOTATIONS = {"description", "anyOf", "title", "default", "examples", "$comment"}
+
+
+def _into_branches(node: dict[str, Any]) -> None:
+    """`{anyOf: [X, null], enum: [...]}` (assertions beside a nullable union, which also apply to the
+    null) becomes `{anyOf: [{X, enum: [...]}, null]}`: the meaning intended, in one place."""
+    options = node.get("anyOf")
+    if not isinstance(options, list) or NULL not in options:
+        return
+    moved = {key: node.pop(key) for key in list(node) if key not in _ANNOTATIONS}
+    if moved:
+        node["anyOf"] = [option if option == NULL else {**option, **moved} for option in options]
+
+
+def _inclusive_bounds(node: dict[str, Any]) -> None:
+    """Exclusive bounds become inclusive ones: exact for integers; for numbers the bound itself is
+    listed as allowed and the server's validation (unchanged) still rejects it."""
+    integer = node.get("type") == "integer"
+    for exclusive, inclusive, step, pick in (("exclusiveMinimum", "minimum", 1, max),
+                                             ("exclusiveMaximum", "maximum", -1, min)):
+        bound = node.pop(exclusive, None)
+        if not isinstance(bound, int | float) or isinstance(bound, bool):
+            continue
+        value = (math.floor(bound) + 1 if step > 0 else math.ceil(bound) - 1) if integer else bound
+        node[inclusive] = pick(node[inclusive], value) if inclusive in node else value
+
+
+def _strict_object(node: dict[str, Any]) -> None:
+    """A closed object lists every property as required; optional ones accept null (= default)."""
+    properties = node.get("properties")
+    if node.get("type") != "object" and not isinstance(properties, dict):
+        return
+    if "additionalProperties" in node and node["additionalProperties"] is not False:
+        return  # an open mapping (dict[str, Any]): left as it is, the strict-mode check reports it
+    node["type"] = "object"
+    node["additionalProperties"] = False
+    properties = node.setdefault("properties", {})
+    required = set(node.get("required", []))
+    for name, prop in properties.items():
+        if name not in required and isinstance(prop, dict) and not accepts_null(prop):
+            properties[name] = nullable(prop)
+    node["required"] = list(properties)
+
+
+def accepts_null(schema: dict[str, Any]) -> bool:
+    options = schema.get("anyOf")
+    return schema.get("type") == "null" or (isinstance(options, list) and NULL in options)
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` or null; the description stays on the outside where models read it."""
+    inner = {k: v for k, v in schema.items() if k != "description"}
+    wrapped: dict[str, Any] = {"anyOf": [inner, dict(NULL)]}
+    if "description" in schema:
+        wrapped["description"] = schema["description"]
+    return wrapped
 
 
 def compact_schema(node: Any, is_mapping: bool = False, drop: tuple[str, ...] = ("title",),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import typing
 from collections.abc import Callable
@@ -31,6 +32,12 @@ class ToolSpec:
     open_world: bool = False
     tier: Tier = "default"
     name_override: str | None = None
+    changes_session: bool = False
+    without_llm: str | None = None
+    """For tools that use the configured LLM endpoint: what holds when none is configured (shown at
+    the start of the description then, and by `doctor`)."""
+    """Changes only the calling client's session (e.g. its tool list): the approval policy treats it
+    as read-only, but it is not annotated readOnlyHint."""
 
     @property
     def name(self) -> str:
@@ -72,15 +79,105 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
 def validate_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
     """Validate raw arguments (e.g. from a sub-agent's LLM) against the tool's signature."""
     model = arguments_model(spec)
-    fields = model.model_fields
-    unknown = sorted(set(args) - set(fields))
-    if unknown:
-        raise InvalidInput(f"{spec.name}: unknown argument(s) {unknown}. Allowed: {sorted(fields)}.")
+    args = prepare_arguments(spec, args)
     try:
         validated = model(**args)
     except ValidationError as exc:
-        raise InvalidInput(f"{spec.name}: {validation_summary(exc)}") from None
-    return {name: getattr(validated, name) for name in fields}
+        raise InvalidInput(invalid_arguments_message(spec.name, exc)) from None
+    return {name: getattr(validated, name) for name in model.model_fields}
+
+
+def prepare_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """Reject unknown argument names; an optional argument sent as null (or "" at the top level)
+    means its default, so it is dropped (also for optional fields of nested objects).
+
+    Raises InvalidInput naming the unknown argument, the closest valid name and all valid names.
+    """
+    fields = arguments_model(spec).model_fields
+    unknown = [name for name in args if name not in fields]
+    if unknown:
+        raise InvalidInput(unknown_argument_message(spec.name, unknown[0], list(fields)))
+    schema = arguments_schema(spec)
+    optional = {name for name, field in fields.items() if not field.is_required()}
+    kept = {name: value for name, value in args.items()
+            if not (name in optional and (value is None or value == ""))}
+    properties = schema.get("properties", {})
+    return {name: _drop_null_fields(value, properties.get(name, {}), schema) for name, value in kept.items()}
+
+
+def unknown_argument_message(tool: str, name: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"Unknown argument {name!r} for {tool}.{hint} Valid arguments: {', '.join(valid) or '(none)'}."
+
+
+def arguments_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The JSON schema of the tool's real signature (what the server validates), built once."""
+    return _arguments_schema(spec.fn, spec.name)
+
+
+@cache
+def _arguments_schema(fn: Callable[..., Any], name: str) -> dict[str, Any]:
+    return _arguments_model(fn, name).model_json_schema()
+
+
+def _drop_null_fields(value: Any, schema: dict[str, Any], root: dict[str, Any], depth: int = 0) -> Any:
+    """Drop null-valued optional fields of nested objects (a strict client sends every field)."""
+    if depth > 20 or not isinstance(schema, dict):
+        return value
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        schema = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), {})
+    branches = [b for b in schema.get("anyOf", []) if isinstance(b, dict)] or [schema]
+    for branch in branches:
+        if isinstance(value, list) and "items" in branch:
+            return [_drop_null_fields(item, branch["items"], root, depth + 1) for item in value]
+        properties = branch.get("properties")
+        if isinstance(value, dict) and isinstance(properties, dict):
+            required = set(branch.get("required", []))
+            return {key: _drop_null_fields(item, properties.get(key, {}), root, depth + 1)
+                    for key, item in value.items()
+                    if not (item is None and key not in required and not _takes_null(properties.get(key, {})))}
+    return value
+
+
+def _takes_null(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return True
+    options = schema.get("anyOf", [])
+    return schema.get("type") == "null" or {"type": "null"} in options
+
+
+def invalid_arguments_message(tool: str, exc: ValidationError) -> str:
+    """One short line per problem, naming the argument and what to send instead."""
+    lines = [_problem_line(err) for err in exc.errors()[:8]]
+    more = len(exc.errors()) - len(lines)
+    tail = [f"- ... and {more} more."] if more > 0 else []
+    return "\n".join([f"Invalid arguments for {tool}:", *lines, *tail])
+
+
+def _problem_line(err: Any) -> str:
+    where = _location(err["loc"])
+    if err["type"] == "missing":
+        return f"- {where} is required."
+    message = str(err["msg"])
+    message = message.removeprefix("Value error, ")
+    got = _short(err.get("input"))
+    fix = message[0].lower() + message[1:] if message else "invalid"
+    return f"- {where}: {fix} (got {got})."
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if not str(p).startswith(("function-", "json-or-python", "lax-", "strict-"))]
+    if not parts:
+        return "arguments"
+    name, rest = parts[0], "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in parts[1:])
+    return f"argument {name!r}" if not rest else f"argument {name!r} at {name}{rest}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def validation_summary(exc: ValidationError) -> str:

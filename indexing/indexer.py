@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import stat
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from indexing.analyzer import analyze
 from indexing.model import Chunk, ChunkingOptions, Extracted, ExtractionLimits
 from indexing.store import AnalyzedChunk, IndexStore
 
+_log = logging.getLogger("generalagent.index")  # per-file failures reach the client's MCP log
 Progress = Callable[[int, int, str], None]
 ShouldCancel = Callable[[], bool]
 _HASH_BLOCK = 1 << 20
@@ -55,6 +57,7 @@ class IndexReport:
             self.unchanged += 1
         elif outcome.status == "failed":
             self.failed.append(outcome)
+            _log.warning("not indexed: %s (%s)", outcome.path, outcome.reason[:200])
         else:
             self.indexed += 1
             self.chunks_added += outcome.chunks

@@ -114,8 +114,15 @@ def check_llm(settings: Settings) -> Check:
     if settings.llm_configured:
         return Check("LLM endpoint", True, f"{settings.llm_base_url} model {settings.llm_model}", required=False)
     return Check("LLM endpoint", False,
-                 "not configured: compact_context falls back to truncation and delegate_task is unavailable; "
-                 "set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL", required=False)
+                 f"not configured ({llm_tools_notice()}); set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL",
+                 required=False)
+
+
+def llm_tools_notice() -> str:
+    """What the tools that use the LLM endpoint do without one (from the registry)."""
+    from mcp_server.registry import TOOLS
+
+    return "; ".join(f"{spec.name}: {spec.without_llm}" for spec in TOOLS if spec.without_llm)
 
 
 def check_sandbox(settings: Settings) -> Check:

@@ -30,12 +30,26 @@ def log_sandbox() -> None:
                                                   describe(status))
 
 
+def startup_notices(settings: Settings) -> list[str]:
+    """Problems worth a line on stderr before serving (the server still starts)."""
+    notices = [f"the configured root {root} does not exist or is not a folder; fix GENERALAGENT_ROOTS or --root "
+               "(tools refuse paths under it)" for root in settings.roots if not root.is_dir()]
+    if not settings.llm_configured:
+        from mcp_server.cmd_doctor import llm_tools_notice
+
+        notices.append(f"no LLM endpoint is configured ({llm_tools_notice()}); "
+                       "set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL")
+    return notices
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from mcp_server.transports import configure_logging, run_http, run_stdio, transport_security
 
     configure_logging(settings.log_level)
     if settings.bash_enabled:
         log_sandbox()
+    for notice in startup_notices(settings):
+        print(f"generalagent-mcp: warning: {notice}", file=sys.stderr)
     if args.transport == "http":
         transport_security(settings, args.host)  # fail fast on an unsafe bind before building anything
     with contextlib.redirect_stdout(sys.stderr):  # stray prints while importing/building must not reach the wire

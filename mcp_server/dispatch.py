@@ -33,13 +33,16 @@ from foundation.errors import (
     InvalidInput,
     LimitExceeded,
     NotFound,
+    PolicyDenied,
     plain_error,
 )
 from foundation.paths import MAX_PATH_CHARS
 from foundation.toolspec import ToolSpec, validate_arguments, validation_summary
+from mcp_server.client_log import asend_to_client, send_to_client
 from tools.runtime import CallContext, Runtime
 
 log = logging.getLogger("generalagent.dispatch")
+_approval_log = logging.getLogger("generalagent.approval")
 
 PATH_ARGUMENTS = frozenset({"path", "paths", "directory"})
 """Arguments that name workspace paths: capped at MAX_PATH_CHARS bytes each at the edge."""
@@ -114,7 +117,7 @@ class Dispatcher:
             args = validate_arguments(spec, args)
         started = time.perf_counter()
         try:
-            await self.gate.check(spec, args, origin)
+            await _checked_by_gate(self.gate, spec, args, origin)
             result = await self._invoke(spec, args, origin, sink)
         except GeneralAgentError as exc:
             log.info("tool %s failed after %.0f ms: %s", name, _ms(started), exc)
@@ -139,7 +142,7 @@ class Dispatcher:
         params = inspect.signature(spec.fn).parameters
         kwargs = dict(args)
         call = CallContext(tool=spec.name, client_id=origin.client_id, session_id=origin.session_id, sink=sink,
-                           origin=origin)
+                           origin=origin, log_sink=send_to_client)
         if "rt" in params:
             kwargs["rt"] = self.runtime
         if "call" in params:
@@ -152,6 +155,23 @@ class Dispatcher:
     def bounded_payload(self, result: BaseModel) -> tuple[dict[str, Any], str]:
         """The structured content and its JSON text, both bounded by the result token limit."""
         return bound_json(result.model_dump(mode="json", by_alias=True), self.runtime.settings.max_result_tokens)
+
+
+async def _checked_by_gate(gate: Gate, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
+    """The gate's check; a refusal or a pending approval is also an approval event for the client's log."""
+    try:
+        await gate.check(spec, args, origin)
+    except ApprovalRequired as exc:
+        await _approval_event("notice", f"{spec.name} needs the user's approval: {str(exc).splitlines()[0][:300]}")
+        raise
+    except PolicyDenied as exc:
+        await _approval_event("warning", f"{spec.name} was refused by the approval policy: {str(exc)[:300]}")
+        raise
+
+
+async def _approval_event(level: str, message: str) -> None:
+    _approval_log.log(logging.WARNING if level == "warning" else logging.INFO, message)
+    await asend_to_client(level, message, "generalagent.approval")
 
 
 async def _run_async(fn: Callable[..., Awaitable[Any]], kwargs: dict[str, Any], call: CallContext) -> Any:

@@ -48,7 +48,8 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(meta.now, title="Current time", read_only=True, idempotent=False, tier="core"),
     # -- tiers and the human (enable_tools only changes the tool list; risky targets need approval)
     ToolSpec(tiers.list_available_tools, title="List more tools", read_only=True, idempotent=True, tier="core"),
-    ToolSpec(tiers.enable_tools, title="Enable more tools", read_only=True, idempotent=True, tier="core"),
+    ToolSpec(tiers.enable_tools, title="Enable more tools", read_only=True, idempotent=True, tier="core",
+             changes_session=True),
     ToolSpec(human.ask_human, title="Ask the user", read_only=True, idempotent=False, tier="core"),
     # -- todos
     ToolSpec(todos.todo_write, title="Write todo list", read_only=False, idempotent=False, tier="core"),
@@ -62,7 +63,8 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(bash.run_bash_command, title="Run a shell command", read_only=False, destructive=True, open_world=True,
              tier="full"),
     # -- delegation (calls the user's LLM endpoint: open world)
-    ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default"),
+    ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default",
+             without_llm="Unavailable: no LLM endpoint is configured."),
     ToolSpec(delegate.delegate_status, title="Sub-agent thread status", read_only=True, idempotent=True, tier="full"),
     ToolSpec(delegate.list_agents, title="List agent cards", read_only=True, idempotent=True, tier="full"),
     # -- skills (SKILL.md folders; also served as MCP prompts and skill:// resources)
@@ -72,7 +74,8 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(context_tokens.count_tokens, title="Count tokens", read_only=True, idempotent=True, tier="full"),
     ToolSpec(context_tokens.context_status, title="Context window status", read_only=True, idempotent=True, tier="full"),
     ToolSpec(context_optimize.optimize_context, title="Optimize context", read_only=True, idempotent=True, tier="full"),
-    ToolSpec(context_compact.compact_context, title="Compact context", read_only=False, open_world=True, tier="full"),
+    ToolSpec(context_compact.compact_context, title="Compact context", read_only=False, open_world=True, tier="full",
+             without_llm="No LLM endpoint is configured: it truncates instead of summarising."),
     ToolSpec(context_assemble.assemble_context, title="Assemble cache-stable context", read_only=False, tier="full"),
     # -- memory
     ToolSpec(memory.remember, title="Remember a fact", read_only=False, idempotent=True, tier="core"),

@@ -23,15 +23,16 @@ from starlette.responses import JSONResponse, Response
 
 from foundation.calls import CallOrigin
 from foundation.errors import GeneralAgentError, SettingsError
-from foundation.schemas import compact_schema
+from foundation.schemas import portable_schema
 from foundation.settings import Settings
 from foundation.toolspec import ToolSpec, return_model, tool_parameters
-from mcp_server import registry
+from mcp_server import client_log, registry
 from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitation
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
 from mcp_server.prompts import install_prompts
+from mcp_server.tool_surface import CheckedTool, SessionToolServer
 from tools.runtime import Runtime
 
 log = logging.getLogger("generalagent.server")
@@ -68,7 +69,8 @@ def origin_from_context(ctx: Context) -> CallOrigin:
                       mcp_context=ctx)
 
 
-def make_entry(spec: ToolSpec, dispatcher: Dispatcher) -> Callable[..., Any]:
+def make_entry(spec: ToolSpec, dispatcher: Dispatcher,
+               sessions: dict[str, dict[str, Any]] | None = None) -> Callable[..., Any]:
     """An async function with the tool's public signature (plus ctx) that calls the dispatcher.
 
     Two hidden, resolver-filled parameters (never in the input schema) ask the human through the
@@ -91,7 +93,8 @@ def make_entry(spec: ToolSpec, dispatcher: Dispatcher) -> Callable[..., Any]:
         if ga_human is not None:
             origin.human_answer = human_answer(ga_human)
         try:
-            result = await dispatcher.run(spec.name, kwargs, origin, sink=ctx.report_progress)
+            with client_log.forwarding(ctx, sessions if sessions is not None else {}):
+                result = await dispatcher.run(spec.name, kwargs, origin, sink=ctx.report_progress)
         except GeneralAgentError as exc:
             raise ToolError(str(exc)) from exc
         data, text = dispatcher.bounded_payload(result)
@@ -155,10 +158,19 @@ def human_answer(outcome: Any) -> dict[str, Any] | None:
     return {"action": action, "content": content}
 
 
+def describe(spec: ToolSpec, settings: Settings) -> str:
+    """The tool's description; says so first when it needs the LLM endpoint and none is configured."""
+    if spec.without_llm and not settings.llm_configured:
+        return f"{spec.without_llm}\n{spec.description}"
+    return spec.description
+
+
 def annotations_for(spec: ToolSpec) -> ToolAnnotations:
+    """The tool's hints; destructiveHint only where it means something (a tool that is not read-only)."""
+    read_only = spec.read_only and not spec.changes_session
     return ToolAnnotations(  # the title is on the tool itself; not repeated here
-        read_only_hint=spec.read_only,
-        destructive_hint=spec.destructive,
+        read_only_hint=read_only,
+        destructive_hint=None if read_only else spec.destructive,
         idempotent_hint=spec.idempotent,
         open_world_hint=spec.open_world,
     )
@@ -184,43 +196,47 @@ def listed_specs(settings: Settings, specs: list[ToolSpec]) -> list[ToolSpec]:
 
 
 class ToolCatalog:
-    """Tool tiers at run time: what is listed, what can be enabled on demand (`rt.catalog`)."""
+    """Tool tiers at run time (`rt.catalog`): every tool is registered once; what a client sees is
+    its session's list (the profile's tools plus the ones it enabled), kept by SessionToolServer."""
 
-    def __init__(self, server: MCPServer[Any], dispatcher: Dispatcher, listed: list[ToolSpec]) -> None:
+    def __init__(self, server: SessionToolServer, dispatcher: Dispatcher, listed: list[ToolSpec]) -> None:
         self.server = server
         self.dispatcher = dispatcher
-        self.listed = {spec.name for spec in listed}
+        server.setup_tools({spec.name for spec in listed}, dispatcher.specs)
         self._lock = threading.Lock()
 
     def all_specs(self) -> list[ToolSpec]:
         return list(self.dispatcher.specs.values())
 
-    def is_listed(self, name: str) -> bool:
-        return name in self.listed
+    def is_listed(self, name: str, origin: CallOrigin | None = None) -> bool:
+        return name in self.server.listed_by_profile or name in self._enabled(origin)
+
+    def _enabled(self, origin: CallOrigin | None) -> set[str]:
+        context = getattr(origin, "mcp_context", None) if origin is not None else None
+        return self.server.enabled_for(getattr(context, "request_context", None) if context is not None else None)
 
     def add(self, spec: ToolSpec) -> None:
-        self.server.add_tool(
-            make_entry(spec, self.dispatcher),
-            name=spec.name,
-            title=spec.title,
-            description=spec.description,
-            annotations=annotations_for(spec),
-        )
-        tool = self.server._tool_manager.get_tool(spec.name)  # compact its schemas before anyone lists them
-        if tool is not None:
-            compact_schema(tool.parameters)
-            if tool.fn_metadata.output_schema is not None:
-                compact_schema(tool.fn_metadata.output_schema, drop=("title", "description"), output=True)
+        """Register the tool with portable schemas (foundation.schemas) and checked arguments."""
+        tool = CheckedTool.of(spec, make_entry(spec, self.dispatcher, self.server.sessionless_state),
+                              title=spec.title,
+                              description=describe(spec, self.dispatcher.runtime.settings),
+                              annotations=annotations_for(spec))
+        tool.parameters = portable_schema(tool.parameters)
+        if tool.fn_metadata.output_schema is not None:
+            tool.fn_metadata.output_schema = portable_schema(tool.fn_metadata.output_schema, output=True)
+        self.server._tool_manager._tools[spec.name] = tool
 
-    def enable(self, names: list[str]) -> list[str]:
-        """List the named tools from now on; returns the names that were newly enabled."""
+    def enable(self, names: list[str], origin: CallOrigin | None = None) -> list[str]:
+        """List the named tools in the caller's session from now on; returns the newly enabled names."""
         added: list[str] = []
         with self._lock:
+            enabled = self._enabled(origin)
             for name in names:
-                spec = self.dispatcher.spec(name)  # NotFound names the available tools
-                if name not in self.listed:
-                    self.add(spec)
-                    self.listed.add(name)
+                self.dispatcher.spec(name)  # NotFound names the available tools
+                if name not in self.server.listed_by_profile and name not in enabled:
+                    if self.server._tool_manager.get_tool(name) is None:
+                        self.add(self.dispatcher.spec(name))
+                    enabled.add(name)
                     added.append(name)
         return added
 
@@ -260,7 +276,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         threading.Thread(target=_warm_up, args=(runtime,), name="warm-up", daemon=True).start()
         yield None
 
-    server: MCPServer[Any] = MCPServer(
+    server = SessionToolServer(
         "generalagent-mcp",
         title="generalagent-mcp",
         version=server_version(),
@@ -269,10 +285,11 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         lifespan=lifespan,
     )
     _advertise_tools_list_changed(server)
+    client_log.install(server, server.sessionless_state)
     listed = listed_specs(settings, registry.TOOLS)
     catalog = ToolCatalog(server, dispatcher, listed)
     runtime.catalog = catalog
-    for spec in listed:
+    for spec in listed:  # the rest is registered when a session first enables it
         catalog.add(spec)
     _add_resources(server, runtime)
     install_prompts(server, runtime)  # skills and agent cards: prompts, resources, list_changed

@@ -65,7 +65,7 @@ async def test_subagent_deny_and_confirm_arguments(settings: Any) -> None:
     dispatcher = Dispatcher(Runtime(settings), [helpers.POKE], gate=PolicyGate(settings))
     with pytest.raises(PolicyDenied, match="Denied by policy"):
         await dispatcher.run("poke", {"text": "x", "path": "/etc/shadow"}, subagent_origin(), validate=True)
-    with pytest.raises(Exception, match="unknown argument"):
+    with pytest.raises(Exception, match="Unknown argument 'confirm'"):
         await dispatcher.run("poke", {"text": "x", "confirm": True}, subagent_origin(), validate=True)
 
 

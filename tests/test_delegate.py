@@ -125,7 +125,7 @@ async def test_tool_errors_and_big_results_are_fed_back(
     second = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     assert second[0].startswith("Error: The model called now with invalid JSON arguments")
     third = [m["content"] for m in fake_llm.requests[2]["messages"] if m["role"] == "tool"][1:]
-    assert third[0].startswith("Error: todo_read: unknown argument(s) ['nope']")
+    assert third[0].startswith("Error: Unknown argument 'nope' for todo_read. Valid arguments: list_id.")
     assert third[1].startswith("Error: tool 'rm_rf' is not available to you.")
     assert estimate_tokens(third[2]) <= SUBAGENT_RESULT_TOKENS and '"truncated":true' in third[2]
 

@@ -85,5 +85,5 @@ async def test_subagent_style_validation_names_the_problem(settings: Any) -> Non
     from foundation.toolspec import validate_arguments
 
     spec = ToolSpec(lambda: None, title="x", read_only=True, name_override="x")
-    with pytest.raises(InvalidInput, match="unknown argument"):
+    with pytest.raises(InvalidInput, match="Unknown argument .nope."):
         validate_arguments(spec, {"nope": 1})

@@ -126,7 +126,7 @@ async def test_tools_and_resource_through_the_client(settings: Any, mode: str) -
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["todo_read"].annotations.read_only_hint is True
         assert tools["todo_write"].annotations.read_only_hint is False
-        item_schema = tools["todo_write"].input_schema["$defs"]["TodoInput"]["properties"]
+        item_schema = tools["todo_write"].input_schema["properties"]["todos"]["items"]["properties"]
         assert item_schema["status"]["enum"] == ["pending", "in_progress", "completed"]
         result = await client.call_tool("todo_write", {"todos": [
             {"content": "Read spec", "status": "completed"},

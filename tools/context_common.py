@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from context.carryover import Todo, open_todos, todos_from_transcript
 from context.messages import Msg, Transcript, parse
@@ -23,11 +23,13 @@ from context.todos import TodoList
 from context.tokens import TOKENS_REPLY_PRIMING, Counter, message_tokens
 from foundation.bounding import dumps, estimate_tokens
 from foundation.errors import InvalidInput
+from foundation.schemas import MESSAGE_SCHEMA, TEXT_BLOCK_SCHEMA
 from tools.runtime import Runtime, Service
 from tools.todos import resolve_list_id, todo_store
 
+Message = Annotated[dict[str, Any], WithJsonSchema(MESSAGE_SCHEMA)]
 MessagesParam = Annotated[
-    list[dict[str, Any]],
+    list[Message],
     Field(
         description="The conversation, OpenAI Chat format (role system/user/assistant/tool, tool_calls, "
         "tool_call_id) or Anthropic Messages format (user/assistant with text/tool_use/tool_result blocks). "
@@ -35,7 +37,7 @@ MessagesParam = Annotated[
     ),
 ]
 SystemParam = Annotated[
-    str | list[dict[str, Any]] | None,
+    str | list[Annotated[dict[str, Any], WithJsonSchema(TEXT_BLOCK_SCHEMA)]] | None,
     Field(description="Anthropic format only: the separate system prompt (string or text blocks)."),
 ]
 FormatParam = Annotated[

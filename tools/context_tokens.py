@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -10,6 +10,7 @@ from context.status import context_level
 from context.tokens import TOKENS_REPLY_PRIMING, counter_for, message_tokens
 from foundation.errors import InvalidInput
 from tools.context_common import (
+    Message,
     ModelParam,
     SystemParam,
     WindowParam,
@@ -32,7 +33,7 @@ class TokenCount(BaseModel):
 def count_tokens(
     text: Annotated[str | None, Field(description="Text to count (or pass messages).")] = None,
     messages: Annotated[
-        list[dict[str, Any]] | None, Field(description="Messages to count (OpenAI or Anthropic format).")
+        list[Message] | None, Field(description="Messages to count (OpenAI or Anthropic format).")
     ] = None,
     model: ModelParam = None,
     system: SystemParam = None,
@@ -86,7 +87,7 @@ class ContextStatus(BaseModel):
 def context_status(
     context_window: WindowParam,
     messages: Annotated[
-        list[dict[str, Any]] | None, Field(description="The conversation to measure (or pass prompt_tokens).")
+        list[Message] | None, Field(description="The conversation to measure (or pass prompt_tokens).")
     ] = None,
     prompt_tokens: Annotated[
         int | None, Field(ge=0, description="Tokens already known (e.g. usage.prompt_tokens from your API).")

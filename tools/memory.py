@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from context.memory import (
     Embedder,
@@ -21,6 +21,7 @@ from context.memory import (
 from context.messages import parse
 from context.tokens import counter_for
 from foundation.errors import GeneralAgentError, InvalidInput, NotFound
+from foundation.schemas import TEXT_MESSAGE_SCHEMA
 from tools.runtime import CallContext, Runtime, Service
 
 FORGET_MIN_SIMILARITY = 0.5
@@ -139,7 +140,7 @@ def recall(
         str | None, Field(max_length=20_000, description="What the facts should be relevant to.")
     ] = None,
     messages: Annotated[
-        list[dict[str, Any]] | None,
+        list[Annotated[dict[str, Any], WithJsonSchema(TEXT_MESSAGE_SCHEMA)]] | None,
         Field(description="The conversation instead of a query: its last 3 turns are the context."),
     ] = None,
     max_tokens: Annotated[int, Field(ge=50, le=8000, description="Token budget of the memory block.")] = 2000,

@@ -11,11 +11,12 @@ parameter name (these parameters never appear in the tool's input schema):
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from foundation.calls import CallOrigin, ToolCatalogView, ToolRunner
 from foundation.errors import Cancelled, NotConfigured
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+LogLevel = Literal["debug", "info", "notice", "warning", "error"]
+_LEVELNO = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO + 5, "warning": logging.WARNING,
+            "error": logging.ERROR}
 ProgressSink = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
@@ -101,6 +105,7 @@ class CallContext:
     portal: Callable[..., Any] | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
     origin: CallOrigin = field(default_factory=CallOrigin)
+    log_sink: Callable[[str, str, str], None] | None = None  # (level, message, logger): to the client
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the client cancelled this call."""
@@ -110,6 +115,14 @@ class CallContext:
     @property
     def cancelled(self) -> bool:
         return self.cancel_event.is_set()
+
+    def log(self, level: LogLevel, message: str) -> None:
+        """A log message about this call: to the server's log, and to the client (an MCP
+        `notifications/message` when it listens at that level: the MCP layer fills `log_sink`)."""
+        logging.getLogger(f"generalagent.tool.{self.tool}").log(_LEVELNO[level], message)
+        if self.log_sink is not None:
+            with contextlib.suppress(Exception):  # logging is best effort
+                self.log_sink(level, message, f"generalagent.tool.{self.tool}")
 
     def report(self, done: float, total: float | None = None, message: str | None = None) -> None:
         """Send a progress notification (from a sync tool running in a worker thread)."""

@@ -22,7 +22,7 @@ from context.subagent import StepDelta, ThreadStore
 from foundation.bounding import bound_json
 from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
-from foundation.schemas import compact_schema
+from foundation.schemas import portable_schema
 from foundation.toolspec import ToolSpec, arguments_model
 from tools.agents import TRANSFER_PREFIX, transfer_target
 
@@ -49,9 +49,9 @@ Reporter = Callable[[str], Awaitable[None]]
 
 
 def function_schema(spec: ToolSpec) -> dict[str, Any]:
-    """The OpenAI function-calling schema of one of our tools, built from its signature."""
-    parameters = arguments_model(spec).model_json_schema()
-    compact_schema(parameters)
+    """The OpenAI function-calling schema of one of our tools, built from its signature: the same
+    portable (strict) schema MCP clients list."""
+    parameters = portable_schema(arguments_model(spec).model_json_schema())
     return {
         "type": "function",
         "function": {"name": spec.name, "description": spec.description[:1024], "parameters": parameters},

@@ -1,8 +1,9 @@
 """Tool tiers: see which tools can be enabled on demand, and enable them.
 
 Core tools are always listed, optional ones by the settings profile (minimal/default/full);
-the rest are discoverable here and enabled for this server with `enable_tools`. Enabling a
-tool that can change things goes through the approval policy like any risky call.
+the rest are discoverable here and enabled for the calling session with `enable_tools` (other
+clients of the same server keep their own lists). Enabling a tool that can change things goes
+through the approval policy like any risky call.
 """
 
 from __future__ import annotations
@@ -46,15 +47,17 @@ def _catalog(rt: Runtime) -> ToolCatalogView:
 
 def list_available_tools(
     rt: Runtime,
+    call: CallContext,
     include_listed: Annotated[bool, Field(description="Also show tools that are already listed.")] = False,
 ) -> AvailableTools:
     """Tools this server has beyond the current tools/list; enable them with enable_tools."""
     catalog = _catalog(rt)
     items = [
         AvailableTool(name=spec.name, title=spec.title, summary=spec.description.splitlines()[0][:160],
-                      tier=spec.tier, listed=catalog.is_listed(spec.name), changes_things=not spec.read_only)
+                      tier=spec.tier, listed=catalog.is_listed(spec.name, call.origin),
+                      changes_things=not spec.read_only)
         for spec in sorted(catalog.all_specs(), key=lambda s: s.name)
-        if include_listed or not catalog.is_listed(spec.name)
+        if include_listed or not catalog.is_listed(spec.name, call.origin)
     ]
     hint = ("Call enable_tools with the names you need; tools that change things need the user's approval."
             if any(not t.listed for t in items) else "Every tool is already listed.")
@@ -67,15 +70,15 @@ async def enable_tools(
     rt: Runtime,
     call: CallContext,
 ) -> EnableToolsResult:
-    """Add tools from list_available_tools to tools/list for this server (approval needed for risky ones)."""
+    """Add tools from list_available_tools to your tools/list (this session; approval needed for risky ones)."""
     catalog = _catalog(rt)
     known = {spec.name for spec in catalog.all_specs()}
     unknown = sorted(set(names) - known)
     if unknown:
         raise InvalidInput(f"Unknown tool(s) {unknown}. Call list_available_tools to see the names.")
     wanted = list(dict.fromkeys(names))
-    before = [n for n in wanted if catalog.is_listed(n)]
-    added = catalog.enable(wanted)
+    before = [n for n in wanted if catalog.is_listed(n, call.origin)]
+    added = catalog.enable(wanted, call.origin)
     notified = await catalog.notify_changed(call.origin) if added else False
     hint = (f"Enabled: {', '.join(added)}. Refresh your tool list, then call them."
             if added else "Nothing to enable; those tools are already listed.")

@@ -1,0 +1,132 @@
+"""What each client sees of the tools and how its arguments are checked before anything runs.
+
+- `CheckedTool`: an SDK tool whose arguments pass `prepare_arguments` first (unknown names are
+  rejected with the closest valid name; null / "" for an optional argument means its default),
+  then validation with one short line per problem instead of pydantic's raw text. This happens
+  before the approval resolver and the gate see (and hash) the arguments.
+- `SessionToolServer`: an MCPServer whose tools/list is per session: the profile's tools plus
+  the ones this session enabled (`enable_tools`); calling a tool that is not listed says which
+  profile has it and how to enable it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools.base import Tool
+from mcp_types import CallToolResult, ListToolsResult, TextContent
+from pydantic import PrivateAttr, ValidationError
+
+from foundation.errors import InvalidInput
+from foundation.toolspec import ToolSpec, invalid_arguments_message, prepare_arguments
+
+ENABLED_KEY = "generalagent.enabled_tools"
+PROFILE_OF_TIER = {"core": "minimal", "default": "default", "full": "full"}
+
+
+class CheckedTool(Tool):
+    """An SDK Tool that checks its raw arguments itself before the SDK validates and runs it."""
+
+    _spec: ToolSpec | None = PrivateAttr(default=None)
+
+    @classmethod
+    def of(cls, spec: ToolSpec, entry: Callable[..., Any], **kwargs: Any) -> CheckedTool:
+        tool = cls.from_function(entry, name=spec.name, **kwargs)
+        assert isinstance(tool, CheckedTool)  # from_function builds `cls`
+        tool._spec = spec
+        return tool
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        return await super().run(self.checked(arguments), context, convert_result=convert_result)
+
+    def checked(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments to validate, or ToolError with a short, fixable message."""
+        if self._spec is None:
+            return arguments
+        try:
+            prepared = prepare_arguments(self._spec, arguments)
+            self.fn_metadata.validate_arguments(prepared)
+        except InvalidInput as exc:
+            raise ToolError(str(exc)) from None
+        except ValidationError as exc:
+            raise ToolError(invalid_arguments_message(self.name, exc)) from None
+        return prepared
+
+
+def connection_of(request_context: Any) -> Any:
+    """The SDK's per-client Connection behind a request (None outside a request)."""
+    return getattr(getattr(request_context, "session", None), "_connection", None)
+
+
+def session_state(request_context: Any, fallback: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Scratch state for the calling session: the connection's own state on session-based eras
+    (stdio, 2025 HTTP sessions); per client name on the sessionless 2026-07-28 era."""
+    connection = connection_of(request_context)
+    if connection is None:
+        return fallback.setdefault("default", {})
+    if connection.session_id is None and _is_sessionless(connection):
+        params = connection.client_params
+        name = params.client_info.name if params is not None and params.client_info is not None else "default"
+        return fallback.setdefault(f"client:{name}", {})
+    state: dict[str, Any] = connection.state
+    return state
+
+
+def _is_sessionless(connection: Any) -> bool:
+    from mcp_server.approval.elicit import is_modern
+
+    return is_modern(connection)
+
+
+class SessionToolServer(MCPServer[Any]):
+    """tools/list and tools/call scoped to the session's tool list (see module doc)."""
+
+    listed_by_profile: set[str]
+    all_specs: dict[str, ToolSpec]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.listed_by_profile = set()
+        self.all_specs = {}
+        self.sessionless_state: dict[str, dict[str, Any]] = {}
+
+    def setup_tools(self, listed: set[str], specs: dict[str, ToolSpec]) -> None:
+        self.listed_by_profile = set(listed)
+        self.all_specs = specs
+
+    def enabled_for(self, request_context: Any) -> set[str]:
+        """The names this session enabled on demand (a live set: add to it to enable)."""
+        state = session_state(request_context, self.sessionless_state)
+        enabled: set[str] = state.setdefault(ENABLED_KEY, set())
+        return enabled
+
+    def visible(self, request_context: Any) -> set[str]:
+        return self.listed_by_profile | self.enabled_for(request_context)
+
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
+        visible = self.visible(ctx)
+        return ListToolsResult(tools=[tool for tool in await self.list_tools() if tool.name in visible])
+
+    async def _handle_call_tool(self, ctx: Any, params: Any) -> Any:
+        problem = self.hidden_tool_problem(params.name, self.visible(ctx))
+        if problem is not None:
+            return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
+        return await super()._handle_call_tool(ctx, params)
+
+    def hidden_tool_problem(self, name: str, visible: set[str]) -> str | None:
+        """Why `name` cannot be called in this session (None when it can)."""
+        if name in visible:
+            return None
+        spec = self.all_specs.get(name)
+        if spec is None:
+            close = difflib.get_close_matches(name, sorted(visible), n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            return f"Unknown tool {name!r}.{hint} Call list_available_tools to see every tool."
+        profile = PROFILE_OF_TIER[spec.tier]
+        return (f"Tool {name!r} is not enabled in this session (it is listed in the {profile!r} profile). "
+                f'Call enable_tools(["{name}"]) first, or start the server with '
+                f"GENERALAGENT_TOOL_PROFILE={profile} (or GENERALAGENT_TOOLS_ENABLED={name}).")

@@ -1,0 +1,125 @@
+"""Third-party MCP clients against our stdio server: the OpenAI Agents SDK and pydantic-ai.
+
+No LLM is involved: the tests drive each library's own MCP objects (the Agents SDK's
+`MCPServerStdio`, pydantic-ai's `MCPToolset`) the way the library does for a model. Each lists
+every tool (full profile) and converts it to the strict function schema the library would send
+to OpenAI, without fallback; calls a search; and makes an approval-gated write: without a form
+the call is refused with "Approval required" and an approval id, the user approves it out of
+band with `generalagent-mcp approve`, and the repeated call succeeds. Both libraries are dev
+dependencies pinned in constraints.txt (their pins agree with ours, so they share the venv).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("generalagent-mcp")
+APPROVAL_ID = re.compile(r"Approval id: (ap-[a-z2-9]{6})")
+
+
+def server_env(tmp_path: Path) -> dict[str, str]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "fox.txt").write_text("The quick brown fox jumps over the lazy dog.\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    env.update(GENERALAGENT_DATA_DIR=str(tmp_path / "data"), GENERALAGENT_ROOTS=str(workspace),
+               GENERALAGENT_TOOL_PROFILE="full")
+    return env
+
+
+def approve(env: dict[str, str], text: str) -> str:
+    """Approve the call named in an "Approval required" text as the user would, in a terminal."""
+    assert "Approval required" in text, text
+    match = APPROVAL_ID.search(text)
+    assert match, text
+    done = subprocess.run([str(CONSOLE_SCRIPT), "approve", match.group(1)], input="y\n", env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Approved" in done.stdout, done.stdout + done.stderr
+    return match.group(1)
+
+
+def every_argument(schema: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """What a strict-mode model sends: every property, null for the ones it does not use."""
+    return {name: given.get(name) for name in schema["properties"]}
+
+
+async def test_openai_agents_sdk_over_stdio(tmp_path: Path) -> None:
+    from agents.mcp import MCPServerStdio
+    from agents.mcp.util import MCPUtil
+
+    env = server_env(tmp_path)
+    server = MCPServerStdio(params={"command": str(CONSOLE_SCRIPT), "args": ["serve"], "env": env},
+                            client_session_timeout_seconds=120, name="generalagent")
+    async with server:
+        tools = {tool.name: tool for tool in await server.list_tools()}
+        assert len(tools) >= 30
+        for tool in tools.values():  # what an Agent does with convert_schemas_to_strict=True
+            function_tool = MCPUtil.to_function_tool(tool, server, convert_schemas_to_strict=True)
+            assert function_tool.strict_json_schema, f"{tool.name} fell back to a non-strict schema"
+            assert function_tool.params_json_schema == tool.input_schema, tool.name
+
+        def call(name: str, **given: Any) -> Any:
+            return server.call_tool(name, every_argument(tools[name].input_schema, given))
+
+        indexed = await call("index_path", path="fox.txt")
+        assert not indexed.is_error, indexed
+        found = await call("search_documents", query="fox")
+        assert not found.is_error and found.structured_content["hits"][0]["path"] == "fox.txt"
+
+        refused = await call("write_file", path="out.txt", content="hello")
+        assert refused.is_error and not (tmp_path / "workspace" / "out.txt").exists()
+        approve(env, refused.content[0].text)
+        written = await call("write_file", path="out.txt", content="hello")
+        assert not written.is_error, written.content[0].text
+    assert (tmp_path / "workspace" / "out.txt").read_text(encoding="utf-8") == "hello"
+
+
+async def test_pydantic_ai_over_stdio(tmp_path: Path) -> None:
+    from fastmcp.client.transports import StdioTransport
+    from fastmcp.exceptions import ToolError
+    from pydantic_ai.mcp import MCPToolset
+    from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
+
+    env = server_env(tmp_path)
+    logs: list[Any] = []
+
+    async def on_log(message: Any) -> None:
+        logs.append(message)
+
+    toolset = MCPToolset(StdioTransport(str(CONSOLE_SCRIPT), ["serve"], env=env), log_level="info",
+                         log_handler=on_log, tool_error_behavior="error", init_timeout=120, read_timeout=120)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # whether it could apply log_level on this era
+        await toolset.__aenter__()
+    try:
+        tools = {tool.name: tool for tool in await toolset.list_tools()}
+        assert len(tools) >= 30
+        for tool in tools.values():  # how pydantic-ai prepares a tool for an OpenAI model (strict auto)
+            transformer = OpenAIJsonSchemaTransformer(copy.deepcopy(tool.input_schema), strict=None)
+            assert transformer.walk() == tool.input_schema, tool.name
+            assert transformer.is_strict_compatible, f"{tool.name} would be sent non-strict"
+
+        await toolset.direct_call_tool("index_path", {"path": "fox.txt"})
+        found = await toolset.direct_call_tool("search_documents", {"query": "fox", "max_results": None})
+        assert found["hits"][0]["path"] == "fox.txt"
+
+        with pytest.raises(ToolError) as refused:
+            await toolset.direct_call_tool("write_file", {"path": "out.txt", "content": "hello"})
+        approve(env, str(refused.value))
+        written = await toolset.direct_call_tool("write_file", {"path": "out.txt", "content": "hello"})
+        assert written["bytes_written"] == 5
+    finally:
+        await toolset.__aexit__(None, None, None)
+    assert (tmp_path / "workspace" / "out.txt").read_text(encoding="utf-8") == "hello"
+    assert any("write_file" in str(getattr(m, "data", m)) for m in logs), logs  # the approval event
