@@ -17,6 +17,7 @@ import anyio
 import pytest
 from pydantic import BaseModel, Field
 
+from foundation.bounding import MAX_COMMAND_CHARS
 from foundation.calls import CallOrigin
 from foundation.errors import NotFound
 from foundation.toolspec import ToolSpec
@@ -43,7 +44,7 @@ async def test_huge_path_is_refused_at_the_edge(settings: Any) -> None:
 async def test_huge_command_is_refused_at_the_edge(make_settings: Any) -> None:
     async with connect(make_settings(bash_enabled=True)) as client:
         result = await client.call_tool("run_bash_command", {"command": "echo " + "x" * 300_000})
-    assert result.is_error and "longer than 100,000 characters" in result.content[0].text
+    assert result.is_error and f"longer than {MAX_COMMAND_CHARS:,} characters" in result.content[0].text
 
 
 async def test_a_slow_verdict_does_not_hold_other_calls(settings: Any, workspace: Path) -> None:
