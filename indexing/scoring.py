@@ -187,6 +187,8 @@ class _Rows(Generic[T]):
 
 def score(found: Candidates, parsed: ParsedQuery, want: int, p: RankParams) -> list[Scored]:
     """The best `want` (score, chunk id) of an engine's candidates, best first (ties: lower id)."""
+    if want <= 0:
+        return []
     if isinstance(found, TermRows):
         return _top(_from_terms(found, parsed, p), want, p)
     return _top(_from_weights(found, parsed, p), want, p)

@@ -5,7 +5,8 @@
 
 Engines: the in-memory postings when they are fresh (`indexing.memory_engine`, natural mode), else
 SQLite FTS5 (`indexing.fts_engine`). Both give the same scores: the scorer is the same.
-`search_documents` groups the ranked chunks by document (two-stage search).
+`search_documents` groups the ranked chunks by document (two-stage search). Callers import the
+result types, PathFilter, RankParams and rank_lines from here (re-exported from their modules).
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ class Searcher:
     ) -> None:
         self.store = store
         self.params = params
-        self.memory = memory
         self.engines: list[CandidateEngine] = [FtsEngine(store, params)]
         if memory is not None:
             self.engines.insert(0, MemoryEngine(memory, store, params))
