@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from foundation import sqlite_db
+from indexing.scoring import DEFAULT_WEIGHTING, Weighting, idf, length_norm, saturate
 
 if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never need it
     import numpy as np
@@ -28,15 +29,6 @@ if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never ne
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CHUNKS = 200_000  # about 140 MB of postings
-
-
-@dataclass(frozen=True)
-class Weighting:
-    """The BM25F settings baked into the postings (a change means a rebuild)."""
-
-    k1: float = 1.2
-    b: float = 0.75
-    head_weight: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -172,13 +164,13 @@ def build_snapshot(
     post_rows = (unique % max(n, 1)).astype(np.int32)
     post_terms = unique // max(n, 1)
     avgdl = float(body_len.mean()) if n and body_len.sum() else 1.0
-    norm = weighting.k1 * (1 - weighting.b + weighting.b * body_len / avgdl)
+    norm = length_norm(body_len, avgdl, weighting)
     counts = np.bincount(post_terms, minlength=v)
-    idf = np.log(1 + (n - counts + 0.5) / (counts + 0.5))
-    weights = (idf[post_terms] * tf * (weighting.k1 + 1) / (tf + norm[post_rows])).astype(np.float32)
+    idfs = idf(n, counts, np.log)
+    weights = saturate(idfs[post_terms], tf, norm[post_rows], weighting).astype(np.float32)
     bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
     terms = {
-        t: TermInfo(i, bounds[i], bounds[i + 1], float(idf[i])) for t, i in vocab.items()
+        t: TermInfo(i, bounds[i], bounds[i + 1], float(idfs[i])) for t, i in vocab.items()
     }
     return Snapshot(
         generation, weighting, terms,
@@ -191,7 +183,7 @@ class MemoryIndex:
     """The current Snapshot of one index database, rebuilt in the background when it goes stale."""
 
     def __init__(
-        self, store: IndexStore, weighting: Weighting = Weighting(), *, min_chunks: int = 1,
+        self, store: IndexStore, weighting: Weighting = DEFAULT_WEIGHTING, *, min_chunks: int = 1,
         max_chunks: int = DEFAULT_MAX_CHUNKS,
     ) -> None:
         self.store = store

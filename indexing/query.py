@@ -44,6 +44,25 @@ class ParsedQuery:
         return [*self.terms, *(t for p in self.phrases for t in p)]
 
 
+@dataclass(frozen=True)
+class Query:
+    """A query parsed once: what the engines and the scorer read."""
+
+    text: str
+    mode: Mode
+    parsed: ParsedQuery
+    match: str | None = None  # `fts` mode: the raw FTS5 expression in the index's analysis
+
+
+def plan(text: str, mode: Mode = "natural") -> Query:
+    """Parse user text once for every later step (in `fts` mode, the translated expression's terms rank)."""
+    if mode != "fts":
+        return Query(text, mode, parse(text, mode))
+    match = translate_fts(text)
+    terms = [t for t in match.replace('"', " ").split() if t not in _OPERATORS]
+    return Query(text, mode, ParsedQuery(terms=terms), match)
+
+
 def parse(text: str, mode: Mode = "natural") -> ParsedQuery:
     """Split user text into analysed terms and phrases (not for `fts` mode)."""
     if mode == "phrase":

@@ -18,8 +18,10 @@ import regex
 
 from foundation.errors import PatternTooSlow, QuerySyntaxError
 from indexing.analyzer import analyze, has_han
+from indexing.hits import CHUNK_COLS, ChunkHit, attach, hit_of
 from indexing.query import quote
-from indexing.search import _CHUNK_COLS, ChunkHit, PathFilter, Searcher, _hit
+from indexing.scope import PathFilter, active
+from indexing.search import Searcher
 
 DEFAULT_BUDGET_SECONDS = 2.0
 MAX_PATTERN_CHARS = 1000
@@ -70,7 +72,7 @@ def compile_pattern(pattern: str, budget: float = DEFAULT_BUDGET_SECONDS, ignore
 def required_words(pattern: str) -> list[str]:
     """Whole words every match must contain, from the pattern's top-level literal runs."""
     try:
-        import re._parser as sre_parse  # type: ignore[import-not-found]
+        import re._parser as sre_parse
 
         parsed = sre_parse.parse(pattern)
     except Exception:  # regex-only syntax: no routing, scan
@@ -112,18 +114,18 @@ def search_index(
         m = timed.search(row[11])
         if m is None:
             continue
-        found.append((_hit(row, 1.0), m.group()[:200]))
+        found.append((hit_of(row, 1.0), m.group()[:200]))
         if len(found) >= offset + limit:
             break
     hits = found[offset:]
-    searcher.attach([h for h, _ in hits], paths, 0)
+    attach(searcher.store, [h for h, _ in hits], paths, 0)
     return hits
 
 
 def _scope(paths: PathFilter | None) -> tuple[str, list[str]]:
-    if paths is None or not paths.active:
+    if (scope := active(paths)) is None:
         return "", []
-    docs, args = paths.documents_sql()
+    docs, args = scope.documents_sql()
     return f" AND c.doc_id IN {docs}", args
 
 
@@ -131,7 +133,7 @@ def _fts_rows(searcher: Searcher, terms: list[str], paths: PathFilter | None) ->
     scope, args = _scope(paths)
     match = " AND ".join(quote([t]) for t in dict.fromkeys(terms))
     return searcher.store.conn().execute(
-        f"SELECT {_CHUNK_COLS} FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+        f"SELECT {CHUNK_COLS} FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
         f"WHERE chunks_fts MATCH ?{scope} ORDER BY rank",
         [match, *args],
     )
@@ -140,5 +142,5 @@ def _fts_rows(searcher: Searcher, terms: list[str], paths: PathFilter | None) ->
 def _all_rows(searcher: Searcher, paths: PathFilter | None) -> Iterable[tuple]:  # type: ignore[type-arg]
     scope, args = _scope(paths)
     return searcher.store.conn().execute(
-        f"SELECT {_CHUNK_COLS} FROM chunks c WHERE 1{scope} ORDER BY c.doc_id, c.idx", args
+        f"SELECT {CHUNK_COLS} FROM chunks c WHERE 1{scope} ORDER BY c.doc_id, c.idx", args
     )

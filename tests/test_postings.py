@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from indexing.engine import TermRows
+from indexing.hits import ChunkHit
 from indexing.indexer import Indexer
 from indexing.postings import MemoryIndex
-from indexing.query import parse
+from indexing.query import parse, plan
+from indexing.scoring import DEFAULT_RANK, score
 from indexing.search import PathFilter, Searcher
 from indexing.store import IndexStore
 
@@ -44,11 +47,18 @@ def indexed(tmp_path: Path) -> tuple[Path, IndexStore]:
     return folder, store
 
 
-def _exhaustive(searcher: Searcher, query: str, k: int) -> list[tuple[int, float]]:
-    """The reference: the Python rerank applied to every chunk of the index."""
-    ids = [i for (i,) in searcher.store.conn().execute("SELECT id FROM chunks")]
-    ranked = searcher._rerank(searcher._terms(ids), parse(query))
-    return [(i, s) for s, i in ranked if s > 0][:k]
+def _exhaustive(store: IndexStore, query: str, k: int) -> list[tuple[int, float]]:
+    """The reference: every chunk of the index scored from its stored terms (as FTS5 candidates are)."""
+    rows = [(i, head.split(), body.split()) for i, head, body in store.conn().execute(
+        "SELECT id, head_terms, terms FROM chunks")]
+    parsed = parse(query)
+    found = TermRows(rows, *store.corpus_stats(), store.doc_freqs(parsed.all_terms()))
+    return [(i, s) for s, i in score(found, parsed, len(rows), DEFAULT_RANK) if s > 0][:k]
+
+
+def _in_memory(searcher: Searcher, query: str) -> list[ChunkHit] | None:
+    """The top 10 through the in-memory engine alone (None: it cannot answer now)."""
+    return searcher.rank_by(searcher.engines[0], plan(query), 10, None)
 
 
 def test_memory_ranking_equals_an_exhaustive_rerank(indexed: tuple[Path, IndexStore]) -> None:
@@ -57,9 +67,9 @@ def test_memory_ranking_equals_an_exhaustive_rerank(indexed: tuple[Path, IndexSt
     assert memory.build_now() is not None
     searcher = Searcher(store, memory=memory)
     for query in _queries():
-        got = searcher._rank_in_memory(query, 10, None)
+        got = _in_memory(searcher, query)
         assert got is not None, "the fresh in-memory postings must serve natural queries"
-        want = _exhaustive(searcher, query, 10)
+        want = _exhaustive(store, query, 10)
         assert [h.chunk_id for h in got] == [i for i, _ in want], query
         assert [h.score for h in got] == pytest.approx([s for _, s in want], rel=1e-4), query
 
@@ -71,17 +81,17 @@ def test_stale_postings_are_never_used(indexed: tuple[Path, IndexStore]) -> None
     searcher = Searcher(store, memory=memory)
     (folder / "new.md").write_text("# Zeppelin\n\nThe zeppelin hangar was rebuilt.\n", encoding="utf-8")
     Indexer(store).index_file(folder / "new.md")
-    assert searcher._rank_in_memory("zeppelin", 10, None) is None  # index changed: FTS5 answers
+    assert _in_memory(searcher, "zeppelin") is None  # index changed: FTS5 answers
     found = searcher.search("zeppelin")
     assert [Path(h.path).name for h in found] == ["new.md"]
     memory.build_now()
-    fresh = searcher._rank_in_memory("zeppelin", 10, None)
+    fresh = _in_memory(searcher, "zeppelin")
     assert fresh is not None and [h.chunk_id for h in fresh] == [found[0].chunk_id]
     (folder / "new.md").unlink()
     Indexer(store).remove_path(str(folder / "new.md"))
     assert searcher.search("zeppelin hangar") == []
     memory.build_now()
-    assert searcher._rank_in_memory("zeppelin hangar", 10, None) == []
+    assert _in_memory(searcher, "zeppelin hangar") == []
 
 
 def test_path_filters_and_other_modes_agree_with_fts(indexed: tuple[Path, IndexStore]) -> None:

@@ -49,12 +49,12 @@ def _load_without_dimension_scan(path: Path, source: IO[bytes] | None = None) ->
 
     original = ReadOnlyWorksheet.__dict__.get("_get_size")
     if original is not None:
-        ReadOnlyWorksheet._get_size = lambda self: None  # type: ignore[method-assign]
+        ReadOnlyWorksheet._get_size = lambda self: None
     try:
         return openpyxl.load_workbook(source or str(path), read_only=True, data_only=True)
     finally:
         if original is not None:
-            ReadOnlyWorksheet._get_size = original  # type: ignore[method-assign]
+            ReadOnlyWorksheet._get_size = original
 
 
 def _lines(sheet: Any) -> Iterator[tuple[int, str]]:

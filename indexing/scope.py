@@ -1,0 +1,57 @@
+"""Where a search may look: files, folders and GLOBs of indexed paths, and their SQL for the store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from indexing.store import IndexStore, folder_range
+
+
+@dataclass(frozen=True)
+class PathFilter:
+    """Restrict results to documents reachable from these files/folders (absolute) or GLOBs."""
+
+    files: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    globs: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.files or self.folders or self.globs)
+
+    def sql(self) -> tuple[str, list[str]]:
+        parts: list[str] = []
+        args: list[str] = []
+        for f in self.files:
+            parts.append("path = ?")
+            args.append(f)
+        for d in self.folders:
+            parts.append("(path >= ? AND path < ?)")
+            args += folder_range(d)
+        for g in self.globs:
+            parts.append("path GLOB ?")
+            args.append(g)
+        return "(" + " OR ".join(parts) + ")", args
+
+    def documents_sql(self) -> tuple[str, list[str]]:
+        """A subquery of the ids of the documents the filter reaches, and its arguments."""
+        cond, args = self.sql()
+        return f"(SELECT doc_id FROM files WHERE {cond})", args
+
+
+def active(scope: PathFilter | None) -> PathFilter | None:
+    """The filter when it restricts anything, else None."""
+    return scope if scope is not None and scope.active else None
+
+
+def allowed(store: IndexStore, doc_ids: Sequence[int], scope: PathFilter) -> list[int]:
+    """Positions in `doc_ids` whose document is reachable from `scope`."""
+    cond, extra = scope.sql()
+    unique = sorted(set(doc_ids))
+    reachable = {
+        d for (d,) in store.conn().execute(
+            f"SELECT DISTINCT doc_id FROM files WHERE {cond} AND doc_id IN ({','.join(map(str, unique))})", extra
+        )
+    } if unique else set()
+    return [i for i, d in enumerate(doc_ids) if d in reachable]

@@ -1,0 +1,121 @@
+"""The one scorer behind the engine seam: a third engine plugs in with TermRows alone, rerank
+stages see the scored pool and have the last word, and text-file lines go through the same scorer."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from indexing.analyzer import analyze
+from indexing.engine import Candidates, TermRows
+from indexing.indexer import Indexer
+from indexing.lines import rank_lines
+from indexing.query import Query, plan
+from indexing.scope import PathFilter
+from indexing.scoring import Scored, query_pairs
+from indexing.search import Searcher
+from indexing.store import IndexStore
+
+DOCS = {
+    "growth.md": "# Finance\n\nRevenue growth was strong in Q3. The revenue growth rate reached 15%.\n",
+    "scattered.md": "# Misc\n\nGrowth of plants. Later, unrelated revenue figures appeared in the annex.\n",
+    "harbour.md": "# Harbour\n\nThe lighthouse keeper counted ships in the harbour every night.\n",
+    "zh.md": "# 财务\n\nQ3营收增长率达到15%，客户数量明显增加。\n",
+}
+QUERIES = ["revenue growth", "How did revenue grow?", "lighthouse harbour ships", "营收增长", "growth"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> IndexStore:
+    folder = tmp_path_factory.mktemp("scoring")
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    store = IndexStore(folder / "index.sqlite3")
+    Indexer(store).index_tree(folder)
+    return store
+
+
+class ListEngine:
+    """A third engine, as a PostgreSQL one would be: every chunk with its terms and the collection stats."""
+
+    def __init__(self, store: IndexStore) -> None:
+        self.store = store
+
+    def candidates(self, query: Query, k: int, scope: PathFilter | None) -> Candidates | None:
+        rows = [(i, head.split(), body.split()) for i, head, body in self.store.conn().execute(
+            "SELECT id, head_terms, terms FROM chunks")]
+        return TermRows(rows, *self.store.corpus_stats(), self.store.doc_freqs(query.parsed.all_terms()))
+
+
+def test_a_new_engine_needs_only_term_rows(store: IndexStore) -> None:
+    searcher = Searcher(store)
+    other = Searcher(store)
+    other.engines = [ListEngine(store)]
+    for query in QUERIES:
+        ours = [(h.chunk_id, h.score) for h in searcher.search(query)]
+        theirs = [(h.chunk_id, h.score) for h in other.search(query)]
+        assert theirs[: len(ours)] == ours, query  # FTS5 keeps every chunk that has a term: same scores
+
+
+def test_rerank_stages_see_the_pool_and_decide_the_order(store: IndexStore) -> None:
+    seen: list[list[Scored]] = []
+
+    def reverse(query: Query, scored: list[Scored]) -> list[Scored]:
+        seen.append(scored)
+        return scored[::-1]
+
+    plain, staged = Searcher(store), Searcher(store, rerank=[reverse])
+    best = [h.chunk_id for h in plain.search("revenue growth lighthouse", limit=50)]
+    got = [h.chunk_id for h in staged.search("revenue growth lighthouse", limit=2)]
+    assert [i for _, i in seen[0]] == best  # the whole scored pool, best first
+    assert got == best[::-1][:2]
+
+
+def test_query_is_parsed_once_into_the_plan() -> None:
+    assert plan('"revenue growth" margin').parsed.phrases == [["revenu", "growth"]]
+    fts = plan('"revenue" AND growth*', "fts")
+    assert fts.match is not None and "AND" in fts.match and "AND" not in fts.parsed.terms
+
+
+def _reference_lines(text: str, query: str) -> dict[int, float]:
+    """Natural-mode line scores written out: each present query term adds its idf over the lines,
+    each query pair standing side by side adds half the smaller idf (once per line)."""
+    qterms = set(analyze(query))
+    lines = text.split("\n")
+    analysed = {i + 1: analyze(line) for i, line in enumerate(lines)}
+    df = {t: sum(t in terms for terms in analysed.values()) for t in qterms}
+    idf = {t: math.log(1 + (len(lines) - df[t] + 0.5) / (df[t] + 0.5)) for t in qterms}
+    pairs = set(query_pairs(plan(query).parsed))
+    out = {}
+    for line, terms in analysed.items():
+        if set(terms) & qterms:
+            adjacent = {(a, b) for a, b in zip(terms, terms[1:], strict=False) if (a, b) in pairs}
+            out[line] = sum(idf[t] for t in set(terms) & qterms) + 0.5 * sum(min(idf[a], idf[b]) for a, b in adjacent)
+    return out
+
+
+WORDS = ["revenue", "growth", "margin", "harbour", "ship", "the", "of"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join), min_size=1, max_size=12),
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join),
+)
+def test_lines_are_ranked_by_the_one_scorer(lines: list[str], query: str) -> None:
+    text = "\n".join(lines)
+    got = rank_lines(text, query, limit=5)
+    want = _reference_lines(text, query)
+    assert [h.score for h in got] == pytest.approx(sorted(want.values(), reverse=True)[:5], abs=1e-4)
+    assert all(h.score == pytest.approx(want[h.line], abs=1e-4) for h in got)
+
+
+def test_lines_all_and_phrase_modes(tmp_path: Path) -> None:
+    text = "revenue growth was strong\ngrowth of revenue\nplants and growth\n"
+    assert [h.line for h in rank_lines(text, "revenue growth", "all")] == [1, 2]
+    assert [h.line for h in rank_lines(text, "revenue growth", "phrase")] == [1]
+    assert [h.line for h in rank_lines(text, "revenue growth")][:2] == [1, 2]
