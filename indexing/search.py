@@ -297,7 +297,7 @@ class Searcher:
         keep = max(self.params.match_min, math.ceil(len(loose) * self.params.match_keep))
         if mode != "natural" or len(loose) <= keep:
             return parsed
-        rare = set(sorted(loose, key=lambda t: dfs[t])[:keep])
+        rare = rarest_known(loose, dfs, keep)
         return ParsedQuery(terms=[t for t in parsed.terms if t in rare], phrases=parsed.phrases)
 
     def _candidates(self, match: str, n: int, paths: PathFilter | None, raw: str | None) -> list[int]:
@@ -443,6 +443,12 @@ class Searcher:
         for h in out:
             h.path, h.doc_hash = hit.path, hit.doc_hash
         return out
+
+
+def rarest_known(terms: Sequence[str], dfs: Mapping[str, int], keep: int) -> set[str]:
+    """The `keep` rarest of `terms` by chunk frequency `dfs`, terms found nowhere (df 0) last: an
+    unknown word can never push a word of the corpus out of the candidate query."""
+    return set(sorted(terms, key=lambda t: (dfs.get(t, 0) == 0, dfs.get(t, 0)))[:keep])
 
 
 def _query_pairs(parsed: ParsedQuery) -> list[tuple[str, str]]:
