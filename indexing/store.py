@@ -73,6 +73,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE stats ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
     """,
+    # 4: chunk vectors of the optional hybrid mode (int8 + scale; see indexing.vectors), removed with their chunk
+    """
+    CREATE TABLE chunk_vectors(
+        chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+        vec BLOB NOT NULL,
+        scale REAL NOT NULL
+    );
+    """,
 ]
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.postings import MemoryIndex
     from indexing.search import ChunkHit, PathFilter, Searcher
     from indexing.store import IndexStore
+    from indexing.vectors import VectorWorker
 
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
 MAX_GLOB_FILES = 5000
@@ -180,9 +181,9 @@ def search_documents(
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
     roots = roots_for(rt.settings, call.session_id)
     scope = _path_filter(rt, paths, roots, call)
-    from indexing.search import Searcher
+    from indexing.hybrid import searcher as make_searcher
 
-    searcher = Searcher(store, memory=memory_index(rt))
+    searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
     if use_regex:
         return _regex_result(searcher, query, scope, max_results, offset, roots)
     if group_by_document:
@@ -415,6 +416,8 @@ def index_path(
         report = IndexReport()
         report.add(indexer.index_file(real))
         call.report(1, 1, real.name)
+    if (worker := vector_worker(rt)) is not None:
+        worker.kick()  # chunk vectors of the hybrid mode, in the background
     failed = [FailedFile(path=display_path(Path(f.path), roots), reason=f.reason[:300]) for f in report.failed[:50]]
     note = "The folder walk stopped at its file limit; index sub-folders separately." if report.truncated else None
     if len(report.failed) > 50:
@@ -450,6 +453,7 @@ class IndexStatus(BaseModel):
     chunks: int
     characters: int
     search: str = ""
+    vectors: str | None = Field(default=None, description="Hybrid mode: chunks embedded so far.")
     path_status: PathStatus | None = None
 
 
@@ -469,6 +473,7 @@ def index_status(
         database=str(store.path), database_bytes=store.db_bytes(), files=totals["files"],
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
         characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
+        vectors=worker.status() if (worker := vector_worker(rt)) is not None else None,
     )
     if path is not None:
         real = resolve_path(rt.settings, path, session_id=call.session_id)
@@ -601,3 +606,19 @@ def warm_up_search(rt: Runtime) -> None:
 
 _INDEX_STORE: Service[IndexStore] = Service(lambda rt: _open_store(rt.data_dir / "index.sqlite3"))
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
+
+
+def vector_worker(rt: Runtime) -> VectorWorker | None:
+    """The background embedder of the hybrid mode; None when no embedding provider is configured."""
+    return _VECTOR_WORKER.of(rt)
+
+
+def _new_vector_worker(rt: Runtime) -> VectorWorker | None:
+    from indexing.embeddings import make_provider
+    from indexing.vectors import VectorWorker
+
+    provider = make_provider(rt.settings)
+    return None if provider is None else VectorWorker(index_store(rt), provider)
+
+
+_VECTOR_WORKER: Service[VectorWorker | None] = Service(_new_vector_worker)

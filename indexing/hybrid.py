@@ -1,0 +1,84 @@
+"""The hybrid (meaning-aware) mode: natural-language queries re-rank their lexical candidates by
+lexical and embedding scores, both min-max normalised over the candidates, mixed by a weight
+per query language (chosen under grouped cross-validation: bench/retrieval_cv.py --dense).
+
+Everything else stays lexical: exact modes (all, phrase, fts), regex, quoted phrases, and any
+query whose candidates do not all have a vector yet (the background worker is still embedding).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from indexing.analyzer import has_han
+from indexing.fusion import fuse, reorder
+from indexing.query import Mode, parse
+from indexing.search import DEFAULT_RANK, ChunkHit, PathFilter, RankParams, Searcher
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from indexing.embeddings import EmbeddingProvider
+    from indexing.postings import MemoryIndex
+    from indexing.store import IndexStore
+    from indexing.vectors import VectorWorker
+
+log = logging.getLogger(__name__)
+
+DENSE_WEIGHT = {"en": 0.7, "zh": 0.3}  # share of the dense score; chosen on training folds (see module doc)
+
+
+def dense_weight(text: str) -> float:
+    return DENSE_WEIGHT["zh" if has_han(text) else "en"]
+
+
+class DenseRerank:
+    """The re-rank hook: (query, lexical hits best first) -> the hits in fused order."""
+
+    def __init__(self, provider: EmbeddingProvider, vectors_of: Callable[[Sequence[int]], dict[int, np.ndarray]]) -> None:
+        self.provider = provider
+        self.vectors_of = vectors_of
+
+    def __call__(self, text: str, hits: list[ChunkHit]) -> list[ChunkHit]:
+        if len(hits) < 2:
+            return hits
+        found = self.vectors_of([h.chunk_id for h in hits])
+        if len(found) < len(hits):
+            return hits  # lexical until every candidate has its vector
+        try:
+            query = self.provider.embed([text], query=True)[0]
+        except Exception as exc:  # an unreachable endpoint must not break search: stay lexical
+            log.warning("query embedding failed, searching lexically: %s", exc)
+            return hits
+        dense = [float(found[h.chunk_id] @ query) for h in hits]
+        ranked = reorder(hits, fuse([h.score for h in hits], dense, dense_weight(text)))
+        for score, hit in ranked:
+            hit.score = score
+        return [hit for _, hit in ranked]
+
+
+class HybridSearcher(Searcher):
+    """A Searcher whose natural-language rankings pass the re-rank hook (the top `candidates` at least)."""
+
+    def __init__(
+        self, store: IndexStore, rerank: Callable[[str, list[ChunkHit]], list[ChunkHit]],
+        params: RankParams = DEFAULT_RANK, memory: MemoryIndex | None = None,
+    ) -> None:
+        super().__init__(store, params, memory)
+        self.rerank = rerank
+
+    def rank(self, text: str, *, mode: Mode = "natural", want: int = 10, paths: PathFilter | None = None) -> list[ChunkHit]:
+        if mode != "natural" or parse(text).phrases:
+            return super().rank(text, mode=mode, want=want, paths=paths)
+        return self.rerank(text, super().rank(text, mode=mode, want=max(want, self.params.candidates), paths=paths))
+
+
+def searcher(store: IndexStore, memory: MemoryIndex | None, worker: VectorWorker | None) -> Searcher:
+    """The search engine of the tools: hybrid when an embedding provider is configured (and its
+    worker is then kicked to embed what is missing), lexical otherwise."""
+    if worker is None:
+        return Searcher(store, memory=memory)
+    worker.kick()
+    return HybridSearcher(store, DenseRerank(worker.provider, worker.vectors.get), memory=memory)
