@@ -25,6 +25,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from bench.retrieval import (
     DEFAULT_EVAL,
@@ -36,6 +39,7 @@ from bench.retrieval import (
     design_rank_of,
     document_rankers,
     document_ranks,
+    first_rank,
     load_jsonl,
     passage_rank_of,
     ranker_rank_of,
@@ -44,7 +48,9 @@ from bench.retrieval import (
     tantivy_ranker,
     timed_ranks,
 )
-from bench.retrieval_variants import GROUPS, VARIANTS, Variant
+from bench.retrieval_variants import GROUPS, VARIANTS, Variant, dense_variants, stemming
+from indexing.store import IndexStore
+from indexing.vectors import chunk_text
 
 Ranks = list[int | None]
 
@@ -140,8 +146,12 @@ def passage_table(lang: str, corpus: list[dict], queries: list[dict], args: argp
                   folds, args.folds, {}, {}, {})
     store = build_passage_index(corpus, work / f"{lang}-passages.sqlite3")
     for v in chosen_variants(args):
-        searcher = v.adapt(served_searcher(store, v.params, not args.fts_path))
-        add(table, v.name, timed_ranks(passage_rank_of(searcher), queries))
+        with stemming(v.stem):
+            own = store if v.stem is None else build_passage_index(corpus, work / f"{lang}-{len(table.rows)}.sqlite3")
+            searcher = v.adapt(served_searcher(own, v.params, not args.fts_path))
+            add(table, v.name, timed_ranks(passage_rank_of(searcher), queries))
+    if args.dense is not None:
+        add_dense(table, lang, corpus, queries, store, args)
     conn = build_design_index(corpus)
     add(table, "FTS5 OR, stop words dropped", timed_ranks(design_rank_of(conn, corpus, " OR ", stop=True), queries))
     conn.close()
@@ -154,11 +164,42 @@ def passage_table(lang: str, corpus: list[dict], queries: list[dict], args: argp
     return table
 
 
+def add_dense(table: Table, lang: str, corpus: list[dict], queries: list[dict], store: IndexStore,  # type: ignore[type-arg]
+              args: argparse.Namespace) -> None:
+    """Rows for dense alone (cosine over every passage) and the hybrid re-rank at each weight."""
+    passages = cached_vectors(args.dense, lang, "corpus", [chunk_text(p.get("title", "").replace("_", " "), p["text"])
+                                                         for p in corpus], query=False)
+    asked = cached_vectors(args.dense, lang, "queries_dev", [q["query"] for q in queries], query=True)
+    ids = [p["id"] for p in corpus]
+    add(table, "dense alone (cosine, every passage)", timed_ranks(
+        lambda q: first_rank([ids[i] for i in np.argsort(-(passages @ asked[q["query"]]))[:10]], q["passage_id"]),
+        queries))
+    for v in dense_variants(dict(zip(ids, passages, strict=True)), asked, store):
+        add(table, v.name, timed_ranks(passage_rank_of(v.adapt(served_searcher(store, v.params, not args.fts_path))),
+                                       queries))
+
+
+def cached_vectors(folder: Path, lang: str, kind: str, texts: list[str], query: bool) -> Any:
+    """The local model's vectors of `texts` (rows in order; for queries a dict by text), cached in `folder`."""
+    path = folder / f"{lang}_{kind}.npy"
+    if path.exists() and len(vectors := np.load(path)) == len(texts):
+        pass
+    else:
+        from indexing.embeddings import LocalE5
+
+        model, started = LocalE5(), time.perf_counter()
+        vectors = np.concatenate([model.embed(texts[i : i + 32], query=query) for i in range(0, len(texts), 32)])
+        print(f"({lang} {kind}: {len(texts)} texts embedded at {len(texts) / (time.perf_counter() - started):.1f}/s)")
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(path, vectors)
+    return dict(zip(texts, vectors, strict=True)) if query else vectors
+
+
 def document_table(lang: str, docs: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
     folds = fold_of(queries, args.folds)
     table = Table(f"{lang} document view, contains-answer rule (DEV, {args.folds} folds)", folds, args.folds, {}, {}, {})
     store, rows, where = build_document_index(docs, work)
-    for n, v in enumerate(chosen_variants(args)):
+    for n, v in enumerate(v for v in chosen_variants(args) if v.stem is None):
         rankers = document_rankers(rows, v.adapt(served_searcher(store, v.params, not args.fts_path)), n == 0)
         rankers[v.name] = rankers.pop("ours")
         for name, rank in rankers.items():
@@ -185,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true", help="skip the document view")
     parser.add_argument("--variants", default="", help="comma-separated names from bench.retrieval_variants "
                         "(default: all; the first one is the reference 'ours')")
+    parser.add_argument("--dense", type=Path, default=None, metavar="DIR",
+                        help="add the hybrid rows (passage view): local-model vectors cached in DIR (computed when missing)")
     parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
     args = parser.parse_args(argv)
     started = time.perf_counter()

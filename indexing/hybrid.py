@@ -37,9 +37,13 @@ def dense_weight(text: str) -> float:
 class DenseRerank:
     """The re-rank hook: (query, lexical hits best first) -> the hits in fused order."""
 
-    def __init__(self, provider: EmbeddingProvider, vectors_of: Callable[[Sequence[int]], dict[int, np.ndarray]]) -> None:
+    def __init__(
+        self, provider: EmbeddingProvider, vectors_of: Callable[[Sequence[int]], dict[int, np.ndarray]],
+        weight_of: Callable[[str], float] = dense_weight,
+    ) -> None:
         self.provider = provider
         self.vectors_of = vectors_of
+        self.weight_of = weight_of
 
     def __call__(self, text: str, hits: list[ChunkHit]) -> list[ChunkHit]:
         if len(hits) < 2:
@@ -53,7 +57,7 @@ class DenseRerank:
             log.warning("query embedding failed, searching lexically: %s", exc)
             return hits
         dense = [float(found[h.chunk_id] @ query) for h in hits]
-        ranked = reorder(hits, fuse([h.score for h in hits], dense, dense_weight(text)))
+        ranked = reorder(hits, fuse([h.score for h in hits], dense, self.weight_of(text)))
         for score, hit in ranked:
             hit.score = score
         return [hit for _, hit in ranked]

