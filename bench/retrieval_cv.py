@@ -39,7 +39,6 @@ from bench.retrieval import (
     design_rank_of,
     document_rankers,
     document_ranks,
-    first_rank,
     load_jsonl,
     passage_rank_of,
     ranker_rank_of,
@@ -49,7 +48,6 @@ from bench.retrieval import (
     timed_ranks,
 )
 from bench.retrieval_variants import GROUPS, VARIANTS, Variant, dense_variants, stemming
-from indexing.store import IndexStore
 from indexing.vectors import chunk_text
 
 Ranks = list[int | None]
@@ -150,8 +148,6 @@ def passage_table(lang: str, corpus: list[dict], queries: list[dict], args: argp
             own = store if v.stem is None else build_passage_index(corpus, work / f"{lang}-{len(table.rows)}.sqlite3")
             searcher = v.adapt(served_searcher(own, v.params, not args.fts_path))
             add(table, v.name, timed_ranks(passage_rank_of(searcher), queries))
-    if args.dense is not None:
-        add_dense(table, lang, corpus, queries, store, args)
     conn = build_design_index(corpus)
     add(table, "FTS5 OR, stop words dropped", timed_ranks(design_rank_of(conn, corpus, " OR ", stop=True), queries))
     conn.close()
@@ -164,35 +160,62 @@ def passage_table(lang: str, corpus: list[dict], queries: list[dict], args: argp
     return table
 
 
-def add_dense(table: Table, lang: str, corpus: list[dict], queries: list[dict], store: IndexStore,  # type: ignore[type-arg]
-              args: argparse.Namespace) -> None:
-    """Rows for dense alone (cosine over every passage) and the hybrid re-rank at each weight."""
-    passages = cached_vectors(args.dense, lang, "corpus", [chunk_text(p.get("title", "").replace("_", " "), p["text"])
-                                                         for p in corpus], query=False)
-    asked = cached_vectors(args.dense, lang, "queries_dev", [q["query"] for q in queries], query=True)
-    ids = [p["id"] for p in corpus]
-    add(table, "dense alone (cosine, every passage)", timed_ranks(
-        lambda q: first_rank([ids[i] for i in np.argsort(-(passages @ asked[q["query"]]))[:10]], q["passage_id"]),
-        queries))
-    for v in dense_variants(dict(zip(ids, passages, strict=True)), asked, store):
-        add(table, v.name, timed_ranks(passage_rank_of(v.adapt(served_searcher(store, v.params, not args.fts_path))),
-                                       queries))
+def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
+    """The hybrid rows on a sample of `--dense-sample` queries per fold: lexical (ours), and the
+    re-rank of the lexical top `--dense-depth` at each dense weight (1.0: dense order alone)."""
+    folds = fold_of(queries, args.folds)
+    picked = sample(queries, folds, args.dense_sample)
+    queries, folds = [queries[i] for i in picked], [folds[i] for i in picked]
+    table = Table(f"{lang} passage view, hybrid re-rank of the lexical top {args.dense_depth} "
+                  f"({len(queries)} DEV queries sampled by fold)", folds, args.folds, {}, {}, {})
+    store = build_passage_index(corpus, work / f"{lang}-dense.sqlite3")
+    lexical = served_searcher(store, None, not args.fts_path)
+    add(table, "ours", timed_ranks(passage_rank_of(lexical), queries))
+    by_id = {p["id"]: p for p in corpus}
+    needed = {h.path[len("/eval/"):] for q in queries for h in lexical.rank(q["query"], want=args.dense_depth)}
+    texts = {pid: chunk_text(by_id[pid].get("title", "").replace("_", " "), by_id[pid]["text"]) for pid in sorted(needed)}
+    passages = cached_vectors(args.dense / lang, "passage", list(texts.values()), query=False)
+    asked = cached_vectors(args.dense / lang, "query", [q["query"] for q in queries], query=True)
+    vectors = {pid: passages[text] for pid, text in texts.items()}
+    for v in dense_variants(vectors, asked, store, args.dense_depth):
+        add(table, v.name, timed_ranks(passage_rank_of(v.adapt(lexical)), queries))
+    store.close()
+    add_tuned(table)
+    return table
 
 
-def cached_vectors(folder: Path, lang: str, kind: str, texts: list[str], query: bool) -> Any:
-    """The local model's vectors of `texts` (rows in order; for queries a dict by text), cached in `folder`."""
-    path = folder / f"{lang}_{kind}.npy"
-    if path.exists() and len(vectors := np.load(path)) == len(texts):
-        pass
-    else:
-        from indexing.embeddings import LocalE5
+def sample(queries: list[dict], folds: list[int], per_fold: int) -> list[int]:  # type: ignore[type-arg]
+    """Positions of the `per_fold` queries of each fold with the smallest sha256 of their id (0: all)."""
+    if per_fold <= 0:
+        return list(range(len(queries)))
+    order = sorted(range(len(queries)), key=lambda i: hashlib.sha256(queries[i]["id"].encode()).hexdigest())
+    taken: dict[int, int] = {}
+    out = []
+    for i in order:
+        if taken.get(folds[i], 0) < per_fold:
+            taken[folds[i]] = taken.get(folds[i], 0) + 1
+            out.append(i)
+    return sorted(out)
 
+
+def cached_vectors(folder: Path, kind: str, texts: list[str], query: bool) -> dict[str, Any]:
+    """The local model's vector of each text, by text; cached one file per text in `folder`, so an
+    interrupted run resumes. Prints the embedding speed."""
+    from indexing.embeddings import LocalE5
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = {t: folder / f"{kind}-{hashlib.sha1(t.encode()).hexdigest()}.npy" for t in texts}
+    missing = [t for t in dict.fromkeys(texts) if not path[t].exists()]
+    if missing:
         model, started = LocalE5(), time.perf_counter()
-        vectors = np.concatenate([model.embed(texts[i : i + 32], query=query) for i in range(0, len(texts), 32)])
-        print(f"({lang} {kind}: {len(texts)} texts embedded at {len(texts) / (time.perf_counter() - started):.1f}/s)")
-        folder.mkdir(parents=True, exist_ok=True)
-        np.save(path, vectors)
-    return dict(zip(texts, vectors, strict=True)) if query else vectors
+        for i in range(0, len(missing), 8):
+            batch = missing[i : i + 8]
+            for text, vector in zip(batch, model.embed(batch, query=query), strict=True):
+                np.save(path[text], vector)
+        seconds = time.perf_counter() - started
+        print(f"({kind}: {len(missing)} texts, {sum(map(len, missing))} chars embedded in {seconds:.0f} s: "
+              f"{len(missing) / seconds:.2f} texts/s)", flush=True)
+    return {t: np.load(path[t]) for t in dict.fromkeys(texts)}
 
 
 def document_table(lang: str, docs: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
@@ -227,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="", help="comma-separated names from bench.retrieval_variants "
                         "(default: all; the first one is the reference 'ours')")
     parser.add_argument("--dense", type=Path, default=None, metavar="DIR",
-                        help="add the hybrid rows (passage view): local-model vectors cached in DIR (computed when missing)")
+                        help="instead: the hybrid table (passage view), local-model vectors cached in DIR")
+    parser.add_argument("--dense-sample", type=int, default=0, help="queries per fold for --dense (0: all)")
+    parser.add_argument("--dense-depth", type=int, default=50, help="lexical candidates re-ranked")
     parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -235,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         corpus = load_jsonl(args.eval / lang / "corpus.jsonl")
         queries = load_jsonl(args.eval / lang / "queries_dev.jsonl")
         with tempfile.TemporaryDirectory() as tmp:
+            if args.dense is not None:
+                print(dense_table(lang, corpus, queries, args, Path(tmp)).render(), flush=True)
+                continue
             print(passage_table(lang, corpus, queries, args, Path(tmp)).render(), flush=True)
             if not args.no_docs:
                 docs = load_jsonl(args.eval / lang / "docs.jsonl")

@@ -92,12 +92,15 @@ GROUPS: dict[str, list[str]] = {
 class Reranked:
     """A searcher whose natural-language candidates (the top `RankParams.candidates`) are re-scored."""
 
-    def __init__(self, searcher: Searcher, rescore: Callable[[str, list[ChunkHit]], list[float]]) -> None:
+    def __init__(
+        self, searcher: Searcher, rescore: Callable[[str, list[ChunkHit]], list[float]], depth: int | None = None
+    ) -> None:
         self.searcher = searcher
         self.rescore = rescore
+        self.depth = depth or searcher.params.candidates
 
     def search(self, text: str, *, limit: int = 10) -> list[ChunkHit]:
-        hits = self.searcher.rank(text, want=max(limit, self.searcher.params.candidates))
+        hits = self.searcher.rank(text, want=max(limit, self.depth))
         return [h for _, h in reorder(hits, self.rescore(text, hits))][:limit] if hits else []
 
 
@@ -128,11 +131,13 @@ class CachedQueries:
         return np.stack([self.vectors[t] for t in texts])
 
 
-DENSE_WEIGHTS = (0.3, 0.5, 0.7, 0.8)
+DENSE_WEIGHTS = (0.2, 0.3, 0.5, 0.7, 0.8, 1.0)
 
 
-def dense_variants(passages: dict[str, np.ndarray], queries: dict[str, np.ndarray], store: IndexStore) -> list[Variant]:
-    """Re-rank of the lexical top 50 at each of DENSE_WEIGHTS (`passages`: vector by passage id)."""
+def dense_variants(
+    passages: dict[str, np.ndarray], queries: dict[str, np.ndarray], store: IndexStore, depth: int
+) -> list[Variant]:
+    """Re-rank of the lexical top `depth` at each of DENSE_WEIGHTS (`passages`: vector by passage id)."""
     paths = store.conn().execute("SELECT c.id, f.path FROM chunks c JOIN files f ON f.doc_id = c.doc_id")
     by_chunk = {cid: passages[path[len("/eval/"):]] for cid, path in paths}
     provider = CachedQueries(queries)
@@ -147,7 +152,7 @@ def dense_variants(passages: dict[str, np.ndarray], queries: dict[str, np.ndarra
             rerank(text, list(hits))  # sets each hit's fused score
             return [h.score for h in hits]
 
-        return Variant(f"hybrid: dense weight {weight}", adapt=lambda s: Reranked(s, rescore))
+        return Variant(f"hybrid: dense weight {weight}", adapt=lambda s: Reranked(s, rescore, depth))
 
     return [variant(w) for w in DENSE_WEIGHTS]
 
