@@ -53,19 +53,20 @@ def test_int8_keeps_the_direction(values: list[float]) -> None:
         assert float(back @ vector) / max(float(np.linalg.norm(back)), 1e-9) > 0.99
 
 
-def index_cars(folder: Path) -> IndexStore:
+def index_cars(folder: Path, db: Path) -> IndexStore:
     (folder / "garage.md").write_text(
         "# Garage\n\nThe automobile needed new brakes; the mechanic fixed the automobile quickly.\n", encoding="utf-8"
     )
     (folder / "bikes.md").write_text("# Bikes\n\nRepair of bicycles: brakes and chains, repair after repair.\n",
                                      encoding="utf-8")
-    store = IndexStore(folder / "index.sqlite3")
+    store = IndexStore(db)
     Indexer(store).index_tree(folder)
     return store
 
 
 def test_worker_resumes_cancels_and_follows_chunks(tmp_path: Path, fake_embeddings: FakeEmbeddings) -> None:  # noqa: F811
-    store = index_cars(tmp_path)
+    (tmp_path / "docs").mkdir()
+    store = index_cars(tmp_path / "docs", tmp_path / "index.sqlite3")
     provider = OpenAIEmbeddings(fake_embeddings.base_url, MODEL)
     worker = VectorWorker(store, provider)
     worker.cancel()  # cancelled before it starts: nothing is embedded, nothing breaks
@@ -73,8 +74,8 @@ def test_worker_resumes_cancels_and_follows_chunks(tmp_path: Path, fake_embeddin
     worker = VectorWorker(store, provider)
     assert worker.run() == 2 and worker.status() == "vectors: 2 of 2 chunks"
     assert worker.run() == 0  # resumable: only missing chunks are embedded
-    (tmp_path / "bikes.md").unlink()
-    Indexer(store).index_tree(tmp_path)
+    (tmp_path / "docs" / "bikes.md").unlink()
+    Indexer(store).index_tree(tmp_path / "docs")
     assert worker.vectors.progress() == (1, 1)  # removed with its chunk
     other = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, "another-model"))
     assert other.run() == 1 and store.get_meta("vectors_model") == other.provider.name
@@ -82,11 +83,10 @@ def test_worker_resumes_cancels_and_follows_chunks(tmp_path: Path, fake_embeddin
 
 @pytest.mark.anyio
 async def test_search_reranks_by_meaning_through_the_tool(
-    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
+    make_settings: Any, workspace: Path, tmp_path: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
 ) -> None:
     settings = make_settings(**fake_embeddings.settings_overrides())
-    index_cars(workspace)
-    lexical = Searcher(IndexStore(workspace / "index.sqlite3")).search("car brakes repair")
+    lexical = Searcher(index_cars(workspace, tmp_path / "lexical.sqlite3")).search("car brakes repair")
     assert Path(lexical[0].path).name == "bikes.md"  # words alone: the bicycle text wins
     async with connect(settings) as client:
         done = await client.call_tool("index_path", {"path": "."})
