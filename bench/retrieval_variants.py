@@ -139,7 +139,7 @@ def dense_variants(
 ) -> list[Variant]:
     """Re-rank of the lexical top `depth` at each of DENSE_WEIGHTS (`passages`: vector by passage id)."""
     paths = store.conn().execute("SELECT c.id, f.path FROM chunks c JOIN files f ON f.doc_id = c.doc_id")
-    by_chunk = {cid: passages[path[len("/eval/"):]] for cid, path in paths}
+    by_chunk = {cid: passages[pid] for cid, path in paths if (pid := path[len("/eval/"):]) in passages}
     provider = CachedQueries(queries)
 
     def vectors_of(ids: Sequence[int]) -> dict[int, np.ndarray]:
