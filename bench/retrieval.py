@@ -21,11 +21,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from indexing.analyzer import analyze, jieba_tokenizer
+from indexing.analyzer import EN_STOP, ZH_STOP, analyze, jieba_tokenizer, normalize
 from indexing.model import Chunk
-from indexing.postings import MemoryIndex
-from indexing.search import RankParams, Searcher
+from indexing.postings import MemoryIndex, Weighting
+from indexing.search import ChunkHit, RankParams, Searcher
 from indexing.store import AnalyzedChunk, IndexStore
 
 DEFAULT_EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
@@ -81,20 +82,34 @@ def build_passage_index(corpus: list[dict], db: Path) -> IndexStore:  # type: ig
 
 def served_searcher(store: IndexStore, params: RankParams | None = None, memory: bool = True) -> Searcher:
     """The searcher search_documents uses: with the in-memory postings built (or, `memory=False`,
-    the FTS5 path that answers until they are)."""
-    index = MemoryIndex(store) if memory else None
+    the FTS5 path that answers until they are), weighted as `params` say."""
+    p = params or RankParams()
+    index = MemoryIndex(store, Weighting(p.k1, p.b, p.head_weight)) if memory else None
     if index is not None:
         index.build_now()
-    return Searcher(store, params or RankParams(), memory=index)
+    return Searcher(store, p, memory=index)
+
+
+def timed_ranks(rank_of: Callable[[dict], int | None], queries: list[dict]) -> tuple[list[int | None], float]:  # type: ignore[type-arg]
+    """Each query's first-hit rank (None: a miss) and the mean milliseconds per query."""
+    started = time.perf_counter()
+    ranks = [rank_of(q) for q in queries]
+    return ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries))
+
+
+class HitSource(Protocol):
+    """Anything that ranks chunks like Searcher.search (a Searcher, or a variant wrapping one)."""
+
+    def search(self, text: str, *, limit: int = 10) -> list[ChunkHit]: ...
+
+
+def passage_rank_of(searcher: HitSource) -> Callable[[dict], int | None]:  # type: ignore[type-arg]
+    """A query's gold-passage rank in `searcher` over a passage index (build_passage_index)."""
+    return lambda q: first_rank([h.path[len("/eval/") :] for h in searcher.search(q["query"], limit=K)], q["passage_id"])
 
 
 def run_ours(store: IndexStore, queries: list[dict], params: RankParams | None = None, memory: bool = True) -> Scores:  # type: ignore[type-arg]
-    searcher = served_searcher(store, params, memory)
-    ranks, started = [], time.perf_counter()
-    for q in queries:
-        ids = [h.path[len("/eval/") :] for h in searcher.search(q["query"], limit=K)]
-        ranks.append(first_rank(ids, q["passage_id"]))
-    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+    return score_ranks(*timed_ranks(passage_rank_of(served_searcher(store, params, memory)), queries))
 
 
 # -- baselines ---------------------------------------------------------------------------------
@@ -114,9 +129,11 @@ def build_design_index(corpus: list[dict]) -> sqlite3.Connection:  # type: ignor
     return conn
 
 
-def design_query(conn: sqlite3.Connection, corpus: list[dict], text: str, op: str) -> list[str]:  # type: ignore[type-arg]
-    """`op` " " = implicit AND over the jieba words (the design), " OR " = OR."""
+def design_query(conn: sqlite3.Connection, corpus: list[dict], text: str, op: str, stop: bool = False) -> list[str]:  # type: ignore[type-arg]
+    """`op` " " = implicit AND over the jieba words (the design), " OR " = OR; `stop`: stop words dropped."""
     words = [w for w in jieba_tokenizer().lcut(text) if any(ch.isalnum() for ch in w)]
+    if stop:
+        words = [w for w in words if normalize(w) not in EN_STOP | ZH_STOP]
     if not words:
         return []
     match = op.join('"' + w.replace('"', "") + '"' for w in words)
@@ -124,18 +141,20 @@ def design_query(conn: sqlite3.Connection, corpus: list[dict], text: str, op: st
     return [corpus[r[0]]["id"] for r in rows]
 
 
-def run_design(conn: sqlite3.Connection, corpus: list[dict], queries: list[dict], op: str) -> Scores:  # type: ignore[type-arg]
-    started = time.perf_counter()
-    ranks = [first_rank(design_query(conn, corpus, q["query"], op), q["passage_id"]) for q in queries]
-    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+def design_rank_of(conn: sqlite3.Connection, corpus: list[dict], op: str, stop: bool = False) -> Callable[[dict], int | None]:  # type: ignore[type-arg]
+    return lambda q: first_rank(design_query(conn, corpus, q["query"], op, stop), q["passage_id"])
+
+
+def run_design(conn: sqlite3.Connection, corpus: list[dict], queries: list[dict], op: str, stop: bool = False) -> Scores:  # type: ignore[type-arg]
+    return score_ranks(*timed_ranks(design_rank_of(conn, corpus, op, stop), queries))
 
 
 def run_bm25s(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type: ignore[type-arg]
-    return _run_ranker(_bm25s_ranker([p["text"] for p in corpus]), corpus, queries)
+    return _run_ranker(bm25s_ranker([p["text"] for p in corpus]), corpus, queries)
 
 
 def run_tantivy(corpus: list[dict], queries: list[dict]) -> Scores | None:  # type: ignore[type-arg]
-    return _run_ranker(_tantivy_ranker([p["text"] for p in corpus]), corpus, queries)
+    return _run_ranker(tantivy_ranker([p["text"] for p in corpus]), corpus, queries)
 
 
 def _run_ranker(
@@ -144,12 +163,15 @@ def _run_ranker(
     """Passage-view scores of a baseline that returns positions in `corpus` (None: not installed)."""
     if rank is None:
         return None
-    started = time.perf_counter()
-    ranks = [first_rank([corpus[i]["id"] for i in rank(q["query"])], q["passage_id"]) for q in queries]
-    return score_ranks(ranks, (time.perf_counter() - started) * 1000 / max(1, len(queries)))
+    return score_ranks(*timed_ranks(ranker_rank_of(rank, corpus), queries))
 
 
-def _bm25s_ranker(texts: list[str]) -> Callable[[str], list[int]] | None:
+def ranker_rank_of(rank: Callable[[str], list[int]], corpus: list[dict]) -> Callable[[dict], int | None]:  # type: ignore[type-arg]
+    """A query's gold rank from a ranker that returns positions in `corpus`."""
+    return lambda q: first_rank([corpus[i]["id"] for i in rank(q["query"])], q["passage_id"])
+
+
+def bm25s_ranker(texts: list[str]) -> Callable[[str], list[int]] | None:
     """bm25s over `texts` with our analyzer: a query's top K as positions in `texts`."""
     try:
         import bm25s
@@ -168,7 +190,7 @@ def _bm25s_ranker(texts: list[str]) -> Callable[[str], list[int]] | None:
     return rank
 
 
-def _tantivy_ranker(texts: list[str]) -> Callable[[str], list[int]] | None:
+def tantivy_ranker(texts: list[str]) -> Callable[[str], list[int]] | None:
     """tantivy over `texts` with our analyzer: a query's top 10 as positions in `texts`."""
     try:
         from bench.index_speed import build_tantivy, tantivy_results
@@ -187,6 +209,19 @@ def run_document_view(
 ) -> dict[str, tuple[Scores, Scores]]:
     """Index the articles as Markdown files through our extractor and chunker, then score both
     rules for ours and (`baselines`) for bm25s and tantivy ranking the very same chunks."""
+    store, rows, where = build_document_index(docs, work)
+    rankers = document_rankers(rows, served_searcher(store), baselines)
+    out = {name: document_scores(rank, queries, docs, where) for name, rank in rankers.items()}
+    store.close()
+    return out
+
+
+Where = dict[int, tuple[str, int, int]]  # chunk id -> (document id, start, end) in the document's text
+
+
+def build_document_index(docs: list[dict], work: Path) -> tuple[IndexStore, list[tuple[int, str]], Where]:  # type: ignore[type-arg]
+    """The articles as Markdown files (`# title`) indexed by our indexer: the store, every chunk's
+    (id, text), and where each chunk lies in its article's text."""
     from indexing.indexer import Indexer
 
     folder = work / "docs"
@@ -206,31 +241,42 @@ def run_document_view(
     ).fetchall()
     where = {cid: (by_path[path]["id"], start - prefix_len[by_path[path]["id"]], end - prefix_len[by_path[path]["id"]])
              for cid, path, start, end, _ in rows}
-    searcher = served_searcher(store)
+    return store, [(cid, text) for cid, *_, text in rows], where
+
+
+def document_rankers(
+    rows: list[tuple[int, str]], searcher: HitSource, baselines: bool
+) -> dict[str, Callable[[str], list[int]]]:
+    """Chunk-id rankers over the document index: ours (`searcher`) and (`baselines`) bm25s and tantivy."""
     rankers: dict[str, Callable[[str], list[int]]] = {
         "ours": lambda q: [h.chunk_id for h in searcher.search(q, limit=K)]
     }
     if baselines:
-        texts, ids = [text for *_, text in rows], [cid for cid, *_ in rows]
-        for name, ranker in (("bm25s", _bm25s_ranker(texts)), ("tantivy", _tantivy_ranker(texts))):
+        texts, ids = [text for _, text in rows], [cid for cid, _ in rows]
+        for name, ranker in (("bm25s", bm25s_ranker(texts)), ("tantivy", tantivy_ranker(texts))):
             if ranker is not None:
                 rankers[name] = _positions_to(ids, ranker)
-    out = {name: _score_document_view(rank, queries, docs, where) for name, rank in rankers.items()}
-    store.close()
-    return out
+    return rankers
 
 
 def _positions_to(ids: list[int], rank: Callable[[str], list[int]]) -> Callable[[str], list[int]]:
     return lambda query: [ids[i] for i in rank(query)]
 
 
-def _score_document_view(
-    rank: Callable[[str], list[int]], queries: list[dict], docs: list[dict],  # type: ignore[type-arg]
-    where: dict[int, tuple[str, int, int]],
+def document_scores(
+    rank: Callable[[str], list[int]], queries: list[dict], docs: list[dict], where: Where  # type: ignore[type-arg]
 ) -> tuple[Scores, Scores]:
-    """Both rules of the eval README: a hit overlaps the gold passage / contains a whole answer."""
+    overlap, contains = document_ranks(rank, queries, docs, where)
+    return score_ranks(overlap), score_ranks(contains)
+
+
+def document_ranks(
+    rank: Callable[[str], list[int]], queries: list[dict], docs: list[dict], where: Where  # type: ignore[type-arg]
+) -> tuple[list[int | None], list[int | None]]:
+    """Both rules of the eval README, as first-hit ranks: a hit overlaps the gold passage / contains a whole answer."""
     passages = {p["id"]: (d["id"], p["start"], p["end"]) for d in docs for p in d["passages"]}
-    overlap, contains = [], []
+    overlap: list[int | None] = []
+    contains: list[int | None] = []
     for q in queries:
         doc_id, p_start, p_end = passages[q["passage_id"]]
         spans = [(a["start"] + p_start, a["start"] + p_start + len(a["text"])) for a in q["answers"]]
@@ -245,7 +291,7 @@ def _score_document_view(
                 r_contains = n
         overlap.append(r_overlap)
         contains.append(r_contains)
-    return score_ranks(overlap), score_ranks(contains)
+    return overlap, contains
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -278,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
                 conn = build_design_index(corpus)
                 _put(results, "FTS5 dual column, AND (design as written)", lang, run_design(conn, corpus, queries, " "))
                 _put(results, "FTS5 dual column, OR", lang, run_design(conn, corpus, queries, " OR "))
+                _put(results, "FTS5 dual column, OR, stop words dropped", lang,
+                     run_design(conn, corpus, queries, " OR ", stop=True))
                 conn.close()
                 _put(results, "bm25s (same analyzer)", lang, run_bm25s(corpus, queries))
                 _put(results, "tantivy (same analyzer)", lang, run_tantivy(corpus, queries))

