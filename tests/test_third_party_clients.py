@@ -5,7 +5,8 @@ No LLM is involved: the tests drive each library's own MCP objects (the Agents S
 every tool (full profile) and converts it to the strict function schema the library would send
 to OpenAI, without fallback; calls a search; and makes an approval-gated write: without a form
 the call is refused with "Approval required" and an approval id, the user approves it out of
-band with `generalagent-mcp approve`, and the repeated call succeeds. Both libraries are dev
+band with `generalagent-mcp approve`, and the repeated call succeeds; and reads a background index
+job (`index_path(wait=false)`) to its end through `index_status`. Both libraries are dev
 dependencies pinned in constraints.txt (their pins agree with ours, so they share the venv).
 """
 
@@ -17,14 +18,18 @@ import re
 import subprocess
 import sys
 import warnings
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 pytestmark = pytest.mark.anyio
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("generalagent-mcp")
+JOB_FILES = 60
+POLL_SECONDS, POLL_LIMIT = 0.25, 2400  # a background index job is read to its end (bounded: 10 minutes)
 APPROVAL_ID = re.compile(r"Approval id: (ap-[a-z2-9]{6})")
 
 
@@ -32,6 +37,10 @@ def server_env(tmp_path: Path) -> dict[str, str]:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     (workspace / "fox.txt").write_text("The quick brown fox jumps over the lazy dog.\n", encoding="utf-8")
+    docs = workspace / "docs"
+    docs.mkdir(exist_ok=True)
+    for i in range(JOB_FILES):
+        (docs / f"note{i:03d}.txt").write_text(f"Note {i}: the heron waits by the river {i}.\n" * 20, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
     env.update(GENERALAGENT_DATA_DIR=str(tmp_path / "data"), GENERALAGENT_ROOTS=str(workspace),
                GENERALAGENT_TOOL_PROFILE="full")
@@ -47,6 +56,21 @@ def approve(env: dict[str, str], text: str) -> str:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "Approved" in done.stdout, done.stdout + done.stderr
     return match.group(1)
+
+
+async def read_job_to_its_end(call: Callable[..., Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """index_path(wait=false) returns at once with a job id; index_status shows it until it is done."""
+    started = await call("index_path", {"path": "docs", "wait": False})
+    assert started["job_id"] and started["state"] in ("running", "done"), started
+    for _ in range(POLL_LIMIT):
+        status = await call("index_status", {"path": "docs"})
+        job = next(j for j in status["jobs"] if j["id"] == started["job_id"])
+        if job["state"] != "running":
+            break
+        await anyio.sleep(POLL_SECONDS)
+    assert job["state"] == "done" and job["files_done"] == job["files_total"] == JOB_FILES, job
+    assert status["path_status"]["fresh"] is True, status
+    return job
 
 
 def every_argument(schema: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
@@ -76,6 +100,13 @@ async def test_openai_agents_sdk_over_stdio(tmp_path: Path) -> None:
         assert not indexed.is_error, indexed
         found = await call("search_documents", query="fox")
         assert not found.is_error and found.structured_content["hits"][0]["path"] == "fox.txt"
+
+        async def structured(name: str, given: dict[str, Any]) -> dict[str, Any]:
+            result = await call(name, **given)
+            assert not result.is_error, result.content[0].text
+            return dict(result.structured_content)
+
+        await read_job_to_its_end(structured)
 
         refused = await call("write_file", path="out.txt", content="hello")
         assert refused.is_error and not (tmp_path / "workspace" / "out.txt").exists()
@@ -113,6 +144,8 @@ async def test_pydantic_ai_over_stdio(tmp_path: Path) -> None:
         await toolset.direct_call_tool("index_path", {"path": "fox.txt"})
         found = await toolset.direct_call_tool("search_documents", {"query": "fox", "max_results": None})
         assert found["hits"][0]["path"] == "fox.txt"
+
+        await read_job_to_its_end(toolset.direct_call_tool)
 
         with pytest.raises(ToolError) as refused:
             await toolset.direct_call_tool("write_file", {"path": "out.txt", "content": "hello"})

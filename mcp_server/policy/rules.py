@@ -33,24 +33,39 @@ _KEY_FORM = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<glob>.*)", re.S)
 _PATTERN_ID = re.compile(r"[a-z0-9_]+")
 
 
+LONG_TEXT_CHARS = 64 * 1024
+"""Texts longer than this are searched with the `regex` package in concurrent mode, which releases the
+GIL: a 4 MB argument then never holds up other clients' calls while the patterns scan it."""
+
+
 class Matcher:
     """A compiled regex; user patterns run under a time bound (the `regex` package's timeout)."""
 
-    __slots__ = ("source", "_compiled", "_timeout")
+    __slots__ = ("source", "_compiled", "_timeout", "_released")
 
     def __init__(self, source: str, compiled: Any, timeout: float | None) -> None:
         self.source = source
         self._compiled = compiled
         self._timeout = timeout
+        self._released: Any = None  # the same pattern compiled by `regex`, for long texts
 
     def search(self, text: str) -> bool | None:
         """True/False, or None when a user pattern ran out of time (callers treat that as "ask")."""
         if self._timeout is None:
+            if len(text) > LONG_TEXT_CHARS:
+                return self._gil_free().search(text, concurrent=True) is not None
             return self._compiled.search(text) is not None
         try:
-            return self._compiled.search(text, timeout=self._timeout) is not None
+            return self._compiled.search(text, timeout=self._timeout, concurrent=True) is not None
         except TimeoutError:
             return None
+
+    def _gil_free(self) -> Any:
+        if self._released is None:
+            import regex
+
+            self._released = regex.compile(self._compiled.pattern, regex.V0 | self._compiled.flags)
+        return self._released
 
     def __repr__(self) -> str:
         return f"Matcher({self.source!r})"
