@@ -14,6 +14,10 @@ import copy
 import math
 from typing import Any
 
+from pydantic import BaseModel, GetJsonSchemaHandler, SerializerFunctionWrapHandler, model_serializer
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
 ANY_VALUE: dict[str, Any] = {"anyOf": [{"type": t} for t in ("string", "number", "boolean", "object", "array", "null")]}
 """Accepts every JSON value, written without a `type` array (the spelling of `{}` that linters accept)."""
 
@@ -301,3 +305,24 @@ def _optional_to_plain(node: dict[str, Any]) -> None:
     if isinstance(other, dict) and not set(other) & (set(node) - {"anyOf", "default"}):
         del node["anyOf"], node["default"]
         node.update(other)
+
+
+class OmitNone(BaseModel):
+    """A result whose unset (None) fields are left out of the output, and so of its output schema."""
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler: SerializerFunctionWrapHandler) -> object:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler.resolve_ref_schema(handler(core_schema))  # (only ever used as output)
+        required = set(schema.get("required", ()))
+        for name, prop in schema.get("properties", {}).items():
+            options = prop.get("anyOf")
+            if name not in required and isinstance(options, list) and {"type": "null"} in options:
+                rest = [o for o in options if o != {"type": "null"}]
+                del prop["anyOf"]
+                prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+                prop.pop("default", None)
+        return schema

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from tools.documents import index_path
+    from tools.index_tools import index_path
     from tools.runtime import CallContext, Runtime
 
     if args.rebuild:

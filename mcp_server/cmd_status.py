@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from tools.documents import index_status
+    from tools.index_tools import index_status
     from tools.runtime import CallContext, Runtime
 
     rt = Runtime(cli_settings(settings))

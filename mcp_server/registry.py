@@ -22,6 +22,8 @@ from tools import (
     documents,
     files,
     human,
+    index_services,
+    index_tools,
     memory,
     meta,
     skills,
@@ -86,11 +88,11 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(documents.search_documents, title="Search indexed documents", read_only=True, idempotent=True,
              tier="core"),
     ToolSpec(documents.search_file, title="Search in a file", read_only=True, idempotent=True, tier="core"),
-    ToolSpec(documents.index_path, title="Index files for search", read_only=False, idempotent=True, tier="core"),
-    ToolSpec(documents.index_status, title="Index status", read_only=True, idempotent=True, tier="core"),
-    ToolSpec(documents.remove_from_index, title="Remove from the index", read_only=False, destructive=True,
+    ToolSpec(index_tools.index_path, title="Index files for search", read_only=False, idempotent=True, tier="core"),
+    ToolSpec(index_tools.index_status, title="Index status", read_only=True, idempotent=True, tier="core"),
+    ToolSpec(index_tools.remove_from_index, title="Remove from the index", read_only=False, destructive=True,
              idempotent=True, tier="full"),
-    ToolSpec(documents.cleanup_index, title="Clean up the index", read_only=False, destructive=True,
+    ToolSpec(index_tools.cleanup_index, title="Clean up the index", read_only=False, destructive=True,
              idempotent=True, tier="full"),
 ]
 
@@ -105,5 +107,5 @@ RESOURCES: list[ResourceSpec] = [
     ),
 ]
 
-WARMUPS: list[Callable[[Runtime], None]] = [documents.warm_up_search, context_common.warm_up_tokens]
+WARMUPS: list[Callable[[Runtime], None]] = [index_services.warm_up_search, context_common.warm_up_tokens]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

@@ -16,8 +16,9 @@ import pytest
 from foundation.errors import GeneralAgentError, InvalidInput, NotFound, PathNotAllowed
 from foundation.paths import fd_allowed, open_folder, open_for_read, roots_for
 from foundation.safe_open import fd_real_path, open_inside, read_fd
-from tools.documents import index_path, search_documents, search_file
+from tools.documents import search_documents, search_file
 from tools.files import edit_file, read_file, write_file
+from tools.index_tools import index_path
 from tools.runtime import CallContext, Runtime
 
 SECRET = "OUTSIDE-SECRET-c0ffee"

@@ -1,0 +1,115 @@
+"""The index behind the document tools: the shared store, its in-memory postings, index jobs, the
+indexer and the hybrid mode's vector worker (each created once per server), and the start-up warm-up."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from foundation.paths import fd_allowed, roots_for
+from foundation.safe_open import open_inside
+from indexing.model import ChunkingOptions
+from tools.index_jobs import JobRegistry
+from tools.runtime import CallContext, Runtime, Service
+
+if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
+    from indexing.indexer import Indexer
+    from indexing.postings import MemoryIndex
+    from indexing.store import IndexStore
+    from indexing.vectors import VectorWorker
+
+
+# -- services ---------------------------------------------------------------------------------
+
+
+def index_store(rt: Runtime) -> IndexStore:
+    """The shared index database of this server (re-analysed once if made by another analyzer)."""
+    return _INDEX_STORE.of(rt)
+
+
+def memory_index(rt: Runtime) -> MemoryIndex:
+    """The in-memory postings of the shared index (built in the background, used when fresh)."""
+    return _MEMORY_INDEX.of(rt)
+
+
+def _new_memory_index(rt: Runtime) -> MemoryIndex:
+    from indexing.postings import MemoryIndex
+
+    s = rt.settings
+    return MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks)
+
+
+def _open_store(path: Path) -> IndexStore:
+    """Open the index; a damaged database file (derived data) is moved aside and started afresh."""
+    import logging
+    import sqlite3
+
+    from indexing.analyzer import ANALYZER_VERSION, analyze
+    from indexing.store import IndexStore
+
+    try:
+        store = IndexStore(path)
+    except sqlite3.DatabaseError as exc:
+        aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
+        logging.getLogger("generalagent.index").warning("index %s is damaged (%s); moved to %s", path, exc, aside)
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(str(path) + suffix)
+            if part.exists():
+                part.rename(Path(str(aside) + suffix))
+        store = IndexStore(path)
+    store.ensure_analysis(ANALYZER_VERSION, analyze)
+    return store
+
+
+def index_jobs(rt: Runtime) -> JobRegistry:
+    """The index runs of this server (one per path at a time; background ones outlive their call)."""
+    return _INDEX_JOBS.of(rt)
+
+
+def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
+             session_id: str | None = None) -> Indexer:
+    from indexing.indexer import Indexer
+    s = rt.settings
+    limits = rt.extraction_limits()
+    chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
+    if call is not None:
+        should_cancel, session_id = (lambda: call.cancelled), call.session_id
+    roots = roots_for(s, session_id)
+    allowed = fd_allowed(s, roots)
+    return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel,
+                   opener=lambda path: open_inside(path, roots, allowed))
+
+
+def warm_up_search(rt: Runtime) -> None:
+    """Start-up warm-up (background thread): load jieba's dictionary and, when there is an index,
+    its in-memory postings. A data dir that holds an index also keeps a faster copy of the
+    dictionary; fresh data dirs get no files written."""
+    from indexing.analyzer import warm_up
+
+    has_index = (rt.settings.data_dir / "index.sqlite3").exists()
+    warm_up(rt.settings.data_dir / "cache" if has_index else None)
+    if has_index:
+        memory_index(rt).build_now()
+
+
+_INDEX_STORE: Service[IndexStore] = Service(lambda rt: _open_store(rt.data_dir / "index.sqlite3"))
+_MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
+_INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt)))
+
+
+def vector_worker(rt: Runtime) -> VectorWorker | None:
+    """The background embedder of the hybrid mode; None when no embedding provider is configured."""
+    return _VECTOR_WORKER.of(rt)
+
+
+def _new_vector_worker(rt: Runtime) -> VectorWorker | None:
+    from indexing.embeddings import make_provider
+    from indexing.vectors import VectorWorker
+
+    provider = make_provider(rt.settings)
+    return None if provider is None else VectorWorker(index_store(rt), provider)
+
+
+_VECTOR_WORKER: Service[VectorWorker | None] = Service(_new_vector_worker)

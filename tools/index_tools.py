@@ -1,0 +1,351 @@
+"""Index management: index_path (in the foreground or as a background job), index_status,
+remove_from_index and cleanup_index. The database is `<data_dir>/index.sqlite3`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import (
+    BaseModel,
+    Field,
+)
+
+from foundation.errors import NotFound
+from foundation.paths import display_path, resolve_path, roots_for
+from foundation.schemas import OmitNone
+from tools.index_jobs import IndexJob, Progress, Work
+from tools.runtime import CallContext, Runtime
+from tools.skills import skill_hint
+
+if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
+    from indexing.indexer import IndexReport
+    from indexing.store import IndexStore, JobRow
+from tools.index_services import index_jobs, index_store, indexer_for, memory_index, vector_worker
+
+STATUS_WALK_MAX = 20_000  # index_status counts unindexed files among this many folder entries
+
+
+# -- index_path ------------------------------------------------------------------------------------
+
+
+class FailedFile(BaseModel):
+    path: str
+    reason: str
+
+
+class IndexResult(OmitNone):
+    path: str
+    job_id: str = Field(description="The index run; index_status lists runs with their progress.")
+    state: str = Field(description="done, running (in the background), cancelled or failed.")
+    files_done: int = Field(description="Files handled so far.")
+    files_total: int = Field(description="Supported files found (0 while the folder is still being listed).")
+    indexed: int = Field(description="Files read and indexed now (new or changed content).")
+    unchanged: int = Field(description="Files skipped because they did not change.")
+    removed: int = Field(description="Index entries dropped because their files are gone.")
+    failed: list[FailedFile] = Field(description="Files that could not be indexed, with the reason.")
+    skipped: int = Field(description="Files of unsupported types.")
+    chunks_added: int
+    seconds: float
+    note: str | None = None
+    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
+
+
+def index_path(
+    path: Annotated[str, Field(description="File or folder to index (relative to the workspace root).")],
+    recursive: Annotated[bool, Field(description="Include sub-folders.")] = True,
+    wait: Annotated[
+        bool,
+        Field(description="False: return at once with a job id; index_status shows progress."),
+    ] = True,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> IndexResult:
+    """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
+    skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped."""
+    real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
+    roots = roots_for(rt.settings, call.session_id)
+    jobs = index_jobs(rt)
+    job, joined = jobs.claim(str(real), background=not wait)
+    if joined:
+        if wait:
+            jobs.wait(job, lambda: call.cancelled, call.report)
+        return _index_result(job, roots, f"Joined index job {job.row.id}, already running for this path.")
+    work = _index_work(rt, real, recursive, call.session_id)
+    if not wait:
+        jobs.start_background(job, work)
+        return _index_result(job, roots, f"Indexing in the background (job {job.row.id}); index_status shows "
+                                         "its progress. search_documents finds files as they are indexed.")
+    jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
+    return _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
+
+
+def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None) -> Work:
+    def work(should_cancel: Callable[[], bool], progress: Progress, report: IndexReport) -> None:
+        indexer = indexer_for(rt, should_cancel=should_cancel, session_id=session_id)
+        if real.is_dir():
+            indexer.index_tree(real, recursive=recursive, progress=progress, report=report)
+        else:
+            report.add(indexer.index_file(real))
+            progress(1, 1, real.name)
+
+        if (worker := vector_worker(rt)) is not None:
+            worker.kick()  # chunk vectors of the hybrid mode, in the background
+
+    return work
+
+
+def _index_result(job: IndexJob, roots: tuple[Path, ...], note: str | None = None,
+                  hint: str | None = None) -> IndexResult:
+    row, report = job.snapshot(), job.report
+    failed = [FailedFile(path=display_path(Path(f.path), roots), reason=f.reason[:300]) for f in report.failed[:50]]
+    if report.truncated:
+        note = "The folder walk stopped at its file limit; index sub-folders separately."
+    if len(report.failed) > 50:
+        note = f"{len(report.failed)} files failed; the first 50 are listed."
+    if row.state == "running" and job.finished.is_set():
+        row = job.row
+    return IndexResult(
+        path=display_path(Path(row.path), roots), job_id=row.id, state=row.state, files_done=row.done,
+        files_total=row.total, indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
+        failed=failed, skipped=report.skipped, chunks_added=report.chunks_added,
+        seconds=round((row.finished_at or time.time()) - row.started_at, 2), note=note,
+        skill_hint=hint,  # skills: the file-type hint
+    )
+
+
+# -- index_status ----------------------------------------------------------------------------------
+
+
+class JobInfo(OmitNone):
+    id: str
+    path: str
+    state: str = Field(description="running, done, cancelled, failed, or interrupted (the server stopped).")
+    files_done: int
+    files_total: int
+    indexed: int
+    failed: int
+    seconds: float = Field(description="Time it ran (so far, while running).")
+    error: str | None = None
+
+
+class PathStatus(OmitNone):
+    path: str
+    indexed: bool
+    fresh: bool | None = Field(
+        default=None, description="True when everything is indexed and unchanged since (false while partial)."
+    )
+    partial: bool | None = Field(
+        default=None, description="True when the last run here is running or stopped before the end."
+    )
+    indexed_at: str | None = None
+    chunks: int | None = None
+    error: str | None = None
+    files: int | None = Field(default=None, description="For folders: indexed files under it.")
+    stale: int | None = Field(default=None, description="For folders: indexed files changed or deleted since.")
+    failed: int | None = Field(default=None, description="For folders: files that could not be indexed.")
+    not_indexed: int | None = Field(default=None, description="For folders: supported files on disk not indexed.")
+    job: JobInfo | None = Field(default=None, description="The last index run of this path (or a folder above).")
+    note: str | None = None
+
+
+class IndexStatus(BaseModel):
+    database: str
+    database_bytes: int
+    files: int
+    failed_files: int
+    documents: int
+    chunks: int
+    characters: int
+    search: str = ""
+    jobs: list[JobInfo] = Field(default_factory=list, description="Index runs: running ones, then the latest.")
+    vectors: str | None = Field(default=None, description="Hybrid mode: chunks embedded so far.")
+    path_status: PathStatus | None = None
+
+
+def index_status(
+    path: Annotated[
+        str | None, Field(description="A file or folder to report on; omit for index totals.")
+    ] = None,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> IndexStatus:
+    """What is indexed: totals (files, documents, chunks, database size), or one file's or folder's
+    state (indexed? complete? unchanged since? when? how many chunks?), and index jobs."""
+    store = index_store(rt)
+    totals = store.totals()
+    roots = roots_for(rt.settings, call.session_id)
+    status = IndexStatus(
+        database=str(store.path), database_bytes=store.db_bytes(), files=totals["files"],
+        failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
+        characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
+        jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
+        vectors=worker.status() if (worker := vector_worker(rt)) is not None else None,
+    )
+    if path:
+        real = resolve_path(rt.settings, path, session_id=call.session_id)
+        job = index_jobs(rt).covering(str(real))
+        status.path_status = _path_status(store, real, display_path(real, roots))
+        _apply_job(status.path_status, _job_info(job, roots) if job else None)
+    return status
+
+
+def _job_info(row: JobRow, roots: tuple[Path, ...]) -> JobInfo:
+    return JobInfo(
+        id=row.id, path=display_path(Path(row.path), roots), state=row.state, files_done=row.done,
+        files_total=row.total, indexed=row.indexed, failed=row.failed,
+        seconds=round(_ended(row) - row.started_at, 1), error=row.error or None,
+    )
+
+
+def _ended(row: JobRow) -> float:
+    """When the run ended (now while it runs; its start when it was interrupted without a record)."""
+    return row.finished_at or (time.time() if row.state == "running" else row.started_at)
+
+
+def _apply_job(status: PathStatus, job: JobInfo | None) -> None:
+    """Make a folder's status honest about its last run: running or stopped means partial."""
+    status.job = job
+    if job is None or status.files is None and status.indexed and job.state != "running":
+        return  # a file's own row tells the truth about that file
+    status.partial = job.state != "done"
+    if job.state == "running":
+        status.fresh = False
+        status.note = f"Indexing now (job {job.id}): {job.files_done} of {job.files_total or '?'} files done."
+    elif status.partial:
+        status.fresh = False
+        status.note = (
+            f"Partly indexed: the last run ({job.state}) stopped after {job.files_done} of {job.files_total or '?'} "
+            "files. Run index_path again to continue; indexed files are skipped."
+        )
+
+
+def _path_status(store: IndexStore, real: Path, shown: str) -> PathStatus:
+    row = store.file_row(str(real))
+    if row is not None:
+        chunks = None
+        if row.doc_id is not None:
+            got = store.conn().execute("SELECT n_chunks FROM documents WHERE id=?", (row.doc_id,)).fetchone()
+            chunks = got[0] if got else None
+        return PathStatus(
+            path=shown, indexed=row.error is None, fresh=_fresh(row.path, row.size, row.mtime_ns),
+            indexed_at=_iso(row.indexed_at), chunks=chunks, error=row.error,
+        )
+    rows = store.files_under(str(real))
+    missing = _not_indexed(real, {r.path for r in rows}) if real.is_dir() else 0
+    if not rows:
+        note = f"{missing} supported files here are not indexed; run index_path." if missing else None
+        return PathStatus(path=shown, indexed=False, not_indexed=missing if real.is_dir() else None, note=note)
+    stale = sum(not _fresh(r.path, r.size, r.mtime_ns) for r in rows[:20_000])
+    return PathStatus(
+        path=shown, indexed=True, fresh=stale == 0 and missing == 0, files=len(rows), stale=stale,
+        failed=sum(r.error is not None for r in rows), indexed_at=_iso(max(r.indexed_at for r in rows)),
+        not_indexed=missing,
+        note=f"{missing} supported files are not indexed yet; run index_path to add them." if missing else None,
+    )
+
+
+def _not_indexed(folder: Path, indexed: set[str]) -> int:
+    """Supported files under `folder` (first STATUS_WALK_MAX entries) that the index does not have."""
+    from foundation.filewalk import FileWalk
+    from indexing.extract import is_supported
+
+    walk = FileWalk(folder, max_depth=64, max_entries=STATUS_WALK_MAX)
+    return sum(1 for e in walk if is_supported(e.path) and str(e.path) not in indexed)
+
+
+def _fresh(path: str, size: int, mtime_ns: int) -> bool:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return info.st_size == size and info.st_mtime_ns == mtime_ns
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- remove_from_index / cleanup_index ------------------------------------------------------------
+
+
+class RemoveResult(BaseModel):
+    removed_paths: int
+    removed_documents: int
+    examples: list[str] = Field(description="Some removed paths.")
+    vacuumed: bool = False
+    database_bytes: int
+
+
+def remove_from_index(
+    path: Annotated[str, Field(description="Indexed file or folder to drop from the index (files stay on disk).")],
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> RemoveResult:
+    """Remove a file, or every file under a folder, from the search index. Files on disk are untouched."""
+    real = resolve_path(rt.settings, path, session_id=call.session_id)
+    store = index_store(rt)
+    row = store.file_row(str(real))
+    targets = [row.path] if row is not None else [r.path for r in store.files_under(str(real))]
+    if not targets:
+        raise NotFound(f"{path} is not in the index. index_status shows what is indexed.")
+    return _remove(rt, targets, call)
+
+
+def cleanup_index(
+    missing_files: Annotated[bool, Field(description="Drop entries whose files no longer exist.")] = True,
+    older_than_days: Annotated[
+        float | None, Field(gt=0, description="Also drop entries indexed more than this many days ago.")
+    ] = None,
+    *,
+    rt: Runtime,
+    call: CallContext,
+) -> RemoveResult:
+    """Tidy the index: drop entries of deleted files (and, if asked, old entries), delete documents
+    no file uses any more, and compact the database when that frees space."""
+    store = index_store(rt)
+    cutoff = time.time() - older_than_days * 86400 if older_than_days else None
+    targets = [
+        r.path for r in store.all_files()
+        if (missing_files and not os.path.isfile(r.path)) or (cutoff is not None and r.indexed_at < cutoff)
+    ]
+    return _remove(rt, targets, call)
+
+
+def _remove(rt: Runtime, targets: list[str], call: CallContext) -> RemoveResult:
+    store = index_store(rt)
+    docs_before = store.totals()["documents"]
+    indexer = indexer_for(rt)
+    for i, target in enumerate(targets):
+        call.check_cancelled()
+        indexer.remove_path(target)
+        if i % 100 == 99:
+            call.report(i + 1, len(targets), "removing")
+    with store.write() as conn:
+        for doc_id in store.orphan_documents():
+            store.drop_if_orphan(conn, doc_id)
+    vacuumed = _vacuum_if_worthwhile(store)
+    roots = roots_for(rt.settings, call.session_id)
+    return RemoveResult(
+        removed_paths=len(targets), removed_documents=docs_before - store.totals()["documents"],
+        examples=[display_path(Path(t), roots) for t in targets[:20]], vacuumed=vacuumed,
+        database_bytes=store.db_bytes(),
+    )
+
+
+def _vacuum_if_worthwhile(store: IndexStore) -> bool:
+    conn = store.conn()
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    if free < 256 or free < pages // 4:
+        return False
+    store.vacuum()
+    return True
