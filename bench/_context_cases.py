@@ -148,7 +148,7 @@ def _blob(rng: random.Random) -> str:
     return "This is the current file:\n```python\ndef build(row):\n" + "\n".join(lines) + "\n```"
 
 
-def _tool_output(rng: random.Random, i: int) -> str:
+def tool_output(rng: random.Random, i: int) -> str:
     if rng.random() < 0.5:
         rows = [
             {"id": k, "path": rng.choice(FILES), "line": rng.randint(1, 900), "text": "def f(x): return x"}
@@ -206,7 +206,7 @@ def make_events(n_messages: int, seed: int, n_constraints: int = 12) -> tuple[li
         else:
             n = 1 if rng.random() < 0.8 else 2
             calls = [("search_files" if rng.random() < 0.5 else "read_file", {"path": rng.choice(FILES), "i": i}) for _ in range(n)]
-            events.append({"kind": "chain", "calls": calls, "results": [_tool_output(rng, i) for _ in range(n)]})
+            events.append({"kind": "chain", "calls": calls, "results": [tool_output(rng, i) for _ in range(n)]})
             count += 1 + n
     for text in pending:
         events.insert(len(events) // 2, {"kind": "user", "text": text})

@@ -14,6 +14,8 @@ import statistics
 import time
 from typing import Any
 
+from bench._context_cases import FILES, tool_output
+
 CONSTRAINTS = [
     "Always use pytest for the tests.",
     "Never push to the main branch directly.",
@@ -31,29 +33,6 @@ FILLER_USER = [
     "Can you check the config loader too?",
     "Run the tests again.",
 ]
-FILES = [
-    "src/app/parser.py",
-    "src/app/config.py",
-    "tests/test_parser.py",
-    "docs/guide.md",
-    "src/app/db/models.py",
-]
-
-
-def _tool_output(rng: random.Random, i: int) -> str:
-    if rng.random() < 0.5:
-        rows = [
-            {"id": k, "path": rng.choice(FILES), "line": rng.randint(1, 900), "text": "def f(x): return x"}
-            for k in range(rng.randint(5, 40))
-        ]
-        return json.dumps({"success": True, "count": len(rows), "matches": rows})
-    lines = [
-        f"{rng.choice(FILES)}:{rng.randint(1, 500)}: step {i} output line {k} value={rng.random():.4f}"
-        for k in range(rng.randint(3, 40))
-    ]
-    return "\n".join(lines)
-
-
 def make_events(
     n_messages: int, seed: int = 7, todo_every: int = 40, constraints: list[str] | None = None
 ) -> list[dict[str, Any]]:
@@ -110,7 +89,7 @@ def make_events(
                         )
                         for _ in range(n)
                     ],
-                    "results": [_tool_output(rng, i) for _ in range(n)],
+                    "results": [tool_output(rng, i) for _ in range(n)],
                 }
             )
             count += 1 + n

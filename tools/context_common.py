@@ -70,6 +70,16 @@ ESTIMATED = (
 )
 
 
+class SizeReport(BaseModel):
+    """What optimize_context and compact_context both report about the size of the conversation."""
+
+    tokens_before: int = Field(description="Tokens of the input (see tokens_before_estimated).")
+    tokens_before_estimated: bool = Field(description=ESTIMATED)
+    tokens_after: int = Field(description="Tokens of the output.")
+    messages_before: int = Field(description="Messages in the input.")
+    messages_after: int = Field(description="Messages in the output.")
+
+
 USER_WORDS = (
     "The user's own sentences: how many the input has, how many are kept verbatim, how many were "
     "dropped (with up to 20 of them), and pasted blobs (logs, files) compressed in user messages."

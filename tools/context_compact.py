@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from context import carryover
 from context.compact import CompactOptions, Prior, Summarizer, compact
@@ -13,7 +13,6 @@ from context.store import prefix_hash
 from context.tokens import counter_for
 from foundation.errors import LLMNotConfigured
 from tools.context_common import (
-    ESTIMATED,
     TOKENIZER_EXACT,
     USER_WORDS,
     ConversationParam,
@@ -22,6 +21,7 @@ from tools.context_common import (
     MessagesParam,
     ModelParam,
     PageParam,
+    SizeReport,
     SystemParam,
     WindowParam,
     context_store,
@@ -32,18 +32,13 @@ from tools.context_common import (
 from tools.runtime import CallContext, Runtime
 
 
-class CompactReportModel(BaseModel):
+class CompactReportModel(SizeReport):
     action: str = Field(description="compacted, or skipped (see reason).")
     reason: str = Field(description="Why it was skipped (empty when compacted).")
     strategy: str = Field(description="compact (detailed, sectioned) or summarize (short).")
     source: str = Field(description="llm, fallback (made by code after an LLM problem) or none.")
     fallback_reason: str | None = Field(description="Why the LLM was not used (null when it was).")
     incremental: bool = Field(description="True when an earlier summary was folded in.")
-    messages_before: int = Field(description="Messages in the input.")
-    messages_after: int = Field(description="Messages in the output.")
-    tokens_before: int = Field(description="Tokens of the input (see tokens_before_estimated).")
-    tokens_before_estimated: bool = Field(description=ESTIMATED)
-    tokens_after: int = Field(description="Tokens of the output.")
     ratio: float = Field(description="tokens_after / tokens_before.")
     summary_tokens: int = Field(description="Tokens of the summary message.")
     llm_tokens: int = Field(description="Tokens the LLM call used (prompt + completion).")

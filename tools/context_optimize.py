@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from context.compact import split_summary
 from context.messages import Msg, render
 from context.optimize import Budget, optimize
 from context.tokens import TOKENS_REPLY_PRIMING, Counter, counter_for
 from tools.context_common import (
-    ESTIMATED,
     TOKENIZER_EXACT,
     USER_WORDS,
     FormatParam,
@@ -19,6 +18,7 @@ from tools.context_common import (
     MessagesParam,
     ModelParam,
     PageParam,
+    SizeReport,
     SystemParam,
     TodoListParam,
     WindowParam,
@@ -30,12 +30,7 @@ from tools.context_common import (
 from tools.runtime import CallContext, Runtime
 
 
-class OptimizeReport(BaseModel):
-    tokens_before: int = Field(description="Tokens of the input (see tokens_before_estimated).")
-    tokens_before_estimated: bool = Field(description=ESTIMATED)
-    tokens_after: int = Field(description="Tokens of the output.")
-    messages_before: int = Field(description="Messages in the input.")
-    messages_after: int = Field(description="Messages in the output.")
+class OptimizeReport(SizeReport):
     removed: int = Field(description="Messages removed (orphans and old turns).")
     compressed: int = Field(description="Tool outputs compressed.")
     orphans_removed: int = Field(description="Unanswered tool calls and results without their call, removed.")
