@@ -131,6 +131,8 @@ def check_sandbox(settings: Settings) -> Check:
     status = sandbox_status()
     network = " Network for commands: " + ("on (bash_network)." if settings.bash_network else "off.")
     return Check("shell sandbox", status.available, describe(status) + network, required=False)
+
+
 # -- skills: every broken SKILL.md named with its problem, and the model slots
 MAX_SHOWN = 20  # skills listed by name
 
