@@ -95,26 +95,23 @@ def test_file_swapped_for_symlink_never_leaks(rt: Runtime, workspace: Path, outs
     assert read[0] > 0 and found[0] > 0, "no call succeeded: the race was not exercised"
 
 
-def test_folder_swapped_for_symlink_never_leaks(rt: Runtime, workspace: Path, outside: Path) -> None:
-    def make_folder(path: Path) -> None:
-        path.mkdir()
-        _write_inside(path / "notes.txt")
+def _make_folder(path: Path) -> None:
+    path.mkdir()
+    _write_inside(path / "notes.txt")
 
+
+def test_folder_swapped_for_symlink_never_leaks(rt: Runtime, workspace: Path, outside: Path) -> None:
     folder = workspace / "sub"
-    make_folder(folder)
-    with swapping(folder, make_folder, outside):
+    _make_folder(folder)
+    with swapping(folder, _make_folder, outside):
         read = _attempts(lambda: read_file("sub/notes.txt", rt=rt, call=call()).content)
     assert read[1] == 0 and read[0] > 0, read
 
 
 def test_writes_never_land_outside(rt: Runtime, workspace: Path, outside: Path) -> None:
-    def make_folder(path: Path) -> None:
-        path.mkdir()
-        _write_inside(path / "notes.txt")
-
     folder = workspace / "sub"
-    make_folder(folder)
-    with swapping(folder, make_folder, outside):
+    _make_folder(folder)
+    with swapping(folder, _make_folder, outside):
         for i in range(ITERATIONS // 2):
             with contextlib.suppress(GeneralAgentError):
                 write_file(f"sub/new{i}.txt", "x", rt=rt, call=call())
