@@ -28,7 +28,7 @@ from tools.runtime import CallContext, Runtime
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.search import ChunkHit, PathFilter, Searcher
     from indexing.store import IndexStore
-from tools.index_services import index_store, indexer_for, memory_index, vector_worker
+from tools.index_services import forget_paths, index_store, indexer_for, memory_index, vector_worker
 
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
 MAX_GLOB_FILES = 5000
@@ -189,13 +189,7 @@ def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:
     gone = sorted({p for p in paths if p and not os.path.exists(p)})
     if not gone:
         return False
-    indexer = indexer_for(rt)
-    store = index_store(rt)
-    for path in gone:
-        indexer.remove_path(path)
-    with store.write() as conn:
-        for doc_id in store.orphan_documents():
-            store.drop_if_orphan(conn, doc_id)
+    forget_paths(rt, gone)
     return True
 
 
@@ -205,7 +199,7 @@ def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | Non
     inside = sum(store.conn().execute(
         "SELECT count(*) FROM files WHERE path >= ? AND path < ?", folder_range(str(root))
     ).fetchone()[0] for root in roots)
-    outside = store.totals()["files"] - inside
+    outside = store.conn().execute("SELECT count(*) FROM files").fetchone()[0] - inside
     if outside <= 0:
         return None
     files = "1 indexed file lies" if outside == 1 else f"{outside} indexed files lie"

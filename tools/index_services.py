@@ -82,6 +82,23 @@ def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Cal
                    opener=lambda path: open_inside(path, roots, allowed))
 
 
+def forget_paths(rt: Runtime, paths: list[str], before: Callable[[], None] | None = None,
+                 after: Callable[[int], None] | None = None) -> None:
+    """Drop these indexed paths (a document goes with its last path), then every document no file uses.
+    `before()` runs before each path (a cancellation check), `after(done)` after each (progress)."""
+    indexer = indexer_for(rt)
+    for done, path in enumerate(paths, start=1):
+        if before is not None:
+            before()
+        indexer.remove_path(path)
+        if after is not None:
+            after(done)
+    store = index_store(rt)
+    with store.write() as conn:
+        for doc_id in store.orphan_documents():
+            store.drop_if_orphan(conn, doc_id)
+
+
 def warm_up_search(rt: Runtime) -> None:
     """Start-up warm-up (background thread): load jieba's dictionary and, when there is an index,
     its in-memory postings. A data dir that holds an index also keeps a faster copy of the

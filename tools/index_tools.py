@@ -26,7 +26,14 @@ from tools.skills import skill_hint
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.indexer import IndexReport
     from indexing.store import IndexStore, JobRow
-from tools.index_services import index_jobs, index_store, indexer_for, memory_index, vector_worker
+from tools.index_services import (
+    forget_paths,
+    index_jobs,
+    index_store,
+    indexer_for,
+    memory_index,
+    vector_worker,
+)
 
 STATUS_WALK_MAX = 20_000  # index_status counts unindexed files among this many folder entries
 
@@ -323,15 +330,12 @@ def cleanup_index(
 def _remove(rt: Runtime, targets: list[str], call: CallContext) -> RemoveResult:
     store = index_store(rt)
     docs_before = store.totals()["documents"]
-    indexer = indexer_for(rt)
-    for i, target in enumerate(targets):
-        call.check_cancelled()
-        indexer.remove_path(target)
-        if i % 100 == 99:
-            call.report(i + 1, len(targets), "removing")
-    with store.write() as conn:
-        for doc_id in store.orphan_documents():
-            store.drop_if_orphan(conn, doc_id)
+
+    def progress(done: int) -> None:
+        if done % 100 == 0:
+            call.report(done, len(targets), "removing")
+
+    forget_paths(rt, targets, before=call.check_cancelled, after=progress)
     vacuumed = _vacuum_if_worthwhile(store)
     roots = roots_for(rt.settings, call.session_id)
     return RemoveResult(
