@@ -386,9 +386,11 @@ def recall_ranked(
     embedder: Embedder | None = None,
     weights: Weights = Weights(),
     min_similarity: float = MIN_SIMILARITY,
+    facts: list[Fact] | None = None,
 ) -> list[Scored]:
-    """The stored facts ranked for `query` (see the module docstring); no query: by confidence."""
-    facts = store.all_facts()
+    """The stored facts ranked for `query` (see the module docstring); no query: by confidence.
+    `facts`: the store's facts when the caller has read them already."""
+    facts = store.all_facts() if facts is None else facts
     if not query.strip() or not facts:
         return rank(facts, [], min_similarity, weights.confidence)
     lexical = lexical_scores(facts, query, store.analyze, weights.expansion)

@@ -163,7 +163,8 @@ def recall(
     has_context = bool(context.strip() and store.analyze(context))
     embedder, note = EMBEDDER.of(rt) if has_context else (None, "")
     weights = Weights.from_settings(rt.settings)
-    ranked = recall_ranked(store, context if has_context else "", embedder, weights, min_similarity)
+    facts = store.all_facts()
+    ranked = recall_ranked(store, context if has_context else "", embedder, weights, min_similarity, facts)
     chosen, used = select(ranked, max_tokens, top_k, counter_for(None).count)
     items = [
         ScoredFact(
@@ -177,7 +178,7 @@ def recall(
         facts=items,
         tokens=used,
         context_used=has_context,
-        total_facts=len(store.all_facts()),
+        total_facts=len(facts),
         method=method,
         note=note,
     )
