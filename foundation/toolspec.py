@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError, create_model
 
 from foundation.errors import InvalidInput
+from foundation.schemas import accepts_null
 
 INJECTED_PARAMS = ("rt", "call")
 """Parameters the dispatch point fills in (never part of a tool's input schema)."""
@@ -142,10 +143,7 @@ def _drop_null_fields(value: Any, schema: dict[str, Any], root: dict[str, Any], 
 
 
 def _takes_null(schema: Any) -> bool:
-    if not isinstance(schema, dict):
-        return True
-    options = schema.get("anyOf", [])
-    return schema.get("type") == "null" or {"type": "null"} in options
+    return not isinstance(schema, dict) or accepts_null(schema)
 
 
 def invalid_arguments_message(tool: str, exc: ValidationError) -> str:

@@ -23,7 +23,7 @@ from foundation.bounding import bound_json
 from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
 from foundation.schemas import portable_schema
-from foundation.toolspec import ToolSpec, arguments_model
+from foundation.toolspec import ToolSpec, arguments_schema
 from tools.agents import TRANSFER_PREFIX, transfer_target
 
 log = logging.getLogger("generalagent.subagent")
@@ -51,7 +51,7 @@ Reporter = Callable[[str], Awaitable[None]]
 def function_schema(spec: ToolSpec) -> dict[str, Any]:
     """The OpenAI function-calling schema of one of our tools, built from its signature: the same
     portable (strict) schema MCP clients list."""
-    parameters = portable_schema(arguments_model(spec).model_json_schema())
+    parameters = portable_schema(arguments_schema(spec))  # portable_schema copies: the cached schema stays as it is
     return {
         "type": "function",
         "function": {"name": spec.name, "description": spec.description[:1024], "parameters": parameters},
