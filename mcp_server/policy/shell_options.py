@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 Operands = Literal["paths", "text", "none"]
@@ -42,6 +43,10 @@ class CommandSpec:
     style: Style = "getopt"  # "find": predicates; "words": no options at all (echo, test)
 
     def known(self) -> frozenset[str]:
+        return self._known
+
+    @cached_property
+    def _known(self) -> frozenset[str]:  # every option of the spec, built once (looked up per option word)
         return self.flags | self.values | self.paths | self.optional | frozenset(self.risky)
 
 

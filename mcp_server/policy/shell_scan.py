@@ -220,6 +220,7 @@ class Scanner:
             self.pipeline(pipeline, depth)
 
     def pipeline(self, pipeline: Pipeline, depth: int) -> None:
+        literal_so_far = True  # every element before this one only prints literal text
         for index, elem in enumerate(pipeline):
             saved = self.cwd
             if isinstance(elem, Group):
@@ -230,9 +231,10 @@ class Scanner:
                 if not seg.safe:
                     self.report.segments.append(seg)
             else:
-                self.command(elem, depth, stdin_piped=index > 0 and not all(map(_literal_text, pipeline[:index])))
+                self.command(elem, depth, stdin_piped=index > 0 and not literal_so_far)
                 if len(pipeline) > 1:
                     self.cwd = saved
+            literal_so_far = literal_so_far and _literal_text(elem)
             if len(self.report.segments) > MAX_SEGMENTS:
                 self.find(ask("The command has too many parts to analyse.", "high", "bash.too_complex"))
                 return
