@@ -272,9 +272,10 @@ class ApprovalStore:
 
     def _covering(self, tool: str, args: dict[str, Any], target: str | None) -> list[Approval]:
         digest = call_hash(tool, args)
-        granted = self._query(
-            "SELECT * FROM approvals WHERE tool=? AND status='granted' AND expires>? ORDER BY decided_at",
-            (tool, time.time()))
+        granted = self._query(  # once/today grants cover only their own call: fetch those by hash
+            "SELECT * FROM approvals WHERE tool=? AND status='granted' AND expires>? "
+            "AND (args_hash=? OR scope IN ('file', 'folder', 'tool')) ORDER BY decided_at",
+            (tool, time.time(), digest))
         order: dict[str, int] = {name: i for i, name in enumerate(SCOPES)}  # narrowest first
         return sorted((a for a in granted if a.covers(tool, digest, target)), key=lambda a: order.get(a.scope, 9))
 
