@@ -163,6 +163,9 @@ def skill_hint(rt: Runtime, path: str | Path) -> str | None:
     """"The pdf skill has instructions for this file type: load_skill('pdf')" when a skill is mapped to
     the file's type in skills.toml; never fails the calling tool."""
     try:
+        config = SKILLS.of(rt).config_path
+        if not Path(path).suffix or config is None or not config.is_file():
+            return None  # file types are mapped only in skills.toml: without one, no skill scan on this path
         skill = skill_catalog(rt).for_file_type(path)
     except Exception:
         log.warning("skill hint for %s failed", path, exc_info=True)
