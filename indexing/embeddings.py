@@ -14,12 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from foundation.errors import SettingsError
 
 if TYPE_CHECKING:
     import numpy as np
+    import openai
 
     from foundation.settings import Settings
 
@@ -71,12 +73,16 @@ class OpenAIEmbeddings:
     def name(self) -> str:
         return f"openai/{self.model}@{self.base_url}"
 
-    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-        import numpy as np
+    @cached_property
+    def _client(self) -> openai.OpenAI:  # one client (and its connection pool) for every request
         import openai
 
-        client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "none", timeout=self.timeout)
-        response = client.embeddings.create(model=self.model, input=list(texts), encoding_format="float")
+        return openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "none", timeout=self.timeout)
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        import numpy as np
+
+        response = self._client.embeddings.create(model=self.model, input=list(texts), encoding_format="float")
         rows = sorted(response.data, key=lambda d: d.index)
         return normalised(np.array([d.embedding for d in rows], dtype=np.float32))
 
