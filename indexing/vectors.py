@@ -89,11 +89,16 @@ class VectorWorker:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.error = ""
+        self._complete_at: int | None = None  # the chunks' generation at which a run left nothing missing
 
     def kick(self) -> None:
-        """Start the worker unless it runs already."""
+        """Start the worker unless it runs already, or nothing changed since every chunk had its vector
+        (searches kick it: without this each one would scan the chunks for missing vectors)."""
+        generation = self.vectors.store.generation()[0]
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
+                return
+            if self._complete_at == generation:
                 return
             self._stop.clear()
             self._thread = threading.Thread(target=self._run_logged, name="chunk-vectors", daemon=True)
@@ -108,10 +113,12 @@ class VectorWorker:
     def run(self) -> int:
         """Embed every chunk that lacks a vector (until cancelled); returns how many were embedded."""
         self.vectors.use_model(self.provider.name)
+        generation = self.vectors.store.generation()[0]
         done = 0
         while not self._stop.is_set():
             rows = self.vectors.missing(BATCH)
             if not rows:
+                self._complete_at = generation
                 break
             self.vectors.put(rows, self.provider.embed([chunk_text(h, t) for _, h, t in rows], query=False))
             done += len(rows)
