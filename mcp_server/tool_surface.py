@@ -41,20 +41,21 @@ class CheckedTool(Tool):
         return tool
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
-        return await super().run(self.checked(arguments), context, convert_result=convert_result)
+        try:
+            return await super().run(self.checked(arguments), context, convert_result=convert_result)
+        except ToolError as exc:  # the SDK validates once; its raw pydantic text becomes our short message
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(invalid_arguments_message(self.name, exc.__cause__)) from None
+            raise
 
     def checked(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments to validate, or ToolError with a short, fixable message."""
+        """The arguments to validate (unknown ones refused, null/"" as the default), or ToolError."""
         if self._spec is None:
             return arguments
         try:
-            prepared = prepare_arguments(self._spec, arguments)
-            self.fn_metadata.validate_arguments(prepared)
+            return prepare_arguments(self._spec, arguments)
         except InvalidInput as exc:
             raise ToolError(str(exc)) from None
-        except ValidationError as exc:
-            raise ToolError(invalid_arguments_message(self.name, exc)) from None
-        return prepared
 
 
 def connection_of(request_context: Any) -> Any:
