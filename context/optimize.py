@@ -247,10 +247,6 @@ def last_user(msgs: list[Msg]) -> int | None:
     return next((j for j in range(len(msgs) - 1, -1, -1) if msgs[j].role == "user"), None)
 
 
-def first_user(msgs: list[Msg]) -> int | None:
-    return next((j for j, m in enumerate(msgs) if m.role == "user"), None)
-
-
 def _select(
     msgs: list[Msg], lazy: Lazy, units: list[list[int]], budget: Budget, reserve: int, report: Report
 ) -> tuple[set[int], dict[int, Msg]]:
