@@ -1,4 +1,4 @@
-"""Pseudo-relevance feedback (RM3, Lavrenko & Croft 2001; Abdul-Jaleel et al. 2004) as a re-rank
+"""Bench only (measured under folds and dropped: worse in every fold). Pseudo-relevance feedback (RM3, Lavrenko & Croft 2001; Abdul-Jaleel et al. 2004) as a re-rank
 of the lexical candidates.
 
 The top FB_DOCS candidates are assumed relevant; the relevance model P(w|R) = sum over them of

@@ -16,7 +16,7 @@ import numpy as np
 
 from bench.retrieval import HitSource
 from indexing import analyzer
-from indexing.feedback import rm3_scores
+from bench._feedback import rm3_scores
 from indexing.fusion import reorder
 from indexing.hybrid import DenseRerank
 from indexing.query import parse, plan

@@ -1,5 +1,5 @@
 """Re-ranking lexical candidates by a second score: min-max normalise both over the candidates
-and mix them. Pure functions; used by pseudo-relevance feedback and by the hybrid (dense) mode.
+and mix them. Pure functions; used by the hybrid (dense) mode and by the bench's pseudo-relevance feedback.
 
 Min-max over the candidates puts both scores on [0, 1] whatever their scale (BM25 grows with
 query length, cosine does not); rank fusion (RRF) throws the score gaps away and measured worse.
