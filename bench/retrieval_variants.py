@@ -14,9 +14,9 @@ from dataclasses import replace as _replace
 
 import numpy as np
 
+from bench._feedback import rm3_scores
 from bench.retrieval import HitSource
 from indexing import analyzer
-from bench._feedback import rm3_scores
 from indexing.fusion import reorder
 from indexing.hybrid import DenseRerank
 from indexing.query import parse, plan
