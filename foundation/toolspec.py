@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ValidationError, create_model
 from foundation.errors import InvalidInput
 from foundation.schemas import accepts_null
 
+_FIRST_SENTENCE = re.compile(r"(.+?(?<!e\.g)(?<!i\.e)\.)(?:\s|$)")
 INJECTED_PARAMS = ("rt", "call")
 """Parameters the dispatch point fills in (never part of a tool's input schema)."""
 
@@ -47,6 +49,14 @@ class ToolSpec:
     @property
     def description(self) -> str:
         return inspect.cleandoc(self.fn.__doc__ or self.title)
+
+    @property
+    def summary(self) -> str:
+        """The description's first sentence (up to the first '. ', not after "e.g."/"i.e.", or the end
+        of the first paragraph): the one line README's table and the MCP Bundle manifest show."""
+        paragraph = " ".join(self.description.split("\n\n")[0].split())
+        match = _FIRST_SENTENCE.match(paragraph)
+        return match.group(1) if match else paragraph
 
 
 def tool_parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:

@@ -40,13 +40,7 @@ def manifest_tools() -> list[dict[str, str]]:
     """Every registered tool, with the first sentence of its description."""
     from mcp_server import registry
 
-    return [{"name": spec.name, "description": _first_sentence(spec.description)} for spec in registry.TOOLS]
-
-
-def _first_sentence(text: str) -> str:
-    flat = " ".join(text.split())
-    cut = flat.find(". ")
-    return flat if cut < 0 else flat[: cut + 1]
+    return [{"name": spec.name, "description": spec.summary} for spec in registry.TOOLS]
 
 
 def manifest() -> dict[str, Any]:

@@ -27,10 +27,8 @@ def tool_kind(spec: ToolSpec) -> str:
 
 
 def summary(spec: ToolSpec) -> str:
-    """The description's first sentence (the text up to the first '. ' or the end of the first paragraph)."""
-    paragraph = " ".join(spec.description.split("\n\n")[0].split())
-    match = re.match(r"(.+?(?<!e\.g)(?<!i\.e)\.)(?:\s|$)", paragraph)
-    return (match.group(1) if match else paragraph).replace("|", "\\|")
+    """The tool's one-line summary, escaped for a Markdown table cell."""
+    return spec.summary.replace("|", "\\|")
 
 
 def tools_table() -> str:
