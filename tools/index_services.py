@@ -15,6 +15,7 @@ from tools.index_jobs import JobRegistry
 from tools.runtime import CallContext, Runtime, Service
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
+    from indexing.embeddings import EmbeddingProvider
     from indexing.indexer import Indexer
     from indexing.postings import MemoryIndex
     from indexing.store import IndexStore
@@ -121,12 +122,24 @@ def vector_worker(rt: Runtime) -> VectorWorker | None:
     return _VECTOR_WORKER.of(rt)
 
 
-def _new_vector_worker(rt: Runtime) -> VectorWorker | None:
+def embedding_provider(rt: Runtime) -> EmbeddingProvider | None:
+    """The configured embedding model, made once per server: chunk vectors and memory recall share it
+    (None when the hybrid mode is off; SettingsError when it is misconfigured)."""
+    return _EMBEDDING_PROVIDER.of(rt)
+
+
+def _new_embedding_provider(rt: Runtime) -> EmbeddingProvider | None:
     from indexing.embeddings import make_provider
+
+    return make_provider(rt.settings)
+
+
+def _new_vector_worker(rt: Runtime) -> VectorWorker | None:
     from indexing.vectors import VectorWorker
 
-    provider = make_provider(rt.settings)
+    provider = embedding_provider(rt)
     return None if provider is None else VectorWorker(index_store(rt), provider)
 
 
+_EMBEDDING_PROVIDER: Service[EmbeddingProvider | None] = Service(_new_embedding_provider)
 _VECTOR_WORKER: Service[VectorWorker | None] = Service(_new_vector_worker)

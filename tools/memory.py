@@ -22,6 +22,7 @@ from context.messages import parse
 from context.tokens import counter_for
 from foundation.errors import GeneralAgentError, InvalidInput, NotFound
 from foundation.schemas import TEXT_MESSAGE_SCHEMA
+from tools.index_services import embedding_provider
 from tools.runtime import CallContext, Runtime, Service
 
 FORGET_MIN_SIMILARITY = 0.5
@@ -49,15 +50,8 @@ class _ProviderEmbedder:
 
 def _find_embedder(rt: Runtime) -> tuple[Embedder | None, str]:
     """(the embedding model the settings configure, or None; why not, when None)."""
-    import importlib
-
     try:
-        module = importlib.import_module("indexing.embeddings")
-    except ImportError:
-        return None, "no embedding provider in this build"
-    make = getattr(module, "make_provider", None)
-    try:
-        provider = make(rt.settings) if make is not None else None
+        provider = embedding_provider(rt)
     except GeneralAgentError as exc:
         return None, str(exc)
     if provider is None:
