@@ -182,7 +182,8 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path) -> San
 def command_argv(command: str, spec: SandboxSpec) -> list[str]:
     """The argv that runs `command`: inside the OS sandbox when one works here, else plain bash."""
     argv = [_shell(), "-c", command]
-    return wrap(argv, spec) if sandbox_status().available else argv
+    status = sandbox_status()
+    return wrap(argv, spec, status) if status.available else argv
 
 
 def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) -> BashResult:

@@ -17,6 +17,7 @@ in it: bubblewrap can fail inside some containers); it is checked once and cache
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -47,6 +48,7 @@ class SandboxStatus:
     available: bool
     kind: str  # "bwrap", "sandbox-exec" or "none"
     reason: str  # what works, or why not and how to fix it
+    executable: str = ""  # the sandbox program that was probed (bwrap), used for every command
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ def wrap(argv: Sequence[str], spec: SandboxSpec, status: SandboxStatus | None = 
     """`argv` wrapped in the available sandbox; raises RuntimeError when there is none."""
     status = status or sandbox_status()
     if status.kind == "bwrap" and status.available:
-        return bwrap_argv(argv, spec, shutil.which("bwrap") or "bwrap")
+        return bwrap_argv(argv, spec, status.executable or "bwrap")
     if status.kind == "sandbox-exec" and status.available:
         return sandbox_exec_argv(argv, spec)
     raise RuntimeError(f"No OS sandbox is available: {status.reason}")
@@ -203,7 +205,8 @@ def sandbox_status() -> SandboxStatus:
         found = shutil.which("bwrap")
         if found is None:
             return SandboxStatus(False, "none", f"bubblewrap (bwrap) is not installed; {INSTALL_HINT['linux']}")
-        return _probe("bwrap", lambda argv, spec: bwrap_argv(argv, spec, found))
+        probed = _probe("bwrap", lambda argv, spec: bwrap_argv(argv, spec, found))
+        return dataclasses.replace(probed, executable=found)
     if sys.platform == "darwin":
         if not Path("/usr/bin/sandbox-exec").exists():
             return SandboxStatus(False, "none", f"sandbox-exec is missing; {INSTALL_HINT['darwin']}")
