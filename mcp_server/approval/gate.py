@@ -213,9 +213,9 @@ class PolicyGate:
     # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
     # here for the same call's check; a verdict is used once and only for a few seconds.
 
-    def _remember(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict) -> None:
+    def _remember(self, key: tuple[str, str], verdict: Verdict) -> None:
         with self._lazy:
-            self._memo[(session_key(origin), call_hash(spec.name, args))] = (time.monotonic(), verdict)
+            self._memo[key] = (time.monotonic(), verdict)
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
 
@@ -229,7 +229,7 @@ class PolicyGate:
             return found[1]
         verdict = self.verdict(spec, args, origin)
         if keep:
-            self._remember(spec, args, origin, verdict)
+            self._remember(key, verdict)
         return verdict
 
     def roots(self, origin: Any) -> tuple[Path, ...]:
