@@ -233,21 +233,4 @@ def install_prompts(server: MCPServer[Any], runtime: Runtime) -> PromptSync:
     sync = PromptSync(server, runtime)
     sync.sync_now()
     server.middleware.append(sync.middleware)  # type: ignore[arg-type]
-    _advertise_list_changed(server)
     return sync
-
-
-def _advertise_list_changed(server: MCPServer[Any]) -> None:
-    """Declare prompts.listChanged and resources.listChanged on 2025-era sessions (wraps the options
-    the server already customises for tools)."""
-    from mcp.server import NotificationOptions
-
-    lowlevel = server._lowlevel_server
-    original = lowlevel.create_initialization_options
-
-    def create_initialization_options(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
-        options = notification_options or NotificationOptions(tools_changed=True, prompts_changed=True,
-                                                              resources_changed=True)
-        return original(options, *args, **kwargs)
-
-    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]

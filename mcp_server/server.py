@@ -284,7 +284,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         log_level=settings.log_level,
         lifespan=lifespan,
     )
-    _advertise_tools_list_changed(server)
+    _advertise_list_changed(server)
     client_log.install(server, server.sessionless_state)
     listed = listed_specs(settings, registry.TOOLS)
     catalog = ToolCatalog(server, dispatcher, listed)
@@ -304,15 +304,17 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     return server, dispatcher
 
 
-def _advertise_tools_list_changed(server: MCPServer[Any]) -> None:
-    """Declare tools.listChanged on 2025-era sessions (MCPServer leaves it false; enable_tools sends it)."""
+def _advertise_list_changed(server: MCPServer[Any]) -> None:
+    """Declare listChanged for tools, prompts and resources on 2025-era sessions (MCPServer leaves them
+    false; enable_tools sends the tools one, skill and agent-card changes the other two)."""
     from mcp.server import NotificationOptions
 
     lowlevel = server._lowlevel_server
     original = lowlevel.create_initialization_options
 
     def create_initialization_options(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
-        options = notification_options or NotificationOptions(tools_changed=True)
+        options = notification_options or NotificationOptions(tools_changed=True, prompts_changed=True,
+                                                              resources_changed=True)
         return original(options, *args, **kwargs)
 
     lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
