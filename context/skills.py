@@ -435,16 +435,20 @@ def _field_text(skill: Skill, name: str) -> str:
     return skill.description if name == "description" else skill.body[:BODY_SEARCH_CHARS]
 
 
-def _bm25(docs: list[list[str]], terms: set[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+def _bm25(docs: list[list[str]], terms: set[str]) -> list[float]:
+    """Plain BM25 of each doc for `terms`, with the document search's formulas and k1/b (indexing.scoring)."""
+    from indexing.scoring import DEFAULT_WEIGHTING as w
+    from indexing.scoring import idf, length_norm, saturate
+
     n = len(docs)
     avg = sum(len(d) for d in docs) / n or 1.0
     df = Counter(t for d in docs for t in set(d) if t in terms)
     out = []
     for doc in docs:
         counts = Counter(t for t in doc if t in terms)
+        norm = length_norm(float(len(doc)), avg, w)
         score = 0.0
         for term, tf in counts.items():
-            idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
-            score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / avg))
+            score += saturate(idf(float(n), float(df[term]), math.log), float(tf), norm, w)
         out.append(score)
     return out
