@@ -11,7 +11,6 @@ written, and indexed paths under the folder whose files are gone are removed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -78,18 +77,15 @@ class _Prepared:
     unchanged: bool = False
 
 
-def file_digest(path: Path, max_bytes: int, fd: int | None = None) -> str:
-    """sha256 of the file's bytes (LimitExceeded past `max_bytes`: it grew while we read it);
-    with `fd`, of that open descriptor's content (read with pread, from the start)."""
+def file_digest(path: Path, max_bytes: int, fd: int) -> str:
+    """sha256 of the open file `fd`'s content, read with pread from the start (LimitExceeded past
+    `max_bytes`: it grew while we read it; `path` names it in that message)."""
     digest, total = hashlib.sha256(), 0
-    with contextlib.ExitStack() as stack:
-        if fd is None:
-            fd = stack.enter_context(opened(open_plain(path)))
-        while block := os.pread(fd, _HASH_BLOCK, total):
-            total += len(block)
-            if total > max_bytes:
-                raise LimitExceeded(f"{path.name} is larger than the {max_bytes:,} byte limit (max_file_bytes).")
-            digest.update(block)
+    while block := os.pread(fd, _HASH_BLOCK, total):
+        total += len(block)
+        if total > max_bytes:
+            raise LimitExceeded(f"{path.name} is larger than the {max_bytes:,} byte limit (max_file_bytes).")
+        digest.update(block)
     return digest.hexdigest()
 
 
