@@ -344,15 +344,20 @@ def lexical_scores(facts: list[Fact], query: str, analyzer: Analyzer, expansion:
     terms, extra = expanded(query, analyzer)
     idf, default = idf_table([tuple(a + b) for a, b in docs])
 
-    def vector(words: list[str], more: list[str]) -> dict[str, float]:
-        out = tfidf(words, idf, default)
+    def with_extra(words: dict[str, float], more: list[str]) -> dict[str, float]:
+        out = dict(words)
         for term, weight in tfidf(more, idf, default).items():
             out[term] = out.get(term, 0.0) + expansion * weight
         return out
 
-    plain, wanted = vector(terms, []), vector(terms, extra)
-    # never below the words alone: expansion terms add meaning, they must not dilute a match
-    return [max(cosine(vector(a, []), plain), cosine(vector(a, b), wanted)) for a, b in docs]
+    plain = tfidf(terms, idf, default)
+    wanted = with_extra(plain, extra)
+    scores = []
+    for words, more in docs:  # each fact's word vector is computed once, for both comparisons
+        base = tfidf(words, idf, default)
+        # never below the words alone: expansion terms add meaning, they must not dilute a match
+        scores.append(max(cosine(base, plain), cosine(with_extra(base, more), wanted)))
+    return scores
 
 
 def dense_scores(facts: list[Fact], query: str, embedder: Embedder) -> list[float]:
