@@ -36,6 +36,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     data_dir: Path = Field(default_factory=default_data_dir, description="Where all state lives.")
+    database_url: str | None = Field(
+        default=None, repr=False,
+        description="postgresql://USER:PASSWORD@HOST:PORT/DB: keep the state there instead of SQLite in the data dir.",
+    )
     roots: tuple[Path, ...] = Field(
         default=(), description="Workspace roots, os.pathsep-separated. Empty: a workspace in the data dir."
     )
@@ -127,6 +131,15 @@ class Settings(BaseModel):
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser().absolute()
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        from foundation.storage.urls import is_postgres_url
+
+        if value is not None and value.strip() and not is_postgres_url(value):
+            raise ValueError("use postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or leave it unset for SQLite)")
+        return value.strip() or None if value is not None else None
 
     @field_validator("roots", "skills_dirs", mode="after")
     @classmethod

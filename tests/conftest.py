@@ -14,10 +14,14 @@ import pytest
 os.environ.pop("GENERALAGENT_DATA_DIR", None)
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
 for _key in list(os.environ):
-    if _key.startswith("GENERALAGENT_"):
+    if _key.startswith("GENERALAGENT_") and not _key.startswith("GENERALAGENT_TEST_"):
         del os.environ[_key]
 
 MODES = ["legacy", "auto"]
+
+# The storage backend under test (tests/storage_fixtures.py): SQLite unless --backend postgresql
+# or GENERALAGENT_TEST_BACKEND=postgresql; ./scripts/test.sh runs the storage tests on both.
+pytest_plugins = ["tests.storage_fixtures"]
 
 
 @pytest.fixture
@@ -40,12 +44,13 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_settings(data_dir: Path, workspace: Path) -> Callable[..., Any]:
+def make_settings(data_dir: Path, workspace: Path, database_url: str | None) -> Callable[..., Any]:
     from foundation.settings import load_settings
 
     def make(**overrides: Any) -> Any:
         # Every tool listed: tests exercise tools; tier tests ask for tool_profile="default" explicitly.
-        values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace], "tool_profile": "full"}
+        values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace], "tool_profile": "full",
+                                  "database_url": database_url}
         values.update(overrides)
         return load_settings(values, environ={})
 
