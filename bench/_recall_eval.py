@@ -41,7 +41,9 @@ def evaluate(
     questions = data["questions"]
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        store = memory.MemoryStore(Path(tmp) / "memory.sqlite3")
+        from foundation.storage import open_database
+
+        store = memory.MemoryStore(open_database(Path(tmp)))
         ids = {}
         for fact in data["facts"]:
             stored, _ = store.remember(fact["text"], 0.8)

@@ -1,24 +1,22 @@
-"""Todo lists kept in SQLite so they survive restarts, client compaction and reconnects.
+"""Todo lists kept in the database so they survive restarts, client compaction and reconnects.
 
-`TodoStore.write` replaces a whole list (the TodoWrite semantics clients know) inside one
-BEGIN IMMEDIATE transaction, so two server processes writing the same list never leave it
-half-written. Plain library code: no MCP imports.
+`TodoStore.write` replaces a whole list (the TodoWrite semantics clients know) inside one write
+transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: SERIALIZABLE, retried), so server processes
+writing the same list never leave it half-written nor lose a version. Plain library code: no MCP imports.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-import threading
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from foundation import sqlite_db
 from foundation.errors import InvalidInput, LimitExceeded
+from foundation.storage import Conn, Database, Schema, Table
 
 Status = Literal["pending", "in_progress", "completed"]
 Priority = Literal["low", "medium", "high"]
@@ -29,24 +27,51 @@ MAX_CONTENT_CHARS = 2000
 LIST_ID_RE = re.compile(r"^[A-Za-z0-9._@-]{1,120}$")
 ITEM_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
-_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE todo_lists (
-        list_id TEXT PRIMARY KEY,
-        version INTEGER NOT NULL,
-        updated_at REAL NOT NULL
-    );
-    CREATE TABLE todo_items (
-        list_id TEXT NOT NULL REFERENCES todo_lists(list_id) ON DELETE CASCADE,
-        position INTEGER NOT NULL,
-        id TEXT NOT NULL,
-        content TEXT NOT NULL,
-        status TEXT NOT NULL,
-        priority TEXT NOT NULL,
-        active_form TEXT,
-        PRIMARY KEY (list_id, position)
-    );
-    """,
+_ITEM_COLUMNS = ("list_id", "position", "id", "content", "status", "priority", "active_form")
+SCHEMA = Schema(
+    name="todos",
+    sqlite_file="todos.sqlite3",
+    sqlite=(
+        """
+        CREATE TABLE todo_lists (
+            list_id TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE todo_items (
+            list_id TEXT NOT NULL REFERENCES todo_lists(list_id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            content TEXT NOT NULL,
+            status TEXT NOT NULL,
+            priority TEXT NOT NULL,
+            active_form TEXT,
+            PRIMARY KEY (list_id, position)
+        );
+        """,
+    ),
+    postgres=(
+        """
+        CREATE TABLE todo_lists (
+            list_id text PRIMARY KEY,
+            version bigint NOT NULL,
+            updated_at double precision NOT NULL
+        );
+        CREATE TABLE todo_items (
+            list_id text NOT NULL REFERENCES todo_lists(list_id) ON DELETE CASCADE,
+            position integer NOT NULL,
+            id text NOT NULL,
+            content text NOT NULL,
+            status text NOT NULL,
+            priority text NOT NULL,
+            active_form text,
+            PRIMARY KEY (list_id, position)
+        );
+        """,
+    ),
+    tables=(Table("todo_lists", ("list_id", "version", "updated_at"), ("list_id",)),
+            Table("todo_items", _ITEM_COLUMNS, ("list_id", "position"))),
+    sqlite_pragmas=("foreign_keys=ON",),
 )
 
 
@@ -94,6 +119,8 @@ def _text(raw: Mapping[str, Any], key: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise InvalidInput(f"{key} must be a string, got {type(value).__name__}.")
+    if "\x00" in value:
+        raise InvalidInput(f"{key} contains a NUL character (\\x00); remove it.")
     return value.strip()
 
 
@@ -150,55 +177,42 @@ def normalize_items(raw_items: Iterable[Mapping[str, Any] | BaseModel]) -> list[
 
 
 class TodoStore:
-    """Todo lists in one SQLite file (WAL; one writer at a time with BEGIN IMMEDIATE)."""
+    """Todo lists in the deployment's database (SQLite file todos.sqlite3, or PostgreSQL)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._conn = sqlite_db.connect(path, timeout=30.0, pragmas=["foreign_keys=ON"])
-        with self._lock:
-            sqlite_db.migrate(self._conn, _MIGRATIONS)
+    def __init__(self, database: Database) -> None:
+        self._db = database.open(SCHEMA)
 
     def write(self, list_id: str, items: Iterable[Mapping[str, Any] | BaseModel]) -> TodoList:
-        """Replace the whole list atomically; returns what is stored."""
+        """Replace the whole list atomically (read-modify-write of its version, in one transaction)."""
         check_list_id(list_id)
         normalized = normalize_items(items)
-        with self._lock, sqlite_db.write(self._conn):
-            row = self._conn.execute("SELECT version FROM todo_lists WHERE list_id=?", (list_id,)).fetchone()
-            version = (row[0] if row else 0) + 1
-            self._conn.execute(
+        rows = [(list_id, pos, i.id, i.content, i.status, i.priority, i.active_form) for pos, i in enumerate(normalized)]
+
+        def replace(conn: Conn) -> None:
+            version = (conn.scalar("SELECT version FROM todo_lists WHERE list_id=?", (list_id,)) or 0) + 1
+            conn.execute(
                 "INSERT INTO todo_lists(list_id, version, updated_at) VALUES(?,?,?) "
                 "ON CONFLICT(list_id) DO UPDATE SET version=excluded.version, updated_at=excluded.updated_at",
                 (list_id, version, time.time()),
             )
-            self._conn.execute("DELETE FROM todo_items WHERE list_id=?", (list_id,))
-            self._conn.executemany(
+            conn.execute("DELETE FROM todo_items WHERE list_id=?", (list_id,))
+            conn.executemany(
                 "INSERT INTO todo_items(list_id, position, id, content, status, priority, active_form) "
-                "VALUES(?,?,?,?,?,?,?)",
-                [(list_id, pos, i.id, i.content, i.status, i.priority, i.active_form)
-                 for pos, i in enumerate(normalized)],
-            )
+                "VALUES(?,?,?,?,?,?,?)", rows)
+
+        self._db.write(replace)
         return self.read(list_id)
 
     def read(self, list_id: str) -> TodoList:
         """The list as stored (an empty list, version 0, when it was never written)."""
         check_list_id(list_id)
-        with self._lock:
-            self._conn.execute("BEGIN")  # one consistent snapshot of both tables
-            try:
-                head = self._conn.execute(
-                    "SELECT version, updated_at FROM todo_lists WHERE list_id=?", (list_id,)
-                ).fetchone()
-                rows = self._conn.execute(
-                    "SELECT id, content, status, priority, active_form FROM todo_items "
-                    "WHERE list_id=? ORDER BY position",
-                    (list_id,),
-                ).fetchall()
-            finally:
-                self._conn.execute("COMMIT")
+        with self._db.read() as conn:  # one consistent snapshot of both tables
+            head = conn.one("SELECT version, updated_at FROM todo_lists WHERE list_id=?", (list_id,))
+            rows = conn.all(
+                "SELECT id, content, status, priority, active_form FROM todo_items WHERE list_id=? ORDER BY position",
+                (list_id,))
         items = [TodoItem(id=r[0], content=r[1], status=r[2], priority=r[3], active_form=r[4]) for r in rows]
-        version, updated = (head[0], _iso(head[1])) if head else (0, None)
+        version, updated = (int(head[0]), _iso(head[1])) if head else (0, None)
         return TodoList(list_id=list_id, items=items, summary=summarize(items), version=version, updated_at=updated)
 
     def open_items(self, list_id: str) -> list[TodoItem]:
@@ -210,8 +224,7 @@ class TodoStore:
         return reminder_of(self.read(list_id))
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()
 
 
 def open_items_of(todo: TodoList) -> list[TodoItem]:

@@ -22,7 +22,7 @@ from tests.conftest import MODES
 from tests.fake_llm import FakeLLM, Reply, completion, error_body, fake_llm  # noqa: F401  (fixture)
 from tools.subagent_loop import DEFAULT_TOOLS, MAX_CALLS_PER_STEP, SUBAGENT_RESULT_TOKENS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.storage]
 LONG = "The sub-agent found that the quarterly report lists revenue of 4.2M in Q3. " * 4
 DEFAULT_OFFERED = [name for name in DEFAULT_TOOLS if any(spec.name == name for spec in registry.TOOLS)]
 
@@ -49,8 +49,8 @@ async def client_for(settings: Any, mode: str = "legacy", **kwargs: Any) -> Asyn
         yield client, dispatcher
 
 
-def threads(data_dir: Path) -> ThreadStore:
-    return ThreadStore(data_dir / "subagents.sqlite3")
+def threads(database: Any) -> ThreadStore:
+    return ThreadStore(database)
 
 
 def tool_names(request: dict[str, Any]) -> list[str]:
@@ -269,7 +269,7 @@ async def test_restart_and_continue(llm_settings: Any, fake_llm: FakeLLM) -> Non
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_cancellation_stops_the_loop(llm_settings: Any, fake_llm: FakeLLM, data_dir: Path, mode: str) -> None:  # noqa: F811
+async def test_cancellation_stops_the_loop(database: Any, llm_settings: Any, fake_llm: FakeLLM, data_dir: Path, mode: str) -> None:  # noqa: F811
     fake_llm.reply_tool_calls([("now", {})])
     fake_llm.reply_text(LONG, delay=3.0)  # the model is slow on step 2
     fake_llm.reply_text(LONG)
@@ -280,7 +280,7 @@ async def test_cancellation_stops_the_loop(llm_settings: Any, fake_llm: FakeLLM,
                 while len(fake_llm.requests) < 2:
                     await anyio.sleep(0.02)
                 tg.cancel_scope.cancel()
-        store = threads(data_dir)
+        store = threads(database)
         context_id = _only_thread(store)
         with anyio.fail_after(5):
             while store.load(context_id).status == "running":
@@ -296,8 +296,8 @@ async def test_cancellation_stops_the_loop(llm_settings: Any, fake_llm: FakeLLM,
 
 
 def _only_thread(store: ThreadStore) -> str:
-    with store._lock:
-        ids = [r[0] for r in store._conn.execute("SELECT context_id FROM threads")]
+    with store._db.read() as conn:
+        ids = [r[0] for r in conn.all("SELECT context_id FROM threads")]
     assert len(ids) == 1
     return ids[0]
 
@@ -315,29 +315,28 @@ async def test_timeout_returns_incomplete(make_settings: Any, fake_llm: FakeLLM,
     assert "time limit" in data["notes"][0]
 
 
-async def test_no_endpoint_is_a_clear_error(make_settings: Any, data_dir: Path) -> None:
+async def test_no_endpoint_is_a_clear_error(database: Any, make_settings: Any, data_dir: Path) -> None:
     allow_tools(data_dir, "delegate_task")
     async with client_for(make_settings()) as (client, _):
         result = await client.call_tool("delegate_task", {"task": "t"})
     assert result.is_error
     assert "GENERALAGENT_LLM_BASE_URL" in result.content[0].text and "delegate_task" in result.content[0].text
-    assert not (data_dir / "subagents.sqlite3").exists() or _count_threads(data_dir) == 0
+    assert _count_threads(database) == 0
 
 
-def _count_threads(data_dir: Path) -> int:
-    store = threads(data_dir)
-    with store._lock:
-        return int(store._conn.execute("SELECT COUNT(*) FROM threads").fetchone()[0])
+def _count_threads(database: Any) -> int:
+    with threads(database)._db.read() as conn:
+        return int(conn.scalar("SELECT COUNT(*) FROM threads"))
 
 
-async def test_endpoint_error_is_a_clear_error(llm_settings: Any, fake_llm: FakeLLM, data_dir: Path) -> None:  # noqa: F811
+async def test_endpoint_error_is_a_clear_error(database: Any, llm_settings: Any, fake_llm: FakeLLM, data_dir: Path) -> None:  # noqa: F811
     fake_llm.set_default(Reply(500, error_body(500, "model overloaded")))  # also for the client's retry
     async with client_for(llm_settings) as (client, _):
         result = await client.call_tool("delegate_task", {"task": "t"})
     assert result.is_error
     text = result.content[0].text
     assert "HTTP 500" in text and "model overloaded" in text and "continue_id='subagent-" in text
-    store = threads(data_dir)
+    store = threads(database)
     assert store.load(_only_thread(store)).status == "failed"
 
 

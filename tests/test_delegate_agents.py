@@ -133,13 +133,14 @@ async def test_continue_keeps_the_agent_and_adds_tools(agents_settings: Any, fak
     rt.close()
 
 
-def test_a_thread_whose_server_died_reads_as_interrupted(data_dir: Path, make_settings: Any, fake_llm: FakeLLM) -> None:  # noqa: F811
+@pytest.mark.storage
+def test_a_thread_whose_server_died_reads_as_interrupted(database: Any, make_settings: Any, fake_llm: FakeLLM) -> None:  # noqa: F811
     import subprocess
     import sys
 
     from context.subagent import StepDelta, ThreadStore
 
-    store = ThreadStore(data_dir / "subagents.sqlite3")
+    store = ThreadStore(database)
     store.create("subagent-0000dead", None, ["now"], "c")
     store.save_step("subagent-0000dead", StepDelta([{"role": "system", "content": "s"}]))
     assert store.load("subagent-0000dead").status == "running"  # this process runs it
@@ -149,8 +150,8 @@ def test_a_thread_whose_server_died_reads_as_interrupted(data_dir: Path, make_se
         anyio.run(partial(dispatcher.run, "delegate_task", {"task": "t", "continue_id": "subagent-0000dead"},
                           CallOrigin()))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    with store._write() as conn:
-        conn.execute("UPDATE threads SET runner_pid=? WHERE context_id=?", (int(dead.stdout), "subagent-0000dead"))
+    store._db.write(lambda conn: conn.execute("UPDATE threads SET runner_pid=? WHERE context_id=?",
+                                              (int(dead.stdout), "subagent-0000dead")))
     assert store.load("subagent-0000dead").status == "interrupted"
     fake_llm.reply_text(LONG)
     resumed = anyio.run(partial(dispatcher.run, "delegate_task", {"task": "t", "continue_id": "subagent-0000dead"},

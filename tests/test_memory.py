@@ -12,6 +12,8 @@ from foundation.errors import InvalidInput, NotFound
 from tools.memory import forget, list_memories, recall, remember
 from tools.runtime import CallContext, Runtime
 
+pytestmark = pytest.mark.storage
+
 
 def remember_(fact: str, confidence: float = 0.8, category: str | None = None, *, rt: Runtime) -> Any:
     return remember(fact, confidence, category, rt=rt, call=CallContext(tool="remember"))
@@ -113,28 +115,35 @@ def test_forget_by_id_and_query_and_paging(rt: Runtime) -> None:
     assert list_memories(rt=rt).total == 3
 
 
-def test_store_survives_reopen_and_rejects_bad_input(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path / "m.sqlite3")
+def test_store_survives_reopen_and_rejects_bad_input(data_dir: Path, database_url: str | None) -> None:
+    from foundation.storage import open_database
+
+    first = open_database(data_dir, database_url)
+    store = MemoryStore(first)
     store.remember("Likes green tea", 0.5)
     store.close()
-    reopened = MemoryStore(tmp_path / "m.sqlite3")
+    first.close()
+    reopened = MemoryStore(open_database(data_dir, database_url))
     assert [f.content for f in reopened.all_facts()] == ["Likes green tea"]
     with pytest.raises(InvalidInput):
         reopened.remember("   ")
     with pytest.raises(InvalidInput):
         reopened.remember("x", confidence=2)
+    with pytest.raises(InvalidInput, match="NUL"):
+        reopened.remember("a\x00b")
     reopened.close()
 
 
-def test_two_stores_on_one_file_write_concurrently(tmp_path: Path) -> None:
-    """Two server processes share the data dir: separate connections, one writer at a time."""
+def test_two_stores_on_one_database_write_concurrently(data_dir: Path, database_url: str | None) -> None:
+    """Two server processes share the data (two Databases: separate connections), one writer at a time."""
     import threading
 
     from context.store import ContextStore
+    from foundation.storage import open_database
 
-    path = tmp_path / "memory.sqlite3"
-    stores = [MemoryStore(path), MemoryStore(path)]
-    contexts = [ContextStore(tmp_path / "context.sqlite3"), ContextStore(tmp_path / "context.sqlite3")]
+    databases = [open_database(data_dir, database_url), open_database(data_dir, database_url)]
+    stores = [MemoryStore(db) for db in databases]
+    contexts = [ContextStore(db) for db in databases]
     errors: list[BaseException] = []
 
     def work(k: int) -> None:
@@ -155,3 +164,5 @@ def test_two_stores_on_one_file_write_concurrently(tmp_path: Path) -> None:
     assert contexts[1].get_state("conv-0") == {"turn": 24}
     for store in [*stores, *contexts]:
         store.close()
+    for db in databases:
+        db.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +13,8 @@ from bench._recall_eval import evaluate, load
 from context.memory import MemoryStore, Weights, rank, recall_ranked
 from tools.memory import EMBEDDER, recall, remember
 from tools.runtime import CallContext, Runtime
+
+pytestmark = pytest.mark.storage
 
 
 class TrigramEmbedder:
@@ -37,8 +38,8 @@ class TrigramEmbedder:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Any:
-    s = MemoryStore(tmp_path / "memory.sqlite3")
+def store(database: Any) -> Any:
+    s = MemoryStore(database)
     yield s
     s.close()
 

@@ -14,6 +14,8 @@ from tests.conftest import MODES, connect
 from tools.runtime import CallContext, Runtime
 from tools.todos import default_list_id, reminder_for, todo_read, todo_write
 
+pytestmark = pytest.mark.storage
+
 
 @pytest.fixture(autouse=True)
 def allow_todo_write(data_dir: Path) -> None:
@@ -21,18 +23,18 @@ def allow_todo_write(data_dir: Path) -> None:
     (data_dir / "policy.toml").write_text('version = 1\n[permissions]\nallow = ["todo_write"]\n')
 
 
-def _store(data_dir: Path) -> TodoStore:
-    return TodoStore(data_dir / "todos.sqlite3")
+def _store(database: Any) -> TodoStore:
+    return TodoStore(database)
 
 
-def test_rules_one_in_progress_names_the_items(data_dir: Path) -> None:
+def test_rules_one_in_progress_names_the_items(database: Any) -> None:
     items = [
         {"content": "Write parser", "status": "in_progress"},
         {"content": "Fix tests", "status": "pending"},
         {"content": "Ship release", "status": "in_progress"},
     ]
     with pytest.raises(InvalidInput, match="At most one item may be in_progress") as err:
-        _store(data_dir).write("l1", items)
+        _store(database).write("l1", items)
     assert "'Write parser'" in str(err.value) and "'Ship release'" in str(err.value)
     assert "Fix tests" not in str(err.value)
 
@@ -48,16 +50,16 @@ def test_rules_one_in_progress_names_the_items(data_dir: Path) -> None:
         ({"content": "x", "status": "pending", "id": "has space"}, "invalid id"),
     ],
 )
-def test_rules_reject_bad_items(data_dir: Path, item: dict[str, Any], message: str) -> None:
-    store = _store(data_dir)
+def test_rules_reject_bad_items(database: Any, item: dict[str, Any], message: str) -> None:
+    store = _store(database)
     store.write("l1", [{"content": "keep me", "status": "pending"}])
     with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace(")", r"\)")):
         store.write("l1", [{"content": "first", "status": "pending"}, item])
     assert [i.content for i in store.read("l1").items] == ["keep me"]  # a rejected write changes nothing
 
 
-def test_ids_are_kept_or_generated_and_unique(data_dir: Path) -> None:
-    store = _store(data_dir)
+def test_ids_are_kept_or_generated_and_unique(database: Any) -> None:
+    store = _store(database)
     first = store.write("l1", [{"content": "a", "status": "pending", "id": "keep-1"}, {"content": "b", "status": "pending"}])
     assert first.items[0].id == "keep-1"
     generated = first.items[1].id
@@ -68,8 +70,8 @@ def test_ids_are_kept_or_generated_and_unique(data_dir: Path) -> None:
         store.write("l1", [{"content": "a", "status": "pending", "id": "x1"}, {"content": "b", "status": "pending", "id": "x1"}])
 
 
-def test_summary_defaults_and_limits(data_dir: Path) -> None:
-    store = _store(data_dir)
+def test_summary_defaults_and_limits(database: Any) -> None:
+    store = _store(database)
     todo = store.write(
         "l1",
         [{"content": c, "status": s} for c, s in
@@ -86,8 +88,8 @@ def test_summary_defaults_and_limits(data_dir: Path) -> None:
             store.read(bad)
 
 
-def test_reminder_and_open_items(data_dir: Path) -> None:
-    store = _store(data_dir)
+def test_reminder_and_open_items(database: Any) -> None:
+    store = _store(database)
     assert store.reminder_text("l1") is None
     store.write("l1", [
         {"content": "Done thing", "status": "completed"},

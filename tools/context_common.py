@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic_core import to_jsonable_python
 
 from context.carryover import Todo, open_todos, todos_from_transcript
 from context.messages import Msg, Transcript, parse
@@ -136,16 +137,24 @@ def paged(
     rt: Runtime, name: str, key_parts: dict[str, Any], offset: int, compute: Callable[[], tuple[Any, ...]]
 ) -> tuple[MessagesPage, Any]:
     """(page, report) of a (format, messages, system, report) result. The first page is always
-    computed; results that need more pages are cached so later pages reuse them."""
+    computed; results that need more pages are cached (here and in the context store, so another
+    server process on the same database serves the same result) and later pages reuse them."""
     cache = _PAGE_CACHE.of(rt)
     key = cache_key(name, **key_parts) if offset > 0 else None
     hit = cache.get(key) if key else None
+    if hit is None and key:  # computed by another server process sharing the database?
+        shared = context_store(rt).get_page(key)
+        hit = tuple(shared) if shared is not None else None
+    fresh = hit is None
     if hit is None:
         hit = compute()
     fmt, rendered, system_out, data = hit
     page = page_of(rt, fmt, rendered, system_out, offset)
     if page.next_offset is not None:
-        cache.put(key or cache_key(name, **key_parts), hit)
+        key = key or cache_key(name, **key_parts)
+        cache.put(key, hit)
+        if fresh:  # the later pages must show this very result, whichever process serves them
+            context_store(rt).put_page(key, to_jsonable_python(list(hit)))
     return page, data
 
 
@@ -178,7 +187,7 @@ def total_tokens(counter: Counter, msgs: list[Msg]) -> int:
     return sum(message_tokens(counter, m) for m in msgs) + (TOKENS_REPLY_PRIMING if msgs else 0)
 
 
-_CONTEXT_STORE: Service[ContextStore] = Service(lambda rt: ContextStore(rt.data_dir / "context.sqlite3"))
+_CONTEXT_STORE: Service[ContextStore] = Service(lambda rt: ContextStore(rt.database))
 
 
 def context_store(rt: Runtime) -> ContextStore:

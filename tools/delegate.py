@@ -52,7 +52,7 @@ class DelegateResult(BaseModel):
     notes: list[str] = Field(description="Calls that need a human's approval or were denied, and other notices.")
 
 
-THREAD_STORE: Service[ThreadStore] = Service(lambda rt: ThreadStore(rt.data_dir / "subagents.sqlite3"))
+THREAD_STORE: Service[ThreadStore] = Service(lambda rt: ThreadStore(rt.database))
 _ACTIVE_THREADS: Service[set[str]] = Service(lambda rt: set())
 
 

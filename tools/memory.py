@@ -28,7 +28,7 @@ from tools.runtime import CallContext, Runtime, Service
 FORGET_MIN_SIMILARITY = 0.5
 
 
-_MEMORY_STORE: Service[MemoryStore] = Service(lambda rt: MemoryStore(rt.data_dir / "memory.sqlite3"))
+_MEMORY_STORE: Service[MemoryStore] = Service(lambda rt: MemoryStore(rt.database))
 
 
 def memory_store(rt: Runtime) -> MemoryStore:

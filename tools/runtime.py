@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from foundation.calls import CallOrigin, ToolCatalogView, ToolRunner
 from foundation.errors import Cancelled, NotConfigured
 from foundation.settings import Settings
+from foundation.storage import Database, open_database
 
 if TYPE_CHECKING:
     from indexing.model import ExtractionLimits
@@ -42,6 +43,15 @@ class Runtime:
         self.catalog: ToolCatalogView | None = None  # tool tiers (what is listed, enable more)
         self._services: dict[Service[Any], Any] = {}
         self._lock = threading.RLock()
+        self._database: Database | None = None
+
+    @property
+    def database(self) -> Database:
+        """The deployment's database (SQLite files in the data dir, or PostgreSQL), opened on first use."""
+        with self._lock:
+            if self._database is None:
+                self._database = open_database(self.data_dir, self.settings.database_url)
+            return self._database
 
     @property
     def data_dir(self) -> Path:
@@ -69,6 +79,9 @@ class Runtime:
                 if callable(closer):
                     closer()
             self._services.clear()
+            if self._database is not None:
+                self._database.close()
+                self._database = None
 
 
 class Service(Generic[T]):

@@ -31,7 +31,7 @@ class TodoInput(BaseModel):
     id: str | None = Field(default=None, description="The item's id from a previous result; omit for new items.")
 
 
-_TODO_STORE: Service[TodoStore] = Service(lambda rt: TodoStore(rt.data_dir / "todos.sqlite3"))
+_TODO_STORE: Service[TodoStore] = Service(lambda rt: TodoStore(rt.database))
 
 
 def todo_store(rt: Runtime) -> TodoStore:
