@@ -31,6 +31,9 @@ SUBCOMMANDS: dict[str, str] = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="generalagent-mcp", description="An agent runtime as an MCP server.")
     parser.add_argument("--data-dir", help="Data directory (env GENERALAGENT_DATA_DIR).")
+    parser.add_argument("--database-url", help="Keep the state in PostgreSQL: postgresql://USER:PASSWORD@HOST:PORT/DB "
+                        "(env GENERALAGENT_DATABASE_URL, which keeps the password out of the process list); "
+                        "default: SQLite files in the data dir.")
     parser.add_argument("--root", action="append", help="Workspace root; repeat for several (env GENERALAGENT_ROOTS).")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     parser.add_argument("--profile", dest="tool_profile", choices=["minimal", "default", "full"],
@@ -49,6 +52,7 @@ def _command_module(name: str) -> Any:
 def settings_overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {
         "data_dir": args.data_dir,
+        "database_url": args.database_url,
         "roots": args.root,
         "log_level": args.log_level,
         "tool_profile": args.tool_profile,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from foundation.settings import Settings
 
 if TYPE_CHECKING:
+    from foundation.storage import Database
     from mcp_server.approval.store import Approval, ApprovalStore, Scope
 
 SCOPE_NAMES = ("once", "today", "file", "folder", "tool")
@@ -36,9 +37,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from foundation.storage import open_database
     from mcp_server.approval.store import ApprovalStore
 
-    store = ApprovalStore(settings.data_dir, settings.approval_ttl_seconds)
+    database = open_database(settings.data_dir, settings.database_url)
+    try:
+        return _run(args, settings, ApprovalStore(database, settings.approval_ttl_seconds), database)
+    finally:
+        database.close()
+
+
+def _run(args: argparse.Namespace, settings: Settings, store: ApprovalStore, database: Database) -> int:
     if args.list or not args.approval_id:
         return _list(store, show_hint=not args.list)
     approval = store.get(args.approval_id)
@@ -59,7 +68,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print("Nothing changed; the call stays pending.")
         return 1
     decided = store.decide(approval.id, not args.reject, by="cli", scope=scope)
-    _audit(settings, decided)
+    _audit(settings, database, decided)
     print(f"Rejected {decided.id}." if args.reject else _approved_text(decided, settings))
     return 0
 
@@ -129,7 +138,7 @@ def _list(store: ApprovalStore, show_hint: bool) -> int:
     return 0
 
 
-def _audit(settings: Settings, approval: Approval) -> None:
-    from mcp_server.approval.audit import AuditLog
+def _audit(settings: Settings, database: Database, approval: Approval) -> None:
+    from mcp_server.approval.audit import audit_log_for
 
-    AuditLog(settings.data_dir).record_decision(approval)
+    audit_log_for(database, settings.data_dir).record_decision(approval)

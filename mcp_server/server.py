@@ -267,7 +267,7 @@ def shell_sandboxed(settings: Settings) -> bool:
 def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     runtime = Runtime(settings)
     gate = PolicyGate(settings, specs={spec.name: spec for spec in registry.TOOLS},  # rules loaded once here
-                      sandboxed=shell_sandboxed(settings))
+                      sandboxed=shell_sandboxed(settings), database=lambda: runtime.database)
     dispatcher = Dispatcher(runtime, registry.TOOLS, gate=gate)
     runtime.tool_runner = dispatcher  # sub-agents dispatch their tool calls through it
 

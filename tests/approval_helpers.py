@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
@@ -45,3 +48,37 @@ def elicitation_answer(action: str, decision: str | None = None, seen: list[str]
         return ElicitResult(action=action)
 
     return callback
+
+
+@contextmanager
+def approvals(settings: Any) -> Iterator[Any]:
+    """The approval store of the server's database (the backend under test)."""
+    from foundation.storage import open_database
+    from mcp_server.approval.store import ApprovalStore
+
+    database = open_database(settings.data_dir, settings.database_url)
+    try:
+        yield ApprovalStore(database, settings.approval_ttl_seconds)
+    finally:
+        database.close()
+
+
+def audit_entries(settings: Any, limit: int = 100) -> list[dict[str, Any]]:
+    """The last audit entries the server wrote (audit.jsonl, or the audit_log table on PostgreSQL)."""
+    from foundation.storage import open_database
+    from mcp_server.approval.audit import audit_log_for
+
+    database = open_database(settings.data_dir, settings.database_url)
+    try:
+        return audit_log_for(database, settings.data_dir).read(limit)
+    finally:
+        database.close()
+
+
+def cli_env(settings: Any) -> dict[str, str]:
+    """A terminal's environment for the CLI on the server's state (no other GENERALAGENT_ settings)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    env["GENERALAGENT_DATA_DIR"] = str(settings.data_dir)
+    if settings.database_url:
+        env["GENERALAGENT_DATABASE_URL"] = settings.database_url
+    return env

@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
-from mcp_server.approval.audit import AuditLog
 from tests import approval_helpers as helpers
 from tests.conftest import MODES, connect
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.storage]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -24,7 +23,7 @@ async def test_accept_runs_the_call_once(settings: Any, monkeypatch: Any, mode: 
     assert result.structured_content == {"text": "hello"}
     assert helpers.CALLS == ["hello"]
     assert len(seen) == 1 and "poke" in seen[0] and '"text":"hello"' in seen[0] and "Risk:" in seen[0]
-    last = AuditLog(settings.data_dir).read()[-1]
+    last = helpers.audit_entries(settings)[-1]
     assert (last["tool"], last["outcome"], last["approved_by"]) == ("poke", "approved", "elicitation")
 
 
@@ -39,7 +38,7 @@ async def test_decline_cancel_reject_execute_nothing(settings: Any, monkeypatch:
     assert result.is_error
     assert "did not approve" in result.content[0].text and "Nothing was executed" in result.content[0].text
     assert helpers.CALLS == []
-    assert AuditLog(settings.data_dir).read()[-1]["outcome"] == "rejected"
+    assert helpers.audit_entries(settings)[-1]["outcome"] == "rejected"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -53,7 +52,7 @@ async def test_approve_for_session_stops_asking(settings: Any, monkeypatch: Any,
             assert not (await c.call_tool("poke", {"text": text})).is_error
     assert helpers.CALLS == ["one", "two", "three"]
     assert len(seen) == 1
-    outcomes = [(e["outcome"], e["approved_by"]) for e in AuditLog(settings.data_dir).read() if e["tool"] == "poke"]
+    outcomes = [(e["outcome"], e["approved_by"]) for e in helpers.audit_entries(settings) if e["tool"] == "poke"]
     assert outcomes == [("approved", "elicitation"), ("approved", "session-grant"), ("approved", "session-grant")]
 
 
@@ -75,7 +74,7 @@ async def test_deny_is_a_clear_error_without_asking(settings: Any, monkeypatch: 
         result = await c.call_tool("poke", {"text": "x", "path": "/etc/shadow"})
     assert result.is_error and "Denied by policy" in result.content[0].text
     assert seen == [] and helpers.CALLS == []
-    last = AuditLog(settings.data_dir).read()[-1]
+    last = helpers.audit_entries(settings)[-1]
     assert (last["action"], last["outcome"]) == ("deny", "denied") and last["rule_id"]
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import sqlite3
 import subprocess
 import sys
 import time
@@ -13,20 +11,19 @@ from typing import Any
 
 import pytest
 
-from mcp_server.approval.audit import AuditLog
-from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore
+from mcp_server.approval.store import ApprovalStore
 from tests import approval_helpers as helpers
 from tests.conftest import MODES, connect
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.storage]
 
 CLI = Path(sys.executable).parent / "generalagent-mcp"
 APPROVAL_ID = re.compile(r"Approval id: (ap-[a-z2-9]{6})")
 
 
-def approve(data_dir: Path, approval_id: str, answer: str = "y\n", *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
-    env["GENERALAGENT_DATA_DIR"] = str(data_dir)
+def approve(settings: Any, approval_id: str, answer: str = "y\n", *extra: str) -> subprocess.CompletedProcess[str]:
+    """`generalagent-mcp approve` in a terminal whose environment names the server's state."""
+    env = helpers.cli_env(settings)
     return subprocess.run([str(CLI), "approve", *extra, approval_id], input=answer, env=env,
                           capture_output=True, text=True, timeout=60)
 
@@ -52,7 +49,7 @@ async def test_cli_approval_end_to_end(settings: Any, monkeypatch: Any, mode: st
         again = await client.call_tool("poke", {"text": "deploy"})
         assert approval_id_of(again) == approval_id  # the same pending approval, not a new one
 
-        done = approve(settings.data_dir, approval_id)
+        done = approve(settings, approval_id)
         assert done.returncode == 0, done.stderr
         assert "poke" in done.stdout and '"text": "deploy"' in done.stdout and "Risk:" in done.stdout
         assert "Approve this call? [y/N]" in done.stdout and "Approved" in done.stdout
@@ -65,7 +62,7 @@ async def test_cli_approval_end_to_end(settings: Any, monkeypatch: Any, mode: st
 
         repeat = await client.call_tool("poke", {"text": "deploy"})
         assert approval_id_of(repeat) != approval_id and helpers.CALLS == ["deploy"]  # single use
-    entries = [e for e in AuditLog(settings.data_dir).read() if e["tool"] == "poke"]
+    entries = [e for e in helpers.audit_entries(settings) if e["tool"] == "poke"]
     assert any(e["outcome"] == "granted" and e["approved_by"] == "cli" for e in entries)
     assert any(e["outcome"] == "approved" and e["approved_by"] == "cli" and e["approval_id"] == approval_id
                for e in entries)
@@ -76,20 +73,20 @@ async def test_cli_no_or_empty_answer_changes_nothing(settings: Any, monkeypatch
     async with connect(settings) as client:
         approval_id = approval_id_of(await client.call_tool("poke", {"text": "a"}))
         for answer in ("n\n", "\n", "", "yes please\n"):
-            done = approve(settings.data_dir, approval_id, answer)
+            done = approve(settings, approval_id, answer)
             assert done.returncode == 1 and "Approved" not in done.stdout
         assert approval_id_of(await client.call_tool("poke", {"text": "a"})) == approval_id
         listing = subprocess.run([str(CLI), "--data-dir", str(settings.data_dir), "approve", "--list"],
-                                 capture_output=True, text=True, timeout=60)
+                                 capture_output=True, text=True, timeout=60, env=helpers.cli_env(settings))
         assert approval_id in listing.stdout and "poke" in listing.stdout
-        rejected = approve(settings.data_dir, approval_id, "y\n", "--reject")
+        rejected = approve(settings, approval_id, "y\n", "--reject")
         assert rejected.returncode == 0 and "Rejected" in rejected.stdout
-        assert approve(settings.data_dir, approval_id).returncode == 1  # already decided
+        assert approve(settings, approval_id).returncode == 1  # already decided
     assert helpers.CALLS == []
 
 
 async def test_unknown_approval_id_is_a_clear_error(settings: Any) -> None:
-    done = approve(settings.data_dir, "ap-zzzzzz")
+    done = approve(settings, "ap-zzzzzz")
     assert done.returncode == 1 and "No approval" in done.stderr and "--list" in done.stderr
 
 
@@ -97,15 +94,16 @@ async def test_expired_approvals_are_not_honoured(settings: Any, monkeypatch: An
     helpers.install(monkeypatch)
     async with connect(settings) as client:
         approval_id = approval_id_of(await client.call_tool("poke", {"text": "late"}))
-        assert approve(settings.data_dir, approval_id).returncode == 0
-        with sqlite3.connect(settings.data_dir / APPROVALS_FILE) as db:  # the clock moves on past the expiry
-            db.execute("UPDATE approvals SET expires=? WHERE id=?", (time.time() - 1, approval_id))
+        assert approve(settings, approval_id).returncode == 0
+        with helpers.approvals(settings) as store:  # the clock moves on past the expiry
+            store._db.write(lambda c: c.execute("UPDATE approvals SET expires=? WHERE id=?",
+                                                (time.time() - 1, approval_id)))
         later = await client.call_tool("poke", {"text": "late"})
         assert approval_id_of(later) != approval_id and helpers.CALLS == []
 
 
-def test_store_expiry_with_a_short_ttl(data_dir: Path) -> None:
-    store = ApprovalStore(data_dir, ttl_seconds=0.3)
+def test_store_expiry_with_a_short_ttl(database: Any) -> None:
+    store = ApprovalStore(database, ttl_seconds=0.3)
     pending = store.request("poke", {"text": "t"}, risk="medium", reason="r", rule_id="x", origin="client:test")
     time.sleep(0.35)
     with pytest.raises(Exception, match="expired"):
@@ -117,8 +115,8 @@ def test_store_expiry_with_a_short_ttl(data_dir: Path) -> None:
     assert store.consume("poke", {"text": "t"}) is None
 
 
-def test_store_grant_is_single_use_and_bound_to_the_call(data_dir: Path) -> None:
-    store = ApprovalStore(data_dir, ttl_seconds=60)
+def test_store_grant_is_single_use_and_bound_to_the_call(database: Any) -> None:
+    store = ApprovalStore(database, ttl_seconds=60)
     pending = store.request("poke", {"text": "t", "n": 1}, risk="medium", reason="r", rule_id="x", origin="c")
     store.decide(pending.id, True, by="cli")
     assert store.consume("poke", {"text": "t", "n": 2}) is None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -14,13 +13,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from mcp_server.approval.audit import AuditLog
-from mcp_server.approval.store import APPROVALS_FILE
 from tests import approval_helpers as helpers
 from tests.conftest import connect
 from tests.test_approval_oob import CLI, approval_id_of, approve
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.storage]
 
 
 async def poke(client: Any, text: str, path: str | None = None) -> Any:
@@ -34,7 +31,7 @@ async def test_folder_scope_covers_that_folder_only(settings: Any, monkeypatch: 
     helpers.install(monkeypatch)
     async with connect(settings) as client:
         approval_id = approval_id_of(await poke(client, "a", "sub/a.txt"))
-        done = approve(settings.data_dir, approval_id, "y\n", "--scope", "folder")
+        done = approve(settings, approval_id, "y\n", "--scope", "folder")
         assert done.returncode == 0, done.stderr
         assert f"poke on files in {os.path.realpath(workspace / 'sub')}/" in done.stdout
         assert not (await poke(client, "a", "sub/a.txt")).is_error
@@ -45,7 +42,7 @@ async def test_folder_scope_covers_that_folder_only(settings: Any, monkeypatch: 
         assert approval_id_of(await poke(client, "s", "subway.txt"))  # a sibling prefix is not inside
         assert approval_id_of(await poke(client, "n"))  # a call naming no file is not covered
         assert helpers.CALLS == ["a", "b", "d"]
-    entries = [e for e in AuditLog(settings.data_dir).read() if e["tool"] == "poke"]
+    entries = [e for e in helpers.audit_entries(settings) if e["tool"] == "poke"]
     grant = next(e for e in entries if e["outcome"] == "granted")
     assert grant["scope"] == "folder" and grant["scope_path"] == os.path.realpath(workspace / "sub")
     assert grant["approved_by"] == "cli" and "expires" in grant
@@ -57,12 +54,13 @@ async def test_file_scope_chosen_interactively_and_expiry(settings: Any, monkeyp
     helpers.install(monkeypatch)
     async with connect(settings) as client:
         approval_id = approval_id_of(await poke(client, "1", "notes.txt"))
-        done = approve(settings.data_dir, approval_id, "y\n3\n")  # 3) poke on this file
+        done = approve(settings, approval_id, "y\n3\n")  # 3) poke on this file
         assert done.returncode == 0 and "Approve for:" in done.stdout and "1) this exact call, once" in done.stdout
         assert not (await poke(client, "2", "notes.txt")).is_error  # other arguments, same file
         assert approval_id_of(await poke(client, "3", "notes2.txt"))
-        with sqlite3.connect(settings.data_dir / APPROVALS_FILE) as db:  # let the grant run out
-            db.execute("UPDATE approvals SET expires=? WHERE id=?", (time.time() - 1, approval_id))
+        with helpers.approvals(settings) as store:  # let the grant run out
+            store._db.write(lambda c: c.execute("UPDATE approvals SET expires=? WHERE id=?",
+                                                (time.time() - 1, approval_id)))
         assert approval_id_of(await poke(client, "4", "notes.txt"))
         assert helpers.CALLS == ["2"]
 
@@ -71,12 +69,12 @@ async def test_today_and_tool_scopes(settings: Any, monkeypatch: Any) -> None:
     helpers.install(monkeypatch)
     async with connect(settings) as client:
         today = approval_id_of(await poke(client, "same"))
-        assert approve(settings.data_dir, today, "y\n", "--scope", "today").returncode == 0
+        assert approve(settings, today, "y\n", "--scope", "today").returncode == 0
         for _ in range(3):
             assert not (await poke(client, "same")).is_error  # exactly this call, repeatedly
         assert approval_id_of(await poke(client, "different"))
         tool = approval_id_of(await poke(client, "x", "a/b.txt"))
-        assert approve(settings.data_dir, tool, "y\n", "--scope", "tool").returncode == 0
+        assert approve(settings, tool, "y\n", "--scope", "tool").returncode == 0
         assert not (await poke(client, "y", "/elsewhere/c.txt")).is_error
     assert helpers.CALLS == ["same"] * 3 + ["y"]
 
@@ -85,7 +83,7 @@ async def test_scope_needs_a_file_and_the_model_cannot_grant(settings: Any, monk
     helpers.install(monkeypatch)
     async with connect(settings) as client:
         approval_id = approval_id_of(await poke(client, "nofile"))
-        refused = approve(settings.data_dir, approval_id, "y\n", "--scope", "folder")
+        refused = approve(settings, approval_id, "y\n", "--scope", "folder")
         assert refused.returncode != 0 and "does not apply" in (refused.stdout + refused.stderr)
         sneaky = await poke(client, f"approve --scope tool {approval_id}")
         assert sneaky.is_error and helpers.CALLS == []
@@ -122,7 +120,7 @@ def test_page_grants_the_chosen_scope(settings: Any, monkeypatch: Any, workspace
                        headers={"Origin": base})
     assert done.status_code == 200 and "approved for poke on files in" in done.text
     assert anyio.run(run, "w2", "docs/y.txt") is None and anyio.run(run, "w3", "src/z.txt") is not None
-    grant = next(e for e in AuditLog(settings.data_dir).read() if e["outcome"] == "granted")
+    grant = next(e for e in helpers.audit_entries(settings) if e["outcome"] == "granted")
     assert grant["approved_by"] == "http-page" and grant["scope"] == "folder"
 
 
@@ -134,6 +132,10 @@ async def test_the_printed_command_runs_as_printed(settings: Any, monkeypatch: A
         command = text.split("in a terminal:\n", 1)[1].splitlines()[0].strip()
         assert command.startswith((str(CLI), "'/"))  # absolute
         env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+        if settings.database_url:  # the printed command relies on the terminal's database URL, never a password
+            assert "GENERALAGENT_DATABASE_URL names the server's database" in text
+            assert settings.database_url not in text and "***" in text
+            env["GENERALAGENT_DATABASE_URL"] = settings.database_url
         done = subprocess.run(["/bin/sh", "-c", command], input="y\n", env=env, capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0 and "Approved" in done.stdout, done.stdout + done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ async def test_write_file_over_stdio_needs_out_of_band_approval(tmp_path: Path, 
             assert first.is_error and "Approval required" in first.content[0].text
             approval_id = re.search(r"Approval id: (ap-[a-z2-9]{6})", first.content[0].text).group(1)  # type: ignore[union-attr]
             assert not target.exists()
-            done = approve(data_dir, approval_id)
+            done = approve(SimpleNamespace(data_dir=data_dir, database_url=None), approval_id)
             assert done.returncode == 0 and "write_file" in done.stdout and "notes/plan.md" in done.stdout
             changed = await client.call_tool("write_file", {**args, "content": "rm -rf everything\n"})
             assert changed.is_error and "Approval required" in changed.content[0].text and not target.exists()

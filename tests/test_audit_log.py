@@ -12,7 +12,7 @@ from mcp_server.approval.audit import MASK, AuditLog, mask_args, mask_text
 from tests import approval_helpers as helpers
 from tests.conftest import connect
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.storage]
 
 OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
 GITHUB_TOKEN = "ghp_" + "a1B2" * 9
@@ -52,8 +52,7 @@ async def test_every_decision_is_logged_with_secrets_masked(settings: Any, monke
         assert not (await client.call_tool("now", {})).is_error
         assert not (await client.call_tool("poke", {"text": f"token {OPENAI_KEY} PASSWORD=hunter2secret"})).is_error
         assert (await client.call_tool("poke", {"text": "x", "path": "/etc/shadow"})).is_error
-    path = Path(settings.data_dir) / "audit.jsonl"
-    raw = path.read_text(encoding="utf-8")
+    raw = "\n".join(_stored_lines(settings))  # audit.jsonl, or the audit_log table on PostgreSQL
     assert OPENAI_KEY not in raw and "hunter2secret" not in raw
     entries = [json.loads(line) for line in raw.splitlines()]
     assert [(e["tool"], e["action"], e["outcome"]) for e in entries] == [
@@ -63,7 +62,34 @@ async def test_every_decision_is_logged_with_secrets_masked(settings: Any, monke
                               "approved_by"}
         assert entry["time"].endswith("Z") and entry["origin"].startswith("client:")
     assert entries[1]["approved_by"] == "elicitation" and MASK in entries[1]["args"]["text"]
-    assert AuditLog(settings.data_dir).read(limit=1) == entries[-1:]
+    assert helpers.audit_entries(settings, limit=1) == entries[-1:]
+
+
+def _stored_lines(settings: Any) -> list[str]:
+    from foundation.storage import open_database
+    from mcp_server.approval.audit import audit_log_for
+
+    database = open_database(settings.data_dir, settings.database_url)
+    try:
+        return list(audit_log_for(database, settings.data_dir).lines())
+    finally:
+        database.close()
+
+
+def test_the_table_log_is_append_only(database: Any, data_dir: Path) -> None:
+    from foundation.storage import Schema
+    from mcp_server.approval.audit import audit_log_for
+
+    log = audit_log_for(database, data_dir)
+    log.record(tool="t", args={"token": "abc"}, action="allow", rule_id="r", risk="low", reason="x",
+               outcome="allowed", origin="client:c")
+    assert log.read() == [json.loads(line) for line in log.lines()] and log.read()[0]["args"] == {"token": MASK}
+    if database.backend == "postgresql":
+        probe = database.open(Schema("probe", "", (), ()))
+        for statement in ("UPDATE audit_log SET entry = '{}'", "DELETE FROM audit_log", "TRUNCATE audit_log"):
+            with pytest.raises(Exception, match="append-only"):
+                probe.write(lambda c, q=statement: c.execute(q))
+        assert len(list(log.lines())) == 1
 
 
 def test_the_log_rotates_when_large(data_dir: Path) -> None:
@@ -80,9 +106,10 @@ def test_state_files_are_private(data_dir: Path) -> None:
     import os
     import stat
 
+    from foundation.storage import open_database
     from mcp_server.approval.store import ApprovalStore
 
-    ApprovalStore(data_dir, 60)
+    ApprovalStore(open_database(data_dir), 60)
     AuditLog(data_dir).record(tool="t", args={}, action="allow", rule_id="r", risk="low", reason="x",
                               outcome="allowed", origin="client:c")
     if os.name == "posix":

@@ -107,8 +107,23 @@ def too_new_error(status: MigrationStatus, where: str) -> StorageError:
 
 
 def statements(script: str) -> Iterator[str]:
-    """The non-empty statements of a ';'-separated migration (no ';' inside literals)."""
-    return (s.strip() for s in script.split(";") if s.strip())
+    """The non-empty statements of a ';'-separated migration; a $$-quoted body (a PostgreSQL
+    function) stays whole. No other ';' may stand inside a literal."""
+    out: list[str] = []
+    current: list[str] = []
+    in_body = False
+    for part in re.split(r"(\$\$)", script):
+        if part == "$$" or in_body:
+            in_body = not in_body if part == "$$" else in_body
+            current.append(part)
+            continue
+        first, *rest = part.split(";")
+        current.append(first)
+        for piece in rest:
+            out.append("".join(current))
+            current = [piece]
+    out.append("".join(current))
+    return (s.strip() for s in out if s.strip())
 
 
 class Conn(ABC):

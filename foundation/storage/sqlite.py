@@ -170,7 +170,7 @@ class SqliteDatabase(Database):
     def status(self, schema: Schema) -> MigrationStatus:
         known = len(schema.sqlite)
         path = self.path(schema)
-        if not path.exists():
+        if not known or not path.exists():  # (no tables on this backend, or not created yet)
             return MigrationStatus(schema.name, 0, known)
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=TIMEOUT_SECONDS)
         try:
@@ -179,6 +179,8 @@ class SqliteDatabase(Database):
             conn.close()
 
     def migrate(self, schema: Schema) -> tuple[MigrationStatus, MigrationStatus]:
+        if not schema.sqlite:  # a store that keeps no SQLite tables (the audit log is a file here)
+            return self.status(schema), self.status(schema)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         path = self.path(schema)
         conn = sqlite_db.connect(path, timeout=TIMEOUT_SECONDS, pragmas=schema.sqlite_pragmas)

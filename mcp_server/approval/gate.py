@@ -28,8 +28,9 @@ from pydantic import BaseModel, Field
 
 from foundation.errors import ApprovalRequired, PolicyDenied
 from foundation.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
+from foundation.storage import Database, open_database
 from foundation.toolspec import ToolSpec
-from mcp_server.approval.audit import AUDIT_FILE, AuditLog
+from mcp_server.approval.audit import AUDIT_FILE, AuditSink, audit_log_for
 from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, call_target, canonical_json
 
 log = logging.getLogger("generalagent.approval")
@@ -113,6 +114,8 @@ def approve_command(settings: Settings, approval_id: str) -> str:
     """The exact terminal command that approves `approval_id` for this server's data dir."""
     from foundation.command import cli_command
 
+    if settings.database_url:  # the password never goes into a message: the terminal's environment names it
+        return f"{cli_command()} approve {approval_id}"
     if settings.data_dir == default_data_dir():
         return f"{cli_command()} approve {approval_id}"
     return f"{cli_command()} --data-dir {shlex.quote(str(settings.data_dir))} approve {approval_id}"
@@ -122,20 +125,21 @@ class PolicyGate:
     """Implements dispatch.Gate with the policy engine, approvals and the audit log."""
 
     def __init__(self, settings: Settings, rules: Any = None, *, decide: Callable[..., Any] | None = None,
-                 store: ApprovalStore | None = None, audit: AuditLog | None = None,
-                 specs: dict[str, ToolSpec] | None = None, sandboxed: bool = True) -> None:
+                 store: ApprovalStore | None = None, audit: AuditSink | None = None,
+                 specs: dict[str, ToolSpec] | None = None, sandboxed: bool = True,
+                 database: Callable[[], Database] | None = None) -> None:
         self.settings = settings
         self.sandboxed = sandboxed  # False: no OS sandbox under shell commands, so every one of them asks
         self._memo: OrderedDict[tuple[str, str], tuple[float, Verdict]] = OrderedDict()
-        self._rules, self._decide, self._store = rules, decide, store
-        self._lazy = threading.Lock()
-        self.audit = audit or AuditLog(settings.data_dir)
+        self._rules, self._decide, self._store, self._audit = rules, decide, store, audit
+        self._database = database  # the server's (shared with the tools); None: the gate opens its own
+        self._lazy = threading.RLock()
         self.specs = specs or {}
         self.protected = protected_paths(settings)
         if user_rules_file(settings.data_dir, settings.policy_file) is not None:
             _ = self.rules  # the user's own rules are checked at start-up: a mistake fails the start
 
-    # The shipped rules and the approvals database are loaded on first use (start-up stays fast).
+    # The shipped rules, the approvals store and the audit log are opened on first use (start-up stays fast).
 
     @property
     def rules(self) -> Any:
@@ -147,11 +151,26 @@ class PolicyGate:
             return self._rules
 
     @property
+    def database(self) -> Database:
+        with self._lazy:
+            if self._database is None:
+                opened = open_database(self.settings.data_dir, self.settings.database_url)
+                self._database = lambda: opened
+            return self._database()
+
+    @property
     def store(self) -> ApprovalStore:
         with self._lazy:
             if self._store is None:
-                self._store = ApprovalStore(self.settings.data_dir, self.settings.approval_ttl_seconds)
+                self._store = ApprovalStore(self.database, self.settings.approval_ttl_seconds)
             return self._store
+
+    @property
+    def audit(self) -> AuditSink:
+        with self._lazy:
+            if self._audit is None:
+                self._audit = audit_log_for(self.database, self.settings.data_dir)
+            return self._audit
 
     def _decision(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         if self._decide is None:
@@ -331,6 +350,11 @@ class PolicyGate:
             "Ask the user to approve it themselves, in a terminal:",
             f"  {approve_command(self.settings, approval_id)}",
         ]
+        if self.settings.database_url:
+            from foundation.storage import mask_url
+
+            lines.append(f"  (where GENERALAGENT_DATABASE_URL names the server's database, "
+                         f"{mask_url(self.settings.database_url)})")
         # With a bearer token the whole HTTP app (this page too) answers 401 to a browser: no page then.
         page = None if self.settings.http_token else approval_page_url(origin, approval_id)
         if page:

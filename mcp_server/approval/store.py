@@ -1,4 +1,4 @@
-"""Pending and granted approvals (SQLite in the data dir) and per-session grants (in memory).
+"""Pending and granted approvals (in the deployment's database) and per-session grants (in memory).
 
 An approval is bound to one exact call: the tool name plus the SHA-256 of its canonical JSON
 arguments. It is created `pending` when a call needs a human and no elicitation is possible,
@@ -22,36 +22,54 @@ import hashlib
 import json
 import os
 import secrets
-import sqlite3
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
-from foundation import sqlite_db
 from foundation.errors import Conflict, NotFound
+from foundation.storage import Conn, Database, Schema, Table
 
 APPROVALS_FILE = "approvals.sqlite3"
 _KEEP_SECONDS = 7 * 24 * 3600  # decided/expired approvals are kept a week (the audit log keeps the history)
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no 0/o/1/l: easy to read and type
 
-_MIGRATIONS = (
-    """CREATE TABLE approvals (
-        id TEXT PRIMARY KEY, tool TEXT NOT NULL, args_hash TEXT NOT NULL, args_json TEXT NOT NULL,
-        risk TEXT NOT NULL, reason TEXT NOT NULL, rule_id TEXT NOT NULL, origin TEXT NOT NULL,
-        status TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
-        approved_by TEXT, decided_at REAL, csrf TEXT NOT NULL)""",
-    "CREATE INDEX approvals_call ON approvals (tool, args_hash, status)",
-    # what a granted approval covers (see the module docstring) and the file the call targets
-    "ALTER TABLE approvals ADD COLUMN scope TEXT NOT NULL DEFAULT 'once'",
-    "ALTER TABLE approvals ADD COLUMN target TEXT",
-    "ALTER TABLE approvals ADD COLUMN scope_path TEXT",
+_COLUMNS = ("id", "tool", "args_hash", "args_json", "risk", "reason", "rule_id", "origin", "status", "created",
+            "expires", "approved_by", "decided_at", "csrf", "scope", "target", "scope_path")
+SCHEMA = Schema(
+    name="approvals",
+    sqlite_file=APPROVALS_FILE,
+    sqlite=(
+        """CREATE TABLE approvals (
+            id TEXT PRIMARY KEY, tool TEXT NOT NULL, args_hash TEXT NOT NULL, args_json TEXT NOT NULL,
+            risk TEXT NOT NULL, reason TEXT NOT NULL, rule_id TEXT NOT NULL, origin TEXT NOT NULL,
+            status TEXT NOT NULL, created REAL NOT NULL, expires REAL NOT NULL,
+            approved_by TEXT, decided_at REAL, csrf TEXT NOT NULL)""",
+        "CREATE INDEX approvals_call ON approvals (tool, args_hash, status)",
+        # what a granted approval covers (see the module docstring) and the file the call targets
+        "ALTER TABLE approvals ADD COLUMN scope TEXT NOT NULL DEFAULT 'once'",
+        "ALTER TABLE approvals ADD COLUMN target TEXT",
+        "ALTER TABLE approvals ADD COLUMN scope_path TEXT",
+    ),
+    postgres=(
+        """CREATE TABLE approvals (
+            id text PRIMARY KEY, tool text NOT NULL, args_hash text NOT NULL, args_json text NOT NULL,
+            risk text NOT NULL, reason text NOT NULL, rule_id text NOT NULL, origin text NOT NULL,
+            status text NOT NULL, created double precision NOT NULL, expires double precision NOT NULL,
+            approved_by text, decided_at double precision, csrf text NOT NULL,
+            scope text NOT NULL DEFAULT 'once', target text, scope_path text);
+        CREATE INDEX approvals_call ON approvals (tool, args_hash, status)""",
+    ),
+    tables=(Table("approvals", _COLUMNS, ("id",)),),
+    private=True,
 )
+CHANNEL = "approvals"  # notified with an approval's id when it is decided
 
 Scope = Literal["once", "today", "file", "folder", "tool"]
 SCOPES: tuple[Scope, ...] = ("once", "today", "file", "folder", "tool")
@@ -155,73 +173,58 @@ class Approval:
 
 
 class ApprovalStore:
-    """Out-of-band approvals in `<data_dir>/approvals.sqlite3`; session grants in memory."""
+    """Out-of-band approvals in the deployment's database (SQLite file approvals.sqlite3, or PostgreSQL:
+    then a grant made through any process, or the CLI, is seen by every server process).
 
-    def __init__(self, data_dir: Path, ttl_seconds: float) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.path = data_dir / APPROVALS_FILE
+    Session grants ("approve for this session", given by elicitation) stay in this process's memory:
+    an MCP session lives in one server process, and a grant must not outlive it."""
+
+    def __init__(self, database: Database, ttl_seconds: float) -> None:
+        self.database = database
         self.ttl = float(ttl_seconds)
+        self._db = database.open(SCHEMA)
         self._lock = threading.Lock()
         self._session_grants: set[tuple[str, str, str]] = set()
-        self._migrate()
-        private(self.path)
-
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite_db.connect(self.path, timeout=10, row_factory=sqlite3.Row)
-
-    def _migrate(self) -> None:
-        with self._lock:
-            conn = self._connect()
-            try:
-                sqlite_db.migrate(conn, _MIGRATIONS)
-            finally:
-                conn.close()
-
-    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
-        with self._lock:
-            conn = self._connect()
-            try:
-                with sqlite_db.write(conn):
-                    return conn.execute(sql, params).rowcount
-            finally:
-                conn.close()
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[Approval]:
-        conn = self._connect()
-        try:
-            return [_row_to_approval(row) for row in conn.execute(sql, params).fetchall()]
-        finally:
-            conn.close()
+        with self._db.read() as conn:
+            return [_row_to_approval(row) for row in conn.dicts(sql, params)]
 
     # -- pending approvals
 
     def request(self, tool: str, args: dict[str, Any], *, risk: str, reason: str, rule_id: str,
                 origin: str, target: str | None = None) -> Approval:
-        """The live pending approval for this exact call, or a new one."""
+        """The live pending approval for this exact call, or a new one (one transaction: concurrent
+        identical calls, in any process, share one approval id)."""
         digest = call_hash(tool, args)
         now = time.time()
-        existing = self._query(
-            "SELECT * FROM approvals WHERE tool=? AND args_hash=? AND status='pending' AND expires>? "
-            "ORDER BY created DESC LIMIT 1", (tool, digest, now))
-        if existing:
-            return existing[0]
         approval_id = new_approval_id()
-        self._write("DELETE FROM approvals WHERE expires < ?", (now - _KEEP_SECONDS,))
-        self._write(
-            "INSERT INTO approvals (id, tool, args_hash, args_json, risk, reason, rule_id, origin, status, "
-            "created, expires, csrf, target) VALUES (?,?,?,?,?,?,?,?, 'pending', ?,?,?,?)",
-            (approval_id, tool, digest, canonical_json(args), risk, reason, rule_id, origin, now,
-             now + self.ttl, secrets.token_urlsafe(24), target))
-        return self.get(approval_id)
+        args_json = canonical_json(args)
+
+        def pending_or_new(conn: Conn) -> str:
+            existing = conn.scalar(
+                "SELECT id FROM approvals WHERE tool=? AND args_hash=? AND status='pending' AND expires>? "
+                "ORDER BY created DESC LIMIT 1", (tool, digest, now))
+            if existing is not None:
+                return str(existing)
+            conn.execute("DELETE FROM approvals WHERE expires < ?", (now - _KEEP_SECONDS,))
+            conn.execute(
+                "INSERT INTO approvals (id, tool, args_hash, args_json, risk, reason, rule_id, origin, status, "
+                "created, expires, csrf, target) VALUES (?,?,?,?,?,?,?,?, 'pending', ?,?,?,?)",
+                (approval_id, tool, digest, args_json, risk, reason.replace("\x00", ""), rule_id, origin, now,
+                 now + self.ttl, secrets.token_urlsafe(24), target))
+            return approval_id
+
+        return self.get(self._db.write(pending_or_new))
 
     def get(self, approval_id: str) -> Approval:
         found = self._query("SELECT * FROM approvals WHERE id=?", (approval_id.strip().lower(),))
         if not found:
             from foundation.command import cli_command
 
-            raise NotFound(f"No approval {approval_id!r} in {self.path.parent}. Run `{cli_command()} approve "
-                           "--list` to see pending ones; if the server uses another data dir, pass the same "
-                           "--data-dir (or GENERALAGENT_DATA_DIR).")
+            raise NotFound(f"No approval {approval_id!r} in {self.database.describe()}. Run `{cli_command()} approve "
+                           "--list` to see pending ones; if the server keeps its state elsewhere, pass the same "
+                           "--data-dir (or GENERALAGENT_DATA_DIR) and --database-url (or GENERALAGENT_DATABASE_URL).")
         return found[0]
 
     def pending(self) -> list[Approval]:
@@ -230,8 +233,9 @@ class ApprovalStore:
 
     def live_ids(self) -> set[str]:
         """Ids of approvals that are still pending or granted (not expired)."""
-        return {a.id for a in self._query(
-            "SELECT * FROM approvals WHERE status IN ('pending','granted') AND expires>?", (time.time(),))}
+        with self._db.read() as conn:
+            return {str(r[0]) for r in conn.all(
+                "SELECT id FROM approvals WHERE status IN ('pending','granted') AND expires>?", (time.time(),))}
 
     def decide(self, approval_id: str, approve: bool, by: str, scope: Scope = "once") -> Approval:
         """Grant (for `scope`) or reject a pending approval; raises when it is unknown, decided or expired,
@@ -248,22 +252,38 @@ class ApprovalStore:
         now = time.time()
         status = "granted" if approve else "rejected"
         scope_path = approval.target if scope == "file" else os.path.dirname(approval.target or "") or None
-        changed = self._write(
-            "UPDATE approvals SET status=?, approved_by=?, decided_at=?, expires=?, scope=?, scope_path=? "
-            "WHERE id=? AND status='pending'",
-            (status, by, now, _scope_end(scope, now, self.ttl) if approve else approval.expires,
-             scope if approve else "once", scope_path if scope in ("file", "folder") else None, approval.id))
-        if changed != 1:
+        params = (status, by, now, _scope_end(scope, now, self.ttl) if approve else approval.expires,
+                  scope if approve else "once", scope_path if scope in ("file", "folder") else None, approval.id)
+
+        def update(conn: Conn) -> int:
+            changed = int(conn.execute(
+                "UPDATE approvals SET status=?, approved_by=?, decided_at=?, expires=?, scope=?, scope_path=? "
+                "WHERE id=? AND status='pending'", params).rowcount)
+            conn.notify(CHANNEL, approval.id)  # wakes whoever waits for this decision, in any process
+            return changed
+
+        if self._db.write(update) != 1:
             raise Conflict(f"Approval {approval.id} was decided concurrently; run `approve --list`.")
         return self.get(approval.id)
 
+    def wait_for_decision(self, approval_id: str, timeout: float) -> Approval:
+        """The approval once it is no longer pending (granted, rejected, used) or has expired, or as it is
+        after `timeout` seconds. Woken by the decision's notification (PostgreSQL: from any process);
+        re-checked at least every `database.poll_seconds` (SQLite: other processes are seen by polling)."""
+
+        def decided() -> Approval | None:
+            approval = self.get(approval_id)
+            return approval if approval.status != "pending" or approval.expired() else None
+
+        return self.database.wait_until(decided, CHANNEL, timeout) or self.get(approval_id)
+
     def consume(self, tool: str, args: dict[str, Any], target: str | None = None) -> Approval | None:
         """The granted, unexpired approval that covers this call: an exact once-grant is used up (single
-        use); the wider scopes stay until they expire. Exact grants are preferred over wider ones."""
+        use, also across processes); the wider scopes stay until they expire. Exact grants are preferred."""
         for approval in self._covering(tool, args, target):
             if approval.scope != "once":
                 return approval
-            if self._write("UPDATE approvals SET status='used' WHERE id=? AND status='granted'", (approval.id,)) == 1:
+            if self._db.write(partial(_use_up, approval_id=approval.id)) == 1:
                 return approval
         return None
 
@@ -274,12 +294,12 @@ class ApprovalStore:
         digest = call_hash(tool, args)
         granted = self._query(  # once/today grants cover only their own call: fetch those by hash
             "SELECT * FROM approvals WHERE tool=? AND status='granted' AND expires>? "
-            "AND (args_hash=? OR scope IN ('file', 'folder', 'tool')) ORDER BY decided_at",
+            "AND (args_hash=? OR scope IN ('file', 'folder', 'tool')) ORDER BY decided_at, id",
             (tool, time.time(), digest))
         order: dict[str, int] = {name: i for i, name in enumerate(SCOPES)}  # narrowest first
         return sorted((a for a in granted if a.covers(tool, digest, target)), key=lambda a: order.get(a.scope, 9))
 
-    # -- per-session grants ("approve for this session")
+    # -- per-session grants ("approve for this session"): this process only (see the class docstring)
 
     def grant_session(self, session_key: str, tool: str, rule_id: str) -> None:
         with self._lock:
@@ -289,8 +309,16 @@ class ApprovalStore:
         with self._lock:
             return (session_key, tool, rule_id) in self._session_grants
 
+    def close(self) -> None:
+        self._db.close()
 
-def _row_to_approval(row: sqlite3.Row) -> Approval:
+
+def _use_up(conn: Conn, approval_id: str) -> int:
+    return int(conn.execute("UPDATE approvals SET status='used' WHERE id=? AND status='granted'",
+                            (approval_id,)).rowcount)
+
+
+def _row_to_approval(row: dict[str, Any]) -> Approval:
     return Approval(
         id=row["id"], tool=row["tool"], args_hash=row["args_hash"], args=json.loads(row["args_json"]),
         risk=row["risk"], reason=row["reason"], rule_id=row["rule_id"], origin=row["origin"],
