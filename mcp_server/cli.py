@@ -1,7 +1,8 @@
 """The `generalagent-mcp` console script.
 
-Subcommands: `serve` (stdio or Streamable HTTP), `doctor`, and human-facing mirrors of
-the tools (`index`, `search`, `status`, `approve`, `policy`). Each subcommand lives in its
+Subcommands: `serve` (stdio or Streamable HTTP), `doctor`, human-facing mirrors of
+the tools (`index`, `search`, `status`, `approve`, `policy`), and the state's operations
+(`migrate`, `export`, `import`). Each subcommand lives in its
 own module `mcp_server/cmd_<name>.py` exposing `add_arguments(parser)` and
 `run(args, settings) -> int`; they are imported only when used, to keep start-up fast.
 """
@@ -19,12 +20,15 @@ from foundation.settings import load_settings
 
 SUBCOMMANDS: dict[str, str] = {
     "serve": "Run the MCP server (stdio by default, or --transport http).",
-    "doctor": "Check what works (data dir, jieba, tiktoken, PyMuPDF, LLM endpoint).",
+    "doctor": "Check what works (data dir, database, jieba, tiktoken, PyMuPDF, LLM endpoint).",
     "index": "Index a file or folder for search.",
     "search": "Search indexed documents.",
     "status": "Show the index's state.",
     "approve": "Approve a pending tool call by its approval id.",
     "policy": "Inspect the approval rules (policy check --tool NAME --args JSON).",
+    "migrate": "Apply the stores' pending schema migrations (SQLite files or PostgreSQL).",
+    "export": "Write every store's data (not the search index) to one portable file.",
+    "import": "Load a file written by export into an empty database or data dir.",
 }
 
 

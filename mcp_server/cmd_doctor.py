@@ -43,6 +43,34 @@ def check_data_dir(settings: Settings) -> Check:
         return Check("data dir", False, f"{path} is not writable ({exc}); set GENERALAGENT_DATA_DIR")
 
 
+def check_database(settings: Settings) -> Check:
+    """The connection (PostgreSQL: server and version) and where every store's migrations stand."""
+    from foundation.storage import StorageError, open_database
+    from mcp_server.stores import store_kinds
+
+    try:
+        database = open_database(settings.data_dir, settings.database_url)
+    except StorageError as exc:
+        return Check("database", False, str(exc))
+    try:
+        statuses = [s for s in (database.status(kind.schema) for kind in store_kinds()) if s.known]
+        lines = [f"{database.describe()}, {database.server_version()}",
+                 "migrations applied: " + ", ".join(f"{s.store} {s.applied}/{s.known}" for s in statuses)]
+        newer = [s.store for s in statuses if s.too_new]
+        if newer:
+            lines.append(f"{', '.join(newer)}: written by a newer generalagent-mcp; upgrade this one")
+            return Check("database", False, "\n    ".join(lines))
+        pending = sum(s.pending for s in statuses)
+        if pending:
+            lines.append(f"{pending} pending (applied when the server first opens each store, or now with "
+                         "`generalagent-mcp migrate`)")
+        return Check("database", True, "\n    ".join(lines))
+    except StorageError as exc:
+        return Check("database", False, str(exc))
+    finally:
+        database.close()
+
+
 def check_fts5(_: Settings) -> Check:
     try:
         con = sqlite3.connect(":memory:")
@@ -162,6 +190,7 @@ def check_model_slots(settings: Settings) -> Check:
 
 CHECKS: list[Callable[[Settings], Check]] = [
     check_data_dir,
+    check_database,
     check_roots,
     check_mcp_sdk,
     check_fts5,

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from foundation.storage import Database, Schema
+from foundation.storage import Database, Row, Schema, Table
+from foundation.storage.transfer import rows_of
 
 if TYPE_CHECKING:
     from mcp_server.approval.store import Approval
@@ -205,8 +206,8 @@ class TableAuditLog(AuditSink):
         self._db = database.open(AUDIT_SCHEMA)
 
     def append(self, lines: list[str]) -> None:
-        self._db.write(lambda conn: conn.executemany("INSERT INTO audit_log (entry) VALUES (?)",
-                                                     [(line.replace("\x00", ""),) for line in lines]))
+        self._db.write(lambda conn: conn.copy_rows("audit_log", ("entry",),
+                                                   [(line.replace("\x00", ""),) for line in lines]))
 
     def tail(self, limit: int) -> list[str]:
         with self._db.read() as conn:
@@ -221,3 +222,33 @@ class TableAuditLog(AuditSink):
 def audit_log_for(database: Database, data_dir: Path) -> AuditSink:
     """The deployment's audit log: the JSONL file with SQLite, the audit_log table with PostgreSQL."""
     return AuditLog(data_dir) if database.backend == "sqlite" else TableAuditLog(database)
+
+
+class AuditPortable:
+    """The audit log for export/import: one table of JSON lines, oldest first, on either backend."""
+
+    name = "audit"
+    TABLE = Table("audit_log", ("entry",), ("entry",))
+
+    def __init__(self, sink: AuditSink) -> None:
+        self.sink = sink
+
+    def tables(self) -> tuple[Table, ...]:
+        return (self.TABLE,)
+
+    def rows(self, table: Table) -> Iterator[Row]:
+        return rows_of(self.sink.lines())
+
+    def identity_high(self, table: Table) -> int | None:
+        return None
+
+    def is_empty(self) -> bool:
+        return not self.sink.tail(1)
+
+    def load(self, tables: Iterator[tuple[Table, int | None, Iterator[Row]]]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for table, _, rows in tables:
+            lines = [str(row[0]) for row in rows]
+            self.sink.append(lines)
+            counts[table.name] = len(lines)
+        return counts

@@ -1,0 +1,41 @@
+"""Every store of the deployment, in one list: what `migrate` migrates, `doctor` checks and
+`export`/`import` copy. A new store (the index, in PostgreSQL) adds one `StoreKind` here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from foundation.storage import Database, Schema
+from foundation.storage.transfer import Portable, SqlPortable
+
+
+@dataclass(frozen=True)
+class StoreKind:
+    name: str
+    schema: Schema
+    portable: Callable[[Database, Path], Portable]  # (database, data dir) -> its rows for export/import
+
+
+def _sql(schema: Schema) -> Callable[[Database, Path], Portable]:
+    return lambda database, _data_dir: SqlPortable(database.open(schema))
+
+
+def _audit(database: Database, data_dir: Path) -> Portable:
+    from mcp_server.approval.audit import AuditPortable, audit_log_for
+
+    return AuditPortable(audit_log_for(database, data_dir))
+
+
+def store_kinds() -> list[StoreKind]:
+    from context.memory import SCHEMA as MEMORY
+    from context.store import SCHEMA as CONTEXT
+    from context.subagent import SCHEMA as THREADS
+    from context.todos import SCHEMA as TODOS
+    from mcp_server.approval.audit import AUDIT_SCHEMA
+    from mcp_server.approval.store import SCHEMA as APPROVALS
+
+    kinds = [StoreKind(s.name, s, _sql(s)) for s in (TODOS, MEMORY, CONTEXT, THREADS, APPROVALS)]
+    kinds.append(StoreKind(AUDIT_SCHEMA.name, AUDIT_SCHEMA, _audit))
+    return kinds
