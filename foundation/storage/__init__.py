@@ -12,6 +12,7 @@ from foundation.storage.base import (
     Backend,
     Conn,
     Database,
+    IntegrityError,
     Listener,
     MigrationStatus,
     Row,
@@ -24,7 +25,7 @@ from foundation.storage.base import (
 from foundation.storage.urls import is_postgres_url, mask_url
 
 __all__ = [
-    "Backend", "Conn", "Database", "Listener", "MigrationStatus", "Row", "Schema", "StorageError",
+    "Backend", "Conn", "Database", "IntegrityError", "Listener", "MigrationStatus", "Row", "Schema", "StorageError",
     "StorageUnavailable", "StoreDb", "Table", "is_postgres_url", "mask_url", "open_database",
 ]
 

@@ -38,6 +38,10 @@ class StorageError(GeneralAgentError):
     """The database cannot be used as it is (schema newer than this program, a failed import)."""
 
 
+class IntegrityError(StorageError):
+    """A write broke a key or reference rule (the same error on every backend)."""
+
+
 class StorageUnavailable(StorageError):
     """The database server cannot be reached (down, wrong URL or credentials, timeout)."""
 

@@ -29,6 +29,7 @@ from foundation.errors import Conflict
 from foundation.storage.base import (
     Conn,
     Database,
+    IntegrityError,
     Listener,
     MigrationStatus,
     Row,
@@ -80,6 +81,14 @@ def _hash64(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
 
 
+@contextmanager
+def _integrity() -> Iterator[None]:
+    try:
+        yield
+    except pg_errors.IntegrityError as exc:
+        raise IntegrityError(f"The write was refused: {str(exc).splitlines()[0]}.") from exc
+
+
 class PgConn(Conn):
     backend = "postgresql"
 
@@ -89,13 +98,15 @@ class PgConn(Conn):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         cursor = self.raw.cursor()
-        cursor.execute(to_pyformat(sql), tuple(params))
+        with _integrity():
+            cursor.execute(to_pyformat(sql), tuple(params))
         return cursor
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         batch = [tuple(r) for r in rows]
         if batch:
-            self.raw.cursor().executemany(to_pyformat(sql), batch)
+            with _integrity():
+                self.raw.cursor().executemany(to_pyformat(sql), batch)
 
     def insert_id(self, sql: str, params: Sequence[Any], id_column: str = "id") -> int:
         row = self.execute(f"{sql} RETURNING {identifier(id_column)}", params).fetchone()
@@ -105,7 +116,7 @@ class PgConn(Conn):
         statement = pg_sql.SQL("COPY {} ({}) FROM STDIN").format(
             pg_sql.Identifier(identifier(table)), pg_sql.SQL(", ").join(pg_sql.Identifier(identifier(c)) for c in columns))
         count = 0
-        with self.raw.cursor().copy(statement) as copy:
+        with _integrity(), self.raw.cursor().copy(statement) as copy:
             for row in rows:
                 copy.write_row(tuple(row))
                 count += 1

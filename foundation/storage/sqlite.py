@@ -19,6 +19,7 @@ from foundation import sqlite_db
 from foundation.storage.base import (
     Conn,
     Database,
+    IntegrityError,
     Listener,
     LocalListeners,
     MigrationStatus,
@@ -42,19 +43,24 @@ class SqliteConn(Conn):
         self.notices: list[tuple[str, str]] = []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.raw.execute(sql, tuple(params))
+        with _integrity():
+            return self.raw.execute(sql, tuple(params))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.raw.executemany(sql, (tuple(r) for r in rows))
+        with _integrity():
+            self.raw.executemany(sql, (tuple(r) for r in rows))
 
     def insert_id(self, sql: str, params: Sequence[Any], id_column: str = "id") -> int:
-        return int(self.raw.execute(sql, tuple(params)).lastrowid or 0)
+        with _integrity():
+            return int(self.raw.execute(sql, tuple(params)).lastrowid or 0)
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
         names = ", ".join(identifier(c) for c in columns)
         marks = ", ".join("?" * len(columns))
         before = self.raw.total_changes
-        self.raw.executemany(f"INSERT INTO {identifier(table)} ({names}) VALUES ({marks})", (tuple(r) for r in rows))
+        with _integrity():
+            self.raw.executemany(f"INSERT INTO {identifier(table)} ({names}) VALUES ({marks})",
+                                 (tuple(r) for r in rows))
         return self.raw.total_changes - before
 
     def stream(self, sql: str, params: Sequence[Any] = (), batch: int = 1000) -> Iterator[Row]:
@@ -82,6 +88,14 @@ class SqliteConn(Conn):
         except sqlite3.OperationalError:  # no AUTOINCREMENT table in this file
             return None
         return None if row is None else int(row[0])
+
+
+@contextmanager
+def _integrity() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise IntegrityError(f"The write was refused: {exc}.") from exc
 
 
 class SqliteStoreDb(StoreDb):
