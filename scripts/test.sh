@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite: lint (ruff), types (mypy), then pytest (which includes the
-# stdio/HTTP subprocess tests, the MCP conformance suite and the Inspector CLI).
+# stdio/HTTP subprocess tests, the MCP conformance suite and the Inspector CLI) on SQLite, then
+# the storage-facing tests (marked `storage`) again on PostgreSQL (a throwaway server the tests
+# start; scripts/postgres.sh installs its binaries when missing).
 # Creates/updates .venv first, and the pinned Node tooling in .cache/node (scripts/node.sh).
 # Extra arguments go to pytest. Safe for CI: no stdin needed, exit 0 only when all passed.
 set -uo pipefail
@@ -11,6 +13,8 @@ started=$SECONDS
 
 "$root/scripts/venv.sh" || { echo "test.sh: could not create/update .venv" >&2; exit 1; }
 py="$root/.venv/bin/python"
+
+"$root/scripts/postgres.sh" || true  # initdb/pg_ctl for the PostgreSQL pass
 
 echo "== node tooling (scripts/node.sh)"
 if ! "$root/scripts/node.sh" >/dev/null; then
@@ -40,6 +44,17 @@ fi
 rc=$?
 if [[ $rc -eq 5 ]]; then echo "test.sh: pytest collected no tests: failing" >&2; fi
 [[ $rc -ne 0 ]] && failed+=("pytest (exit $rc)")
+
+echo "== pytest: storage tests on PostgreSQL (-m storage --backend postgresql)"
+rm -rf "$basetemp-pg"
+args=("$@")
+if [[ " ${args[*]-} " != *" --basetemp"* ]]; then
+  args=(--basetemp "$basetemp-pg" "${args[@]}")
+fi
+"$py" -m pytest -m storage --backend postgresql "${args[@]}"
+rc=$?
+if [[ $rc -eq 5 ]]; then echo "test.sh: no storage tests were collected for PostgreSQL" >&2; fi
+[[ $rc -ne 0 ]] && failed+=("pytest on PostgreSQL (exit $rc)")
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "test.sh: FAILED: ${failed[*]} ($((SECONDS - started)) s)" >&2
   exit 1

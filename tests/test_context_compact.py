@@ -17,6 +17,8 @@ from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401
 from tools.context_compact import compact_context
 from tools.runtime import CallContext, Runtime
 
+pytestmark = pytest.mark.storage
+
 COUNTER = counter_for(None)
 SUMMARY = "## Primary request and intent\nRefactor the parser.\n## Next step\nRun pytest."
 

@@ -14,6 +14,8 @@ from foundation.errors import InvalidInput
 from tools.context_assemble import assemble
 from tools.runtime import CallContext, Runtime
 
+pytestmark = pytest.mark.storage
+
 T0 = datetime(2026, 11, 22, 3, 17, 5, tzinfo=UTC)
 
 
