@@ -14,13 +14,13 @@ import pytest
 os.environ.pop("GENERALAGENT_DATA_DIR", None)
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
 for _key in list(os.environ):
-    if _key.startswith("GENERALAGENT_") and not _key.startswith("GENERALAGENT_TEST_"):
+    if _key.startswith("GENERALAGENT_"):
         del os.environ[_key]
 
 MODES = ["legacy", "auto"]
 
 # The storage backend under test (tests/storage_fixtures.py): SQLite unless --backend postgresql
-# or GENERALAGENT_TEST_BACKEND=postgresql; ./scripts/test.sh runs the storage tests on both.
+# or GA_TEST_BACKEND=postgresql; ./scripts/test.sh runs the storage tests on both.
 pytest_plugins = ["tests.storage_fixtures"]
 
 

@@ -24,7 +24,7 @@ from urllib.parse import quote
 INSTALL_HINT = (
     "PostgreSQL server binaries (initdb, pg_ctl) were not found in /usr/lib/postgresql/*/bin or on PATH. "
     "Install them with `sudo apt-get install postgresql-15` (Debian/Ubuntu; ./scripts/test.sh does this "
-    "when run as root), `brew install postgresql@15` (macOS), or set GENERALAGENT_TEST_PG_BIN to the "
+    "when run as root), `brew install postgresql@15` (macOS), or set GA_TEST_PG_BIN to the "
     "folder that has initdb and pg_ctl."
 )
 USER = "generalagent"
@@ -32,10 +32,12 @@ DATABASE = "tests"
 
 
 def find_bindir() -> Path | None:
-    """The folder with initdb and pg_ctl: GENERALAGENT_TEST_PG_BIN, the newest Debian install, or PATH."""
-    wanted = os.environ.get("GENERALAGENT_TEST_PG_BIN")
-    candidates = [Path(wanted)] if wanted else []
-    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+    """The folder with initdb and pg_ctl: GA_TEST_PG_BIN, the newest Debian install, or PATH."""
+    wanted = os.environ.get("GA_TEST_PG_BIN")
+    if wanted:  # an explicit folder is the only one tried
+        folder = Path(wanted)
+        return folder if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file() else None
+    candidates = [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"),
                                            key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit()
                                            else 0, reverse=True)]
     found = shutil.which("initdb")

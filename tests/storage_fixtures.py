@@ -1,6 +1,6 @@
 """Storage fixtures: which backend the tests use, and a real PostgreSQL server when they need one.
 
-`--backend postgresql` (or GENERALAGENT_TEST_BACKEND=postgresql) makes `database_url`, and so every
+`--backend postgresql` (or GA_TEST_BACKEND=postgresql) makes `database_url`, and so every
 `settings` and `database` fixture, point at a fresh schema of a PostgreSQL server that this test
 session starts (tests/pg_server.py). Tests that compare the backends ask for `pg_url` directly.
 Without PostgreSQL binaries those tests skip, saying how to install them; under CI=true they fail
@@ -21,8 +21,8 @@ from tests.pg_server import INSTALL_HINT, PgServer, find_bindir
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backend", choices=["sqlite", "postgresql"],
-                     default=os.environ.get("GENERALAGENT_TEST_BACKEND", "sqlite"),
-                     help="Storage backend for the tests (env GENERALAGENT_TEST_BACKEND); default sqlite.")
+                     default=os.environ.get("GA_TEST_BACKEND", "sqlite"),
+                     help="Storage backend for the tests (env GA_TEST_BACKEND); default sqlite.")
 
 
 @pytest.fixture(scope="session")
