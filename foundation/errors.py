@@ -91,16 +91,19 @@ class DiskFull(GeneralAgentError):
 
 
 _SQLITE_FULL = 13
+_PG_DISK_FULL = "53100"
 _FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
 
 
 def plain_error(exc: BaseException) -> GeneralAgentError | None:
     """A plain-words error for failures of the machine rather than of our code (a full disk or
-    quota, from the OS or from SQLite), or None when `exc` is not one of them."""
+    quota, from the OS, SQLite or the PostgreSQL server), or None when `exc` is not one of them."""
     if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
         return DiskFull()
     if type(exc).__module__ == "sqlite3" and (
         getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or "disk is full" in str(exc)
     ):
         return DiskFull()
+    if type(exc).__module__.startswith("psycopg") and getattr(exc, "sqlstate", None) == _PG_DISK_FULL:
+        return DiskFull("The database server's disk is full: free space there and retry.")
     return None

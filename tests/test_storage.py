@@ -163,3 +163,13 @@ def test_sqlite_is_the_default_and_keeps_one_file_per_store(data_dir: Path) -> N
     db.open(SCHEMA)
     assert (data_dir / "demo.sqlite3").is_file()
     db.close()
+
+
+def test_a_full_disk_on_the_database_server_is_a_plain_error() -> None:
+    from psycopg import errors as pg_errors
+
+    from foundation.errors import DiskFull, plain_error
+
+    found = plain_error(pg_errors.DiskFull("could not extend file: No space left on device"))
+    assert isinstance(found, DiskFull) and "database server" in str(found)
+    assert plain_error(pg_errors.UniqueViolation("dup")) is None
