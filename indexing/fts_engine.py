@@ -31,7 +31,7 @@ class FtsEngine:
             match = query.match
         else:
             dfs = self.store.doc_freqs(query.parsed.all_terms())
-            match = to_match(self._candidate_query(query.parsed, query.mode, dfs), query.mode)
+            match = to_match(candidate_query(query.parsed, query.mode, dfs, self.params), query.mode)
         if not match:
             return TermRows([])
         rows = self._terms(self._match(match, k, scope, raw=query.text if query.mode == "fts" else None))
@@ -41,16 +41,6 @@ class FtsEngine:
             dfs = self.store.doc_freqs(query.parsed.all_terms())
         n_docs, avgdl = self.store.corpus_stats()
         return TermRows(rows, n_docs, avgdl, dfs)
-
-    def _candidate_query(self, parsed: ParsedQuery, mode: Mode, dfs: dict[str, int]) -> ParsedQuery:
-        """In natural mode, only the rarest loose terms find candidates (all of them rank).
-        `dfs`: the chunk frequency of every query term."""
-        loose = list(dict.fromkeys(parsed.terms))
-        keep = max(self.params.match_min, math.ceil(len(loose) * self.params.match_keep))
-        if mode != "natural" or len(loose) <= keep:
-            return parsed
-        rare = rarest_known(loose, dfs, keep)
-        return ParsedQuery(terms=[t for t in parsed.terms if t in rare], phrases=parsed.phrases)
 
     def _match(self, match: str, n: int, scope: PathFilter | None, raw: str | None) -> list[int]:
         """The ids of the top `n` chunks by FTS5 bm25 (`raw`: the user's FTS5 text, for syntax errors)."""
@@ -102,6 +92,17 @@ class FtsEngine:
             (i, head.split() if head else [], body.split())
             for i, head, body in (by_id[i] for i in ids if i in by_id)
         ]
+
+
+def candidate_query(parsed: ParsedQuery, mode: Mode, dfs: dict[str, int], params: RankParams) -> ParsedQuery:
+    """In natural mode, only the rarest loose terms find candidates (all of them rank).
+    `dfs`: the chunk frequency of every query term."""
+    loose = list(dict.fromkeys(parsed.terms))
+    keep = max(params.match_min, math.ceil(len(loose) * params.match_keep))
+    if mode != "natural" or len(loose) <= keep:
+        return parsed
+    rare = rarest_known(loose, dfs, keep)
+    return ParsedQuery(terms=[t for t in parsed.terms if t in rare], phrases=parsed.phrases)
 
 
 def rarest_known(terms: Sequence[str], dfs: Mapping[str, int], keep: int) -> set[str]:

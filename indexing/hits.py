@@ -10,7 +10,7 @@ from typing import Any
 from indexing.scope import PathFilter, active
 from indexing.store import IndexStore
 
-CHUNK_COLS = "c.id, c.doc_id, c.idx, c.start, c.end, c.heading, c.page, c.slide, c.sheet, c.row_first, c.row_last, c.text"
+CHUNK_COLS = 'c.id, c.doc_id, c.idx, c.start, c."end", c.heading, c.page, c.slide, c.sheet, c.row_first, c.row_last, c.text'
 
 
 @dataclass
@@ -58,7 +58,7 @@ def ranked_hits(store: IndexStore, scored: Sequence[tuple[float, int]], scope: P
     if not scored:
         return []
     scores = {chunk_id: s for s, chunk_id in scored}
-    cond, extra = scope.sql() if (scope := active(scope)) is not None else ("1", [])
+    cond, extra = scope.sql(store.backend) if (scope := active(scope)) is not None else ("1=1", [])
     rows = store.conn().execute(
         f"SELECT {CHUNK_COLS}, d.hash, (SELECT min(path) FROM files f WHERE f.doc_id = c.doc_id AND {cond}) "
         f"FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(scores))})",
@@ -85,7 +85,7 @@ def _fill_paths(store: IndexStore, hits: list[ChunkHit], scope: PathFilter | Non
            f"WHERE f.doc_id IN ({','.join('?' * len(doc_ids))})")
     args: list[object] = list(doc_ids)
     if (scope := active(scope)) is not None:
-        cond, extra = scope.sql()
+        cond, extra = scope.sql(store.backend)
         sql += f" AND {cond}"
         args += extra
     first: dict[int, str] = {}
@@ -99,7 +99,7 @@ def _fill_paths(store: IndexStore, hits: list[ChunkHit], scope: PathFilter | Non
 
 def _context(store: IndexStore, hit: ChunkHit, chars: int) -> None:
     for idx, start, _end, text in store.conn().execute(
-        "SELECT idx, start, end, text FROM chunks WHERE doc_id=? AND idx IN (?, ?)",
+        'SELECT idx, start, "end", text FROM chunks WHERE doc_id=? AND idx IN (?, ?)',
         (hit.doc_id, hit.index - 1, hit.index + 1),
     ):
         if idx < hit.index:

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from foundation import sqlite_db
 from indexing.scoring import DEFAULT_WEIGHTING, Weighting, idf, length_norm, saturate
 
 if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never need it
@@ -212,30 +211,24 @@ class MemoryIndex:
     def state(self, generation: int, chunks: int) -> str:
         """How natural-language search runs now, for index_status (starts a build when stale)."""
         if chunks > self.max_chunks:
-            return f"FTS5: over search_memory_max_chunks ({self.max_chunks:,})"
+            return f"{self.store.engine_name}: over search_memory_max_chunks ({self.max_chunks:,})"
         if chunks < self.min_chunks:
-            return f"FTS5: under search_memory_min_chunks ({self.min_chunks:,})"
+            return f"{self.store.engine_name}: under search_memory_min_chunks ({self.min_chunks:,})"
         if self.current(generation, chunks) is not None:
             return "in memory"
-        return "FTS5 while the in-memory copy is built"
+        return f"{self.store.engine_name} while the in-memory copy is built"
 
     def build_now(self) -> Snapshot | None:
         """Build (or refresh) the snapshot in this thread; None when the index is outside the size range."""
         with self._build_lock:
-            conn = sqlite_db.connect(self.store.path, timeout=30.0)
-            try:
-                conn.execute("BEGIN")  # one read snapshot: the generation and the rows agree
-                generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
-                if not self._worth_it(chunks):
-                    self._snapshot = None
-                    return None
-                snap = self._snapshot
-                if snap is not None and snap.generation == generation:
-                    return snap
-                rows = conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()
-            finally:
-                conn.close()
-            self._snapshot = build_snapshot(generation, rows, self.weighting)
+            snap = self._snapshot
+            if snap is not None and snap.generation == self.store.generation()[0]:
+                return snap
+            read = self.store.snapshot_rows(self._worth_it)  # the generation and the rows agree
+            if read is None:
+                self._snapshot = None
+                return None
+            self._snapshot = build_snapshot(read[0], read[1], self.weighting)
             return self._snapshot
 
     def _start_build(self) -> None:

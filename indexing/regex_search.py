@@ -19,7 +19,6 @@ import regex
 from foundation.errors import PatternTooSlow, QuerySyntaxError
 from indexing.analyzer import analyze, has_han
 from indexing.hits import CHUNK_COLS, ChunkHit, attach, hit_of
-from indexing.query import quote
 from indexing.scope import PathFilter, active
 from indexing.search import Searcher
 
@@ -122,25 +121,20 @@ def search_index(
     return hits
 
 
-def _scope(paths: PathFilter | None) -> tuple[str, list[str]]:
+def _scope(paths: PathFilter | None, backend: str) -> tuple[str, list[str]]:
     if (scope := active(paths)) is None:
         return "", []
-    docs, args = scope.documents_sql()
+    docs, args = scope.documents_sql(backend)
     return f" AND c.doc_id IN {docs}", args
 
 
 def _fts_rows(searcher: Searcher, terms: list[str], paths: PathFilter | None) -> Iterable[tuple]:  # type: ignore[type-arg]
-    scope, args = _scope(paths)
-    match = " AND ".join(quote([t]) for t in dict.fromkeys(terms))
-    return searcher.store.conn().execute(
-        f"SELECT {CHUNK_COLS} FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-        f"WHERE chunks_fts MATCH ?{scope} ORDER BY rank",
-        [match, *args],
-    )
+    store = searcher.store
+    scope, args = _scope(paths, store.backend)
+    source, where, order, match = store.chunks_with_all(list(dict.fromkeys(terms)))
+    return store.stream(f"SELECT {CHUNK_COLS} FROM {source} WHERE {where}{scope} ORDER BY {order}", [match, *args])
 
 
 def _all_rows(searcher: Searcher, paths: PathFilter | None) -> Iterable[tuple]:  # type: ignore[type-arg]
-    scope, args = _scope(paths)
-    return searcher.store.conn().execute(
-        f"SELECT {CHUNK_COLS} FROM chunks c WHERE 1{scope} ORDER BY c.doc_id, c.idx", args
-    )
+    scope, args = _scope(paths, searcher.store.backend)
+    return searcher.store.stream(f"SELECT {CHUNK_COLS} FROM chunks c WHERE 1=1{scope} ORDER BY c.doc_id, c.idx", args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,7 +21,9 @@ class PathFilter:
     def active(self) -> bool:
         return bool(self.files or self.folders or self.globs)
 
-    def sql(self) -> tuple[str, list[str]]:
+    def sql(self, backend: str = "sqlite") -> tuple[str, list[str]]:
+        """A condition on `files.path` and its arguments (GLOB on SQLite, the same pattern as a
+        regular expression on PostgreSQL)."""
         parts: list[str] = []
         args: list[str] = []
         for f in self.files:
@@ -30,13 +33,13 @@ class PathFilter:
             parts.append("(path >= ? AND path < ?)")
             args += folder_range(d)
         for g in self.globs:
-            parts.append("path GLOB ?")
-            args.append(g)
+            parts.append("path GLOB ?" if backend == "sqlite" else "path ~ ?")
+            args.append(g if backend == "sqlite" else glob_regex(g))
         return "(" + " OR ".join(parts) + ")", args
 
-    def documents_sql(self) -> tuple[str, list[str]]:
+    def documents_sql(self, backend: str = "sqlite") -> tuple[str, list[str]]:
         """A subquery of the ids of the documents the filter reaches, and its arguments."""
-        cond, args = self.sql()
+        cond, args = self.sql(backend)
         return f"(SELECT doc_id FROM files WHERE {cond})", args
 
 
@@ -47,7 +50,7 @@ def active(scope: PathFilter | None) -> PathFilter | None:
 
 def allowed(store: IndexStore, doc_ids: Sequence[int], scope: PathFilter) -> list[int]:
     """Positions in `doc_ids` whose document is reachable from `scope`."""
-    cond, extra = scope.sql()
+    cond, extra = scope.sql(store.backend)
     unique = sorted(set(doc_ids))
     reachable = {
         d for (d,) in store.conn().execute(
@@ -55,3 +58,26 @@ def allowed(store: IndexStore, doc_ids: Sequence[int], scope: PathFilter) -> lis
         )
     } if unique else set()
     return [i for i, d in enumerate(doc_ids) if d in reachable]
+
+
+def glob_regex(pattern: str) -> str:
+    """SQLite GLOB as a POSIX regular expression: `*` any run, `?` one character, `[...]` a set
+    (`[^...]` its complement), everything else literal; case-sensitive, the whole path."""
+    out, i = ["^"], 0
+    while i < len(pattern):
+        char = pattern[i]
+        close = pattern.find("]", i + 2) if char == "[" else -1
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif close > 0:
+            body = pattern[i + 1 : close]
+            negate = body.startswith("^")
+            body = body[1:] if negate else body
+            out.append("[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]")
+            i = close
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out) + "$"

@@ -4,7 +4,8 @@
     (BM25F + proximity) -> rerank stages (none by default) -> hits (rows, paths, context: the store)
 
 Engines: the in-memory postings when they are fresh (`indexing.memory_engine`, natural mode), else
-SQLite FTS5 (`indexing.fts_engine`). Both give the same scores: the scorer is the same.
+the database: SQLite FTS5 (`indexing.fts_engine`) or PostgreSQL's tsvector (`indexing.pg_engine`).
+They give the same scores to the same candidates: the scorer is the same.
 `search_documents` groups the ranked chunks by document (two-stage search). Callers import the
 result types, PathFilter, RankParams and rank_lines from here (re-exported from their modules).
 """
@@ -51,7 +52,7 @@ class Searcher:
     ) -> None:
         self.store = store
         self.params = params
-        self.engines: list[CandidateEngine] = [FtsEngine(store, params)]
+        self.engines: list[CandidateEngine] = [_database_engine(store, params)]
         if memory is not None:
             self.engines.insert(0, MemoryEngine(memory, store, params))
         self.rerank = tuple(rerank)
@@ -107,3 +108,14 @@ class Searcher:
     def attach(self, found: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:
         """Fill in missing paths and hashes and, when asked, the text around each hit."""
         attach(self.store, found, paths, context_chars)
+
+
+def _database_engine(store: IndexStore, params: RankParams) -> CandidateEngine:
+    """What finds candidates in the database itself: FTS5 on SQLite, the tsvector on PostgreSQL."""
+    if store.backend == "postgresql":
+        from indexing.pg_engine import PgEngine
+        from indexing.pg_store import PgIndexStore
+
+        assert isinstance(store, PgIndexStore)
+        return PgEngine(store, params)
+    return FtsEngine(store, params)

@@ -1,4 +1,9 @@
-"""The SQLite index: documents keyed by content hash, paths pointing at them, chunks, FTS5.
+"""The index: documents keyed by content hash, paths pointing at them, chunks, their search data.
+
+`IndexStore` is the SQLite index (the default, in the data directory); `indexing.pg_store.PgIndexStore`
+keeps the same tables in PostgreSQL (`database_url`) and overrides only what differs: how chunks
+are indexed for candidates (FTS5 here, a tsvector with a GIN index there), term statistics and
+connections. Every other statement is written once, in the SQL both share, with `?` placeholders.
 
 - WAL, a busy timeout, one writer at a time (`BEGIN IMMEDIATE`), schema as ordered migrations.
 - `chunks.terms` / `chunks.head_terms` hold the analysed terms (see `indexing.analyzer`); the
@@ -17,9 +22,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from foundation import sqlite_db
 from indexing.model import Chunk
+from indexing.query import quote
 
 BUSY_TIMEOUT_S = 10.0
 MMAP_BYTES = 256 * 1024 * 1024  # reads map the file instead of copying pages (search fetches scattered rows)
@@ -104,6 +111,8 @@ MIGRATIONS: list[str] = [
 
 
 _FILE_COLS = "path, doc_id, size, mtime_ns, indexed_at, error"  # the fields of FileRow, in order
+CHUNK_TABLE_COLS = ('id, doc_id, idx, start, "end", heading, page, slide, sheet, row_first, row_last, text, '
+                    'head_terms, terms')  # `end` is quoted: a reserved word in PostgreSQL
 
 
 def folder_range(folder: str) -> tuple[str, str]:
@@ -142,6 +151,9 @@ class JobRow:
 
 
 _JOB_COLS = ", ".join(JobRow.__dataclass_fields__)
+_SAVE_JOB = (f"INSERT INTO index_jobs({_JOB_COLS}) VALUES({','.join('?' * len(JobRow.__dataclass_fields__))}) "
+             "ON CONFLICT(id) DO UPDATE SET "
+             + ", ".join(f"{name}=excluded.{name}" for name in JobRow.__dataclass_fields__ if name != "id"))
 JOBS_KEPT = 50  # finished runs kept in the table (the newest)
 
 
@@ -154,6 +166,9 @@ class AnalyzedChunk:
 
 class IndexStore:
     """One index database. Thread-safe: one connection per thread, one writer at a time."""
+
+    backend = "sqlite"
+    engine_name = "FTS5"  # what finds candidates when the in-memory postings do not (index_status)
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -221,7 +236,8 @@ class IndexStore:
         docs, chars, chunks = conn.execute(
             "SELECT count(*), coalesce(sum(chars), 0), coalesce(sum(n_chunks), 0) FROM documents"
         ).fetchone()
-        return {"files": files, "failed": failed, "documents": docs, "chunks": chunks, "chars": chars}
+        counts = {"files": files, "failed": failed, "documents": docs, "chunks": chunks, "chars": chars}
+        return {key: int(value) for key, value in counts.items()}
 
     def has_files(self) -> bool:
         """True when any path (indexed or failed) is recorded."""
@@ -253,7 +269,7 @@ class IndexStore:
 
     def set_meta(self, key: str, value: str) -> None:
         with self.write() as conn:
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, value))
+            put_meta(conn, key, value)
 
     def ensure_analysis(self, version: str, analyze_fn: Callable[[str], list[str]]) -> bool:
         """Re-analyse every chunk when the index was built with another analyzer version."""
@@ -271,7 +287,7 @@ class IndexStore:
         """Insert or update one run (and forget all but the newest JOBS_KEPT runs)."""
         values = tuple(getattr(job, name) for name in JobRow.__dataclass_fields__)
         with self.write() as conn:
-            conn.execute(f"INSERT OR REPLACE INTO index_jobs({_JOB_COLS}) VALUES({','.join('?' * len(values))})", values)
+            conn.execute(_SAVE_JOB, values)
             conn.execute(
                 "DELETE FROM index_jobs WHERE id NOT IN (SELECT id FROM index_jobs ORDER BY started_at DESC LIMIT ?)",
                 (JOBS_KEPT,),
@@ -293,26 +309,55 @@ class IndexStore:
     def db_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
 
+    def stream(self, sql: str, params: Sequence[object] = ()) -> Iterator[tuple[Any, ...]]:
+        """Rows of a query that may be large, read as they are consumed."""
+        return iter(self.conn().execute(sql, params))
+
+    def chunks_with_all(self, terms: list[str]) -> tuple[str, str, str, str]:
+        """(FROM, WHERE, ORDER BY, its one argument): the chunks `c` that contain every term, best first."""
+        match = " AND ".join(quote([t]) for t in terms)
+        return "chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid", "chunks_fts MATCH ?", "rank", match
+
+    def where(self) -> str:
+        """Where the index is, for people (status lines)."""
+        return str(self.path)
+
+    def snapshot_rows(self, wanted: Callable[[int], bool]) -> tuple[int, list[tuple[int, int, str, str]]] | None:
+        """(generation, every chunk's (id, doc_id, head_terms, terms) by id) read in one snapshot, so
+        that they agree; None when `wanted(chunks)` says the rows are not needed."""
+        conn = sqlite_db.connect(self.path, timeout=30.0)
+        try:
+            conn.execute("BEGIN")
+            generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
+            if not wanted(int(chunks)):
+                return None
+            return int(generation), conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()
+        finally:
+            conn.close()
+
+    def worth_vacuum(self) -> bool:
+        """True when a quarter of the file (and at least 256 pages) is free: VACUUM would give it back."""
+        conn = self.conn()
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        return bool(free >= 256 and free >= pages // 4)
+
     # -- writes (callers hold `write()`) ------------------------------------------------------
 
-    @staticmethod
     def insert_document(
-        conn: sqlite3.Connection, digest: str, kind: str, chars: int, chunks: Sequence[AnalyzedChunk],
+        self, conn: Any, digest: str, kind: str, chars: int, chunks: Sequence[AnalyzedChunk],
         warnings: Sequence[str] = (),
     ) -> int:
-        """Store a document with its chunks and index them; returns the document id."""
-        cur = conn.execute(
-            "INSERT INTO documents(hash, kind, chars, n_chunks, warnings, created_at) VALUES(?,?,?,?,?,?)",
-            (digest, kind, chars, len(chunks), "\n".join(warnings), time.time()),
+        """Store a document with its chunks and index them; returns the document id. Ids are the
+        highest so far plus one: the caller holds `write()`, so no other writer can take them."""
+        doc_id = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM documents").fetchone()[0])
+        conn.execute(
+            "INSERT INTO documents(id, hash, kind, chars, n_chunks, warnings, created_at) VALUES(?,?,?,?,?,?,?)",
+            (doc_id, digest, kind, chars, len(chunks), "\n".join(warnings), time.time()),
         )
-        doc_id = int(cur.lastrowid or 0)
-        first = _next_chunk_id(conn)
+        first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
         rows = [_chunk_row(first + i, doc_id, a) for i, a in enumerate(chunks)]
-        conn.executemany("INSERT INTO chunks VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        conn.executemany(
-            "INSERT INTO chunks_fts(rowid, head_terms, terms) VALUES(?,?,?)",
-            [(row[0], row[12], row[13]) for row in rows],
-        )
+        self._add_chunks(conn, rows)
         n_terms = sum(_count_terms(a.terms) for a in chunks)
         conn.execute(
             "UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
@@ -320,37 +365,51 @@ class IndexStore:
         )
         return doc_id
 
+    def _add_chunks(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
+        """Insert chunk rows (see `_chunk_row`) and index them for candidates."""
+        conn.executemany(f"INSERT INTO chunks({CHUNK_TABLE_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.executemany(
+            "INSERT INTO chunks_fts(rowid, head_terms, terms) VALUES(?,?,?)",
+            [(row[0], row[12], row[13]) for row in rows],
+        )
+
+    def _drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
+        """Take chunks (id, head terms, terms) out of the candidate index (their rows go after)."""
+        conn.executemany("INSERT INTO chunks_fts(chunks_fts, rowid, head_terms, terms) VALUES('delete', ?, ?, ?)", gone)
+
     @staticmethod
     def link_file(
-        conn: sqlite3.Connection, path: str, doc_id: int | None, size: int, mtime_ns: int, error: str | None = None
+        conn: Any, path: str, doc_id: int | None, size: int, mtime_ns: int, error: str | None = None
     ) -> int | None:
         """Point `path` at `doc_id` (or record its error); returns the document it pointed at before."""
         old = conn.execute("SELECT doc_id FROM files WHERE path=?", (path,)).fetchone()
         conn.execute(
-            "INSERT OR REPLACE INTO files(path, doc_id, size, mtime_ns, indexed_at, error) VALUES(?,?,?,?,?,?)",
+            "INSERT INTO files(path, doc_id, size, mtime_ns, indexed_at, error) VALUES(?,?,?,?,?,?) "
+            "ON CONFLICT(path) DO UPDATE SET doc_id=excluded.doc_id, size=excluded.size, "
+            "mtime_ns=excluded.mtime_ns, indexed_at=excluded.indexed_at, error=excluded.error",
             (path, doc_id, size, mtime_ns, time.time(), error),
         )
         return old[0] if old else None
 
     @staticmethod
-    def unlink_file(conn: sqlite3.Connection, path: str) -> int | None:
+    def unlink_file(conn: Any, path: str) -> int | None:
         old = conn.execute("SELECT doc_id FROM files WHERE path=?", (path,)).fetchone()
         conn.execute("DELETE FROM files WHERE path=?", (path,))
         return old[0] if old else None
 
-    @staticmethod
-    def drop_if_orphan(conn: sqlite3.Connection, doc_id: int | None) -> bool:
+    def drop_if_orphan(self, conn: Any, doc_id: int | None) -> bool:
         """Delete the document and its chunks when no path points at it any more."""
         if doc_id is None:
             return False
         if conn.execute("SELECT 1 FROM files WHERE doc_id=? LIMIT 1", (doc_id,)).fetchone():
             return False
-        gone = conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()
-        conn.executemany("INSERT INTO chunks_fts(chunks_fts, rowid, head_terms, terms) VALUES('delete', ?, ?, ?)", gone)
+        gone = [tuple(r) for r in conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()]
+        self._drop_chunks(conn, gone)
         conn.execute(
             "UPDATE stats SET chunks = chunks - ?, terms = terms - ?, generation = generation + 1",
             (len(gone), sum(_count_terms(terms) for _, _, terms in gone)),
         )
+        conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE doc_id=?)", (doc_id,))
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))
         return True
@@ -362,7 +421,7 @@ class IndexStore:
         return [int(r[0]) for r in rows]
 
     def rebuild(self, analyze_fn: Callable[[str], list[str]] | None = None) -> int:
-        """Regenerate the FTS index from stored chunks (re-analysing their text when given `analyze_fn`)."""
+        """Regenerate the search data from stored chunks (re-analysing their text when given `analyze_fn`)."""
         with self.write() as conn:
             if analyze_fn is not None:
                 rows = conn.execute("SELECT id, heading, text FROM chunks").fetchall()
@@ -370,7 +429,7 @@ class IndexStore:
                     "UPDATE chunks SET head_terms=?, terms=? WHERE id=?",
                     [(" ".join(analyze_fn(h)), " ".join(analyze_fn(t)), i) for i, h, t in rows],
                 )
-            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")
+            self._reindex_all(conn)
             terms = [r[0] for r in conn.execute("SELECT terms FROM chunks")]
             conn.execute(
                 "UPDATE stats SET chunks = ?, terms = ?, generation = generation + 1",
@@ -378,19 +437,24 @@ class IndexStore:
             )
             return len(terms)
 
+    def _reindex_all(self, conn: Any) -> None:
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")
+
     def vacuum(self) -> None:
+        """Compact the database (after large removals)."""
         conn = self.conn()
         conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def put_meta(conn: Any, key: str, value: str) -> None:
+    conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                 (key, value))
+
+
 def _count_terms(terms: str) -> int:
     return terms.count(" ") + 1 if terms else 0
-
-
-def _next_chunk_id(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
 
 
 def _chunk_row(chunk_id: int, doc_id: int, a: AnalyzedChunk) -> tuple[object, ...]:

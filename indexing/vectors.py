@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from indexing.embeddings import EmbeddingProvider, from_int8, to_int8
+from indexing.store import put_meta
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,7 +45,7 @@ class VectorStore:
             return
         with self.store.write() as conn:
             conn.execute("DELETE FROM chunk_vectors")
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (MODEL_KEY, name))
+            put_meta(conn, MODEL_KEY, name)
 
     def missing(self, limit: int) -> list[tuple[int, str, str]]:
         """(id, heading, text) of up to `limit` chunks without a vector, oldest first."""
@@ -59,8 +60,9 @@ class VectorStore:
             for (chunk_id, heading, text), vector in zip(rows, vectors, strict=True):
                 blob, scale = to_int8(vector)
                 conn.execute(
-                    "INSERT OR REPLACE INTO chunk_vectors(chunk_id, vec, scale) SELECT ?, ?, ? "
-                    "WHERE EXISTS(SELECT 1 FROM chunks WHERE id = ? AND heading = ? AND text = ?)",
+                    "INSERT INTO chunk_vectors(chunk_id, vec, scale) SELECT ?, ?, ? "
+                    "WHERE EXISTS(SELECT 1 FROM chunks WHERE id = ? AND heading = ? AND text = ?) "
+                    "ON CONFLICT(chunk_id) DO UPDATE SET vec=excluded.vec, scale=excluded.scale",
                     (chunk_id, blob, scale, chunk_id, heading, text),
                 )
 

@@ -53,13 +53,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _rebuild(settings: Settings) -> int:
     from indexing.analyzer import analyze
-    from indexing.store import IndexStore
+    from tools.index_services import index_store
+    from tools.runtime import Runtime
 
-    store = IndexStore(settings.data_dir / "index.sqlite3")
+    rt = Runtime(cli_settings(settings))
     try:
-        count = store.rebuild(analyze)
+        count = index_store(rt).rebuild(analyze)
     finally:
-        store.close()
+        rt.close()
     print(f"Rebuilt the full-text index from {count} stored chunks.")
     return 0
 

@@ -69,3 +69,19 @@ def database(data_dir: Path, database_url: str | None) -> Iterator[Any]:
     db = open_database(data_dir, database_url)
     yield db
     db.close()
+
+
+def index_store_for(request: pytest.FixtureRequest, folder: Path, backend: str) -> Any:
+    """An index on `backend` ("sqlite": `folder/index.sqlite3`; "postgresql": a fresh schema of the
+    session's test server, skipped without PostgreSQL binaries)."""
+    from indexing.store import IndexStore
+
+    if backend == "sqlite":
+        return IndexStore(folder / "index.sqlite3")
+    from foundation.storage import open_database
+    from indexing.pg_store import PgIndexStore
+
+    url, _name = request.getfixturevalue("pg_server").fresh_schema()
+    database = open_database(folder, url)
+    request.addfinalizer(database.close)
+    return PgIndexStore(database)  # type: ignore[arg-type]

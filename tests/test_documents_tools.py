@@ -10,8 +10,9 @@ import pytest
 
 from tests.conftest import MODES, connect
 from tests.docgen import Heading, Slide, make_docx, make_pdf, make_pptx, make_xlsx
+from tests.index_sql import index_sql
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.storage]
 
 DOC_TOOLS = {"search_documents", "search_file", "index_path", "index_status", "remove_from_index", "cleanup_index"}
 
@@ -116,11 +117,7 @@ async def test_cleanup_old_entries_and_paging(settings: Any, workspace: Path) ->
         assert first["next_offset"] == 20 and rest["next_offset"] is None
         assert len(first["hits"]) + len(rest["hits"]) == 30
         old = time.time() - 10 * 86400
-        db = settings.data_dir / "index.sqlite3"
-        import sqlite3
-
-        with sqlite3.connect(db) as conn:
-            conn.execute("UPDATE files SET indexed_at = ? WHERE path LIKE ?", (old, "%n0_.md"))
+        index_sql(settings, "UPDATE files SET indexed_at = ? WHERE path LIKE ?", (old, "%n0_.md"))
         cleaned = await call(client, "cleanup_index", {"missing_files": False, "older_than_days": 5})
         assert cleaned["removed_paths"] == 10 and cleaned["removed_documents"] == 10
         status = await call(client, "index_status", {"path": "."})
@@ -130,7 +127,9 @@ async def test_cleanup_old_entries_and_paging(settings: Any, workspace: Path) ->
         assert status["path_status"]["stale"] == 1 and status["path_status"]["fresh"] is False
 
 
-async def test_damaged_index_is_moved_aside(settings: Any, workspace: Path) -> None:
+async def test_damaged_index_is_moved_aside(settings: Any, workspace: Path, backend: str) -> None:
+    if backend != "sqlite":
+        pytest.skip("a damaged index file is SQLite's case")
     (workspace / "a.md").write_text("hello lighthouse\n", encoding="utf-8")
     (settings.data_dir / "index.sqlite3").write_bytes(b"this is not a database" * 100)
     async with connect(settings) as client:

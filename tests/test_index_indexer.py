@@ -19,19 +19,28 @@ from indexing.indexer import Indexer
 from indexing.search import PathFilter, Searcher
 from indexing.store import IndexStore
 from tests.docgen import Heading, Slide, Table, make_docx, make_pdf, make_pptx, make_xlsx
+from tests.storage_fixtures import index_store_for
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> IndexStore:
-    s = IndexStore(tmp_path / "index.sqlite3")
+def store(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> IndexStore:
+    s = index_store_for(request, tmp_path, backend)
     yield s
     s.close()
 
 
 def consistent(store: IndexStore) -> None:
     conn = store.conn()
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
+    if store.backend == "sqlite":
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
+    else:  # the term statistics agree with the chunks, and every chunk is searchable
+        dfs: dict[str, int] = {}
+        for head, body in conn.execute("SELECT head_terms, terms FROM chunks").fetchall():
+            for term in set(head.split()) | set(body.split()):
+                dfs[term] = dfs.get(term, 0) + 1
+        assert dict(conn.execute("SELECT term, df FROM term_stats").fetchall()) == dfs
+        assert conn.execute("SELECT count(*) FROM chunks WHERE terms <> '' AND length(tsv) = 0").fetchone()[0] == 0
     bad = conn.execute(
         "SELECT d.id FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id GROUP BY d.id "
         "HAVING count(c.id) != d.n_chunks"
@@ -65,6 +74,7 @@ def office(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.storage
 def test_every_format_is_indexed_and_found(store: IndexStore, office: Path) -> None:
     report = Indexer(store).index_tree(office)
     assert report.indexed == 6 and not report.failed and report.skipped == 1
@@ -86,6 +96,7 @@ def test_every_format_is_indexed_and_found(store: IndexStore, office: Path) -> N
     assert Searcher(store).search("quarterly growth")[0].slide == 1  # speaker notes
 
 
+@pytest.mark.storage
 def test_offsets_point_into_the_extracted_text(store: IndexStore, office: Path) -> None:
     from indexing.extract import extract_file
 
@@ -95,6 +106,7 @@ def test_offsets_point_into_the_extracted_text(store: IndexStore, office: Path) 
         assert text[hit.start : hit.end] == hit.text
 
 
+@pytest.mark.storage
 def test_unchanged_files_are_skipped_and_changes_reindexed(store: IndexStore, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -112,6 +124,7 @@ def test_unchanged_files_are_skipped_and_changes_reindexed(store: IndexStore, tm
     consistent(store)
 
 
+@pytest.mark.storage
 def test_same_bytes_under_two_names_share_one_document(store: IndexStore, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -133,6 +146,7 @@ def test_same_bytes_under_two_names_share_one_document(store: IndexStore, tmp_pa
     consistent(store)
 
 
+@pytest.mark.storage
 def test_bad_files_are_reported_and_the_rest_indexed(store: IndexStore, tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -150,10 +164,14 @@ def test_bad_files_are_reported_and_the_rest_indexed(store: IndexStore, tmp_path
     consistent(store)
 
 
+@pytest.mark.storage
 def test_rebuild_regenerates_fts_from_stored_text(store: IndexStore, office: Path) -> None:
     Indexer(store).index_tree(office)
     before = paths_of(store, "营收 baseline", limit=10)
-    store.conn().execute("INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all')")
+    if store.backend == "sqlite":
+        store.conn().execute("INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all')")
+    else:
+        store.conn().execute("UPDATE chunks SET tsv = ''::tsvector")
     assert paths_of(store, "baseline") == []
     assert store.rebuild(analyze) == store.totals()["chunks"]
     assert paths_of(store, "营收 baseline", limit=10) == before
@@ -214,6 +232,7 @@ def test_killed_mid_batch_leaves_a_consistent_index(tmp_path: Path) -> None:
         store.close()
 
 
+@pytest.mark.storage
 def test_cancel_stops_between_files(store: IndexStore, tmp_path: Path) -> None:
     from foundation.errors import Cancelled
 
@@ -247,6 +266,7 @@ def test_cli_index_search_status(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "indexed, up to date" in capsys.readouterr().out
 
 
+@pytest.mark.storage
 def test_hostile_files_fail_cleanly(store: IndexStore, tmp_path: Path) -> None:
     from indexing.model import ExtractionLimits
     from tests.docgen import (

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import MODES, connect
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.storage]
 
 
 async def call(client: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:

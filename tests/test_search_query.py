@@ -16,7 +16,7 @@ from indexing.postings import MemoryIndex
 from indexing.query import parse, to_match
 from indexing.regex_search import compile_pattern, required_words
 from indexing.search import PathFilter, Searcher
-from indexing.store import IndexStore
+from tests.storage_fixtures import index_store_for
 
 DOCS = {
     "growth.md": "# Finance\n\nRevenue growth was strong in Q3. The revenue growth rate reached 15%.\n",
@@ -31,15 +31,15 @@ DOCS = {
 }
 
 
-@pytest.fixture(scope="module", params=["fts", "memory"])
+@pytest.fixture(scope="module", params=["fts", "memory", "postgresql"])
 def searcher(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Searcher:
-    """Every ranking test runs on both paths: FTS5 + rerank, and the in-memory postings."""
+    """Every ranking test runs on all three paths: FTS5, the in-memory postings, and PostgreSQL."""
     folder = tmp_path_factory.mktemp("q")
     for name, text in DOCS.items():
         (folder / name).write_text(text, encoding="utf-8")
-    store = IndexStore(folder / "index.sqlite3")
+    store = index_store_for(request, folder, "postgresql" if request.param == "postgresql" else "sqlite")
     Indexer(store).index_tree(folder)
-    if request.param == "fts":
+    if request.param != "memory":
         return Searcher(store)
     memory = MemoryIndex(store)
     assert memory.build_now() is not None

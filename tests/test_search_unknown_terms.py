@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from indexing.indexer import Indexer
 from indexing.postings import MemoryIndex
 from indexing.search import Searcher
-from indexing.store import IndexStore
 from tests.conftest import connect
+from tests.storage_fixtures import index_store_for
 
 KNOWN = ["绿茶", "lighthouse", "keeper", "harbour", "茶叶", "storm"]
 UNKNOWN = ["zorblax", "quixotry", "泡", "苦", "不", "才", "flummox", "vexillology", "澳門", "glyph"]
@@ -42,11 +42,11 @@ async def test_common_word_with_unknown_words_still_finds_it(settings: Any, work
         assert hits and all("tea" in h["path"] for h in hits)
 
 
-@pytest.fixture(scope="module", params=["fts", "memory"])
+@pytest.fixture(scope="module", params=["fts", "memory", "postgresql"])
 def searcher(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Searcher:
     folder = tmp_path_factory.mktemp("unknown")
     tea_notes(folder)
-    store = IndexStore(folder / "index.sqlite3")
+    store = index_store_for(request, folder, "postgresql" if request.param == "postgresql" else "sqlite")
     Indexer(store).index_tree(folder)
     memory = None
     if request.param == "memory":

@@ -5,6 +5,10 @@ Every run is recorded in the index database (`index_jobs`) when it starts, every
 runs and when it ends, so index_status tells the truth after a cancel, a cut-off or a restart: a
 run left "running" by a process that is gone shows as "interrupted". Files a stopped run indexed
 stay indexed; the next run skips them (unchanged size and mtime) and continues with the rest.
+
+A run holds the deployment-wide lock `index-path:<path>` (`Database.advisory_lock`: a lock file
+with SQLite, an advisory lock with PostgreSQL) while it runs, so one path is indexed by one run
+across every server process, and a stored "running" row whose lock is free is "interrupted".
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from foundation.errors import Cancelled
+from foundation.errors import Cancelled, Conflict
 
 if TYPE_CHECKING:
+    from foundation.storage import Database
     from indexing.indexer import IndexReport
     from indexing.store import IndexStore, JobRow
 
@@ -39,6 +45,7 @@ class IndexJob:
     cancel: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
     saved_at: float = 0.0
+    held: ExitStack = field(default_factory=ExitStack)  # the path's cross-process lock
 
     def snapshot(self) -> JobRow:
         """The row with the counts so far."""
@@ -52,8 +59,9 @@ class IndexJob:
 class JobRegistry:
     """The index runs of one server: live ones in memory, all of them in the store."""
 
-    def __init__(self, store: IndexStore) -> None:
+    def __init__(self, store: IndexStore, database: Database | None = None) -> None:
         self.store = store
+        self.database = database  # None: runs are only kept apart inside this process
         self._live: dict[str, IndexJob] = {}
         self._lock = threading.Lock()
 
@@ -67,9 +75,38 @@ class JobRegistry:
                 return self._live[path], True
             row = JobRow(id=uuid.uuid4().hex[:12], path=path, state="running", started_at=time.time())
             job = IndexJob(row, IndexReport(), background)
+            if not self._hold(job):
+                raise Conflict(f"{path} is being indexed by another server process; index_status shows its "
+                               "progress. Call index_path again when it has finished.")
             self._live[path] = job
-        self.store.save_job(row)
+        try:
+            self.store.save_job(row)
+        except BaseException:
+            self._release(job)
+            raise
         return job, False
+
+    def _path_lock(self, path: str, timeout: float) -> AbstractContextManager[bool] | None:
+        return None if self.database is None else self.database.advisory_lock(f"index-path:{path}", timeout=timeout)
+
+    def _hold(self, job: IndexJob) -> bool:
+        """Take `job`'s path lock without waiting; False when another process holds it."""
+        lock = self._path_lock(job.row.path, 0)
+        if lock is None:
+            return True
+        if job.held.enter_context(lock):
+            return True
+        job.held.close()
+        return False
+
+    def _release(self, job: IndexJob) -> None:
+        with self._lock:
+            if self._live.get(job.row.path) is job:
+                del self._live[job.row.path]
+        try:
+            job.held.close()
+        except Exception:  # a lost database connection frees its locks anyway
+            log.exception("releasing the lock of index job %s", job.row.id)
 
     def run(self, job: IndexJob, work: Work, should_cancel: Callable[[], bool], progress: Progress) -> None:
         """Run `work` for `job` in this thread and record how it ended (re-raises its error)."""
@@ -116,9 +153,7 @@ class JobRegistry:
             self.store.save_job(job.row)
         except Exception:  # the run's files are written; only its record failed
             log.exception("cannot record the end of index job %s", job.row.id)
-        with self._lock:
-            if self._live.get(job.row.path) is job:
-                del self._live[job.row.path]
+        self._release(job)
         job.finished.set()
 
     # -- reading -------------------------------------------------------------------------------
@@ -148,7 +183,15 @@ class JobRegistry:
             job = self._live.get(row.path)
         if job is not None and job.row.id == row.id:
             return job.snapshot()
-        return replace(row, state="interrupted")
+        return row if self._running_elsewhere(row.path) else replace(row, state="interrupted")
+
+    def _running_elsewhere(self, path: str) -> bool:
+        """True when another process holds `path`'s lock (its run is alive; the row has its counts)."""
+        lock = self._path_lock(path, 0)
+        if lock is None:
+            return False
+        with lock as free:
+            return not free
 
     def close(self) -> None:
         """Cancel the running jobs (they record themselves as cancelled) and wait a little for them."""

@@ -42,6 +42,20 @@ def _new_memory_index(rt: Runtime) -> MemoryIndex:
     return MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks)
 
 
+def _open_index(rt: Runtime) -> IndexStore:
+    """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3`."""
+    if rt.database.backend == "postgresql":
+        from foundation.storage.postgres import PostgresDatabase
+        from indexing.analyzer import ANALYZER_VERSION, analyze
+        from indexing.pg_store import PgIndexStore
+
+        assert isinstance(rt.database, PostgresDatabase)
+        store: IndexStore = PgIndexStore(rt.database)
+        store.ensure_analysis(ANALYZER_VERSION, analyze)
+        return store
+    return _open_store(rt.data_dir / "index.sqlite3")
+
+
 def _open_store(path: Path) -> IndexStore:
     """Open the index; a damaged database file (derived data) is moved aside and started afresh."""
     import logging
@@ -106,15 +120,15 @@ def warm_up_search(rt: Runtime) -> None:
     dictionary; fresh data dirs get no files written."""
     from indexing.analyzer import warm_up
 
-    has_index = (rt.settings.data_dir / "index.sqlite3").exists()
+    has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
     warm_up(rt.settings.data_dir / "cache" if has_index else None)
     if has_index:
         memory_index(rt).build_now()
 
 
-_INDEX_STORE: Service[IndexStore] = Service(lambda rt: _open_store(rt.data_dir / "index.sqlite3"))
+_INDEX_STORE: Service[IndexStore] = Service(_open_index)
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
-_INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt)))
+_INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt), rt.database))
 
 
 def vector_worker(rt: Runtime) -> VectorWorker | None:

@@ -1,5 +1,5 @@
 """Index management: index_path (in the foreground or as a background job), index_status,
-remove_from_index and cleanup_index. The database is `<data_dir>/index.sqlite3`.
+remove_from_index and cleanup_index. The database is `<data_dir>/index.sqlite3`, or PostgreSQL with `database_url`.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def index_status(
     totals = store.totals()
     roots = roots_for(rt.settings, call.session_id)
     status = IndexStatus(
-        database=str(store.path), database_bytes=store.db_bytes(), files=totals["files"],
+        database=store.where(), database_bytes=store.db_bytes(), files=totals["files"],
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
         characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
         jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
@@ -346,10 +346,7 @@ def _remove(rt: Runtime, targets: list[str], call: CallContext) -> RemoveResult:
 
 
 def _vacuum_if_worthwhile(store: IndexStore) -> bool:
-    conn = store.conn()
-    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-    pages = conn.execute("PRAGMA page_count").fetchone()[0]
-    if free < 256 or free < pages // 4:
+    if not store.worth_vacuum():
         return False
     store.vacuum()
     return True

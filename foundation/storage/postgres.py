@@ -315,9 +315,13 @@ class PostgresDatabase(Database):
     def server_version(self) -> str:
         return f"PostgreSQL {self._version}"
 
+    def lock_number(self, key: str) -> int:
+        """The advisory-lock number of `key` in this deployment (pg_advisory_xact_lock takes it too)."""
+        return _hash64(f"{self.namespace}\0lock\0{key}")
+
     @contextmanager
     def advisory_lock(self, key: str, *, timeout: float | None = None) -> Iterator[bool]:
-        number = _hash64(f"{self.namespace}\0lock\0{key}")
+        number = self.lock_number(key)
         conn = self._connect()  # its own session: the lock lasts as long as it, never a pooled one
         try:
             got = _advisory(conn, number, timeout)

@@ -1,0 +1,222 @@
+"""The index in PostgreSQL (`database_url`): the tables of `indexing.store`, searched without FTS5.
+
+- The same analysis as SQLite (porter stems, jieba words, stop words: `indexing.analyzer`) is
+  stored as a `tsvector` built here from the analysed terms, not by a text-search configuration:
+  body terms at their positions, heading terms after them with weight A. A GIN index on it finds
+  candidates (OR of terms, AND, phrases with `<->`); no server extension is needed.
+- How many chunks hold each term (`term_stats`) and the corpus totals (`stats`) are kept in tables,
+  changed in the transaction that adds or drops chunks, for the one BM25F scorer.
+- One index writer at a time across every process (a transaction-level advisory lock), as
+  SQLite's BEGIN IMMEDIATE gives for one file; readers never wait.
+- Reads outside a write take a pooled connection per statement (autocommit), so a thread holds no
+  connection between statements; inside `write()` this thread's reads see the transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from foundation.storage.postgres import PgConn, to_pyformat
+from indexing.store import CHUNK_TABLE_COLS, IndexStore
+
+if TYPE_CHECKING:
+    from foundation.storage.postgres import PostgresDatabase
+
+MAX_POSITION = 16383  # PostgreSQL's largest tsvector position
+MAX_LEXEME_BYTES = 2046  # longer lexemes cannot be stored (they stay in `terms` for ranking)
+WRITER_LOCK = "index-writer"
+
+
+class _Result:
+    """A fully fetched result, usable after its connection went back to the pool."""
+
+    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int, description: Any) -> None:
+        self._rows, self.rowcount, self.description = rows, rowcount, description
+        self._at = 0
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rest, self._at = self._rows[self._at :], len(self._rows)
+        return rest
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        while (row := self.fetchone()) is not None:
+            yield row
+
+
+class _PooledReads:
+    """`IndexStore.conn()` on PostgreSQL outside a write: each statement on a pooled connection."""
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self.database = database
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Result:
+        with self.database.connection() as raw:
+            cursor = raw.execute(to_pyformat(sql), tuple(params))
+            rows = [tuple(r) for r in cursor.fetchall()] if cursor.description else []
+            return _Result(rows, cursor.rowcount, cursor.description)
+
+
+class PgIndexStore(IndexStore):
+    """The index's tables in PostgreSQL (see the module docstring); the same interface as SQLite's."""
+
+    backend = "postgresql"
+    engine_name = "PostgreSQL"
+
+    def __init__(self, database: PostgresDatabase) -> None:  # noqa: D107 - no SQLite file
+        from indexing.pg_schema import SCHEMA
+
+        self.database = database
+        self.schema = SCHEMA
+        self._local = threading.local()
+        self._reads = _PooledReads(database)
+        database.migrate(SCHEMA)
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def conn(self) -> Any:
+        """This thread's write transaction when it is in one, else pooled autocommit reads."""
+        current: PgConn | None = getattr(self._local, "write", None)
+        return current if current is not None else self._reads
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        """One write transaction, the only index writer in the database while it runs."""
+        if getattr(self._local, "write", None) is not None:
+            raise RuntimeError("nested index write")
+        with self.database.connection() as raw:
+            raw.execute("BEGIN")
+            try:
+                conn = PgConn(raw, self.database)
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (self.database.lock_number(WRITER_LOCK),))
+                self._local.write = conn
+                yield conn
+                raw.execute("COMMIT")
+            except BaseException:
+                if not raw.closed:
+                    raw.execute("ROLLBACK")
+                raise
+            finally:
+                self._local.write = None
+
+    def close(self) -> None:
+        self._local = threading.local()  # the connections belong to the Database's pool
+
+    def _migrate(self) -> None:
+        self.database.migrate(self.schema)
+
+    # -- search data ---------------------------------------------------------------------------
+
+    def _add_chunks(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
+        columns = [*CHUNK_TABLE_COLS.replace('"', "").split(", "), "tsv"]
+        conn.copy_rows("chunks", columns, ([*row, tsvector(str(row[12]), str(row[13]))] for row in rows))
+        _change_dfs(conn, [(str(r[12]), str(r[13])) for r in rows], +1)
+
+    def _drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
+        _change_dfs(conn, [(head, body) for _, head, body in gone], -1)
+
+    def _reindex_all(self, conn: Any) -> None:
+        conn.execute("DELETE FROM term_stats")
+        rows = conn.all("SELECT id, head_terms, terms FROM chunks")
+        conn.executemany("UPDATE chunks SET tsv = ?::tsvector WHERE id = ?", [(tsvector(h, t), i) for i, h, t in rows])
+        _change_dfs(conn, [(h, t) for _, h, t in rows], +1)
+
+    def doc_freqs(self, terms: Sequence[str] | Any) -> dict[str, int]:
+        unique = list(dict.fromkeys(terms))
+        if not unique:
+            return {}
+        found = dict(self.conn().execute("SELECT term, df FROM term_stats WHERE term = ANY(?)", (unique,)).fetchall())
+        return {t: int(found.get(t, 0)) for t in unique}
+
+    def chunks_with_all(self, terms: list[str]) -> tuple[str, str, str, str]:
+        return "chunks c", "c.tsv @@ ?::tsquery", "c.id", " & ".join(lexeme(t) for t in terms)
+
+    # -- reads and upkeep ----------------------------------------------------------------------
+
+    def stream(self, sql: str, params: Sequence[object] = ()) -> Iterator[tuple[Any, ...]]:
+        current: PgConn | None = getattr(self._local, "write", None)
+        if current is not None:
+            yield from current.execute(sql, params)
+            return
+        with self.database.connection() as raw:
+            raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
+                yield from PgConn(raw, self.database).stream(sql, params)
+            finally:
+                raw.execute("ROLLBACK")
+
+    def snapshot_rows(self, wanted: Callable[[int], bool]) -> tuple[int, list[tuple[int, int, str, str]]] | None:
+        with self.database.connection() as raw:
+            raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
+                row = raw.execute("SELECT generation, chunks FROM stats").fetchone()
+                generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
+                if not wanted(chunks):
+                    return None
+                rows = raw.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()
+                return generation, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
+            finally:
+                raw.execute("ROLLBACK")
+
+    def db_bytes(self) -> int:
+        tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats")
+        total = self.conn().execute(
+            "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(?::text[]) AS t", (list(tables),)
+        ).fetchone()
+        return int(total[0]) if total else 0
+
+    def where(self) -> str:
+        return self.database.describe()
+
+    def worth_vacuum(self) -> bool:
+        return False  # PostgreSQL's autovacuum gives space back
+
+    def vacuum(self) -> None:
+        """Nothing to do by hand: autovacuum reclaims space and keeps statistics."""
+
+
+# -- the analysed terms as PostgreSQL text-search values -----------------------------------------
+
+
+def lexeme(term: str) -> str:
+    """A term as a quoted tsquery/tsvector lexeme (no text-search configuration touches it)."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsvector(head_terms: str, terms: str) -> str:
+    """The tsvector literal of a chunk: body terms at positions 1.., heading terms (weight A) after a
+    gap, so that a phrase never spans the two."""
+    positions: dict[str, list[str]] = {}
+    body = terms.split()
+    for at, term in enumerate(body, start=1):
+        positions.setdefault(term, []).append(str(min(at, MAX_POSITION)))
+    for at, term in enumerate(head_terms.split(), start=len(body) + 2):
+        positions.setdefault(term, []).append(f"{min(at, MAX_POSITION)}A")
+    return " ".join(f"{lexeme(t)}:{','.join(p[:256])}" for t, p in positions.items()
+                    if len(t.encode()) <= MAX_LEXEME_BYTES)
+
+
+def _change_dfs(conn: Any, chunks: list[tuple[str, str]], sign: int) -> None:
+    """Add (`sign` +1) or remove (-1) these chunks' terms in `term_stats` (a term counts once per chunk)."""
+    counts: Counter[str] = Counter()
+    for head, body in chunks:
+        counts.update(set(head.split()) | set(body.split()))
+    if not counts:
+        return
+    terms = sorted(counts)
+    conn.execute(
+        "INSERT INTO term_stats(term, df) SELECT * FROM unnest(?::text[], ?::bigint[]) "
+        "ON CONFLICT(term) DO UPDATE SET df = term_stats.df + excluded.df",
+        (terms, [sign * counts[t] for t in terms]),
+    )
+    if sign < 0:
+        conn.execute("DELETE FROM term_stats WHERE term = ANY(?) AND df <= 0", (terms,))
