@@ -116,7 +116,7 @@ class PgIndexStore(IndexStore):
 
     # -- search data ---------------------------------------------------------------------------
 
-    def _add_chunks(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
+    def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
         columns = [*CHUNK_TABLE_COLS.replace('"', "").split(", "), "tsv"]
         conn.copy_rows("chunks", columns, ([*row, tsvector(str(row[12]), str(row[13]))] for row in rows))
         _change_dfs(conn, [(str(r[12]), str(r[13])) for r in rows], +1)

@@ -357,7 +357,7 @@ class IndexStore:
         )
         first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
         rows = [_chunk_row(first + i, doc_id, a) for i, a in enumerate(chunks)]
-        self._add_chunks(conn, rows)
+        self.add_chunk_rows(conn, rows)
         n_terms = sum(_count_terms(a.terms) for a in chunks)
         conn.execute(
             "UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
@@ -365,7 +365,7 @@ class IndexStore:
         )
         return doc_id
 
-    def _add_chunks(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
+    def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
         """Insert chunk rows (see `_chunk_row`) and index them for candidates."""
         conn.executemany(f"INSERT INTO chunks({CHUNK_TABLE_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         conn.executemany(

@@ -1,5 +1,5 @@
 """Every store of the deployment, in one list: what `migrate` migrates, `doctor` checks and
-`export`/`import` copy. A new store (the index, in PostgreSQL) adds one `StoreKind` here."""
+`export`/`import` copy (the document index included). A new store adds one `StoreKind` here."""
 
 from __future__ import annotations
 
@@ -28,14 +28,23 @@ def _audit(database: Database, data_dir: Path) -> Portable:
     return AuditPortable(audit_log_for(database, data_dir))
 
 
+def _index(database: Database, data_dir: Path) -> Portable:
+    from indexing.portable import IndexPortable
+    from tools.index_services import open_index
+
+    return IndexPortable(open_index(database, data_dir))
+
+
 def store_kinds() -> list[StoreKind]:
     from context.memory import SCHEMA as MEMORY
     from context.store import SCHEMA as CONTEXT
     from context.subagent import SCHEMA as THREADS
     from context.todos import SCHEMA as TODOS
+    from indexing.pg_schema import SCHEMA as INDEX
     from mcp_server.approval.audit import AUDIT_SCHEMA
     from mcp_server.approval.store import SCHEMA as APPROVALS
 
     kinds = [StoreKind(s.name, s, _sql(s)) for s in (TODOS, MEMORY, CONTEXT, THREADS, APPROVALS)]
     kinds.append(StoreKind(AUDIT_SCHEMA.name, AUDIT_SCHEMA, _audit))
+    kinds.append(StoreKind(INDEX.name, INDEX, _index))
     return kinds

@@ -59,7 +59,32 @@ def fill(data_dir: Path, url: str | None = None) -> None:
     audit.record(tool="poke", args={"api_key": "secret-value", "n": 1}, action="ask", rule_id="rule.a", risk="medium",
                  reason="r", outcome="approved", origin="client:c", approved_by="cli", approval_id=first.id)
     audit.record_decision(approvals.get(first.id))
+    fill_index(db, data_dir)
     db.close()
+
+
+def fill_index(db: Any, data_dir: Path) -> None:
+    """Two indexed files (English and Chinese), a failed one, a vector and a finished index run."""
+    import numpy as np
+
+    from indexing.indexer import Indexer
+    from indexing.store import JobRow
+    from indexing.vectors import VectorStore
+    from tools.index_services import open_index
+
+    folder = data_dir.parent / f"{data_dir.name}-docs"
+    folder.mkdir()
+    (folder / "keeper.md").write_text("# Lighthouse\n\nThe keeper's log — end of the season.\n", encoding="utf-8")
+    (folder / "tea.txt").write_text("绿茶怎么泡才不苦：水温八十度。\n", encoding="utf-8")
+    (folder / "bad.pdf").write_bytes(b"%PDF-1.4 not really")
+    store = open_index(db, data_dir)
+    Indexer(store).index_tree(folder)
+    vectors = VectorStore(store)
+    vectors.use_model("stub-model")
+    vectors.put(vectors.missing(1), np.array([[0.5, -0.25, 1.0]], dtype=np.float32))
+    store.save_job(JobRow(id="job-1", path=str(folder), state="done", done=3, total=3, indexed=2, failed=1,
+                          chunks_added=2, started_at=1.5, finished_at=2.25))
+    store.close()
 
 
 def dump(data_dir: Path, url: str | None) -> dict[str, Any]:
@@ -107,7 +132,21 @@ def test_sqlite_to_postgresql_to_sqlite_loses_nothing(tmp_path: Path, pg_url: st
         db = open_database(data_dir, url)
         fact, _ = MemoryStore(db).remember("A brand new fact about zebras")
         assert fact.id == original["memory.memories"][0] + 1
+        assert_index_searchable(db, data_dir)
         db.close()
+
+
+def assert_index_searchable(db: Any, data_dir: Path) -> None:
+    """The moved index finds what the original found, and takes new documents."""
+    from indexing.search import Searcher
+    from tools.index_services import open_index
+
+    store = open_index(db, data_dir)
+    searcher = Searcher(store)
+    assert [Path(h.path).name for h in searcher.search("lighthouse keeper")] == ["keeper.md"]
+    assert [Path(h.path).name for h in searcher.search("绿茶 不苦")] == ["tea.txt"]
+    assert store.corpus_stats()[0] == 2 and store.doc_freqs(["keeper"]) == {"keeper": 1}
+    store.close()
 
 
 def test_import_refuses_a_target_with_data_and_a_damaged_file(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from tools.index_jobs import JobRegistry
 from tools.runtime import CallContext, Runtime, Service
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
+    from foundation.storage import Database
     from indexing.embeddings import EmbeddingProvider
     from indexing.indexer import Indexer
     from indexing.postings import MemoryIndex
@@ -42,18 +43,18 @@ def _new_memory_index(rt: Runtime) -> MemoryIndex:
     return MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks)
 
 
-def _open_index(rt: Runtime) -> IndexStore:
-    """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3`."""
-    if rt.database.backend == "postgresql":
+def open_index(database: Database, data_dir: Path) -> IndexStore:
+    """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3` in `data_dir`."""
+    if database.backend == "postgresql":
         from foundation.storage.postgres import PostgresDatabase
         from indexing.analyzer import ANALYZER_VERSION, analyze
         from indexing.pg_store import PgIndexStore
 
-        assert isinstance(rt.database, PostgresDatabase)
-        store: IndexStore = PgIndexStore(rt.database)
+        assert isinstance(database, PostgresDatabase)
+        store: IndexStore = PgIndexStore(database)
         store.ensure_analysis(ANALYZER_VERSION, analyze)
         return store
-    return _open_store(rt.data_dir / "index.sqlite3")
+    return _open_store(data_dir / "index.sqlite3")
 
 
 def _open_store(path: Path) -> IndexStore:
@@ -126,7 +127,7 @@ def warm_up_search(rt: Runtime) -> None:
         memory_index(rt).build_now()
 
 
-_INDEX_STORE: Service[IndexStore] = Service(_open_index)
+_INDEX_STORE: Service[IndexStore] = Service(lambda rt: open_index(rt.database, rt.data_dir))
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
 _INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt), rt.database))
 
