@@ -21,6 +21,7 @@ from indexing.store import IndexStore
 from indexing.vectors import VectorWorker
 from tests.conftest import connect
 from tests.fake_embeddings import MODEL, FakeEmbeddings, fake_embeddings  # noqa: F401  (the fixture)
+from tests.storage_fixtures import index_store_for
 
 scores = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60)
 
@@ -53,20 +54,22 @@ def test_int8_keeps_the_direction(values: list[float]) -> None:
         assert float(back @ vector) / max(float(np.linalg.norm(back)), 1e-9) > 0.99
 
 
-def index_cars(folder: Path, db: Path) -> IndexStore:
+def index_cars(folder: Path, store: IndexStore) -> IndexStore:
     (folder / "garage.md").write_text(
         "# Garage\n\nThe automobile needed new brakes; the mechanic fixed the automobile quickly.\n", encoding="utf-8"
     )
     (folder / "bikes.md").write_text("# Bikes\n\nRepair of bicycles: brakes and chains, repair after repair.\n",
                                      encoding="utf-8")
-    store = IndexStore(db)
     Indexer(store).index_tree(folder)
     return store
 
 
-def test_worker_resumes_cancels_and_follows_chunks(tmp_path: Path, fake_embeddings: FakeEmbeddings) -> None:  # noqa: F811
+@pytest.mark.storage
+def test_worker_resumes_cancels_and_follows_chunks(
+    tmp_path: Path, fake_embeddings: FakeEmbeddings, backend: str, request: pytest.FixtureRequest  # noqa: F811
+) -> None:
     (tmp_path / "docs").mkdir()
-    store = index_cars(tmp_path / "docs", tmp_path / "index.sqlite3")
+    store = index_cars(tmp_path / "docs", index_store_for(request, tmp_path, backend))
     provider = OpenAIEmbeddings(fake_embeddings.base_url, MODEL)
     worker = VectorWorker(store, provider)
     worker.cancel()  # cancelled before it starts: nothing is embedded, nothing breaks
@@ -82,11 +85,12 @@ def test_worker_resumes_cancels_and_follows_chunks(tmp_path: Path, fake_embeddin
 
 
 @pytest.mark.anyio
+@pytest.mark.storage
 async def test_search_reranks_by_meaning_through_the_tool(
     make_settings: Any, workspace: Path, tmp_path: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
 ) -> None:
     settings = make_settings(**fake_embeddings.settings_overrides())
-    lexical = Searcher(index_cars(workspace, tmp_path / "lexical.sqlite3")).search("car brakes repair")
+    lexical = Searcher(index_cars(workspace, IndexStore(tmp_path / "lexical.sqlite3"))).search("car brakes repair")
     assert Path(lexical[0].path).name == "bikes.md"  # words alone: the bicycle text wins
     async with connect(settings) as client:
         done = await client.call_tool("index_path", {"path": "."})
