@@ -221,8 +221,9 @@ class MemoryIndex:
     def build_now(self) -> Snapshot | None:
         """Build (or refresh) the snapshot in this thread; None when the index is outside the size range."""
         with self._build_lock:
-            snap = self._snapshot
-            if snap is not None and snap.generation == self.store.generation()[0]:
+            generation, chunks = self.store.generation()
+            snap = self._snapshot if self._worth_it(chunks) else None
+            if snap is not None and snap.generation == generation:
                 return snap
             read = self.store.snapshot_rows(self._worth_it)  # the generation and the rows agree
             if read is None:

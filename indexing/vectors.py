@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from indexing.embeddings import EmbeddingProvider, from_int8, to_int8
@@ -84,9 +85,11 @@ class VectorStore:
 class VectorWorker:
     """Computes the missing vectors in a background thread; `kick()` after indexing, `cancel()` to stop."""
 
-    def __init__(self, store: IndexStore, provider: EmbeddingProvider) -> None:
+    def __init__(self, store: IndexStore, provider: EmbeddingProvider,
+                 exclusive: Callable[[], AbstractContextManager[bool]] | None = None) -> None:
         self.vectors = VectorStore(store)
         self.provider = provider
+        self.exclusive = exclusive  # a lock shared by the processes on one database: one embeds at a time
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -128,7 +131,13 @@ class VectorWorker:
 
     def _run_logged(self) -> None:
         try:
-            self.run()
+            if self.exclusive is None:
+                self.run()
+            else:
+                with self.exclusive() as mine:
+                    if not mine:  # another process is embedding these chunks; a later kick() looks again
+                        return
+                    self.run()
             self.error = ""
         except Exception as exc:  # lexical search keeps working; the next kick() retries
             self.error = f"{type(exc).__name__}: {exc}"[:200]

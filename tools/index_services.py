@@ -153,7 +153,10 @@ def _new_vector_worker(rt: Runtime) -> VectorWorker | None:
     from indexing.vectors import VectorWorker
 
     provider = embedding_provider(rt)
-    return None if provider is None else VectorWorker(index_store(rt), provider)
+    if provider is None:
+        return None
+    return VectorWorker(index_store(rt), provider,
+                        exclusive=lambda: rt.database.advisory_lock("chunk-vectors", timeout=0))
 
 
 _EMBEDDING_PROVIDER: Service[EmbeddingProvider | None] = Service(_new_embedding_provider)
