@@ -234,7 +234,7 @@ def compact(
     recent = _trim_recent(carryover.strip_reminders(parts.recent), counter)
     limit = int(options.context_window * RECENT_MAX_SHARE)
     recent = keep_last_user(parts.clean, recent, counter, limit, report.words)
-    first = _first_kept(parts, counter, options.context_window)
+    first = _first_kept(parts.clean, recent, counter, options.context_window)
     out = carryover.api_shape([*parts.system, summary_msg, *first, *recent], options.fmt)
     report.summary_tokens = counter.count(summary)
     report.covered_sources = _covered(parts)
@@ -450,10 +450,12 @@ def first_request(msgs: list[Msg]) -> Msg | None:
     return next((m for m in msgs if m.role == "user"), None)
 
 
-def _first_kept(parts: Split, counter: Counter, window: int) -> list[Msg]:
-    """The first user request, verbatim apart from big pasted blobs, when it is not recent."""
-    first = first_request(parts.clean)
-    if first is None or any(m is first for m in parts.recent):
+def _first_kept(clean: list[Msg], recent: list[Msg], counter: Counter, window: int) -> list[Msg]:
+    """The first user request, verbatim apart from big pasted blobs, when it is not in `recent`
+    (the recent part as sent, after `keep_last_user`: when the first request is also the newest
+    one it is there already, maybe as a cut copy, so matched by source and not by identity)."""
+    first = first_request(clean)
+    if first is None or any(m.role == "user" and m.source == first.source for m in recent):
         return []
     if not isinstance(first.content, str):
         return [first]

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from context.compact import CompactOptions, compact
@@ -132,8 +132,23 @@ def test_output_is_always_api_valid(
         assert user_texts(out)[-1:] == last_user or not user_texts(out)
 
 
+# The only user message is both the first request (kept after the summary) and the newest one
+# (kept by keep_last_user): it was once sent twice when it fell into the old part (keep=0).
+ONE_USER_MESSAGE = [
+    ("user", "alpha"),
+    ("assistant", "alpha"),
+    ("assistant", "alpha"),
+    ("chain", None, [True, True, True], ['{"status": "ok", "items": [0]}', "alpha", "alpha"], None),
+    ("chain", None, [True], ["alpha"], None),
+    ("assistant", "alpha"),
+    ("assistant", "alpha"),
+]
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(evs=events(), fmt=st.sampled_from(["openai", "anthropic"]), keep=st.integers(0, 3000))
+@example(evs=ONE_USER_MESSAGE, fmt="openai", keep=0)
+@example(evs=ONE_USER_MESSAGE, fmt="anthropic", keep=0)
 def test_compact_fallback_output_is_api_valid(evs: Any, fmt: str, keep: int) -> None:
     messages = to_openai(evs) if fmt == "openai" else to_anthropic(evs)
     transcript = parse(messages, "You are helpful." if fmt == "anthropic" else None)
@@ -149,6 +164,19 @@ def test_compact_fallback_output_is_api_valid(evs: Any, fmt: str, keep: int) -> 
 # ---------------------------------------------------------------- examples
 
 
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_compact_keeps_a_first_request_that_is_also_the_newest_once(fmt: str) -> None:
+    evs = [("user", "alpha")] + [("assistant", "beta")] * 11  # the user message falls into the old part
+    messages = to_openai(evs) if fmt == "openai" else to_anthropic(evs)
+    transcript = parse(messages, "You are helpful." if fmt == "anthropic" else None)
+    options = CompactOptions("compact", 8000, keep_recent_tokens=0, force=True, fmt=fmt)
+    out, report, _ = compact(transcript.messages, COUNTER, options, None)
+    rendered, _system = render(transcript, out)
+    assert report.action == "compacted" and report.old_messages >= 1
+    assert user_texts(rendered) == user_texts(messages)
+    assert api_problems(rendered, fmt) == []
+
+
 def _chain(i: int, result: str) -> list[dict[str, Any]]:
     call = {"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
     return [
@@ -160,7 +188,7 @@ def _chain(i: int, result: str) -> list[dict[str, Any]]:
 def test_unanswered_call_and_orphaned_results_dropped() -> None:
     call = {"id": "a", "type": "function", "function": {"name": "x", "arguments": "{}"}}
     call2 = {"id": "b", "type": "function", "function": {"name": "x", "arguments": "{}"}}
-    msgs = [
+    msgs: list[dict[str, Any]] = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": None, "tool_calls": [call, call2]},
         {"role": "tool", "tool_call_id": "a", "content": "only a answered"},
