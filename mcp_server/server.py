@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import re
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -297,7 +298,8 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
 
     @server.custom_route("/health", methods=["GET"])
     async def health(_: Request) -> Response:
-        return JSONResponse({"status": "ok", "name": "generalagent-mcp", "version": server_version()})
+        return JSONResponse({"status": "ok", "name": "generalagent-mcp", "version": server_version(),
+                             "pid": os.getpid()})  # which process answered (one of several workers)
 
     server.dispatcher = dispatcher  # type: ignore[attr-defined]
     server.runtime = runtime  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ import logging
 import re
 import socket
 import sys
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -18,13 +19,15 @@ log = logging.getLogger("generalagent.transport")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def configure_logging(level: str) -> None:
-    """All logging goes to stderr: on stdio, stdout belongs to the protocol."""
+def configure_logging(level: str, *, with_pid: bool = False) -> None:
+    """All logging goes to stderr: on stdio, stdout belongs to the protocol. `with_pid`: each line
+    names its process (several workers share one stderr)."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    pid = " [%(process)d]" if with_pid else ""
+    handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s{pid} %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(level)
 
@@ -179,9 +182,13 @@ class BearerTokenMiddleware:
         return False
 
 
-def http_app(server: Any, settings: Settings, host: str) -> Any:
+def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = False) -> Any:
+    """The ASGI app: the SDK's Streamable HTTP endpoint behind our Host/Origin checks and the token.
+    `stateless`: 2025-era requests get no session either (any request may reach any worker); the
+    2026-07-28 era is stateless anyway."""
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
+        stateless_http=stateless,
         transport_security=transport_security(settings, host),
         max_request_body_size=settings.http_max_body_bytes,
         host=host,
@@ -215,19 +222,47 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_http(server: Any, settings: Settings, host: str, port: int) -> None:
-    import anyio
-    import uvicorn
-
+def run_http(build: Callable[[], Any], settings: Settings, host: str, port: int, workers: int = 1) -> None:
+    """Serve `build()`'s server over Streamable HTTP on host:port; with `workers` > 1, that many
+    processes (mcp_server/workers.py), each building its own server, accept on the one socket."""
     if not is_loopback(host):
         print(f"WARNING: serving MCP on non-loopback host {host}; anyone who can reach it can call tools"
               + ("" if settings.http_token else " (no GENERALAGENT_HTTP_TOKEN set!)"), file=sys.stderr)
     sock = bind_socket(host, port)
-    app = http_app(server, settings, host)
-    config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level.lower(), log_config=None)
     bound_port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    print(f"generalagent-mcp: Streamable HTTP on http://{shown}:{bound_port}/mcp", file=sys.stderr, flush=True)
+    how = f" ({workers} worker processes)" if workers > 1 else ""
+    if workers == 1:
+        server = build()
+        print(f"generalagent-mcp: Streamable HTTP on http://{shown}:{bound_port}/mcp{how}", file=sys.stderr, flush=True)
+        serve_socket(sock, server, settings, host)
+        return
+    from mcp_server.workers import Supervisor
+
+    print(f"generalagent-mcp: Streamable HTTP on http://{shown}:{bound_port}/mcp{how}", file=sys.stderr, flush=True)
+    if Supervisor(workers, partial(_worker, build, sock, settings, host)).run() != 0:
+        raise GeneralAgentError("The HTTP workers keep failing at start-up (see the errors above); fix the cause "
+                                "and start the server again.")
+
+
+def _worker(build: Callable[[], Any], sock: socket.socket, settings: Settings, host: str) -> None:
+    serve_socket(sock, build(), settings, host, stateless=True, grace=WORKER_GRACE_SECONDS)
+
+
+WORKER_GRACE_SECONDS = 5
+"""How long a stopping worker waits for open requests before closing them."""
+
+
+def serve_socket(sock: socket.socket, server: Any, settings: Settings, host: str, *, stateless: bool = False,
+                 grace: int | None = None) -> None:
+    """Run uvicorn with the server's app on an already listening socket until it is told to stop."""
+    import anyio
+    import uvicorn
+
+    app = http_app(server, settings, host, stateless=stateless)
+    bound = sock.getsockname()
+    config = uvicorn.Config(app, host=host, port=bound[1], log_level=settings.log_level.lower(), log_config=None,
+                            timeout_graceful_shutdown=grace)
     anyio.run(partial(uvicorn.Server(config).serve, sockets=[sock]))
 
 
