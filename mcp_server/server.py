@@ -33,6 +33,7 @@ from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outco
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
 from mcp_server.prompts import install_prompts
+from mcp_server.tool_lists import SharedToolLists
 from mcp_server.tool_surface import CheckedTool, SessionToolServer
 from tools.runtime import Runtime
 
@@ -204,6 +205,7 @@ class ToolCatalog:
         self.server = server
         self.dispatcher = dispatcher
         server.setup_tools({spec.name for spec in listed}, dispatcher.specs)
+        server.register = lambda name: self.add(dispatcher.spec(name))
         self._lock = threading.Lock()
 
     def all_specs(self) -> list[ToolSpec]:
@@ -213,8 +215,7 @@ class ToolCatalog:
         return name in self.server.listed_by_profile or name in self._enabled(origin)
 
     def _enabled(self, origin: CallOrigin | None) -> set[str]:
-        context = getattr(origin, "mcp_context", None) if origin is not None else None
-        return self.server.enabled_for(getattr(context, "request_context", None) if context is not None else None)
+        return self.server.enabled_for(_request_context(origin))
 
     def add(self, spec: ToolSpec) -> None:
         """Register the tool with portable schemas (foundation.schemas) and checked arguments."""
@@ -234,17 +235,23 @@ class ToolCatalog:
             enabled = self._enabled(origin)
             for name in names:
                 self.dispatcher.spec(name)  # NotFound names the available tools
-                if name not in self.server.listed_by_profile and name not in enabled:
+                if name not in self.server.listed_by_profile and name not in enabled and name not in added:
                     if self.server._tool_manager.get_tool(name) is None:
                         self.add(self.dispatcher.spec(name))
-                    enabled.add(name)
                     added.append(name)
+            if added:
+                self.server.enable_for(_request_context(origin), added)
         return added
 
     async def notify_changed(self, origin: CallOrigin | None) -> bool:
         """Send tools/list_changed to the calling client (False when it cannot be told)."""
         channel = origin.channel if origin is not None else None
         return await channel.notify_tools_changed() if channel is not None else False
+
+
+def _request_context(origin: CallOrigin | None) -> Any:
+    context = getattr(origin, "mcp_context", None) if origin is not None else None
+    return getattr(context, "request_context", None) if context is not None else None
 
 
 def _warm_up(runtime: Runtime) -> None:
@@ -286,6 +293,8 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         lifespan=lifespan,
     )
     _advertise_list_changed(server)
+    if settings.database_url:  # every process on the database lists the same tools for a session-less client
+        server.tool_lists = SharedToolLists(lambda: runtime.database)
     client_log.install(server, server.sessionless_state)
     listed = listed_specs(settings, registry.TOOLS)
     catalog = ToolCatalog(server, dispatcher, listed)

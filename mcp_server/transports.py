@@ -186,6 +186,7 @@ def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = Fa
     """The ASGI app: the SDK's Streamable HTTP endpoint behind our Host/Origin checks and the token.
     `stateless`: 2025-era requests get no session either (any request may reach any worker); the
     2026-07-28 era is stateless anyway."""
+    server.stateless_http = stateless  # 2025-era tool lists then follow the client, not the request
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=stateless,

@@ -2,7 +2,7 @@
 (two processes on one socket, any request to any worker), and two separate servers on different ports
 (written on one, read at once on the other; concurrent clients lose nothing; one killed with SIGKILL
 while clients run, the other serves on). Plus the refusals: --workers N>1 without PostgreSQL, with
-stdio, and --workers 0; and a 2025-era session sent to the wrong process (HTTP 404, JSON-RPC error).
+stdio, and --workers 0. A 2025-era session sent to the wrong process gets HTTP 404 with a JSON-RPC error.
 
 The servers run this worktree's code (`python -m mcp_server`, cwd and PYTHONPATH at the repo root).
 Concurrency phases last GA_TEST_SECONDS (default 5; GA_TEST_LONG=1: 30).
@@ -42,11 +42,11 @@ def serve_command(port: int, *args: str) -> list[str]:
     return [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--port", str(port), *args]
 
 
-def spawn(tmp: Path, url: str | None, *args: str) -> tuple[subprocess.Popen[bytes], int, Path]:
+def spawn(tmp: Path, url: str | None, *args: str, profile: str = "full") -> tuple[subprocess.Popen[bytes], int, Path]:
     port = free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / f"server-{port}.log"
-    env = server_env(tmp / "data", PYTHONPATH=str(ROOT), GENERALAGENT_TOOL_PROFILE="full")  # list_memories
+    env = server_env(tmp / "data", PYTHONPATH=str(ROOT), GENERALAGENT_TOOL_PROFILE=profile)
     if url:
         env["GENERALAGENT_DATABASE_URL"] = url
     with log.open("wb") as sink:
@@ -55,14 +55,15 @@ def spawn(tmp: Path, url: str | None, *args: str) -> tuple[subprocess.Popen[byte
     return process, port, log
 
 
-def start(tmp: Path, url: str | None, *args: str) -> HttpServer:
+def start(tmp: Path, url: str | None, *args: str, profile: str = "full") -> HttpServer:
     """A server of this worktree, once `/health` answers (30 s at most)."""
-    return start_all([tmp], url, *args)[0]
+    return start_all([tmp], url, *args, profile=profile)[0]
 
 
-def start_all(folders: list[Path], url: str | None, *args: str) -> list[HttpServer]:
-    """One server per folder (its own data dir), started together; returned once each answers `/health`."""
-    servers = [HttpServer(*spawn(tmp, url, *args)) for tmp in folders]
+def start_all(folders: list[Path], url: str | None, *args: str, profile: str = "full") -> list[HttpServer]:
+    """One server per folder (its own data dir), started together; returned once each answers `/health`.
+    `profile`: the full one by default (list_memories)."""
+    servers = [HttpServer(*spawn(tmp, url, *args, profile=profile)) for tmp in folders]
     deadline = time.monotonic() + 30
     for server in servers:
         while not _healthy(server):
@@ -133,9 +134,12 @@ async def all_facts(session: Any) -> set[str]:
 @pytest.mark.anyio
 async def test_two_workers_serve_one_address_and_share_the_state(pg_url: str, tmp_path: Path,
                                                                  servers: list[HttpServer]) -> None:
-    server = start(tmp_path, pg_url, "--workers", "2")
+    server = start(tmp_path, pg_url, "--workers", "2", profile="default")
     servers.append(server)
     assert "(2 worker processes)" in server.stderr()
+    async with client(server.url, "legacy", reconnect=True) as legacy, client(server.url, "auto") as modern:
+        await call(legacy, "enable_tools", names=["list_memories"])  # lands on one worker, counts on all
+        await call(modern, "enable_tools", names=["count_tokens"])
     for n in range(40):  # each request on a new connection: whichever worker accepts it answers
         mode = ("legacy", "auto")[n % 2]
         async with client(server.url, mode, reconnect=True) as writer:
@@ -146,6 +150,10 @@ async def test_two_workers_serve_one_address_and_share_the_state(pg_url: str, tm
     written = n + 1
     workers = pids_that_served(server)
     assert len(workers) == 2 and server.process.pid not in workers, server.stderr()
+    for mode, enabled in (("legacy", "list_memories"), ("auto", "count_tokens")):
+        async with client(server.url, mode, reconnect=True) as session:
+            for _ in range(8):
+                assert enabled in {tool.name for tool in (await session.list_tools()).tools}
     async with client(server.url, "legacy", reconnect=True) as reader:  # every write, from any worker
         for k in range(written):
             seen = await call(reader, "todo_read", list_id=f"l{k}")
@@ -259,6 +267,7 @@ async def test_two_servers_on_one_database_see_each_others_writes(pg_url: str, t
                                                                   servers: list[HttpServer]) -> None:
     first, second = start_all([tmp_path / "a", tmp_path / "b"], pg_url)
     servers += [first, second]
+    assert_a_2025_session_on_the_wrong_process_is_a_clear_404(first, second)
     async with client(first.url, "legacy") as a, client(second.url, "auto") as b:
         for n in range(5):
             await call(a, "todo_write", todos=[{"content": f"from a {n}", "status": "pending"}], list_id="team")
@@ -332,10 +341,9 @@ def test_impossible_worker_counts_are_refused(tmp_path: Path, args: tuple[str, .
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
-def test_a_2025_session_sent_to_another_process_is_a_clear_404(pg_url: str, tmp_path: Path,
-                                                              servers: list[HttpServer]) -> None:
-    first, second = start_all([tmp_path / "a", tmp_path / "b"], pg_url)
-    servers += [first, second]
+def assert_a_2025_session_on_the_wrong_process_is_a_clear_404(first: HttpServer, second: HttpServer) -> None:
+    """A 2025-era session lives in the process that created it: another one answers HTTP 404 with a
+    JSON-RPC error (the spec's signal to start a new session), where it lives it works."""
     conn = http.client.HTTPConnection("127.0.0.1", first.port, timeout=10)
     conn.request("POST", "/mcp", INIT_BODY, MCP_HEADERS)
     response = conn.getresponse()
@@ -346,7 +354,7 @@ def test_a_2025_session_sent_to_another_process_is_a_clear_404(pg_url: str, tmp_
     body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
     headers = {**MCP_HEADERS, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
     status, answer = request(second.port, "POST", "/mcp", body, headers)
-    assert status == 404, answer  # the spec's "start a new session" signal, as a JSON-RPC error body
+    assert status == 404, answer
     error = json.loads(answer)
     assert error["jsonrpc"] == "2.0" and error["error"]["message"] == "Session not found"
-    assert request(first.port, "POST", "/mcp", body, headers)[0] == 200  # where it lives, it works
+    assert request(first.port, "POST", "/mcp", body, headers)[0] == 200
