@@ -208,7 +208,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     """Listen on host:port before starting uvicorn (same address rules as uvicorn), so that a busy
     port or an unknown host is a clear error instead of a log line."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto named explicitly: asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP; with
+    # proto 0 every response of headers + body waits ~40 ms for the client's delayed ACK (Nagle)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), port))
