@@ -204,15 +204,18 @@ def _bound_name(host: str) -> frozenset[str]:
     return frozenset({parsed[0]}) if parsed is not None and is_loopback(host) else frozenset()
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
+def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """Listen on host:port before starting uvicorn (same address rules as uvicorn), so that a busy
-    port or an unknown host is a clear error instead of a log line."""
+    port or an unknown host is a clear error instead of a log line. `reuse_port`: one of several
+    sockets on that port among which the kernel spreads new connections (Linux SO_REUSEPORT)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto named explicitly: asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP; with
     # proto 0 every response of headers + body waits ~40 ms for the client's delayed ACK (Nagle)
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)
     except OSError as exc:
@@ -225,31 +228,49 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def listen_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """The listening socket(s) of `count` workers. On Linux each worker gets its own socket on the one
+    port (SO_REUSEPORT), so the kernel spreads connections evenly over the workers (on one shared
+    socket, the few workers that win the accept race would get nearly every long-lived connection).
+    The port is first bound without SO_REUSEPORT, so a port that anything else uses is still an error.
+    Elsewhere: one socket that every worker accepts on."""
+    first = bind_socket(host, port)
+    if count == 1 or not sys.platform.startswith("linux") or not hasattr(socket, "SO_REUSEPORT"):
+        return [first]
+    bound = first.getsockname()[1]
+    first.close()
+    return [bind_socket(host, bound, reuse_port=True) for _ in range(count)]
+
+
 def run_http(build: Callable[[], Any], settings: Settings, host: str, port: int, workers: int = 1) -> None:
     """Serve `build()`'s server over Streamable HTTP on host:port; with `workers` > 1, that many
-    processes (mcp_server/workers.py), each building its own server, accept on the one socket."""
+    processes (mcp_server/workers.py), each building its own server, accept on that port."""
     if not is_loopback(host):
         print(f"WARNING: serving MCP on non-loopback host {host}; anyone who can reach it can call tools"
               + ("" if settings.http_token else " (no GENERALAGENT_HTTP_TOKEN set!)"), file=sys.stderr)
-    sock = bind_socket(host, port)
-    bound_port = sock.getsockname()[1]
+    sockets = listen_sockets(host, port, workers)
     shown = f"[{host}]" if ":" in host else host
-    how = f" ({workers} worker processes)" if workers > 1 else ""
+    address = f"http://{shown}:{sockets[0].getsockname()[1]}/mcp"
     if workers == 1:
         server = build()
-        print(f"generalagent-mcp: Streamable HTTP on http://{shown}:{bound_port}/mcp{how}", file=sys.stderr, flush=True)
-        serve_socket(sock, server, settings, host)
+        print(f"generalagent-mcp: Streamable HTTP on {address}", file=sys.stderr, flush=True)
+        serve_socket(sockets[0], server, settings, host)
         return
     from mcp_server.workers import Supervisor
 
-    print(f"generalagent-mcp: Streamable HTTP on http://{shown}:{bound_port}/mcp{how}", file=sys.stderr, flush=True)
-    if Supervisor(workers, partial(_worker, build, sock, settings, host)).run() != 0:
+    print(f"generalagent-mcp: Streamable HTTP on {address} ({workers} worker processes)", file=sys.stderr, flush=True)
+    if Supervisor(workers, partial(_worker, build, sockets, settings, host)).run() != 0:
         raise GeneralAgentError("The HTTP workers keep failing at start-up (see the errors above); fix the cause "
                                 "and start the server again.")
 
 
-def _worker(build: Callable[[], Any], sock: socket.socket, settings: Settings, host: str) -> None:
-    serve_socket(sock, build(), settings, host, stateless=True, grace=WORKER_GRACE_SECONDS)
+def _worker(build: Callable[[], Any], sockets: list[socket.socket], settings: Settings, host: str, slot: int) -> None:
+    """Worker number `slot`: its own socket (or the shared one); the others' are closed in this process."""
+    mine = sockets[slot % len(sockets)]
+    for sock in sockets:
+        if sock is not mine:
+            sock.close()
+    serve_socket(mine, build(), settings, host, stateless=True, grace=WORKER_GRACE_SECONDS)
 
 
 WORKER_GRACE_SECONDS = 5

@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from types import FrameType
 
 from foundation.errors import GeneralAgentError, SettingsError
@@ -56,19 +57,21 @@ def check_workers(workers: int, transport: str, settings: Settings) -> None:
 
 @dataclass
 class Supervisor:
-    """Keeps `count` workers running `serve()` until told to stop."""
+    """Keeps `count` workers running `serve(slot)` (slot 0..count-1) until told to stop; a worker that
+    dies is replaced in its slot."""
 
     count: int
-    serve: Callable[[], None]
+    serve: Callable[[int], None]
     started: dict[int, float] = field(default_factory=dict)  # pid -> when it was forked
+    slots: dict[int, int] = field(default_factory=dict)  # pid -> its slot
     stopping: bool = False
     fast_deaths: int = 0
 
     def run(self) -> int:
         previous = {sig: signal.signal(sig, self._on_stop) for sig in STOP_SIGNALS}
         try:
-            for _ in range(self.count):
-                self._fork()
+            for slot in range(self.count):
+                self._fork(slot)
             log.info("started %d workers: %s", self.count, ", ".join(map(str, self.started)))
             return self._watch()
         finally:
@@ -81,11 +84,12 @@ class Supervisor:
             log.info("%s: stopping %d workers", signal.Signals(signum).name, len(self.started))
         self.stopping = True
 
-    def _fork(self) -> None:
+    def _fork(self, slot: int) -> None:
         pid = os.fork()
         if pid == 0:  # the worker: never returns into the parent's code
-            os._exit(_worker_main(self.serve, os.getppid()))
+            os._exit(_worker_main(partial(self.serve, slot), os.getppid()))
         self.started[pid] = time.monotonic()
+        self.slots[pid] = slot
 
     def _watch(self) -> int:
         while not self.stopping:
@@ -104,14 +108,14 @@ class Supervisor:
 
     def _replace(self, pid: int, status: int) -> bool:
         """Log a dead worker and fork another; False when workers keep dying at start-up."""
-        lived = time.monotonic() - self.started.pop(pid)
+        lived, slot = time.monotonic() - self.started.pop(pid), self.slots.pop(pid)
         self.fast_deaths = self.fast_deaths + 1 if lived < FAST_DEATH_SECONDS else 0
         log.error("worker %d %s after %.1f s", pid, describe_status(status), lived)
         if self.fast_deaths >= MAX_FAST_DEATHS:
             log.error("workers keep dying at start-up (%d in a row); stopping the server: see the errors above",
                       self.fast_deaths)
             return False
-        self._fork()
+        self._fork(slot)
         log.info("started worker %d in its place", max(self.started, key=self.started.__getitem__))
         return True
 

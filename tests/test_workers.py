@@ -168,6 +168,10 @@ async def test_two_workers_serve_one_address_and_share_the_state(pg_url: str, tm
         for k in range(6):
             assert (await call(session, "todo_read", list_id=f"l{k}"))["version"] == 1
 
+    taken = run_cli(tmp_path / "second", "serve", "--transport", "http", "--port", str(server.port), "--workers", "2",
+                    url=pg_url)  # the workers' port is not shared with a second server by accident
+    assert taken.returncode == 1 and f"Cannot listen on 127.0.0.1:{server.port}" in taken.stderr, taken.stderr
+
     health = {json.loads(request(server.port, "GET", "/health")[1])["pid"] for _ in range(10)}
     assert victim not in health and server.process.pid not in health
     children = _children(server.process.pid)
