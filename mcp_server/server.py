@@ -17,6 +17,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resolve import Elicit, ElicitationResult, Resolve
+from mcp.server.request_state import RequestStateSecurity
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 from starlette.requests import Request
@@ -32,8 +33,8 @@ from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitati
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
+from mcp_server.http_state import SharedKeyCodec, SharedToolLists
 from mcp_server.prompts import install_prompts
-from mcp_server.tool_lists import SharedToolLists
 from mcp_server.tool_surface import CheckedTool, SessionToolServer
 from tools.runtime import Runtime
 
@@ -284,6 +285,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         threading.Thread(target=_warm_up, args=(runtime,), name="warm-up", daemon=True).start()
         yield None
 
+    shared = settings.database_url is not None  # other server processes may answer this client's next request
     server = SessionToolServer(
         "generalagent-mcp",
         title="generalagent-mcp",
@@ -291,9 +293,11 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         instructions=INSTRUCTIONS,
         log_level=settings.log_level,
         lifespan=lifespan,
+        # a form's answer (2026-07-28 requestState) is unsealed by whichever process gets it
+        request_state_security=RequestStateSecurity(codec=SharedKeyCodec(lambda: runtime.database)) if shared else None,
     )
     _advertise_list_changed(server)
-    if settings.database_url:  # every process on the database lists the same tools for a session-less client
+    if shared:  # every process on the database lists the same tools for a session-less client
         server.tool_lists = SharedToolLists(lambda: runtime.database)
     client_log.install(server, server.sessionless_state)
     listed = listed_specs(settings, registry.TOOLS)

@@ -35,8 +35,8 @@ def store_kinds() -> list[StoreKind]:
     from context.todos import SCHEMA as TODOS
     from mcp_server.approval.audit import AUDIT_SCHEMA
     from mcp_server.approval.store import SCHEMA as APPROVALS
-    from mcp_server.tool_lists import SCHEMA as CLIENT_TOOLS
+    from mcp_server.http_state import SCHEMA as HTTP_STATE
 
-    kinds = [StoreKind(s.name, s, _sql(s)) for s in (TODOS, MEMORY, CONTEXT, THREADS, APPROVALS, CLIENT_TOOLS)]
+    kinds = [StoreKind(s.name, s, _sql(s)) for s in (TODOS, MEMORY, CONTEXT, THREADS, APPROVALS, HTTP_STATE)]
     kinds.append(StoreKind(AUDIT_SCHEMA.name, AUDIT_SCHEMA, _audit))
     return kinds

@@ -24,7 +24,7 @@ from pydantic import PrivateAttr, ValidationError
 
 from foundation.errors import InvalidInput
 from foundation.toolspec import ToolSpec, invalid_arguments_message, prepare_arguments
-from mcp_server.tool_lists import ENABLED_KEY, MemoryToolLists
+from mcp_server.http_state import ENABLED_KEY, MemoryToolLists
 
 PROFILE_OF_TIER = {"core": "minimal", "default": "default", "full": "full"}
 
@@ -101,7 +101,7 @@ def _is_sessionless(connection: Any) -> bool:
 
 
 class ToolLists(Protocol):
-    """Where clients without a session keep the tools they enabled (mcp_server/tool_lists.py)."""
+    """Where clients without a session keep the tools they enabled (mcp_server/http_state.py)."""
 
     def names(self, client: str) -> set[str]: ...
 

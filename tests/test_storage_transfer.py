@@ -28,7 +28,7 @@ def fill(data_dir: Path, url: str | None = None) -> None:
     from context.todos import TodoStore
     from mcp_server.approval.audit import audit_log_for
     from mcp_server.approval.store import ApprovalStore
-    from mcp_server.tool_lists import SharedToolLists
+    from mcp_server.http_state import SharedToolLists
 
     db = open_database(data_dir, url)
     todos = TodoStore(db)

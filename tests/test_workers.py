@@ -46,7 +46,9 @@ def spawn(tmp: Path, url: str | None, *args: str, profile: str = "full") -> tupl
     port = free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / f"server-{port}.log"
-    env = server_env(tmp / "data", PYTHONPATH=str(ROOT), GENERALAGENT_TOOL_PROFILE=profile)
+    (tmp / "workspace").mkdir(exist_ok=True)
+    env = server_env(tmp / "data", PYTHONPATH=str(ROOT), GENERALAGENT_TOOL_PROFILE=profile,
+                     GENERALAGENT_ROOTS=str(tmp / "workspace"))
     if url:
         env["GENERALAGENT_DATABASE_URL"] = url
     with log.open("wb") as sink:
@@ -93,7 +95,7 @@ def servers() -> Iterator[list[HttpServer]]:
 
 
 @asynccontextmanager
-async def client(url: str, mode: str, *, reconnect: bool = False) -> AsyncIterator[Any]:
+async def client(url: str, mode: str, *, reconnect: bool = False, **options: Any) -> AsyncIterator[Any]:
     """An SDK client over HTTP. `reconnect`: a new TCP connection per request (`Connection: close`),
     so that the kernel may hand each one to another worker."""
     from mcp.client import Client
@@ -102,7 +104,7 @@ async def client(url: str, mode: str, *, reconnect: bool = False) -> AsyncIterat
 
     headers = {"Connection": "close"} if reconnect else None
     async with (create_mcp_http_client(headers=headers) as http,
-                Client(streamable_http_client(url, http_client=http), mode=mode) as session):
+                Client(streamable_http_client(url, http_client=http), mode=mode, **options) as session):
         yield session
 
 
@@ -160,6 +162,8 @@ async def test_two_workers_serve_one_address_and_share_the_state(pg_url: str, tm
             assert [i["content"] for i in seen["items"]] == [f"step {k}"]
         assert len(await all_facts(reader)) == written
 
+    await assert_approvals_work_across_workers(server, tmp_path, pg_url)
+
     victim = min(workers)  # a worker that dies is logged and replaced; the server serves on
     os.kill(victim, signal.SIGKILL)
     await _wait_for(lambda: f"worker {victim} was killed by SIGKILL" in server.stderr()
@@ -179,6 +183,35 @@ async def test_two_workers_serve_one_address_and_share_the_state(pg_url: str, tm
     server.process.send_signal(signal.SIGTERM)  # stops every worker, then the supervisor
     assert server.process.wait(timeout=20) == 0, server.stderr()
     assert all(not _alive(pid) for pid in children)
+
+
+async def assert_approvals_work_across_workers(server: HttpServer, tmp: Path, url: str) -> None:
+    """A risky call asks the human on any worker: 2026-07-28, by a form whose answer comes back in a new
+    request (any worker may take it); 2025-era requests on stateless workers cannot be asked, so the call
+    is approved with `generalagent-mcp approve` and repeated (any worker honours the grant, once)."""
+    from tests.approval_helpers import elicitation_answer
+
+    seen: list[str] = []
+    async with client(server.url, "auto", reconnect=True, elicitation_callback=elicitation_answer("accept", seen=seen)
+                      ) as modern:
+        for n in range(4):
+            await call(modern, "write_file", path=f"form-{n}.txt", content=f"approved {n}")
+    assert len(seen) == 4 and all((tmp / "workspace" / f"form-{n}.txt").read_text() == f"approved {n}" for n in range(4))
+
+    async with client(server.url, "legacy", reconnect=True) as legacy:
+        asked = await legacy.call_tool("write_file", {"path": "cli.txt", "content": "approved by cli"})
+        text = asked.content[0].text
+        assert asked.is_error and "Approval required" in text, text
+        approval = re.search(r"approve (ap-[a-z0-9]+)", text)
+        assert approval, text
+        done = subprocess.run([sys.executable, "-m", "mcp_server", "approve", approval.group(1), "--scope", "once"],
+                              input="y\n", capture_output=True, text=True, timeout=60, cwd=ROOT,
+                              env=server_env(tmp / "cli", PYTHONPATH=str(ROOT), GENERALAGENT_DATABASE_URL=url))
+        assert done.returncode == 0, done.stdout + done.stderr
+        await call(legacy, "write_file", path="cli.txt", content="approved by cli")
+        again = await legacy.call_tool("write_file", {"path": "cli.txt", "content": "approved by cli"})
+        assert again.is_error and "Approval required" in again.content[0].text  # once means once
+    assert (tmp / "workspace" / "cli.txt").read_text() == "approved by cli"
 
 
 async def _wait_for(condition: Any, server: HttpServer, timeout: float = 20) -> None:
