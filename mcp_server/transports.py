@@ -256,10 +256,13 @@ def run_http(build: Callable[[], Any], settings: Settings, host: str, port: int,
         print(f"generalagent-mcp: Streamable HTTP on {address}", file=sys.stderr, flush=True)
         serve_socket(sockets[0], server, settings, host)
         return
-    from mcp_server.workers import Supervisor
+    from mcp_server.workers import SETTINGS_EXIT, Supervisor
 
     print(f"generalagent-mcp: Streamable HTTP on {address} ({workers} worker processes)", file=sys.stderr, flush=True)
-    if Supervisor(workers, partial(_worker, build, sockets, settings, host)).run() != 0:
+    code = Supervisor(workers, partial(_worker, build, sockets, settings, host)).run()
+    if code == SETTINGS_EXIT:
+        raise SettingsError("The HTTP workers cannot start: a setting is wrong (see the error above).")
+    if code != 0:
         raise GeneralAgentError("The HTTP workers keep failing at start-up (see the errors above); fix the cause "
                                 "and start the server again.")
 

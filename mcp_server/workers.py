@@ -33,7 +33,10 @@ GRACE_SECONDS = 10.0
 FAST_DEATH_SECONDS = 5.0
 MAX_FAST_DEATHS = 5
 """A worker that dies within FAST_DEATH_SECONDS of its start that many times in a row is a crash
-loop (a bad setting, an unreachable database): the server stops instead of forking forever."""
+loop: the server stops instead of forking forever."""
+SETTINGS_EXIT = 2
+"""A worker's exit code for a wrong setting (SettingsError): every worker would fail alike, so the
+server stops at once, with the CLI's exit code for settings."""
 
 
 def check_workers(workers: int, transport: str, settings: Settings) -> None:
@@ -102,6 +105,10 @@ class Supervisor:
                 continue
             if self.stopping:
                 break
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == SETTINGS_EXIT:
+                self.started.pop(pid, None)
+                log.error("worker %d stopped on a wrong setting; stopping the server", pid)
+                return SETTINGS_EXIT
             if not self._replace(pid, status):
                 return 1
         return 0
@@ -164,6 +171,9 @@ def _worker_main(serve: Callable[[], None], parent: int) -> int:
     _die_with_parent(parent)
     try:
         serve()
+    except SettingsError as exc:
+        print(f"generalagent-mcp: worker {os.getpid()}: {exc}", file=sys.stderr, flush=True)
+        return SETTINGS_EXIT
     except GeneralAgentError as exc:
         print(f"generalagent-mcp: worker {os.getpid()}: {exc}", file=sys.stderr, flush=True)
         return 1

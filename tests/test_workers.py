@@ -395,3 +395,17 @@ def assert_a_2025_session_on_the_wrong_process_is_a_clear_404(first: HttpServer,
     error = json.loads(answer)
     assert error["jsonrpc"] == "2.0" and error["error"]["message"] == "Session not found"
     assert request(first.port, "POST", "/mcp", body, headers)[0] == 200
+
+
+def test_a_wrong_setting_in_the_workers_stops_the_server_at_once(tmp_path: Path) -> None:
+    """Workers build their servers after the fork; a setting that breaks the build (here the rules file)
+    would break every worker alike: the server stops with the settings exit code, not after retries."""
+    rules = tmp_path / "policy.toml"
+    rules.write_text("not [valid\n")
+    env = server_env(tmp_path / "data", PYTHONPATH=str(ROOT), GENERALAGENT_POLICY_FILE=str(rules),
+                     GENERALAGENT_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none")
+    done = subprocess.run(serve_command(free_port(), "--workers", "2"), capture_output=True, text=True, timeout=60,
+                          env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert "invalid TOML" in done.stderr and "a setting is wrong" in done.stderr
+    assert "in its place" not in done.stderr
