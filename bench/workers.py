@@ -163,7 +163,20 @@ def cpu_seconds(pid: int) -> float | None:
     return total
 
 
+def wait_idle(pid: int, limit: float = 60.0) -> None:
+    """Until the server's processes are done warming up (under 10% of a CPU for a second)."""
+    deadline = time.monotonic() + limit
+    before = cpu_seconds(pid)
+    while before is not None and time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = cpu_seconds(pid)
+        if now is None or now - before < 0.1:
+            return
+        before = now
+
+
 def measure(port: int, pid: int, clients: int, seconds: float) -> dict[str, Any]:
+    wait_idle(pid)  # every worker's warm-up thread (indexes, tokenizers) finished
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     todos = [{"content": f"task {n}", "status": "pending"} for n in range(5)]
     assert call(conn, "todo_write", {"todos": todos, "list_id": LIST_ID}), "todo_write failed"

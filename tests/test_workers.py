@@ -147,7 +147,7 @@ async def test_two_workers_serve_one_address_and_share_the_state(pg_url: str, tm
         async with client(server.url, mode, reconnect=True) as writer:
             await call(writer, "todo_write", todos=[{"content": f"step {n}", "status": "pending"}], list_id=f"l{n}")
             await call(writer, "remember", fact=f"worker fact {secrets.token_hex(6)} {n}")
-        if n >= 8 and len(pids_that_served(server)) == 2:
+        if n >= 3 and len(pids_that_served(server)) == 2:
             break
     written = n + 1
     workers = pids_that_served(server)
