@@ -147,18 +147,24 @@ class SessionToolServer(MCPServer[Any]):
         return enabled
 
     def visible(self, request_context: Any) -> set[str]:
-        names = self.listed_by_profile | self.enabled_for(request_context)
+        return self.listed_by_profile | self.enabled_for(request_context)
+
+    async def _visible_registered(self, ctx: Any) -> set[str]:
+        """`visible(ctx)` (read in a worker thread: it may ask the database), every one of them registered
+        here (on the event loop, like every change of the tool table): a tool enabled through another
+        server process on the same database was never registered in this one."""
+        names = await anyio.to_thread.run_sync(self.visible, ctx)
         for name in names:
             if self._tool_manager.get_tool(name) is None and name in self.all_specs:
-                self.register(name)  # enabled through another server process on the same database
+                self.register(name)
         return names
 
     async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
-        visible = await anyio.to_thread.run_sync(self.visible, ctx)  # may read the database
+        visible = await self._visible_registered(ctx)
         return ListToolsResult(tools=[tool for tool in await self.list_tools() if tool.name in visible])
 
     async def _handle_call_tool(self, ctx: Any, params: Any) -> Any:
-        problem = self.hidden_tool_problem(params.name, await anyio.to_thread.run_sync(self.visible, ctx))
+        problem = self.hidden_tool_problem(params.name, await self._visible_registered(ctx))
         if problem is not None:
             return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
         return await super()._handle_call_tool(ctx, params)
