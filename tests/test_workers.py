@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -409,3 +410,27 @@ def test_a_wrong_setting_in_the_workers_stops_the_server_at_once(tmp_path: Path)
     assert done.returncode == 2, done.stderr
     assert "invalid TOML" in done.stderr and "a setting is wrong" in done.stderr
     assert "in its place" not in done.stderr
+
+
+def test_answers_are_not_held_back_by_nagle(tmp_path: Path, servers: list[HttpServer]) -> None:
+    """The listening socket is a TCP one that asyncio recognises (proto IPPROTO_TCP), so accepted
+    connections get TCP_NODELAY: otherwise each answer (headers, then body) waited ~40 ms for the
+    client's delayed ACK, and 20 requests on one connection took at least 0.8 s. (Here rather than in
+    test_http.py, whose servers run the installed console script, not necessarily this tree.)"""
+    from mcp_server.transports import bind_socket
+
+    with bind_socket("127.0.0.1", 0) as sock:
+        assert sock.proto == socket.IPPROTO_TCP
+    server = start(tmp_path, None)
+    servers.append(server)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", "/health")
+        conn.getresponse().read()
+        started = time.monotonic()
+        for _ in range(20):
+            conn.request("GET", "/health")
+            assert conn.getresponse().read()
+        assert time.monotonic() - started < 0.6
+    finally:
+        conn.close()
