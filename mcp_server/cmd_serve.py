@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import sys
+from functools import partial
+from typing import Any
 
 from foundation.settings import Settings
 
@@ -15,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765).")
     parser.add_argument("--allow-host", dest="set_http_allowed_hosts", action="append", metavar="HOST",
                         help="Allow this Host name over HTTP (required to bind a non-loopback address).")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="HTTP server processes sharing the port (default 1); N>1 needs "
+                             "GENERALAGENT_DATABASE_URL=postgresql://...")
     parser.add_argument("--enable-bash", dest="set_bash_enabled", action="store_const", const=True,
                         help="Enable run_bash_command (env GENERALAGENT_BASH_ENABLED).")
 
@@ -44,20 +50,29 @@ def startup_notices(settings: Settings) -> list[str]:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from mcp_server.transports import configure_logging, run_http, run_stdio, transport_security
+    from mcp_server.workers import check_workers
 
-    configure_logging(settings.log_level)
+    check_workers(args.workers, args.transport, settings)  # before anything is built or bound
+    configure_logging(settings.log_level, with_pid=args.workers > 1)
     if settings.bash_enabled:
         log_sandbox()
     for notice in startup_notices(settings):
         print(f"generalagent-mcp: warning: {notice}", file=sys.stderr)
     if args.transport == "http":
         transport_security(settings, args.host)  # fail fast on an unsafe bind before building anything
-    with contextlib.redirect_stdout(sys.stderr):  # stray prints while importing/building must not reach the wire
+    with contextlib.redirect_stdout(sys.stderr):  # stray prints while importing must not reach the wire
+        importlib.import_module("mcp_server.server")  # imported once, before HTTP workers fork
+    if args.transport == "http":
+        run_http(partial(build, settings), settings, args.host, args.port, workers=args.workers)
+    else:
+        run_stdio(build(settings))
+    return 0
+
+
+def build(settings: Settings) -> Any:
+    """The server, built in the process that serves it (each HTTP worker builds its own)."""
+    with contextlib.redirect_stdout(sys.stderr):  # stray prints while building must not reach the wire
         from mcp_server.server import build_server
 
         server, _ = build_server(settings)
-    if args.transport == "http":
-        run_http(server, settings, args.host, args.port)
-    else:
-        run_stdio(server)
-    return 0
+    return server

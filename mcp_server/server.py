@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import re
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +17,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resolve import Elicit, ElicitationResult, Resolve
+from mcp.server.request_state import RequestStateSecurity
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 from starlette.requests import Request
@@ -31,6 +33,7 @@ from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitati
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
+from mcp_server.http_state import SharedKeyCodec, SharedToolLists
 from mcp_server.prompts import install_prompts
 from mcp_server.tool_surface import CheckedTool, SessionToolServer
 from tools.runtime import Runtime
@@ -203,6 +206,7 @@ class ToolCatalog:
         self.server = server
         self.dispatcher = dispatcher
         server.setup_tools({spec.name for spec in listed}, dispatcher.specs)
+        server.register = lambda name: self.add(dispatcher.spec(name))
         self._lock = threading.Lock()
 
     def all_specs(self) -> list[ToolSpec]:
@@ -212,8 +216,7 @@ class ToolCatalog:
         return name in self.server.listed_by_profile or name in self._enabled(origin)
 
     def _enabled(self, origin: CallOrigin | None) -> set[str]:
-        context = getattr(origin, "mcp_context", None) if origin is not None else None
-        return self.server.enabled_for(getattr(context, "request_context", None) if context is not None else None)
+        return self.server.enabled_for(_request_context(origin))
 
     def add(self, spec: ToolSpec) -> None:
         """Register the tool with portable schemas (foundation.schemas) and checked arguments."""
@@ -233,17 +236,23 @@ class ToolCatalog:
             enabled = self._enabled(origin)
             for name in names:
                 self.dispatcher.spec(name)  # NotFound names the available tools
-                if name not in self.server.listed_by_profile and name not in enabled:
+                if name not in self.server.listed_by_profile and name not in enabled and name not in added:
                     if self.server._tool_manager.get_tool(name) is None:
                         self.add(self.dispatcher.spec(name))
-                    enabled.add(name)
                     added.append(name)
+            if added:
+                self.server.enable_for(_request_context(origin), added)
         return added
 
     async def notify_changed(self, origin: CallOrigin | None) -> bool:
         """Send tools/list_changed to the calling client (False when it cannot be told)."""
         channel = origin.channel if origin is not None else None
         return await channel.notify_tools_changed() if channel is not None else False
+
+
+def _request_context(origin: CallOrigin | None) -> Any:
+    context = getattr(origin, "mcp_context", None) if origin is not None else None
+    return getattr(context, "request_context", None) if context is not None else None
 
 
 def _warm_up(runtime: Runtime) -> None:
@@ -276,6 +285,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         threading.Thread(target=_warm_up, args=(runtime,), name="warm-up", daemon=True).start()
         yield None
 
+    shared = settings.database_url is not None  # other server processes may answer this client's next request
     server = SessionToolServer(
         "generalagent-mcp",
         title="generalagent-mcp",
@@ -283,8 +293,12 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
         instructions=INSTRUCTIONS,
         log_level=settings.log_level,
         lifespan=lifespan,
+        # a form's answer (2026-07-28 requestState) is unsealed by whichever process gets it
+        request_state_security=RequestStateSecurity(codec=SharedKeyCodec(lambda: runtime.database)) if shared else None,
     )
     _advertise_list_changed(server)
+    if shared:  # every process on the database lists the same tools for a session-less client
+        server.tool_lists = SharedToolLists(lambda: runtime.database)
     client_log.install(server, server.sessionless_state)
     listed = listed_specs(settings, registry.TOOLS)
     catalog = ToolCatalog(server, dispatcher, listed)
@@ -297,7 +311,8 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
 
     @server.custom_route("/health", methods=["GET"])
     async def health(_: Request) -> Response:
-        return JSONResponse({"status": "ok", "name": "generalagent-mcp", "version": server_version()})
+        return JSONResponse({"status": "ok", "name": "generalagent-mcp", "version": server_version(),
+                             "pid": os.getpid()})  # which process answered (one of several workers)
 
     server.dispatcher = dispatcher  # type: ignore[attr-defined]
     server.runtime = runtime  # type: ignore[attr-defined]

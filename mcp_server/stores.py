@@ -43,8 +43,9 @@ def store_kinds() -> list[StoreKind]:
     from indexing.pg_schema import SCHEMA as INDEX
     from mcp_server.approval.audit import AUDIT_SCHEMA
     from mcp_server.approval.store import SCHEMA as APPROVALS
+    from mcp_server.http_state import SCHEMA as HTTP_STATE
 
-    kinds = [StoreKind(s.name, s, _sql(s)) for s in (TODOS, MEMORY, CONTEXT, THREADS, APPROVALS)]
+    kinds = [StoreKind(s.name, s, _sql(s)) for s in (TODOS, MEMORY, CONTEXT, THREADS, APPROVALS, HTTP_STATE)]
     kinds.append(StoreKind(AUDIT_SCHEMA.name, AUDIT_SCHEMA, _audit))
     kinds.append(StoreKind(INDEX.name, INDEX, _index))
     return kinds

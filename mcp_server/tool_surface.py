@@ -12,9 +12,10 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
+import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
@@ -23,8 +24,8 @@ from pydantic import PrivateAttr, ValidationError
 
 from foundation.errors import InvalidInput
 from foundation.toolspec import ToolSpec, invalid_arguments_message, prepare_arguments
+from mcp_server.http_state import ENABLED_KEY, MemoryToolLists
 
-ENABLED_KEY = "generalagent.enabled_tools"
 PROFILE_OF_TIER = {"core": "minimal", "default": "default", "full": "full"}
 
 
@@ -70,17 +71,41 @@ def session_state(request_context: Any, fallback: dict[str, dict[str, Any]]) -> 
     if connection is None:
         return fallback.setdefault("default", {})
     if connection.session_id is None and _is_sessionless(connection):
-        params = connection.client_params
-        name = params.client_info.name if params is not None and params.client_info is not None else "default"
-        return fallback.setdefault(f"client:{name}", {})
+        return fallback.setdefault(_client_key(connection), {})
     state: dict[str, Any] = connection.state
     return state
+
+
+def sessionless_client(request_context: Any, stateless_http: bool = False) -> str | None:
+    """The client key (`client:<name>`) whose tool list a request without a session uses: the 2026-07-28
+    era, and any request on stateless HTTP (`stateless_http`: 2025-era requests carry no client name
+    there, so they share `client:default`); None for a request inside a session, which keeps its own."""
+    connection = connection_of(request_context)
+    if connection is None:
+        return "default"
+    if connection.session_id is None and (stateless_http or _is_sessionless(connection)):
+        return _client_key(connection)
+    return None
+
+
+def _client_key(connection: Any) -> str:
+    params = connection.client_params
+    name = params.client_info.name if params is not None and params.client_info is not None else "default"
+    return f"client:{name}"
 
 
 def _is_sessionless(connection: Any) -> bool:
     from mcp_server.approval.elicit import is_modern
 
     return is_modern(connection)
+
+
+class ToolLists(Protocol):
+    """Where clients without a session keep the tools they enabled (mcp_server/http_state.py)."""
+
+    def names(self, client: str) -> set[str]: ...
+
+    def add(self, client: str, names: Iterable[str]) -> None: ...
 
 
 class SessionToolServer(MCPServer[Any]):
@@ -94,26 +119,52 @@ class SessionToolServer(MCPServer[Any]):
         self.listed_by_profile = set()
         self.all_specs = {}
         self.sessionless_state: dict[str, dict[str, Any]] = {}
+        self.tool_lists: ToolLists = MemoryToolLists(self.sessionless_state)
+        self.stateless_http = False  # set when served by stateless HTTP workers (transports.http_app)
+        self.register: Callable[[str], None] = lambda name: None  # registers a tool enabled in another process
 
     def setup_tools(self, listed: set[str], specs: dict[str, ToolSpec]) -> None:
         self.listed_by_profile = set(listed)
         self.all_specs = specs
 
     def enabled_for(self, request_context: Any) -> set[str]:
-        """The names this session enabled on demand (a live set: add to it to enable)."""
-        state = session_state(request_context, self.sessionless_state)
-        enabled: set[str] = state.setdefault(ENABLED_KEY, set())
+        """The names this session (or session-less client) enabled on demand (a copy)."""
+        client = sessionless_client(request_context, self.stateless_http)
+        if client is not None:
+            return self.tool_lists.names(client)
+        return set(self._session_set(request_context))
+
+    def enable_for(self, request_context: Any, names: Iterable[str]) -> None:
+        """List `names` for this session (or session-less client) from now on."""
+        client = sessionless_client(request_context, self.stateless_http)
+        if client is not None:
+            self.tool_lists.add(client, names)
+        else:
+            self._session_set(request_context).update(names)
+
+    def _session_set(self, request_context: Any) -> set[str]:
+        enabled: set[str] = session_state(request_context, self.sessionless_state).setdefault(ENABLED_KEY, set())
         return enabled
 
     def visible(self, request_context: Any) -> set[str]:
         return self.listed_by_profile | self.enabled_for(request_context)
 
+    async def _visible_registered(self, ctx: Any) -> set[str]:
+        """`visible(ctx)` (read in a worker thread: it may ask the database), every one of them registered
+        here (on the event loop, like every change of the tool table): a tool enabled through another
+        server process on the same database was never registered in this one."""
+        names = await anyio.to_thread.run_sync(self.visible, ctx)
+        for name in names:
+            if self._tool_manager.get_tool(name) is None and name in self.all_specs:
+                self.register(name)
+        return names
+
     async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
-        visible = self.visible(ctx)
+        visible = await self._visible_registered(ctx)
         return ListToolsResult(tools=[tool for tool in await self.list_tools() if tool.name in visible])
 
     async def _handle_call_tool(self, ctx: Any, params: Any) -> Any:
-        problem = self.hidden_tool_problem(params.name, self.visible(ctx))
+        problem = self.hidden_tool_problem(params.name, await self._visible_registered(ctx))
         if problem is not None:
             return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
         return await super()._handle_call_tool(ctx, params)

@@ -7,6 +7,7 @@ import logging
 import re
 import socket
 import sys
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -18,13 +19,15 @@ log = logging.getLogger("generalagent.transport")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def configure_logging(level: str) -> None:
-    """All logging goes to stderr: on stdio, stdout belongs to the protocol."""
+def configure_logging(level: str, *, with_pid: bool = False) -> None:
+    """All logging goes to stderr: on stdio, stdout belongs to the protocol. `with_pid`: each line
+    names its process (several workers share one stderr)."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    pid = " [%(process)d]" if with_pid else ""
+    handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s{pid} %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(level)
 
@@ -179,9 +182,14 @@ class BearerTokenMiddleware:
         return False
 
 
-def http_app(server: Any, settings: Settings, host: str) -> Any:
+def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = False) -> Any:
+    """The ASGI app: the SDK's Streamable HTTP endpoint behind our Host/Origin checks and the token.
+    `stateless`: 2025-era requests get no session either (any request may reach any worker); the
+    2026-07-28 era is stateless anyway."""
+    server.stateless_http = stateless  # 2025-era tool lists then follow the client, not the request
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
+        stateless_http=stateless,
         transport_security=transport_security(settings, host),
         max_request_body_size=settings.http_max_body_bytes,
         host=host,
@@ -196,13 +204,18 @@ def _bound_name(host: str) -> frozenset[str]:
     return frozenset({parsed[0]}) if parsed is not None and is_loopback(host) else frozenset()
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
+def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """Listen on host:port before starting uvicorn (same address rules as uvicorn), so that a busy
-    port or an unknown host is a clear error instead of a log line."""
+    port or an unknown host is a clear error instead of a log line. `reuse_port`: one of several
+    sockets on that port among which the kernel spreads new connections (Linux SO_REUSEPORT)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto named explicitly: asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP; with
+    # proto 0 every response of headers + body waits ~40 ms for the client's delayed ACK (Nagle)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)
     except OSError as exc:
@@ -215,19 +228,68 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_http(server: Any, settings: Settings, host: str, port: int) -> None:
-    import anyio
-    import uvicorn
+def listen_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """The listening socket(s) of `count` workers. On Linux each worker gets its own socket on the one
+    port (SO_REUSEPORT), so the kernel spreads connections evenly over the workers (on one shared
+    socket, the few workers that win the accept race would get nearly every long-lived connection).
+    The port is first bound without SO_REUSEPORT, so a port that anything else uses is still an error.
+    Elsewhere: one socket that every worker accepts on."""
+    first = bind_socket(host, port)
+    if count == 1 or not sys.platform.startswith("linux") or not hasattr(socket, "SO_REUSEPORT"):
+        return [first]
+    bound = first.getsockname()[1]
+    first.close()
+    return [bind_socket(host, bound, reuse_port=True) for _ in range(count)]
 
+
+def run_http(build: Callable[[], Any], settings: Settings, host: str, port: int, workers: int = 1) -> None:
+    """Serve `build()`'s server over Streamable HTTP on host:port; with `workers` > 1, that many
+    processes (mcp_server/workers.py), each building its own server, accept on that port."""
     if not is_loopback(host):
         print(f"WARNING: serving MCP on non-loopback host {host}; anyone who can reach it can call tools"
               + ("" if settings.http_token else " (no GENERALAGENT_HTTP_TOKEN set!)"), file=sys.stderr)
-    sock = bind_socket(host, port)
-    app = http_app(server, settings, host)
-    config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level.lower(), log_config=None)
-    bound_port = sock.getsockname()[1]
+    sockets = listen_sockets(host, port, workers)
     shown = f"[{host}]" if ":" in host else host
-    print(f"generalagent-mcp: Streamable HTTP on http://{shown}:{bound_port}/mcp", file=sys.stderr, flush=True)
+    address = f"http://{shown}:{sockets[0].getsockname()[1]}/mcp"
+    if workers == 1:
+        server = build()
+        print(f"generalagent-mcp: Streamable HTTP on {address}", file=sys.stderr, flush=True)
+        serve_socket(sockets[0], server, settings, host)
+        return
+    from mcp_server.workers import SETTINGS_EXIT, Supervisor
+
+    print(f"generalagent-mcp: Streamable HTTP on {address} ({workers} worker processes)", file=sys.stderr, flush=True)
+    code = Supervisor(workers, partial(_worker, build, sockets, settings, host)).run()
+    if code == SETTINGS_EXIT:
+        raise SettingsError("The HTTP workers cannot start: a setting is wrong (see the error above).")
+    if code != 0:
+        raise GeneralAgentError("The HTTP workers keep failing at start-up (see the errors above); fix the cause "
+                                "and start the server again.")
+
+
+def _worker(build: Callable[[], Any], sockets: list[socket.socket], settings: Settings, host: str, slot: int) -> None:
+    """Worker number `slot`: its own socket (or the shared one); the others' are closed in this process."""
+    mine = sockets[slot % len(sockets)]
+    for sock in sockets:
+        if sock is not mine:
+            sock.close()
+    serve_socket(mine, build(), settings, host, stateless=True, grace=WORKER_GRACE_SECONDS)
+
+
+WORKER_GRACE_SECONDS = 5
+"""How long a stopping worker waits for open requests before closing them."""
+
+
+def serve_socket(sock: socket.socket, server: Any, settings: Settings, host: str, *, stateless: bool = False,
+                 grace: int | None = None) -> None:
+    """Run uvicorn with the server's app on an already listening socket until it is told to stop."""
+    import anyio
+    import uvicorn
+
+    app = http_app(server, settings, host, stateless=stateless)
+    bound = sock.getsockname()
+    config = uvicorn.Config(app, host=host, port=bound[1], log_level=settings.log_level.lower(), log_config=None,
+                            timeout_graceful_shutdown=grace)
     anyio.run(partial(uvicorn.Server(config).serve, sockets=[sock]))
 
 

@@ -28,6 +28,7 @@ def fill(data_dir: Path, url: str | None = None) -> None:
     from context.todos import TodoStore
     from mcp_server.approval.audit import audit_log_for
     from mcp_server.approval.store import ApprovalStore
+    from mcp_server.http_state import SharedToolLists
 
     db = open_database(data_dir, url)
     todos = TodoStore(db)
@@ -60,6 +61,7 @@ def fill(data_dir: Path, url: str | None = None) -> None:
                  reason="r", outcome="approved", origin="client:c", approved_by="cli", approval_id=first.id)
     audit.record_decision(approvals.get(first.id))
     fill_index(db, data_dir)
+    SharedToolLists(lambda: db).add("client:claude-code", ["count_tokens", "forget"])
     db.close()
 
 
