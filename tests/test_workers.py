@@ -30,6 +30,7 @@ import anyio
 import pytest
 
 from tests.test_http import INIT_BODY, MCP_HEADERS, HttpServer, free_port, request, server_env
+from tests.test_storage_index_processes import assert_consistent, corpus, open_here
 
 ROOT = Path(__file__).resolve().parent.parent
 SECONDS = float(os.environ.get("GA_TEST_SECONDS") or (30 if os.environ.get("GA_TEST_LONG") == "1" else 5))
@@ -43,13 +44,15 @@ def serve_command(port: int, *args: str) -> list[str]:
     return [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--port", str(port), *args]
 
 
-def spawn(tmp: Path, url: str | None, *args: str, profile: str = "full") -> tuple[subprocess.Popen[bytes], int, Path]:
+def spawn(tmp: Path, url: str | None, *args: str, profile: str = "full",
+          root: Path | None = None) -> tuple[subprocess.Popen[bytes], int, Path]:
     port = free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / f"server-{port}.log"
-    (tmp / "workspace").mkdir(exist_ok=True)
+    root = root or tmp / "workspace"
+    root.mkdir(exist_ok=True)
     env = server_env(tmp / "data", PYTHONPATH=str(ROOT), GENERALAGENT_TOOL_PROFILE=profile,
-                     GENERALAGENT_ROOTS=str(tmp / "workspace"))
+                     GENERALAGENT_ROOTS=str(root))
     if url:
         env["GENERALAGENT_DATABASE_URL"] = url
     with log.open("wb") as sink:
@@ -63,10 +66,12 @@ def start(tmp: Path, url: str | None, *args: str, profile: str = "full") -> Http
     return start_all([tmp], url, *args, profile=profile)[0]
 
 
-def start_all(folders: list[Path], url: str | None, *args: str, profile: str = "full") -> list[HttpServer]:
+def start_all(folders: list[Path], url: str | None, *args: str, profile: str = "full",
+              root: Path | None = None) -> list[HttpServer]:
     """One server per folder (its own data dir), started together; returned once each answers `/health`.
-    `profile`: the full one by default (list_memories)."""
-    servers = [HttpServer(*spawn(tmp, url, *args, profile=profile)) for tmp in folders]
+    `profile`: the full one by default (list_memories); `root`: one folder the servers share (else
+    each its own workspace)."""
+    servers = [HttpServer(*spawn(tmp, url, *args, profile=profile, root=root)) for tmp in folders]
     deadline = time.monotonic() + 30
     for server in servers:
         while not _healthy(server):
@@ -303,10 +308,15 @@ async def check_everything_readable(url: str, load: Load) -> None:
 @pytest.mark.anyio
 async def test_two_servers_on_one_database_see_each_others_writes(pg_url: str, tmp_path: Path,
                                                                   servers: list[HttpServer]) -> None:
-    first, second = start_all([tmp_path / "a", tmp_path / "b"], pg_url)
+    shared = corpus(tmp_path / "shared", 40)
+    first, second = start_all([tmp_path / "a", tmp_path / "b"], pg_url, root=shared)
     servers += [first, second]
     assert_a_2025_session_on_the_wrong_process_is_a_clear_404(first, second)
     async with client(first.url, "legacy") as a, client(second.url, "auto") as b:
+        indexed = await call(a, "index_path", path=".")
+        assert indexed["indexed"] == 40
+        found = await call(b, "search_documents", query="marker7 lighthouse", max_results=1)  # the other server
+        assert found["hits"][0]["path"] == "f007.md"
         for n in range(5):
             await call(a, "todo_write", todos=[{"content": f"from a {n}", "status": "pending"}], list_id="team")
             seen = await call(b, "todo_read", list_id="team")  # at once, on the other server
@@ -326,8 +336,11 @@ async def test_two_servers_on_one_database_see_each_others_writes(pg_url: str, t
 @pytest.mark.anyio
 async def test_the_other_server_serves_on_when_one_is_killed(pg_url: str, tmp_path: Path,
                                                              servers: list[HttpServer]) -> None:
-    doomed, survivor = start_all([tmp_path / "a", tmp_path / "b"], pg_url)
+    shared = corpus(tmp_path / "shared", 400)
+    doomed, survivor = start_all([tmp_path / "a", tmp_path / "b"], pg_url, root=shared)
     servers += [doomed, survivor]
+    async with client(doomed.url, "auto") as session:  # a background run the kill cuts off mid-folder
+        await call(session, "index_path", path=".", wait=False)
     before = Load()
     await run_clients([doomed.url, survivor.url], 1.0, before)
     assert not before.errors, before.errors
@@ -336,6 +349,7 @@ async def test_the_other_server_serves_on_when_one_is_killed(pg_url: str, tmp_pa
 
     async def kill_soon() -> None:
         await anyio.sleep(min(2.0, SECONDS / 2))
+        await anyio.to_thread.run_sync(wait_for_indexed_files, pg_url, tmp_path, 10)  # mid-folder
         doomed.process.send_signal(signal.SIGKILL)
 
     async with anyio.create_task_group() as tg:
@@ -348,6 +362,34 @@ async def test_the_other_server_serves_on_when_one_is_killed(pg_url: str, tmp_pa
     await check_everything_readable(survivor.url, before)  # written before the kill: intact
     served = Load(todo_writes={k: v for k, v in during.todo_writes.items() if int(k.split("-")[1]) in survivors})
     await check_everything_readable(survivor.url, served)
+    await assert_the_cut_index_is_consistent_and_finished_elsewhere(survivor, pg_url, tmp_path)
+
+
+def wait_for_indexed_files(url: str, tmp: Path, files: int, timeout: float = 60) -> None:
+    db, store = open_here(url, tmp / "watch")
+    try:
+        deadline = time.monotonic() + timeout
+        while store.totals()["files"] < files:
+            assert time.monotonic() < deadline, "the background index run wrote nothing"
+            time.sleep(0.05)
+    finally:
+        db.close()
+
+
+async def assert_the_cut_index_is_consistent_and_finished_elsewhere(survivor: HttpServer, url: str, tmp: Path) -> None:
+    """The run the kill cut off left a consistent index that the survivor searches and completes."""
+    db, store = open_here(url, tmp / "check")
+    try:
+        assert_consistent(store)
+        assert 0 < store.totals()["files"] < 400, "the kill came after the run started and before it ended"
+    finally:
+        db.close()
+    async with client(survivor.url, "auto") as session:
+        status = await call(session, "index_status", path=".")
+        assert status["jobs"][0]["state"] == "interrupted", status["jobs"]
+        await call(session, "index_path", path=".")  # continues: the files indexed before are unchanged
+        found = await call(session, "search_documents", query="marker399", max_results=1)
+        assert found["hits"][0]["path"] == "f399.md"
 
 
 # --- refusals and the 2025-era session on the wrong process ----------------------------------------
