@@ -230,11 +230,6 @@ def lexeme(term: str) -> str:
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def tsvector(head_terms: str, terms: str) -> str:
-    """The tsvector literal of a chunk (see `term_positions`)."""
-    return tsvector_of(term_positions(head_terms, terms))
-
-
 def term_positions(head_terms: str, terms: str) -> dict[str, list[str]]:
     """Every term of a chunk with its tsvector positions: body terms at 1.., heading terms (weight A)
     after a gap, so that a phrase never spans the two."""
