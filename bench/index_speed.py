@@ -163,20 +163,35 @@ def chunk_corpora(eval_dir: Path) -> list[AnalyzedChunk]:
 
 
 def build_store(path: Path, chunks: list[AnalyzedChunk], copies: int) -> IndexStore:
-    store = IndexStore(path)
-    per_doc = 50
-    with store.write() as conn:
-        for copy in range(copies):
-            marker = f"replica{copy}"
-            for start in range(0, len(chunks), per_doc):
-                group = [
-                    AnalyzedChunk(
-                        Chunk(i, a.chunk.start, a.chunk.end, a.chunk.text), a.head_terms, f"{a.terms} {marker}"
-                    )
-                    for i, a in enumerate(chunks[start : start + per_doc])
-                ]
-                doc_id = store.insert_document(conn, f"{copy}:{start}", "text", 0, group)
-                store.link_file(conn, f"/bench/{copy}/{start}.txt", doc_id, 0, 0)
+    return fill_store(IndexStore(path), replicas(chunks, copies * len(chunks)))
+
+
+Replicas = list[tuple[str, list[AnalyzedChunk]]]  # (document key, its chunks)
+PER_DOC = 50
+
+
+def replicas(chunks: list[AnalyzedChunk], total: int) -> Replicas:
+    """`total` chunks as documents of 50: `chunks` repeated, each copy's terms with a distinct marker."""
+    out: Replicas = []
+    for copy in range(-(-total // max(1, len(chunks)))):
+        marker = f"replica{copy}"
+        for start in range(0, min(len(chunks), total - copy * len(chunks)), PER_DOC):
+            part = chunks[start : min(start + PER_DOC, total - copy * len(chunks))]
+            group = [AnalyzedChunk(Chunk(i, a.chunk.start, a.chunk.end, a.chunk.text), a.head_terms, f"{a.terms} {marker}")
+                     for i, a in enumerate(part)]
+            out.append((f"{copy}:{start}", group))
+    return out
+
+
+def fill_store(store: IndexStore, docs: Replicas, per_write: int = 0) -> IndexStore:
+    """Write `docs` into `store` (an empty index on any backend) with the indexer's writes, `per_write`
+    documents a transaction (the indexer: 1, a file each; 0: all in one)."""
+    step = per_write or max(1, len(docs))
+    for at in range(0, len(docs), step):
+        with store.write() as conn:
+            for key, group in docs[at : at + step]:
+                doc_id = store.insert_document(conn, key, "text", 0, group)
+                store.link_file(conn, f"/bench/{key.replace(':', '/')}.txt", doc_id, 0, 0)
     return store
 
 

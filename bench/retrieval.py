@@ -69,7 +69,11 @@ def first_rank(ids: list[str], gold: str) -> int | None:
 
 
 def build_passage_index(corpus: list[dict], db: Path) -> IndexStore:  # type: ignore[type-arg]
-    store = IndexStore(db)
+    return fill_passage_index(IndexStore(db), corpus)
+
+
+def fill_passage_index(store: IndexStore, corpus: list[dict]) -> IndexStore:  # type: ignore[type-arg]
+    """Every passage as one document (title as its heading) in `store`, an empty index on any backend."""
     with store.write() as conn:
         for p in corpus:
             title = p.get("title", "").replace("_", " ")

@@ -5,7 +5,9 @@
   body terms at their positions, heading terms after them with weight A. A GIN index on it finds
   candidates (OR of terms, AND, phrases with `<->`); no server extension is needed.
 - How many chunks hold each term (`term_stats`) and the corpus totals (`stats`) are kept in tables,
-  changed in the transaction that adds or drops chunks, for the one BM25F scorer.
+  changed in the transaction that adds or drops chunks, for the one BM25F scorer. A write gathers
+  its term counts and applies them once, just before it commits: an upsert costs per term, and a
+  write of many documents shares most of their terms.
 - One index writer at a time across every process (a transaction-level advisory lock), as
   SQLite's BEGIN IMMEDIATE gives for one file; readers never wait.
 - Reads outside a write take a pooled connection per statement (autocommit), so a thread holds no
@@ -14,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -98,15 +101,16 @@ class PgIndexStore(IndexStore):
             try:
                 conn = PgConn(raw, self.database)
                 conn.execute("SELECT pg_advisory_xact_lock(?)", (self.database.lock_number(WRITER_LOCK),))
-                self._local.write = conn
+                self._local.write, self._local.dfs = conn, Counter()
                 yield conn
+                self._apply_dfs(conn)
                 raw.execute("COMMIT")
             except BaseException:
                 if not raw.closed:
                     raw.execute("ROLLBACK")
                 raise
             finally:
-                self._local.write = None
+                self._local.write = self._local.dfs = None
 
     def close(self) -> None:
         self._local = threading.local()  # the connections belong to the Database's pool
@@ -118,22 +122,56 @@ class PgIndexStore(IndexStore):
 
     def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
         columns = [*CHUNK_TABLE_COLS.replace('"', "").split(", "), "tsv"]
-        conn.copy_rows("chunks", columns, ([*row, tsvector(str(row[12]), str(row[13]))] for row in rows))
-        _change_dfs(conn, [(str(r[12]), str(r[13])) for r in rows], +1)
+        conn.copy_rows("chunks", columns, ([*row, self._counted_tsvector(str(row[12]), str(row[13]))] for row in rows))
 
     def _drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
-        _change_dfs(conn, [(head, body) for _, head, body in gone], -1)
+        self._count_dfs([(head, body) for _, head, body in gone], -1)
 
     def _reindex_all(self, conn: Any) -> None:
+        self._local.dfs.clear()  # every chunk is counted again below
         conn.execute("DELETE FROM term_stats")
         rows = conn.all("SELECT id, head_terms, terms FROM chunks")
-        conn.executemany("UPDATE chunks SET tsv = ?::tsvector WHERE id = ?", [(tsvector(h, t), i) for i, h, t in rows])
-        _change_dfs(conn, [(h, t) for _, h, t in rows], +1)
+        conn.executemany("UPDATE chunks SET tsv = ?::tsvector WHERE id = ?",
+                         [(self._counted_tsvector(h, t), i) for i, h, t in rows])
+
+    def _counted_tsvector(self, head_terms: str, terms: str) -> str:
+        """A new chunk's tsvector literal; its terms are counted into `term_stats` when the write commits."""
+        positions = term_positions(head_terms, terms)
+        self._local.dfs.update(positions.keys())  # a term counts once per chunk
+        return tsvector_of(positions)
+
+    def _count_dfs(self, chunks: list[tuple[str, str]], sign: int) -> None:
+        """Count these chunks' terms in (`sign` +1) or out of (-1) `term_stats` when the write commits."""
+        pending: Counter[str] = self._local.dfs
+        for head, body in chunks:
+            for term in set(head.split()) | set(body.split()):
+                pending[term] += sign
+
+    def _apply_dfs(self, conn: Any) -> None:
+        """Apply the write's gathered term counts to `term_stats` (terms no chunk holds are removed)."""
+        pending: Counter[str] = self._local.dfs
+        counts = {t: n for t, n in pending.items() if n}
+        pending.clear()
+        if not counts:
+            return
+        changed = sorted(counts)
+        # the arrays go as one space-separated string each: terms hold no whitespace, and a text
+        # parameter is far cheaper to send than a text[] of thousands of elements
+        conn.execute(
+            "INSERT INTO term_stats(term, df) SELECT * FROM unnest(string_to_array(?, ' '), "
+            "string_to_array(?, ' ')::bigint[]) ON CONFLICT(term) DO UPDATE SET df = term_stats.df + excluded.df",
+            (" ".join(changed), " ".join(str(counts[t]) for t in changed)),
+        )
+        if fewer := [t for t in changed if counts[t] < 0]:
+            conn.execute("DELETE FROM term_stats WHERE term = ANY(string_to_array(?, ' ')) AND df <= 0",
+                         (" ".join(fewer),))
 
     def doc_freqs(self, terms: Sequence[str] | Any) -> dict[str, int]:
         unique = list(dict.fromkeys(terms))
         if not unique:
             return {}
+        if (current := getattr(self._local, "write", None)) is not None:
+            self._apply_dfs(current)  # this write's reads see its own counts
         found = dict(self.conn().execute("SELECT term, df FROM term_stats WHERE term = ANY(?)", (unique,)).fetchall())
         return {t: int(found.get(t, 0)) for t in unique}
 
@@ -192,31 +230,24 @@ def lexeme(term: str) -> str:
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def tsvector(head_terms: str, terms: str) -> str:
-    """The tsvector literal of a chunk: body terms at positions 1.., heading terms (weight A) after a
-    gap, so that a phrase never spans the two."""
+def term_positions(head_terms: str, terms: str) -> dict[str, list[str]]:
+    """Every term of a chunk with its tsvector positions: body terms at 1.., heading terms (weight A)
+    after a gap, so that a phrase never spans the two."""
     positions: dict[str, list[str]] = {}
     body = terms.split()
     for at, term in enumerate(body, start=1):
         positions.setdefault(term, []).append(str(min(at, MAX_POSITION)))
     for at, term in enumerate(head_terms.split(), start=len(body) + 2):
         positions.setdefault(term, []).append(f"{min(at, MAX_POSITION)}A")
-    return " ".join(f"{lexeme(t)}:{','.join(p[:256])}" for t, p in positions.items()
-                    if len(t.encode()) <= MAX_LEXEME_BYTES)
+    return positions
 
 
-def _change_dfs(conn: Any, chunks: list[tuple[str, str]], sign: int) -> None:
-    """Add (`sign` +1) or remove (-1) these chunks' terms in `term_stats` (a term counts once per chunk)."""
-    counts: Counter[str] = Counter()
-    for head, body in chunks:
-        counts.update(set(head.split()) | set(body.split()))
-    if not counts:
-        return
-    terms = sorted(counts)
-    conn.execute(
-        "INSERT INTO term_stats(term, df) SELECT * FROM unnest(?::text[], ?::bigint[]) "
-        "ON CONFLICT(term) DO UPDATE SET df = term_stats.df + excluded.df",
-        (terms, [sign * counts[t] for t in terms]),
-    )
-    if sign < 0:
-        conn.execute("DELETE FROM term_stats WHERE term = ANY(?) AND df <= 0", (terms,))
+def tsvector_of(positions: dict[str, list[str]]) -> str:
+    """The tsvector literal of `term_positions` (a lexeme keeps at most 256 positions, as PostgreSQL does)."""
+    return " ".join(f"{entry}{','.join(p[:256])}" for t, p in positions.items() if (entry := _entry(t)))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # terms repeat from chunk to chunk
+def _entry(term: str) -> str:
+    """`'term':`, the start of a term's tsvector entry; empty for a term too long for a lexeme."""
+    return lexeme(term) + ":" if len(term.encode()) <= MAX_LEXEME_BYTES else ""

@@ -312,3 +312,30 @@ def test_index_made_by_another_analyzer_is_reanalysed(tmp_path: Path, capsys: py
     store.close()
     assert main(["--data-dir", str(tmp_path / "data"), "index", "--rebuild"]) == 0
     assert "1 stored chunks" in capsys.readouterr().out
+
+
+@pytest.mark.storage
+def test_term_counts_within_one_write(store: IndexStore) -> None:
+    """Many documents in one write (PostgreSQL applies their term counts once, at commit): reads in
+    the write see its own counts, removals in it net out, and a rolled-back write changes nothing."""
+    from indexing.model import Chunk
+    from indexing.store import AnalyzedChunk
+
+    def add(conn: object, key: str, terms: str) -> int:
+        chunk = AnalyzedChunk(Chunk(0, 0, len(terms), terms), "", terms)
+        doc_id = store.insert_document(conn, key, "text", len(terms), [chunk])
+        store.link_file(conn, f"/{key}", doc_id, 0, 0)
+        return doc_id
+
+    with store.write() as conn:
+        add(conn, "a", "alpha beta beta")
+        add(conn, "b", "beta gamma")
+        assert store.doc_freqs(["alpha", "beta", "gamma"]) == {"alpha": 1, "beta": 2, "gamma": 1}
+        store.drop_if_orphan(conn, store.unlink_file(conn, "/a"))
+    assert store.doc_freqs(["alpha", "beta", "gamma"]) == {"alpha": 0, "beta": 1, "gamma": 1}
+    consistent(store)
+    with pytest.raises(RuntimeError), store.write() as conn:
+        add(conn, "c", "beta delta")
+        raise RuntimeError("abandoned")
+    assert store.doc_freqs(["beta", "delta"]) == {"beta": 1, "delta": 0}
+    consistent(store)
