@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", default="zh,en")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-cost", action="store_true")
+    parser.add_argument("--skip-indexer", action="store_true", help="skip the end-to-end indexer row")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("5000" if args.quick else "5000,100000")).split(",")]
     n_latency = args.queries or (100 if args.quick else 300)
@@ -321,6 +322,7 @@ def run(stores: Stores, args: argparse.Namespace, langs: list[str], n_quality: i
         print()
     if not args.skip_cost:
         print("\n".join(cost_table(bench_cost(stores, args.eval, sizes, n_latency, say), n_latency)), flush=True)
+    if not args.skip_indexer:
         print("\n".join(bench_indexer(stores, args.eval, stores.work)), flush=True)
 
 

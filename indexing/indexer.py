@@ -15,10 +15,13 @@ import hashlib
 import logging
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from foundation.errors import Cancelled, GeneralAgentError, LimitExceeded
 from foundation.safe_open import opened
@@ -100,6 +103,48 @@ def analyze_chunks(chunks: Iterable[Chunk]) -> list[AnalyzedChunk]:
     return [AnalyzedChunk(c, " ".join(analyze(c.heading)), " ".join(analyze(c.text))) for c in chunks]
 
 
+BATCH_FILES = 64  # files written in one transaction at most (a commit costs more than a small file)
+BATCH_SECONDS = 0.25  # and for at most this long, so other writers wait little
+
+
+class _ReadAhead:
+    """The files of a run, each read (hashed, extracted, chunked) in a helper thread one file ahead."""
+
+    def __init__(self, pool: ThreadPoolExecutor, indexer: Indexer, paths: list[Path]) -> None:
+        self.pool, self.indexer, self.paths = pool, indexer, paths
+        self.done = 0
+        self._pending: Future[_Prepared] | None = self._submit(0)
+
+    def _submit(self, at: int) -> Future[_Prepared] | None:
+        if at >= len(self.paths):
+            return None
+        return self.pool.submit(lambda: self.indexer._read(self.indexer._stat(self.paths[at])))
+
+    def wait(self) -> None:
+        """Wait until the next file is read (outside any transaction); its read errors are raised here."""
+        if self._pending is not None:
+            self._pending.result()
+
+    def ready(self, within: float = 0.0) -> bool:
+        """True when the next file is read, waiting up to `within` seconds for it."""
+        if self._pending is None:
+            return False
+        try:
+            self._pending.result(timeout=max(0.0, within))
+        except FutureTimeout:
+            return False
+        except Exception:  # raised again by wait(), outside the transaction
+            return False
+        return True
+
+    def next(self) -> _Prepared:
+        assert self._pending is not None
+        current = self._pending.result()
+        self.done += 1
+        self._pending = self._submit(self.done)  # the next read runs while this file is written
+        return current
+
+
 class Indexer:
     def __init__(
         self, store: IndexStore, limits: ExtractionLimits | None = None, chunking: ChunkingOptions | None = None,
@@ -118,7 +163,9 @@ class Indexer:
 
     def index_file(self, path: Path) -> FileOutcome:
         """Index one file (skipped when unchanged). Never raises for a bad file, only for Cancelled."""
-        return self._write(self._read(self._stat(path)))
+        prep = self._read(self._stat(path))
+        with self.store.write() as conn:
+            return self._write(conn, prep)
 
     def _stat(self, path: Path) -> _Prepared:
         try:
@@ -170,38 +217,36 @@ class Indexer:
             prep.extracted = extract_file(prep.path, self.limits, should_cancel=self.should_cancel, fd=fd)
             prep.chunks = chunk_document(prep.extracted, self.chunking)
 
-    def _write(self, prep: _Prepared) -> FileOutcome:
+    def _write(self, conn: Any, prep: _Prepared) -> FileOutcome:
+        """Record one read file inside the caller's write transaction `conn`."""
         key = str(prep.path)
         if prep.unchanged:
             if prep.error:
                 return FileOutcome(key, "failed", reason=prep.error + " (file unchanged since)")
             return FileOutcome(key, "unchanged")
         if prep.error:
-            self._record_failure(prep)
+            self._record_failure(conn, prep)
             return FileOutcome(key, "failed", reason=prep.error)
         analyzed = analyze_chunks(prep.chunks)
-        with self.store.write() as conn:
-            doc_id = prep.doc_id or self.store.doc_id_for_hash(prep.digest)
-            status = "deduplicated" if doc_id is not None else "indexed"
-            if doc_id is None:
-                assert prep.extracted is not None
-                doc_id = self.store.insert_document(
-                    conn, prep.digest, prep.extracted.kind, len(prep.extracted.text), analyzed,
-                    prep.extracted.warnings,
-                )
-            old = self.store.link_file(conn, key, doc_id, prep.size, prep.mtime_ns)
-            if old != doc_id:
-                self.store.drop_if_orphan(conn, old)
+        doc_id = self.store.doc_id_for_hash(prep.digest)  # may be new in this transaction
+        status = "deduplicated" if doc_id is not None else "indexed"
+        if doc_id is None:
+            assert prep.extracted is not None
+            doc_id = self.store.insert_document(
+                conn, prep.digest, prep.extracted.kind, len(prep.extracted.text), analyzed,
+                prep.extracted.warnings,
+            )
+        old = self.store.link_file(conn, key, doc_id, prep.size, prep.mtime_ns)
+        if old != doc_id:
+            self.store.drop_if_orphan(conn, old)
         return FileOutcome(key, status, chunks=len(analyzed) if status == "indexed" else 0)
 
-    def _record_failure(self, prep: _Prepared) -> None:
+    def _record_failure(self, conn: Any, prep: _Prepared) -> None:
         if not prep.size and not prep.mtime_ns:  # could not even stat it: forget the path
-            with self.store.write() as conn:
-                self.store.drop_if_orphan(conn, self.store.unlink_file(conn, str(prep.path)))
+            self.store.drop_if_orphan(conn, self.store.unlink_file(conn, str(prep.path)))
             return
-        with self.store.write() as conn:
-            old = self.store.link_file(conn, str(prep.path), None, prep.size, prep.mtime_ns, prep.error)
-            self.store.drop_if_orphan(conn, old)
+        old = self.store.link_file(conn, str(prep.path), None, prep.size, prep.mtime_ns, prep.error)
+        self.store.drop_if_orphan(conn, old)
 
     # -- folders -------------------------------------------------------------------------------
 
@@ -215,20 +260,32 @@ class Indexer:
         report = report if report is not None else IndexReport()
         total = len(paths)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-read") as pool:
-            pending: Future[_Prepared] | None = None
-            for i, path in enumerate(paths):
+            reads = _ReadAhead(pool, self, paths)
+            while reads.done < total:
                 if self.should_cancel():
                     raise Cancelled(
-                        f"Indexing was cancelled after {i} of {total} files; those are kept. "
+                        f"Indexing was cancelled after {reads.done} of {total} files; those are kept. "
                         "Run index_path again to continue (indexed files are skipped)."
                     )
-                current = pending.result() if pending else self._read(self._stat(path))
-                pending = pool.submit(self._read, self._stat(paths[i + 1])) if i + 1 < total else None
-                outcome = self._write(current)
-                report.add(outcome)
-                if progress:
-                    progress(i + 1, total, f"{outcome.status}: {path.name}")
+                first = reads.done
+                reads.wait()
+                with self.store.write() as conn:
+                    outcomes = self._write_batch(conn, reads)
+                for n, outcome in enumerate(outcomes, start=first + 1):  # reported once committed
+                    report.add(outcome)
+                    if progress:
+                        progress(n, total, f"{outcome.status}: {paths[n - 1].name}")
         return report
+
+    def _write_batch(self, conn: Any, reads: _ReadAhead) -> list[FileOutcome]:
+        """Write read files in one transaction: at least one, then more while the next one is read within
+        what is left of BATCH_SECONDS (a transaction never waits longer for extraction), up to BATCH_FILES."""
+        deadline = time.monotonic() + BATCH_SECONDS
+        outcomes = [self._write(conn, reads.next())]
+        while (len(outcomes) < BATCH_FILES and not self.should_cancel()
+               and reads.ready(within=deadline - time.monotonic())):
+            outcomes.append(self._write(conn, reads.next()))
+        return outcomes
 
     def index_tree(
         self, root: Path, recursive: bool = True, progress: Progress | None = None, max_files: int = 200_000,

@@ -17,13 +17,14 @@
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from foundation.storage.postgres import PgConn, to_pyformat
+from foundation.storage.postgres import PgConn
 from indexing.store import CHUNK_TABLE_COLS, IndexStore
 
 if TYPE_CHECKING:
@@ -63,10 +64,78 @@ class _PooledReads:
         self.database = database
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _Result:
-        with self.database.connection() as raw:
-            cursor = raw.execute(to_pyformat(sql), tuple(params))
-            rows = [tuple(r) for r in cursor.fetchall()] if cursor.description else []
-            return _Result(rows, cursor.rowcount, cursor.description)
+        return _Result(*self.database.read_rows(sql, params))
+
+
+class _IndexWrite(PgConn):
+    """The connection of one index write. What costs a round trip per document is gathered and done
+    once before the commit (`settle`): the new chunks' COPY, the term counts (`term_stats`) and the
+    totals (`stats`); ids are taken from the tables once. A statement that reads or writes chunks or
+    the statistics settles first, so the write always sees its own changes."""
+
+    def __init__(self, raw: Any, database: PostgresDatabase) -> None:
+        super().__init__(raw, database)
+        self.chunk_rows: list[list[object]] = []
+        self.dfs: Counter[str] = Counter()
+        self.next_ids: dict[str, int] = {}
+        self.totals = [0, 0, 0]  # chunks, terms, changed
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if _SETTLE_BEFORE.search(sql):
+            self.settle()
+        return super().execute(sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> None:
+        if _SETTLE_BEFORE.search(sql):
+            self.settle()
+        super().executemany(sql, rows)
+
+    def queue_chunks(self, rows: list[tuple[object, ...]]) -> None:
+        self.chunk_rows += [[*row, self.counted_tsvector(str(row[12]), str(row[13]))] for row in rows]
+
+    def counted_tsvector(self, head_terms: str, terms: str) -> str:
+        """A new chunk's tsvector literal; its terms count once each in `term_stats` at `settle`."""
+        positions = term_positions(head_terms, terms)
+        self.dfs.update(positions.keys())
+        return tsvector_of(positions)
+
+    def count_dfs(self, chunks: list[tuple[str, str]], sign: int) -> None:
+        for head, body in chunks:
+            for term in set(head.split()) | set(body.split()):
+                self.dfs[term] += sign
+
+    def settle(self) -> None:
+        rows, self.chunk_rows = self.chunk_rows, []
+        if rows:
+            super().copy_rows("chunks", _CHUNK_COPY_COLUMNS, rows)
+        self._apply_dfs()
+        chunks, terms, changed = self.totals
+        self.totals = [0, 0, 0]
+        if changed:
+            super().execute("UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
+                            (chunks, terms))
+
+    def _apply_dfs(self) -> None:
+        """The gathered term counts into `term_stats` (terms no chunk holds any more are removed)."""
+        counts = {t: n for t, n in self.dfs.items() if n}
+        self.dfs.clear()
+        if not counts:
+            return
+        changed = sorted(counts)
+        # the arrays go as one space-separated string each: terms hold no whitespace, and a text
+        # parameter is far cheaper to send than a text[] of thousands of elements
+        super().execute(
+            "INSERT INTO term_stats(term, df) SELECT * FROM unnest(string_to_array(?, ' '), "
+            "string_to_array(?, ' ')::bigint[]) ON CONFLICT(term) DO UPDATE SET df = term_stats.df + excluded.df",
+            (" ".join(changed), " ".join(str(counts[t]) for t in changed)),
+        )
+        if fewer := [t for t in changed if counts[t] < 0]:
+            super().execute("DELETE FROM term_stats WHERE term = ANY(string_to_array(?, ' ')) AND df <= 0",
+                            (" ".join(fewer),))
+
+
+_SETTLE_BEFORE = re.compile(r"\b(chunks|chunk_vectors|term_stats|stats)\b")
+_CHUNK_COPY_COLUMNS = [*CHUNK_TABLE_COLS.replace('"', "").split(", "), "tsv"]
 
 
 class PgIndexStore(IndexStore):
@@ -99,18 +168,18 @@ class PgIndexStore(IndexStore):
         with self.database.connection() as raw:
             raw.execute("BEGIN")
             try:
-                conn = PgConn(raw, self.database)
+                conn = _IndexWrite(raw, self.database)
                 conn.execute("SELECT pg_advisory_xact_lock(?)", (self.database.lock_number(WRITER_LOCK),))
-                self._local.write, self._local.dfs = conn, Counter()
+                self._local.write = conn
                 yield conn
-                self._apply_dfs(conn)
+                conn.settle()
                 raw.execute("COMMIT")
             except BaseException:
                 if not raw.closed:
                     raw.execute("ROLLBACK")
                 raise
             finally:
-                self._local.write = self._local.dfs = None
+                self._local.write = None
 
     def close(self) -> None:
         self._local = threading.local()  # the connections belong to the Database's pool
@@ -121,57 +190,50 @@ class PgIndexStore(IndexStore):
     # -- search data ---------------------------------------------------------------------------
 
     def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
-        columns = [*CHUNK_TABLE_COLS.replace('"', "").split(", "), "tsv"]
-        conn.copy_rows("chunks", columns, ([*row, self._counted_tsvector(str(row[12]), str(row[13]))] for row in rows))
+        """Queued in the write and copied in one COPY (`_IndexWrite.flush_chunks`)."""
+        conn.queue_chunks(rows)
 
     def _drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
-        self._count_dfs([(head, body) for _, head, body in gone], -1)
+        conn.count_dfs([(head, body) for _, head, body in gone], -1)
 
     def _reindex_all(self, conn: Any) -> None:
-        self._local.dfs.clear()  # every chunk is counted again below
+        conn.dfs.clear()  # every chunk is counted again below
         conn.execute("DELETE FROM term_stats")
         rows = conn.all("SELECT id, head_terms, terms FROM chunks")
         conn.executemany("UPDATE chunks SET tsv = ?::tsvector WHERE id = ?",
-                         [(self._counted_tsvector(h, t), i) for i, h, t in rows])
+                         [(conn.counted_tsvector(h, t), i) for i, h, t in rows])
 
-    def _counted_tsvector(self, head_terms: str, terms: str) -> str:
-        """A new chunk's tsvector literal; its terms are counted into `term_stats` when the write commits."""
-        positions = term_positions(head_terms, terms)
-        self._local.dfs.update(positions.keys())  # a term counts once per chunk
-        return tsvector_of(positions)
+    def _take_ids(self, conn: Any, table: str, n: int) -> int:
+        """Ids come from the table once per write, then from memory (the write holds the writer lock)."""
+        if table not in conn.next_ids:
+            conn.next_ids[table] = super()._take_ids(conn, table, n)
+        first = int(conn.next_ids[table])
+        conn.next_ids[table] = first + n
+        return first
 
-    def _count_dfs(self, chunks: list[tuple[str, str]], sign: int) -> None:
-        """Count these chunks' terms in (`sign` +1) or out of (-1) `term_stats` when the write commits."""
-        pending: Counter[str] = self._local.dfs
-        for head, body in chunks:
-            for term in set(head.split()) | set(body.split()):
-                pending[term] += sign
+    def _change_totals(self, conn: Any, chunks: int, terms: int) -> None:
+        conn.totals[0] += chunks
+        conn.totals[1] += terms
+        conn.totals[2] = 1  # changed: the generation moves on at commit
 
-    def _apply_dfs(self, conn: Any) -> None:
-        """Apply the write's gathered term counts to `term_stats` (terms no chunk holds are removed)."""
-        pending: Counter[str] = self._local.dfs
-        counts = {t: n for t, n in pending.items() if n}
-        pending.clear()
-        if not counts:
-            return
-        changed = sorted(counts)
-        # the arrays go as one space-separated string each: terms hold no whitespace, and a text
-        # parameter is far cheaper to send than a text[] of thousands of elements
-        conn.execute(
-            "INSERT INTO term_stats(term, df) SELECT * FROM unnest(string_to_array(?, ' '), "
-            "string_to_array(?, ' ')::bigint[]) ON CONFLICT(term) DO UPDATE SET df = term_stats.df + excluded.df",
-            (" ".join(changed), " ".join(str(counts[t]) for t in changed)),
-        )
-        if fewer := [t for t in changed if counts[t] < 0]:
-            conn.execute("DELETE FROM term_stats WHERE term = ANY(string_to_array(?, ' ')) AND df <= 0",
-                         (" ".join(fewer),))
+    def _pending(self) -> None:
+        """Inside a write, apply what it has queued, so that its own reads see it."""
+        if (current := getattr(self._local, "write", None)) is not None:
+            current.settle()
+
+    def corpus_stats(self) -> tuple[int, float]:
+        self._pending()
+        return super().corpus_stats()
+
+    def generation(self) -> tuple[int, int]:
+        self._pending()
+        return super().generation()
 
     def doc_freqs(self, terms: Sequence[str] | Any) -> dict[str, int]:
         unique = list(dict.fromkeys(terms))
         if not unique:
             return {}
-        if (current := getattr(self._local, "write", None)) is not None:
-            self._apply_dfs(current)  # this write's reads see its own counts
+        self._pending()
         found = dict(self.conn().execute("SELECT term, df FROM term_stats WHERE term = ANY(?)", (unique,)).fetchall())
         return {t: int(found.get(t, 0)) for t in unique}
 

@@ -350,20 +350,25 @@ class IndexStore:
     ) -> int:
         """Store a document with its chunks and index them; returns the document id. Ids are the
         highest so far plus one: the caller holds `write()`, so no other writer can take them."""
-        doc_id = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM documents").fetchone()[0])
+        doc_id = self._take_ids(conn, "documents", 1)
         conn.execute(
             "INSERT INTO documents(id, hash, kind, chars, n_chunks, warnings, created_at) VALUES(?,?,?,?,?,?,?)",
             (doc_id, digest, kind, chars, len(chunks), "\n".join(warnings), time.time()),
         )
-        first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
+        first = self._take_ids(conn, "chunks", len(chunks))
         rows = [_chunk_row(first + i, doc_id, a) for i, a in enumerate(chunks)]
         self.add_chunk_rows(conn, rows)
-        n_terms = sum(_count_terms(a.terms) for a in chunks)
-        conn.execute(
-            "UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
-            (len(chunks), n_terms),
-        )
+        self._change_totals(conn, len(chunks), sum(_count_terms(a.terms) for a in chunks))
         return doc_id
+
+    def _take_ids(self, conn: Any, table: str, n: int) -> int:
+        """The first of `n` new ids of `table` (documents or chunks), under the caller's write."""
+        return int(conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0])
+
+    def _change_totals(self, conn: Any, chunks: int, terms: int) -> None:
+        """Add to (or, negative, take from) the corpus totals, and move the generation on."""
+        conn.execute("UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
+                     (chunks, terms))
 
     def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
         """Insert chunk rows (see `_chunk_row`) and index them for candidates."""
@@ -405,10 +410,7 @@ class IndexStore:
             return False
         gone = [tuple(r) for r in conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()]
         self._drop_chunks(conn, gone)
-        conn.execute(
-            "UPDATE stats SET chunks = chunks - ?, terms = terms - ?, generation = generation + 1",
-            (len(gone), sum(_count_terms(terms) for _, _, terms in gone)),
-        )
+        self._change_totals(conn, -len(gone), -sum(_count_terms(terms) for _, _, terms in gone))
         conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE doc_id=?)", (doc_id,))
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))

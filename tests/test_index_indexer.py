@@ -240,12 +240,18 @@ def test_cancel_stops_between_files(store: IndexStore, tmp_path: Path) -> None:
     folder.mkdir()
     for i in range(10):
         (folder / f"{i}.md").write_text(f"file number {i}\n", encoding="utf-8")
+    opened: list[Path] = []
+
+    def opener(path: Path) -> int:
+        opened.append(path)
+        return os.open(path, os.O_RDONLY)
+
     seen: list[int] = []
-    indexer = Indexer(store, should_cancel=lambda: len(seen) >= 3)
+    indexer = Indexer(store, should_cancel=lambda: len(opened) >= 3, opener=opener)  # cancelled while reading
     with pytest.raises(Cancelled):
         indexer.index_tree(folder, progress=lambda done, total, msg: seen.append(done))
     consistent(store)
-    assert 3 <= store.totals()["files"] < 10
+    assert 2 <= store.totals()["files"] < 10 and seen == list(range(1, store.totals()["files"] + 1))
 
 
 def test_cli_index_search_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

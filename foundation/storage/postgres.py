@@ -15,6 +15,7 @@ import functools
 import hashlib
 import itertools
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -229,6 +230,8 @@ class PostgresDatabase(Database):
             self.namespace, self._version = _namespace(first, mask_url(url))
         finally:
             first.close()
+        self._read_pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._reads_lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = psycopg_pool.ConnectionPool(
             self.conninfo, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=False,
             check=psycopg_pool.ConnectionPool.check_connection, timeout=POOL_WAIT_SECONDS,
@@ -267,6 +270,31 @@ class PostgresDatabase(Database):
                     raise
         except psycopg_pool.PoolTimeout as exc:
             raise self._unavailable(f"no connection within {POOL_WAIT_SECONDS:.0f} s") from exc
+
+    def read_rows(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[Row], int, Any]:
+        """One autocommit statement with `?` placeholders: (rows, rowcount, description). For many small
+        reads: its connections come from a second pool that skips the liveness round trip on hand-out;
+        a connection found broken (a restarted server) is dropped and the statement run once more."""
+        for attempt in (1, 2):
+            try:
+                with self._reads().connection() as raw:
+                    cursor = raw.execute(to_pyformat(sql), tuple(params))
+                    rows = [tuple(r) for r in cursor.fetchall()] if cursor.description else []
+                    return rows, cursor.rowcount, cursor.description
+            except psycopg.OperationalError as exc:
+                if attempt == 2:
+                    raise self._unavailable(str(exc)) from exc
+            except psycopg_pool.PoolTimeout as exc:
+                raise self._unavailable(f"no connection within {POOL_WAIT_SECONDS:.0f} s") from exc
+        raise AssertionError("unreachable")
+
+    def _reads(self) -> psycopg_pool.ConnectionPool[psycopg.Connection[Any]]:
+        with self._reads_lock:
+            if self._read_pool is None:
+                self._read_pool = psycopg_pool.ConnectionPool(
+                    self.conninfo, min_size=1, max_size=POOL_SIZE, kwargs={"autocommit": True}, open=True,
+                    timeout=POOL_WAIT_SECONDS, name="generalagent-reads", reconnect_timeout=60.0)
+            return self._read_pool
 
     def channel(self, name: str) -> str:
         return "ga_" + hashlib.sha256(f"{self.namespace}\0{name}".encode()).hexdigest()[:24]
@@ -342,6 +370,10 @@ class PostgresDatabase(Database):
 
     def close(self) -> None:
         self._pool.close()
+        with self._reads_lock:
+            if self._read_pool is not None:
+                self._read_pool.close()
+                self._read_pool = None
 
 
 def _with_connect_timeout(url: str) -> str:
