@@ -76,6 +76,7 @@ class _Prepared:
     doc_id: int | None = None
     extracted: Extracted | None = None
     chunks: list[Chunk] = field(default_factory=list)
+    analyzed: list[AnalyzedChunk] | None = None  # the chunks' terms, made in the read-ahead thread
     error: str = ""
     unchanged: bool = False
 
@@ -216,6 +217,7 @@ class Indexer:
 
             prep.extracted = extract_file(prep.path, self.limits, should_cancel=self.should_cancel, fd=fd)
             prep.chunks = chunk_document(prep.extracted, self.chunking)
+            prep.analyzed = analyze_chunks(prep.chunks)  # outside the write transaction
 
     def _write(self, conn: Any, prep: _Prepared) -> FileOutcome:
         """Record one read file inside the caller's write transaction `conn`."""
@@ -227,8 +229,12 @@ class Indexer:
         if prep.error:
             self._record_failure(conn, prep)
             return FileOutcome(key, "failed", reason=prep.error)
-        analyzed = analyze_chunks(prep.chunks)
         doc_id = self.store.doc_id_for_hash(prep.digest)  # may be new in this transaction
+        if doc_id is None and prep.extracted is None:
+            # its document was there when the file was read and is gone now (an earlier file of this
+            # write replaced it): read the file again, inside this write, which sees that
+            return self._write(conn, self._read(self._stat(prep.path)))
+        analyzed = prep.analyzed if prep.analyzed is not None else analyze_chunks(prep.chunks)
         status = "deduplicated" if doc_id is not None else "indexed"
         if doc_id is None:
             assert prep.extracted is not None
@@ -282,7 +288,7 @@ class Indexer:
         what is left of BATCH_SECONDS (a transaction never waits longer for extraction), up to BATCH_FILES."""
         deadline = time.monotonic() + BATCH_SECONDS
         outcomes = [self._write(conn, reads.next())]
-        while (len(outcomes) < BATCH_FILES and not self.should_cancel()
+        while (len(outcomes) < BATCH_FILES and time.monotonic() < deadline and not self.should_cancel()
                and reads.ready(within=deadline - time.monotonic())):
             outcomes.append(self._write(conn, reads.next()))
         return outcomes

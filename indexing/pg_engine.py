@@ -17,7 +17,7 @@ import psycopg
 
 from indexing.engine import TermRows
 from indexing.fts_engine import candidate_query
-from indexing.pg_store import lexeme
+from indexing.pg_store import lexeme, searchable
 from indexing.query import Mode, ParsedQuery, Query, fts_error
 from indexing.scope import PathFilter, active
 from indexing.scoring import RankParams, idf
@@ -52,7 +52,7 @@ class PgEngine:
 
     def _order(self, terms: list[str], dfs: dict[str, int], n_docs: int) -> tuple[str, list[object]]:
         """The SQL expression that orders candidates, and its arguments."""
-        known = sorted({t for t in terms if dfs.get(t, 0) > 0}, key=lambda t: dfs[t])[:MAX_RANKED_TERMS]
+        known = sorted({t for t in terms if dfs.get(t, 0) > 0 and searchable(t)}, key=lambda t: dfs[t])[:MAX_RANKED_TERMS]
         if not known:
             return "", []
         head = max(1.0, self.params.fts_head_weight)
@@ -85,7 +85,11 @@ class PgEngine:
 
 
 def to_tsquery(parsed: ParsedQuery, mode: Mode = "natural") -> str | None:
-    """The tsquery of a parsed query, with the FTS5 expression's meaning (`query.to_match`)."""
+    """The tsquery of a parsed query, with the FTS5 expression's meaning (`query.to_match`). A term
+    too long to be a lexeme is in no tsvector: it is left out (a phrase with one matches nothing)."""
+    if any(not searchable(t) for p in parsed.phrases for t in p):
+        return None  # a required phrase no chunk can hold
+    parsed = ParsedQuery(terms=[t for t in parsed.terms if searchable(t)], phrases=parsed.phrases)
     if parsed.empty:
         return None
     loose = [lexeme(t) for t in dict.fromkeys(parsed.terms)]
@@ -152,6 +156,8 @@ def _fts5_string(token: str, raw: str) -> str:
     words = token.rstrip("*")[1:-1].replace('""', '"').split()
     if not words:
         raise fts_error(raw, "a quoted string has no searchable word")
+    if not all(map(searchable, words)):
+        raise fts_error(raw, "a word is longer than PostgreSQL's 2,046-byte limit")
     if prefix:
         return "(" + " <-> ".join([*map(lexeme, words[:-1]), lexeme(words[-1]) + ":*"]) + ")"
     return _phrase(words) if len(words) > 1 else lexeme(words[0])

@@ -30,6 +30,7 @@ from indexing.store import CHUNK_TABLE_COLS, IndexStore
 if TYPE_CHECKING:
     from foundation.storage.postgres import PostgresDatabase
 
+MAX_QUEUED_CHUNKS = 2000  # chunk rows a write holds before it copies them
 MAX_POSITION = 16383  # PostgreSQL's largest tsvector position
 MAX_LEXEME_BYTES = 2046  # longer lexemes cannot be stored (they stay in `terms` for ranking)
 WRITER_LOCK = "index-writer"
@@ -92,17 +93,20 @@ class _IndexWrite(PgConn):
 
     def queue_chunks(self, rows: list[tuple[object, ...]]) -> None:
         self.chunk_rows += [[*row, self.counted_tsvector(str(row[12]), str(row[13]))] for row in rows]
+        if len(self.chunk_rows) >= MAX_QUEUED_CHUNKS:  # a large write (an import) never holds them all
+            self.settle()
 
     def counted_tsvector(self, head_terms: str, terms: str) -> str:
         """A new chunk's tsvector literal; its terms count once each in `term_stats` at `settle`."""
         positions = term_positions(head_terms, terms)
-        self.dfs.update(positions.keys())
+        self.dfs.update(t for t in positions if _entry(t))  # a term too long for a lexeme is not searchable
         return tsvector_of(positions)
 
     def count_dfs(self, chunks: list[tuple[str, str]], sign: int) -> None:
         for head, body in chunks:
             for term in set(head.split()) | set(body.split()):
-                self.dfs[term] += sign
+                if _entry(term):
+                    self.dfs[term] += sign
 
     def settle(self) -> None:
         rows, self.chunk_rows = self.chunk_rows, []
@@ -307,6 +311,11 @@ def term_positions(head_terms: str, terms: str) -> dict[str, list[str]]:
 def tsvector_of(positions: dict[str, list[str]]) -> str:
     """The tsvector literal of `term_positions` (a lexeme keeps at most 256 positions, as PostgreSQL does)."""
     return " ".join(f"{entry}{','.join(p[:256])}" for t, p in positions.items() if (entry := _entry(t)))
+
+
+def searchable(term: str) -> bool:
+    """True when `term` fits in a tsvector lexeme (a longer one is in no chunk's tsvector)."""
+    return bool(_entry(term))
 
 
 @functools.lru_cache(maxsize=1 << 16)  # terms repeat from chunk to chunk

@@ -345,3 +345,33 @@ def test_term_counts_within_one_write(store: IndexStore) -> None:
         raise RuntimeError("abandoned")
     assert store.doc_freqs(["beta", "delta"]) == {"beta": 1, "delta": 0}
     consistent(store)
+
+
+@pytest.mark.storage
+def test_a_file_takes_over_the_content_another_file_of_the_same_write_gave_up(store: IndexStore, tmp_path: Path) -> None:
+    """b.md is read while a.md still holds its bytes (so it is not extracted: the document exists);
+    writing a.md first, in the same transaction, drops that document: b.md is read again there."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("lighthouse keeper log\n", encoding="utf-8")
+    Indexer(store).index_tree(folder)
+    (folder / "a.md").write_text("harbour master notes\n", encoding="utf-8")
+    (folder / "b.md").write_text("lighthouse keeper log\n", encoding="utf-8")
+    report = Indexer(store).index_files([folder / "a.md", folder / "b.md"])
+    assert not report.failed and report.indexed == 2
+    assert paths_of(store, "lighthouse") == ["b.md"] and paths_of(store, "harbour") == ["a.md"]
+    consistent(store)
+
+
+@pytest.mark.storage
+def test_a_word_longer_than_a_lexeme_is_indexed_and_queried_without_errors(store: IndexStore, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    giant = "x" * 3000
+    (folder / "long.md").write_text(f"# {giant}\n\nlighthouse {giant} keeper\n", encoding="utf-8")
+    report = Indexer(store).index_tree(folder)
+    assert report.indexed == 1 and not report.failed
+    assert set(paths_of(store, "lighthouse keeper")) == {"long.md"}
+    for mode in ("natural", "all", "phrase"):
+        Searcher(store).search(f"{giant} lighthouse", mode=mode)  # type: ignore[arg-type]  # never raises
+    consistent(store)

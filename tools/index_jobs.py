@@ -34,6 +34,7 @@ Work = Callable[[Callable[[], bool], Progress, "IndexReport"], None]  # (should_
 SAVE_EVERY_S = 1.0
 WAIT_POLL_S = 0.25
 CLOSE_WAIT_S = 5.0
+CLAIM_WAIT_S = 0.25  # another process's status check holds a free path's lock for a moment
 log = logging.getLogger("generalagent.index")
 
 
@@ -91,7 +92,7 @@ class JobRegistry:
 
     def _hold(self, job: IndexJob) -> bool:
         """Take `job`'s path lock without waiting; False when another process holds it."""
-        lock = self._path_lock(job.row.path, 0)
+        lock = self._path_lock(job.row.path, CLAIM_WAIT_S)
         if lock is None:
             return True
         if job.held.enter_context(lock):
@@ -181,8 +182,8 @@ class JobRegistry:
             return row
         with self._lock:
             job = self._live.get(row.path)
-        if job is not None and job.row.id == row.id:
-            return job.snapshot()
+        if job is not None:  # this process runs the path: the row is that run, or one that was cut off
+            return job.snapshot() if job.row.id == row.id else replace(row, state="interrupted")
         return row if self._running_elsewhere(row.path) else replace(row, state="interrupted")
 
     def _running_elsewhere(self, path: str) -> bool:

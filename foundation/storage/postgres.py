@@ -274,18 +274,24 @@ class PostgresDatabase(Database):
     def read_rows(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[Row], int, Any]:
         """One autocommit statement with `?` placeholders: (rows, rowcount, description). For many small
         reads: its connections come from a second pool that skips the liveness round trip on hand-out;
-        a connection found broken (a restarted server) is dropped and the statement run once more."""
+        when the connection turns out broken (a restarted server), the pool's idle connections are
+        checked and the statement runs once more. Other errors are raised as they are."""
         for attempt in (1, 2):
+            pool = self._reads()
             try:
-                with self._reads().connection() as raw:
-                    cursor = raw.execute(to_pyformat(sql), tuple(params))
-                    rows = [tuple(r) for r in cursor.fetchall()] if cursor.description else []
-                    return rows, cursor.rowcount, cursor.description
-            except psycopg.OperationalError as exc:
-                if attempt == 2:
-                    raise self._unavailable(str(exc)) from exc
+                with pool.connection() as raw:
+                    try:
+                        cursor = raw.execute(to_pyformat(sql), tuple(params))
+                        rows = [tuple(r) for r in cursor.fetchall()] if cursor.description else []
+                        return rows, cursor.rowcount, cursor.description
+                    except psycopg.OperationalError as exc:
+                        if not raw.broken:
+                            raise
+                        if attempt == 2:
+                            raise self._unavailable(str(exc)) from exc
             except psycopg_pool.PoolTimeout as exc:
                 raise self._unavailable(f"no connection within {POOL_WAIT_SECONDS:.0f} s") from exc
+            pool.check()  # drop the other dead connections before the second try
         raise AssertionError("unreachable")
 
     def _reads(self) -> psycopg_pool.ConnectionPool[psycopg.Connection[Any]]:
