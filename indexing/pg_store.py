@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from foundation.storage.postgres import PgConn
+from foundation.storage.postgres import PgConn, rollback
 from indexing.store import CHUNK_TABLE_COLS, IndexStore
 
 if TYPE_CHECKING:
@@ -152,10 +152,9 @@ class PgIndexStore(IndexStore):
         from indexing.pg_schema import SCHEMA
 
         self.database = database
-        self.schema = SCHEMA
+        self.db = database.open(SCHEMA)  # migrated; its read() is one consistent snapshot
         self._local = threading.local()
         self._reads = _PooledReads(database)
-        database.migrate(SCHEMA)
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -179,17 +178,13 @@ class PgIndexStore(IndexStore):
                 conn.settle()
                 raw.execute("COMMIT")
             except BaseException:
-                if not raw.closed:
-                    raw.execute("ROLLBACK")
+                rollback(raw)
                 raise
             finally:
                 self._local.write = None
 
     def close(self) -> None:
         self._local = threading.local()  # the connections belong to the Database's pool
-
-    def _migrate(self) -> None:
-        self.database.migrate(self.schema)
 
     # -- search data ---------------------------------------------------------------------------
 
@@ -251,25 +246,17 @@ class PgIndexStore(IndexStore):
         if current is not None:
             yield from current.execute(sql, params)
             return
-        with self.database.connection() as raw:
-            raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            try:
-                yield from PgConn(raw, self.database).stream(sql, params)
-            finally:
-                raw.execute("ROLLBACK")
+        with self.db.read() as conn:
+            yield from conn.stream(sql, params)
 
     def snapshot_rows(self, wanted: Callable[[int], bool]) -> tuple[int, list[tuple[int, int, str, str]]] | None:
-        with self.database.connection() as raw:
-            raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            try:
-                row = raw.execute("SELECT generation, chunks FROM stats").fetchone()
-                generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
-                if not wanted(chunks):
-                    return None
-                rows = raw.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()
-                return generation, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
-            finally:
-                raw.execute("ROLLBACK")
+        with self.db.read() as conn:
+            row = conn.one("SELECT generation, chunks FROM stats")
+            generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
+            if not wanted(chunks):
+                return None
+            rows = conn.all("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id")
+            return generation, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
 
     def db_bytes(self) -> int:
         tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats")

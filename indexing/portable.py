@@ -52,8 +52,7 @@ class IndexPortable:
         """Every table in one write; chunks are indexed as they go in, then the totals are counted."""
         with self.store.write() as conn:
             counts = {table.name: self._load_table(conn, table, rows) for table, _high, rows in tables}
-            chunks, terms = _recount(conn)
-            conn.execute("UPDATE stats SET chunks = ?, terms = ?, generation = generation + 1", (chunks, terms))
+            self.store.recount_totals(conn)
         return counts
 
     def _load_table(self, conn: Any, table: Table, rows: Iterator[Row]) -> int:
@@ -70,11 +69,3 @@ class IndexPortable:
             count += len(batch)
         return count
 
-
-def _recount(conn: Any) -> tuple[int, int]:
-    chunks = 0
-    terms = 0
-    for (text,) in conn.execute("SELECT terms FROM chunks"):
-        chunks += 1
-        terms += text.count(" ") + 1 if text else 0
-    return chunks, terms

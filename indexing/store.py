@@ -411,7 +411,6 @@ class IndexStore:
         gone = [tuple(r) for r in conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()]
         self._drop_chunks(conn, gone)
         self._change_totals(conn, -len(gone), -sum(_count_terms(terms) for _, _, terms in gone))
-        conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN (SELECT id FROM chunks WHERE doc_id=?)", (doc_id,))
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))
         return True
@@ -432,12 +431,17 @@ class IndexStore:
                     [(" ".join(analyze_fn(h)), " ".join(analyze_fn(t)), i) for i, h, t in rows],
                 )
             self._reindex_all(conn)
-            terms = [r[0] for r in conn.execute("SELECT terms FROM chunks")]
-            conn.execute(
-                "UPDATE stats SET chunks = ?, terms = ?, generation = generation + 1",
-                (len(terms), sum(map(_count_terms, terms))),
-            )
-            return len(terms)
+            return self.recount_totals(conn)
+
+    @staticmethod
+    def recount_totals(conn: Any) -> int:
+        """Set the corpus totals from the stored chunks (after a rebuild or an import); returns the chunks."""
+        terms = [r[0] for r in conn.execute("SELECT terms FROM chunks")]
+        conn.execute(
+            "UPDATE stats SET chunks = ?, terms = ?, generation = generation + 1",
+            (len(terms), sum(map(_count_terms, terms))),
+        )
+        return len(terms)
 
     def _reindex_all(self, conn: Any) -> None:
         conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")

@@ -91,7 +91,7 @@ class JobRegistry:
         return None if self.database is None else self.database.advisory_lock(f"index-path:{path}", timeout=timeout)
 
     def _hold(self, job: IndexJob) -> bool:
-        """Take `job`'s path lock without waiting; False when another process holds it."""
+        """Take `job`'s path lock (waiting CLAIM_WAIT_S at most); False when another process holds it."""
         lock = self._path_lock(job.row.path, CLAIM_WAIT_S)
         if lock is None:
             return True

@@ -44,17 +44,20 @@ def _new_memory_index(rt: Runtime) -> MemoryIndex:
 
 
 def open_index(database: Database, data_dir: Path) -> IndexStore:
-    """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3` in `data_dir`."""
+    """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3` in `data_dir`
+    (re-analysed once if made by another analyzer)."""
+    from indexing.analyzer import ANALYZER_VERSION, analyze
+
     if database.backend == "postgresql":
         from foundation.storage.postgres import PostgresDatabase
-        from indexing.analyzer import ANALYZER_VERSION, analyze
         from indexing.pg_store import PgIndexStore
 
         assert isinstance(database, PostgresDatabase)
         store: IndexStore = PgIndexStore(database)
-        store.ensure_analysis(ANALYZER_VERSION, analyze)
-        return store
-    return _open_store(data_dir / "index.sqlite3")
+    else:
+        store = _open_store(data_dir / "index.sqlite3")
+    store.ensure_analysis(ANALYZER_VERSION, analyze)
+    return store
 
 
 def _open_store(path: Path) -> IndexStore:
@@ -62,7 +65,6 @@ def _open_store(path: Path) -> IndexStore:
     import logging
     import sqlite3
 
-    from indexing.analyzer import ANALYZER_VERSION, analyze
     from indexing.store import IndexStore
 
     try:
@@ -75,7 +77,6 @@ def _open_store(path: Path) -> IndexStore:
             if part.exists():
                 part.rename(Path(str(aside) + suffix))
         store = IndexStore(path)
-    store.ensure_analysis(ANALYZER_VERSION, analyze)
     return store
 
 

@@ -166,7 +166,7 @@ class PgStoreDb(StoreDb):
             try:
                 yield PgConn(raw, self.database)
             except BaseException:
-                _rollback(raw)
+                rollback(raw)
                 raise
             raw.execute("COMMIT")
 
@@ -190,12 +190,13 @@ class PgStoreDb(StoreDb):
                 result = fn(PgConn(raw, self.database))
                 raw.execute("COMMIT")
             except BaseException:
-                _rollback(raw)
+                rollback(raw)
                 raise
             return result
 
 
-def _rollback(raw: psycopg.Connection[Any]) -> None:
+def rollback(raw: psycopg.Connection[Any]) -> None:
+    """End the connection's open transaction, if any (quietly: the connection may be broken)."""
     if not raw.closed and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         with suppress(psycopg.Error):
             raw.execute("ROLLBACK")
@@ -338,7 +339,7 @@ class PostgresDatabase(Database):
                     (schema.name, known, time.time()))
                 raw.execute("COMMIT")
             except BaseException:
-                _rollback(raw)
+                rollback(raw)
                 raise
         return before, MigrationStatus(schema.name, known, known)
 
