@@ -60,7 +60,9 @@ def queries(draw: st.DrawFn) -> tuple[list[Postings], list[float], int, np.ndarr
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_pruned_top_k_equals_scoring_every_posting(case: tuple[list[Postings], list[float], int, np.ndarray]) -> None:
     postings, bounds, k, ids = case
-    _same(top_k(postings, bounds, k, ids), exhaustive(postings, k, ids))
+    want = exhaustive(postings, k, ids)
+    _same(top_k(postings, bounds, k, ids, dense_up_to=0), want)  # pruned
+    _same(top_k(postings, bounds, k, ids, dense_up_to=10**9), want)  # every posting scored
 
 
 def test_skewed_postings_prune_and_stay_exact() -> None:
@@ -78,7 +80,9 @@ def test_skewed_postings_prune_and_stay_exact() -> None:
         postings = [postings[i] for i in order]
         for k in (1, 10, 50, 200):
             bounds = [float(w.max()) for _, w in postings]
-            _same(top_k(postings, bounds, k, ids), exhaustive(postings, k, ids))
+            want = exhaustive(postings, k, ids)
+            _same(top_k(postings, bounds, k, ids), want)
+            _same(top_k(postings, bounds, k, ids, dense_up_to=0), want)
 
 
 @given(st.lists(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=12), min_size=1, max_size=40),
