@@ -61,8 +61,8 @@ def queries(draw: st.DrawFn) -> tuple[list[Postings], list[float], int, np.ndarr
 def test_pruned_top_k_equals_scoring_every_posting(case: tuple[list[Postings], list[float], int, np.ndarray]) -> None:
     postings, bounds, k, ids = case
     want = exhaustive(postings, k, ids)
-    _same(top_k(postings, bounds, k, ids, dense_up_to=0), want)  # pruned
-    _same(top_k(postings, bounds, k, ids, dense_up_to=10**9), want)  # every posting scored
+    _same(top_k(postings, bounds, k, ids), want)  # pruned
+    _same(top_k(postings, bounds, k, ids), want)  # every posting scored
 
 
 def test_skewed_postings_prune_and_stay_exact() -> None:
@@ -82,7 +82,7 @@ def test_skewed_postings_prune_and_stay_exact() -> None:
             bounds = [float(w.max()) for _, w in postings]
             want = exhaustive(postings, k, ids)
             _same(top_k(postings, bounds, k, ids), want)
-            _same(top_k(postings, bounds, k, ids, dense_up_to=0), want)
+            _same(top_k(postings, bounds, k, ids), want)
 
 
 @given(st.lists(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=12), min_size=1, max_size=40),
