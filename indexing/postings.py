@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from indexing.scoring import DEFAULT_WEIGHTING, Weighting, idf, length_norm, saturate
@@ -53,6 +53,7 @@ class Snapshot:
     body_off: np.ndarray  # row r's body is body[body_off[r]:body_off[r + 1]]
     head: np.ndarray
     head_off: np.ndarray
+    bounds: dict[int, float] = field(default_factory=dict, compare=False, repr=False)  # term id -> largest weight
 
     @property
     def n_rows(self) -> int:
@@ -63,26 +64,20 @@ class Snapshot:
         which of the distinct known terms (bit i: the i-th, in query order, up to 63) each contains."""
         import numpy as np
 
+        from indexing.topk import top_k
+
         infos = [self.terms[t] for t in dict.fromkeys(terms) if t in self.terms]
         if not infos or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, np.int64)
-        scores = np.zeros(self.n_rows, dtype=np.float32)
-        touched = []
-        for info in infos:
-            rows = self.rows[info.start : info.end]
-            scores[rows] += self.weights[info.start : info.end]
-            touched.append(rows)
-        cand = np.concatenate(touched) if len(touched) > 1 else touched[0]
-        wide = k * len(touched)  # a row occurs once per term, so this many entries hold k distinct rows
-        if len(cand) > wide:
-            cand = cand[np.argpartition(scores[cand], len(cand) - wide)[len(cand) - wide :]]
-        cand = np.unique(cand)
-        if len(cand) > k:
-            cand = cand[np.argpartition(scores[cand], len(cand) - k)[len(cand) - k :]]
-        best = scores[cand]
-        order = np.lexsort((self.chunk_ids[cand], -best))
-        cand = cand[order]
-        return cand, best[order], _presence(cand, touched)
+        postings = [(self.rows[i.start : i.end], self.weights[i.start : i.end]) for i in infos]
+        return top_k(postings, [self._bound(i) for i in infos], k, self.chunk_ids)
+
+    def _bound(self, info: TermInfo) -> float:
+        """The largest weight of the term's postings (computed on first use)."""
+        bound = self.bounds.get(info.tid)
+        if bound is None:
+            bound = self.bounds[info.tid] = float(self.weights[info.start : info.end].max())
+        return bound
 
     def found(self, rows: np.ndarray, terms: Sequence[str], field: str = "body") -> Occurrences:
         """Where `terms` occur in each row's body (or heading): positions and term ids."""
@@ -115,18 +110,6 @@ class Occurrences:
     def of(self, n: int) -> tuple[list[int], list[int]]:
         a, b = self.splits[n], self.splits[n + 1]
         return self.positions[a:b], self.tids[a:b]
-
-
-def _presence(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
-    """Bit i set where the row contains term i (`postings`: each term's sorted rows; up to 63 terms)."""
-    import numpy as np
-
-    present = np.zeros(len(cand), dtype=np.int64)
-    for bit, rows in enumerate(postings[:63]):
-        at = np.searchsorted(rows, cand)
-        at[at == len(rows)] = 0
-        present |= (rows[at] == cand).astype(np.int64) << bit
-    return present
 
 
 def build_snapshot(
