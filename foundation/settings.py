@@ -89,7 +89,8 @@ class Settings(BaseModel):
     file_timeout_seconds: float = Field(default=120.0, gt=0, description="Time budget to extract one file.")
     chunk_max_chars: int = Field(default=500, ge=50, description="Largest chunk, in characters.")
     chunk_overlap_chars: int = Field(
-        default=80, ge=0, description="Overlap of neighbouring chunks (sentences after a cut in a paragraph, windows, sheet rows)."
+        default=80, ge=0,
+        description="Overlap of neighbouring chunks (sentences after a cut in a paragraph, windows, sheet rows).",
     )
     chunk_min_chars: int = Field(default=50, ge=0, description="Smaller fragments are merged.")
     search_memory_min_chunks: int = Field(
