@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from indexing.analyzer import EN_STOP, ZH_STOP, analyze, jieba_tokenizer, normalize
-from indexing.model import Chunk
+from indexing.model import Chunk, ChunkingOptions
 from indexing.postings import MemoryIndex, Weighting
 from indexing.search import ChunkHit, RankParams, Searcher
 from indexing.store import AnalyzedChunk, IndexStore
@@ -223,9 +223,12 @@ def run_document_view(
 Where = dict[int, tuple[str, int, int]]  # chunk id -> (document id, start, end) in the document's text
 
 
-def build_document_index(docs: list[dict], work: Path) -> tuple[IndexStore, list[tuple[int, str]], Where]:  # type: ignore[type-arg]
-    """The articles as Markdown files (`# title`) indexed by our indexer: the store, every chunk's
-    (id, text), and where each chunk lies in its article's text."""
+def build_document_index(
+    docs: list[dict], work: Path, chunking: ChunkingOptions | None = None  # type: ignore[type-arg]
+) -> tuple[IndexStore, list[tuple[int, str]], Where]:
+    """The articles as Markdown files (`# title`) indexed by our indexer (chunked as `chunking` says,
+    default: the server's defaults): the store, every chunk's (id, text), and where each chunk lies
+    in its article's text."""
     from indexing.indexer import Indexer
 
     folder = work / "docs"
@@ -239,7 +242,7 @@ def build_document_index(docs: list[dict], work: Path) -> tuple[IndexStore, list
         prefix_len[d["id"]] = len(head)
         by_path[str(path)] = d
     store = IndexStore(work / "docs.sqlite3")
-    Indexer(store).index_tree(folder)
+    Indexer(store, chunking=chunking).index_tree(folder)
     rows = store.conn().execute(
         "SELECT c.id, f.path, c.start, c.end, c.text FROM chunks c JOIN files f ON f.doc_id = c.doc_id ORDER BY c.id"
     ).fetchall()

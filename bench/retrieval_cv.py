@@ -1,7 +1,7 @@
 """Grouped cross-validation of retrieval on the shared eval DEV queries.
 
     .venv/bin/python -m bench.retrieval_cv [--eval DIR] [--lang zh,en] [--folds 5] [--no-docs]
-                                           [--variants NAME,...] [--fts-path]
+                                           [--variants NAME,...] [--fts-path] [--chunking MAX:OVERLAP,...]
 
 The DEV queries are split into folds by article (every question of an article in one fold;
 articles in sha256 order, each to the fold with the fewest questions so far). For each language
@@ -12,7 +12,8 @@ words dropped, bm25s, tantivy) and the variants of `bench.retrieval_variants`.
 Tuning protocol: a row "tuned: <group>" picks, for each fold, the member of a variant group with
 the best MRR@10 on the OTHER folds and reports it on the held-out fold; "wins" counts the folds
 where a variant's R@1 beats / falls below ours (the default). The index is the whole corpus for every fold (the
-README's protocol); only the queries are split.
+README's protocol); only the queries are split. `--chunking` adds document-view rows ranked by ours
+over the articles chunked with other `chunk_max_chars:chunk_overlap_chars` (one index each).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 
 from bench.retrieval import (
     DEFAULT_EVAL,
+    K,
     Scores,
     bm25s_ranker,
     build_design_index,
@@ -48,6 +50,7 @@ from bench.retrieval import (
     timed_ranks,
 )
 from bench.retrieval_variants import GROUPS, VARIANTS, Variant, dense_variants, stemming
+from indexing.model import ChunkingOptions
 from indexing.vectors import chunk_text
 
 Ranks = list[int | None]
@@ -230,10 +233,25 @@ def document_table(lang: str, docs: list[dict], queries: list[dict], args: argpa
             table.rows[name] = document_ranks(rank, queries, docs, where)[1]
             table.ms[name] = (time.perf_counter() - started) * 1000 / max(1, len(queries))
     store.close()
+    for spec in filter(None, args.chunking.split(",")):
+        add(table, f"chunks {spec}", chunked_ranks(docs, queries, spec, work / f"chunks-{spec.replace(':', '-')}"))
     ours = {k: table.rows.pop(k) for k in list(table.rows) if k in ("bm25s", "tantivy")}
     table.rows.update(ours)  # baselines below our variants
     add_tuned(table)
     return table
+
+
+def chunked_ranks(docs: list[dict], queries: list[dict], spec: str, work: Path) -> tuple[Ranks, float]:  # type: ignore[type-arg]
+    """Contains-answer ranks of ours over the articles chunked as `spec` ("max_chars:overlap_chars")."""
+    max_chars, overlap = (int(n) for n in spec.split(":"))
+    work.mkdir()
+    store, _, where = build_document_index(docs, work, ChunkingOptions(max_chars=max_chars, overlap_chars=overlap))
+    searcher = served_searcher(store)
+    started = time.perf_counter()
+    ranks = document_ranks(lambda q: [h.chunk_id for h in searcher.search(q, limit=K)], queries, docs, where)[1]
+    ms = (time.perf_counter() - started) * 1000 / max(1, len(queries))
+    store.close()
+    return ranks, ms
 
 
 def chosen_variants(args: argparse.Namespace) -> list[Variant]:
@@ -254,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dense-sample", type=int, default=0, help="queries per fold for --dense (0: all)")
     parser.add_argument("--dense-depth", type=int, default=50, help="lexical candidates re-ranked")
     parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
+    parser.add_argument("--chunking", default="", metavar="MAX:OVERLAP,...",
+                        help="document-view rows over the articles chunked with these chunk_max_chars:chunk_overlap_chars")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     for lang in args.lang.split(","):

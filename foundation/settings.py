@@ -87,8 +87,11 @@ class Settings(BaseModel):
         default=512 * 1024 * 1024, ge=1024, description="Zip (DOCX/XLSX/PPTX) uncompressed size cap."
     )
     file_timeout_seconds: float = Field(default=120.0, gt=0, description="Time budget to extract one file.")
-    chunk_max_chars: int = Field(default=400, ge=50, description="Largest chunk, in characters.")
-    chunk_overlap_chars: int = Field(default=80, ge=0, description="Overlap of fixed-size chunks.")
+    chunk_max_chars: int = Field(default=500, ge=50, description="Largest chunk, in characters.")
+    chunk_overlap_chars: int = Field(
+        default=80, ge=0,
+        description="Overlap of neighbouring chunks (sentences after a cut in a paragraph, windows, sheet rows).",
+    )
     chunk_min_chars: int = Field(default=50, ge=0, description="Smaller fragments are merged.")
     search_memory_min_chunks: int = Field(
         default=2_000, ge=1, description="Smallest index (in chunks) kept in memory; smaller ones use FTS5 alone."

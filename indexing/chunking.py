@@ -7,18 +7,24 @@ lines → sentences (。！？；… and . ! ? ; followed by space, closing quot
 fixed-size windows with `overlap_chars` of overlap (the last resort; they prefer to end at a space
 or a CJK comma). Whole pieces of one level are packed greedily up to `max_chars`; a piece too
 large is cut at the next level on its own (a chunk never holds fragments of two paragraphs),
-aiming at equal sizes below the paragraph level. A chunk shorter than `min_chars` is merged with
-a neighbour in the same unit when the result still fits. A unit
-that is only a heading (shorter than `min_chars`) is glued to the following sub-section.
+aiming at equal sizes below the paragraph level. Below the paragraph level a chunk also starts
+with the last whole sentences (or lines) of the previous one, up to `overlap_chars` and only as
+far as it still fits in `max_chars`, so a fact next to a cut stays with its context (whole
+paragraphs are not repeated). A chunk shorter than `min_chars` is merged with a neighbour in the
+same unit when the result still fits. A unit that is only a heading (shorter than `min_chars`)
+is glued to the following sub-section.
 
 Spreadsheet rows (XLSX "row" units, one per row, the sheet's header row in their heading) are
 packed into windows of whole rows up to `max_chars`; the next window starts with the last rows of
 the previous one only as far as they fit in `overlap_chars`, so each row is indexed once plus that
 overlap. A row longer than `max_chars` is cut on its own like any text.
 
-Invariants: `chunk.text == extracted.text[chunk.start:chunk.end]`; chunks are in text order and
-trimmed of surrounding whitespace; every non-whitespace character is in at least one chunk;
-`len(chunk.text) <= max_chars`. Runs in linear time.
+Invariants: `chunk.text == extracted.text[chunk.start:chunk.end]`; chunks are in text order (starts
+and ends never decrease) and trimmed of surrounding whitespace; every non-whitespace character is in at
+least one chunk; `len(chunk.text) <= max_chars`. Runs in linear time.
+
+`CHUNKER_VERSION` names these rules: an index made with other rules or options re-chunks
+(`chunking_key`, `IndexStore.ensure_chunking`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,12 @@ _LEVELS = (
     re.compile(r"(?:[。！？；…]+|[!?;]+(?=\s|$)|\.(?=\s|$))[\"'”’」』）)\]]*\s*"),  # sentences
 )
 _SOFT_BREAKS = " \n\t，、,；;"
+CHUNKER_VERSION = "2"  # 2: sentence lead-ins below the paragraph level
+
+
+def chunking_key(options: ChunkingOptions) -> str:
+    """What an index's chunks were made with: these rules and these options."""
+    return f"{CHUNKER_VERSION}:{options.max_chars}:{options.overlap_chars}:{options.min_chars}"
 
 
 @dataclass(frozen=True)
@@ -142,23 +154,35 @@ def _split(text: str, start: int, end: int, level: int, limit: int, options: Chu
         parts = -(-(end - start) // limit)
         target = min(limit, (end - start) // parts + limit // 10)
     out: list[tuple[int, int, bool]] = []
-    current: tuple[int, int] | None = None
+    current: list[tuple[int, int]] = []  # the pieces of the chunk being packed
+    own = 0  # its first piece that is not a lead-in
+    lead = options.overlap_chars if level >= 1 else 0
     for a, b in _boundaries(text, start, end, level):
         if b - a > limit:
             if current:
-                out.append((current[0], current[1], False))
-                current = None
+                out.append((current[0][0], current[-1][1], False))
+                current = []
             out.extend(_split(text, a, b, level + 1, limit, options))
-        elif current is None:
-            current = (a, b)
-        elif b - current[0] <= target:
-            current = (current[0], b)
+        elif not current:
+            current, own = [(a, b)], 0
+        elif b - current[own][0] <= target and b - current[0][0] <= limit:
+            current.append((a, b))
         else:
-            out.append((current[0], current[1], False))
-            current = (a, b)
+            out.append((current[0][0], current[-1][1], False))
+            current = _lead_in(current, b, lead, limit) + [(a, b)]
+            own = len(current) - 1
     if current:
-        out.append((current[0], current[1], False))
+        out.append((current[0][0], current[-1][1], False))
     return out
+
+
+def _lead_in(previous: list[tuple[int, int]], end: int, budget: int, limit: int) -> list[tuple[int, int]]:
+    """The last whole pieces of the previous chunk (never all of it) that the next chunk, ending at
+    `end`, starts with: at most `budget` characters, and only as far as the chunk fits in `limit`."""
+    k = len(previous)
+    while k > 1 and previous[-1][1] - previous[k - 1][0] <= budget and end - previous[k - 1][0] <= limit:
+        k -= 1
+    return previous[k:]
 
 
 def _boundaries(text: str, start: int, end: int, level: int) -> Iterator[tuple[int, int]]:

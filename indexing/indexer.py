@@ -2,8 +2,10 @@
 
 Per file: a path whose size and mtime are unchanged is skipped without reading it; otherwise
 the bytes are hashed, and a document with the same hash is reused (dedupe); only new content is
-extracted, chunked and analysed. Each file is written in one transaction, so an interrupted run
-leaves every file fully indexed or absent. The document a path pointed at before is deleted when
+extracted, chunked and analysed. Documents chunked by other rules or options than this indexer's
+are expired first (`IndexStore.ensure_chunking`), so their files are read and chunked again.
+Each file is written in one transaction, so an interrupted run leaves every file fully indexed
+or absent. The document a path pointed at before is deleted when
 no other path uses it (orphan cleanup). Bad files are recorded with their reason and skipped.
 For folders, the next file is extracted in the background while the current one is analysed and
 written, and indexed paths under the folder whose files are gone are removed.
@@ -158,6 +160,9 @@ class Indexer:
         self.store = store
         self.limits = limits or ExtractionLimits()
         self.chunking = chunking or ChunkingOptions()
+        from indexing.chunking import chunking_key
+
+        store.ensure_chunking(chunking_key(self.chunking))  # documents chunked otherwise are read again
         self.should_cancel = should_cancel or (lambda: False)
 
     # -- one file ------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ class Extracted:
 
 @dataclass(frozen=True)
 class ChunkingOptions:
-    max_chars: int = 400
+    max_chars: int = 500  # CJK text stays inside a 512-token embedding window (multilingual-e5)
     overlap_chars: int = 80
     min_chars: int = 50
 

@@ -10,7 +10,8 @@ connections. Every other statement is written once, in the SQL both share, with 
   FTS5 table `chunks_fts` is an external-content index over them, i.e. derived data that
   `rebuild()` regenerates (re-analysing the stored chunk text when asked).
 - Documents are shared by every path whose bytes hash the same; a document no path points at
-  is an orphan and is deleted with its chunks.
+  is an orphan and is deleted with its chunks. Documents chunked by other rules or options are
+  expired (`ensure_chunking`): re-read on the next index run of their files.
 """
 
 from __future__ import annotations
@@ -280,6 +281,20 @@ class IndexStore:
             self.rebuild(analyze_fn)
         self.set_meta("analyzer", version)
         return rebuilt
+
+    def ensure_chunking(self, key: str) -> bool:
+        """When the documents were chunked otherwise than `key` (`indexing.chunking.chunking_key`),
+        expire them: every file is read again on its next index run and no document is reused by
+        its hash (the renamed one goes as an orphan); the old chunks answer until then."""
+        if self.get_meta("chunking") == key:
+            return False
+        expired = self.totals()["documents"] > 0
+        with self.write() as conn:
+            if expired:
+                conn.execute("UPDATE documents SET hash = hash || ?", (f"~{time.time_ns()}",))
+                conn.execute("UPDATE files SET mtime_ns = -1")
+            put_meta(conn, "chunking", key)
+        return expired
 
     # -- index runs ----------------------------------------------------------------------------
 

@@ -23,14 +23,14 @@ def text_of(draw_pieces: list[str]) -> str:
 
 def check(text: str, chunks: list[Chunk], options: ChunkingOptions) -> None:
     covered = bytearray(len(text))
-    previous_start = -1
+    previous_start = previous_end = -1
     for i, chunk in enumerate(chunks):
         assert chunk.index == i
         assert chunk.text == text[chunk.start : chunk.end]
         assert chunk.text and chunk.text == chunk.text.strip()
         assert len(chunk.text) <= options.max_chars
-        assert chunk.start >= previous_start
-        previous_start = chunk.start
+        assert chunk.start >= previous_start and chunk.end >= previous_end
+        previous_start, previous_end = chunk.start, chunk.end
         covered[chunk.start : chunk.end] = b"\x01" * (chunk.end - chunk.start)
     missing = [i for i, ch in enumerate(text) if not covered[i] and not ch.isspace()]
     assert missing == []
@@ -97,7 +97,24 @@ def test_paragraphs_are_kept_whole_and_packed() -> None:
     assert len(chunks) > 1
     for chunk in chunks:
         assert chunk.text.startswith("Paragraph") and chunk.text.endswith(".")
-        assert 50 <= len(chunk.text) <= 400
+        assert 50 <= len(chunk.text) <= ChunkingOptions().max_chars
+    assert all(a.end < b.start for a, b in zip(chunks, chunks[1:], strict=False))  # whole paragraphs are not repeated
+
+
+def test_a_cut_inside_a_paragraph_repeats_the_last_sentences_that_fit_the_overlap() -> None:
+    sentences = [f"Sentence {n} says revenue grew {'a lot ' * (n % 4)}in region {n}. " for n in range(30)]
+    text = "".join(sentences).strip()
+    extracted = Extracted(text=text, units=[Unit(0, len(text), "text")], kind="text")
+    options = ChunkingOptions(max_chars=300, overlap_chars=80, min_chars=50)
+    chunks = chunk_document(extracted, options)
+    assert len(chunks) > 2
+    for a, b in zip(chunks, chunks[1:], strict=False):
+        repeated = text[b.start : a.end]
+        assert b.start < a.end and len(repeated) <= 80  # the lead-in: within the overlap
+        assert repeated.startswith("Sentence") and repeated.endswith(".")  # whole sentences only
+        assert len(b.text) <= 300
+    alone = chunk_document(extracted, ChunkingOptions(max_chars=300, overlap_chars=0, min_chars=50))
+    assert all(a.end < b.start for a, b in zip(alone, alone[1:], strict=False))  # no overlap asked, none made
 
 
 def test_sentences_english_and_chinese_keep_their_delimiters() -> None:
@@ -107,7 +124,7 @@ def test_sentences_english_and_chinese_keep_their_delimiters() -> None:
         chunks = chunk_document(Extracted(text=text, units=[Unit(0, len(text), "text")], kind="text"))
         assert len(chunks) > 1
         for chunk in chunks[:-1]:
-            assert chunk.text[-1] in ".。”", chunk.text[-5:]
+            assert chunk.text[-1] in ".。”！", chunk.text[-5:]  # cut just after a sentence end
 
 
 def test_decimal_points_do_not_split_sentences() -> None:

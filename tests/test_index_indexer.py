@@ -16,6 +16,7 @@ import pytest
 
 from indexing.analyzer import analyze
 from indexing.indexer import Indexer
+from indexing.model import ChunkingOptions
 from indexing.search import PathFilter, Searcher
 from indexing.store import IndexStore
 from tests.docgen import Heading, Slide, Table, make_docx, make_pdf, make_pptx, make_xlsx
@@ -193,6 +194,7 @@ KILL_SCRIPT = """
 import sys
 from pathlib import Path
 from indexing.indexer import Indexer
+from indexing.model import ChunkingOptions
 from indexing.store import IndexStore
 def progress(done, total, message):
     print(done, flush=True)
@@ -374,4 +376,25 @@ def test_a_word_longer_than_a_lexeme_is_indexed_and_queried_without_errors(store
     assert set(paths_of(store, "lighthouse keeper")) == {"long.md"}
     for mode in ("natural", "all", "phrase"):
         Searcher(store).search(f"{giant} lighthouse", mode=mode)  # type: ignore[arg-type]  # never raises
+    consistent(store)
+
+
+@pytest.mark.storage
+def test_documents_chunked_by_other_options_are_chunked_again(store: IndexStore, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    text = " ".join(f"Sentence {n} reports revenue in region {n}." for n in range(30))
+    (folder / "a.md").write_text(text, encoding="utf-8")
+    (folder / "b.md").write_text(text, encoding="utf-8")  # one document, two paths
+    assert Indexer(store).index_tree(folder).indexed == 2
+    assert Indexer(store).index_tree(folder).unchanged == 2  # same chunking: nothing is read again
+    small = ChunkingOptions(max_chars=120, overlap_chars=0, min_chars=20)
+    indexer = Indexer(store, chunking=small)  # expires the documents; their old chunks still answer
+    assert paths_of(store, "revenue")
+    report = indexer.index_tree(folder)
+    assert report.indexed == 2 and report.unchanged == 0
+    assert store.totals()["documents"] == 1  # the expired document went as an orphan
+    lengths = [n for (n,) in store.conn().execute("SELECT length(text) FROM chunks").fetchall()]
+    assert len(lengths) > 3 and max(lengths) <= 120
+    assert Indexer(store, chunking=small).index_tree(folder).unchanged == 2
     consistent(store)
