@@ -29,10 +29,14 @@ from indexing.model import Chunk
 from indexing.query import quote
 
 BUSY_TIMEOUT_S = 10.0
-MMAP_BYTES = 256 * 1024 * 1024  # reads map the file instead of copying pages (search fetches scattered rows)
 READ_CONNECTIONS = 4
 """Read connections of one index, shared by every thread (a connection, and its map of the file, per
 thread multiplied with the SDK's worker threads)."""
+MMAP_BYTES = 64 * 1024 * 1024
+"""How much of the file each connection maps (SQLite maps no more than the file holds, and more as it
+grows): reads map the file instead of copying pages (search fetches scattered rows). Each connection
+maps its own copy, all counted in the server's RSS: 5 connections (the pool and the writer) map at
+most 320 MiB."""
 POOL_WAIT_S = 60.0  # how long a reader waits for a free read connection before the call fails
 
 MIGRATIONS: list[str] = [

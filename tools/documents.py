@@ -98,7 +98,7 @@ class SearchResult(BaseModel):
 
 def _hit_model(h: ChunkHit, roots: tuple[Path, ...], match: str | None = None) -> Hit:
     hit = Hit(
-        path=display_path(Path(h.path), roots) if h.path else "", doc_id=h.doc_hash[:16], chunk_index=h.index,
+        path=display_path(h.path, roots) if h.path else "", doc_id=h.doc_hash[:16], chunk_index=h.index,
         page=h.page, slide=h.slide, sheet=h.sheet, rows=list(h.rows) if h.rows else None,
         heading=h.heading or None, start=h.start, end=h.end, score=round(h.score, 4), text=h.text, match=match,
         before=h.before or None, after=h.after or None,
