@@ -514,8 +514,8 @@ class Result:
         return rest
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        while (row := self.fetchone()) is not None:
-            yield row
+        rest, self._at = self._rows[self._at :] if self._at else self._rows, len(self._rows)
+        return iter(rest)
 
 
 @dataclass(eq=False)
