@@ -132,14 +132,14 @@ class PgIndexStore(IndexStore):
         self.database = database
         self.db = database.open(SCHEMA)  # migrated; its read() is one consistent snapshot
         self._local = threading.local()
-        self._reads = _PooledReads(database)
+        self._pg_reads = _PooledReads(database)
 
     # -- connections ---------------------------------------------------------------------------
 
     def conn(self) -> Any:
         """This thread's write transaction when it is in one, else pooled autocommit reads."""
         current: PgConn | None = getattr(self._local, "write", None)
-        return current if current is not None else self._reads
+        return current if current is not None else self._pg_reads
 
     @contextmanager
     def write(self) -> Iterator[Any]:

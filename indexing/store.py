@@ -652,7 +652,8 @@ class _LeasedRows:
     """A cursor's rows; its connection goes back to the pool after the last row, or when dropped."""
 
     def __init__(self, cursor: sqlite3.Cursor, pool: ConnectionPool, lease: _Lease) -> None:
-        self._cursor, self._pool, self._lease = cursor, pool, lease
+        self._cursor, self._pool = cursor, pool
+        self._lease: _Lease | None = lease
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return self
