@@ -90,6 +90,12 @@ def roots_for(settings: Settings, session_id: str | None = None) -> tuple[Path, 
     return tuple(roots)
 
 
+def _plain(text: str) -> bool:
+    """An absolute POSIX path written the way pathlib writes it (no empty, "." or ".." parts)."""
+    return (os.sep == "/" and text.startswith("/") and not text.startswith("//") and "//" not in text
+            and "/./" not in text and "/../" not in text and (text == "/" or not text.endswith(("/", "/.", "/.."))))
+
+
 def is_within(path: Path, roots: Collection[Path]) -> bool:
     """True when `path` (already resolved) is one of `roots` or below one (by components)."""
     return any(path == root or path.is_relative_to(root) for root in roots)
@@ -206,10 +212,18 @@ def open_folder(
     return open_dir(real, roots, fd_allowed(settings, roots), create=create, shown=shown or real.name)
 
 
-def display_path(path: Path, roots: Sequence[Path]) -> str:
+def display_path(path: Path | str, roots: Sequence[Path]) -> str:
     """How tools show a path so that it can be passed back as it is: relative to the first root
     ("." for the root itself), absolute elsewhere (relative paths always resolve against the first
     root, so a path in a second root shown relative would name a different file)."""
+    if isinstance(path, str):
+        text, first_text = path, str(roots[0])
+        if _plain(text) and _plain(first_text):  # as pathlib would compare them, without its cost per hit
+            prefix = first_text if first_text.endswith("/") else first_text + "/"
+            if text == first_text:
+                return "."
+            return text[len(prefix):] if text.startswith(prefix) else text
+        path = Path(path)
     first = roots[0]
     if path == first:
         return "."

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from foundation.storage.postgres import PgConn, rollback
-from indexing.store import CHUNK_TABLE_COLS, IndexStore
+from indexing.store import CHUNK_TABLE_COLS, IndexStore, Result
 
 if TYPE_CHECKING:
     from foundation.storage.postgres import PostgresDatabase
@@ -36,36 +36,14 @@ MAX_LEXEME_BYTES = 2046  # longer lexemes cannot be stored (they stay in `terms`
 WRITER_LOCK = "index-writer"
 
 
-class _Result:
-    """A fully fetched result, usable after its connection went back to the pool."""
-
-    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int, description: Any) -> None:
-        self._rows, self.rowcount, self.description = rows, rowcount, description
-        self._at = 0
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        if self._at >= len(self._rows):
-            return None
-        self._at += 1
-        return self._rows[self._at - 1]
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        rest, self._at = self._rows[self._at :], len(self._rows)
-        return rest
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        while (row := self.fetchone()) is not None:
-            yield row
-
-
 class _PooledReads:
     """`IndexStore.conn()` on PostgreSQL outside a write: each statement on a pooled connection."""
 
     def __init__(self, database: PostgresDatabase) -> None:
         self.database = database
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Result:
-        return _Result(*self.database.read_rows(sql, params))
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
+        return Result(*self.database.read_rows(sql, params))
 
 
 class _IndexWrite(PgConn):
@@ -154,14 +132,14 @@ class PgIndexStore(IndexStore):
         self.database = database
         self.db = database.open(SCHEMA)  # migrated; its read() is one consistent snapshot
         self._local = threading.local()
-        self._reads = _PooledReads(database)
+        self._pg_reads = _PooledReads(database)
 
     # -- connections ---------------------------------------------------------------------------
 
     def conn(self) -> Any:
         """This thread's write transaction when it is in one, else pooled autocommit reads."""
         current: PgConn | None = getattr(self._local, "write", None)
-        return current if current is not None else self._reads
+        return current if current is not None else self._pg_reads
 
     @contextmanager
     def write(self) -> Iterator[Any]:

@@ -50,10 +50,11 @@ class VectorStore:
 
     def missing(self, limit: int) -> list[tuple[int, str, str]]:
         """(id, heading, text) of up to `limit` chunks without a vector, oldest first."""
-        return self.store.conn().execute(
+        rows = self.store.conn().execute(
             "SELECT c.id, c.heading, c.text FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id "
             "WHERE v.chunk_id IS NULL ORDER BY c.id LIMIT ?", (limit,)
         ).fetchall()
+        return [(int(i), str(h), str(t)) for i, h, t in rows]
 
     def put(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
         """Store the vectors of `rows` (from `missing`), skipping chunks deleted or replaced since."""

@@ -10,12 +10,14 @@ cannot delay the others.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -70,7 +72,10 @@ def check_argument_sizes(args: dict[str, Any]) -> None:
 
 
 class Gate(Protocol):
-    """The approval seam: raise PolicyDenied/ApprovalRequired to stop a call, return to let it run."""
+    """The approval seam: raise PolicyDenied/ApprovalRequired to stop a call, return to let it run.
+
+    A gate may also offer `check_blocking(spec, args, origin)`: the same check, called from a worker
+    thread; then a sync tool's call crosses to a worker thread once, for the check and the tool."""
 
     async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None: ...
 
@@ -78,6 +83,16 @@ class Gate(Protocol):
 class AllowAll:
     async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
         return None
+
+    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """The gate's refusal, carried out of the worker thread that ran the check (and not the tool)."""
+
+    error: ApprovalRequired | PolicyDenied
 
 
 class Dispatcher:
@@ -117,8 +132,7 @@ class Dispatcher:
             args = validate_arguments(spec, args)
         started = time.perf_counter()
         try:
-            await _checked_by_gate(self.gate, spec, args, origin)
-            result = await self._invoke(spec, args, origin, sink)
+            result = await self._checked_and_invoked(spec, args, origin, sink)
         except GeneralAgentError as exc:
             log.info("tool %s failed after %.0f ms: %s", name, _ms(started), exc)
             raise
@@ -138,19 +152,51 @@ class Dispatcher:
         log.info("tool %s ok in %.0f ms (%s)", name, _ms(started), origin.kind)
         return result
 
+    async def _checked_and_invoked(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin,
+                                   sink: Any) -> BaseModel:
+        """The gate's check, then the tool. A sync tool behind a gate that can check from a thread runs
+        in the same worker thread as its check (one crossing instead of two); else one after the other."""
+        check_blocking = getattr(self.gate, "check_blocking", None)
+        if check_blocking is None or _shape(spec.fn).is_async:
+            await _checked_by_gate(self.gate, spec, args, origin)
+            return await self._invoke(spec, args, origin, sink)
+        kwargs, call = self._prepared(spec, args, origin, sink)
+        call.portal = anyio.from_thread.run
+
+        def checked_then_run() -> Any:
+            try:
+                check_blocking(spec, args, origin)
+            except (ApprovalRequired, PolicyDenied) as exc:
+                return _Refused(exc)
+            if call.cancel_event.is_set():  # cancelled while the gate decided: the tool never starts
+                return None
+            return spec.fn(**kwargs)
+
+        result = await _run_in_thread(checked_then_run, {}, call)
+        if isinstance(result, _Refused):
+            await _announce_refusal(spec, result.error)
+            raise result.error
+        return result  # type: ignore[no-any-return]
+
     async def _invoke(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, sink: Any) -> BaseModel:
-        params = inspect.signature(spec.fn).parameters
-        kwargs = dict(args)
-        call = CallContext(tool=spec.name, client_id=origin.client_id, session_id=origin.session_id, sink=sink,
-                           origin=origin, log_sink=send_to_client)
-        if "rt" in params:
-            kwargs["rt"] = self.runtime
-        if "call" in params:
-            kwargs["call"] = call
-        if inspect.iscoroutinefunction(spec.fn):
+        kwargs, call = self._prepared(spec, args, origin, sink)
+        if _shape(spec.fn).is_async:
             return await _run_async(spec.fn, kwargs, call)  # type: ignore[no-any-return]
         call.portal = anyio.from_thread.run
         return await _run_in_thread(spec.fn, kwargs, call)  # type: ignore[no-any-return]
+
+    def _prepared(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin,
+                  sink: Any) -> tuple[dict[str, Any], CallContext]:
+        """The tool's keyword arguments (with `rt`/`call` when it takes them) and its CallContext."""
+        shape = _shape(spec.fn)
+        kwargs = dict(args)
+        call = CallContext(tool=spec.name, client_id=origin.client_id, session_id=origin.session_id, sink=sink,
+                           origin=origin, log_sink=send_to_client)
+        if shape.takes_rt:
+            kwargs["rt"] = self.runtime
+        if shape.takes_call:
+            kwargs["call"] = call
+        return kwargs, call
 
     def bounded_payload(self, result: BaseModel) -> tuple[dict[str, Any], str]:
         """The structured content and its JSON text, both bounded by the result token limit."""
@@ -161,12 +207,30 @@ async def _checked_by_gate(gate: Gate, spec: ToolSpec, args: dict[str, Any], ori
     """The gate's check; a refusal or a pending approval is also an approval event for the client's log."""
     try:
         await gate.check(spec, args, origin)
-    except ApprovalRequired as exc:
+    except (ApprovalRequired, PolicyDenied) as exc:
+        await _announce_refusal(spec, exc)
+        raise
+
+
+async def _announce_refusal(spec: ToolSpec, exc: ApprovalRequired | PolicyDenied) -> None:
+    if isinstance(exc, ApprovalRequired):
         await _approval_event("notice", f"{spec.name} needs the user's approval: {str(exc).splitlines()[0][:300]}")
-        raise
-    except PolicyDenied as exc:
+    else:
         await _approval_event("warning", f"{spec.name} was refused by the approval policy: {str(exc)[:300]}")
-        raise
+
+
+@dataclass(frozen=True)
+class _Shape:
+    is_async: bool
+    takes_rt: bool
+    takes_call: bool
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(fn: Callable[..., Any]) -> _Shape:
+    """What a tool function is (read from its signature once, not per call)."""
+    params = inspect.signature(fn).parameters
+    return _Shape(inspect.iscoroutinefunction(fn), "rt" in params, "call" in params)
 
 
 async def _approval_event(level: str, message: str) -> None:

@@ -119,10 +119,15 @@ class PromptSync:
     resources: set[str] = field(default_factory=set)
     state: tuple[Any, ...] | None = None
 
+    def unchanged(self) -> bool:
+        """True when neither the skills' version nor the agents file changed since the last sync (one stat:
+        cheap enough for the event loop)."""
+        return self.state is not None and (SKILLS.of(self.runtime).version, _agents_key(self.runtime)) == self.state
+
     def pending(self, rescan: bool) -> tuple[tuple[Any, ...], SkillCatalog, dict[str, AgentCard]] | None:
         """What to register when it differs from what is registered (None: nothing changed). Does IO."""
         rt = self.runtime
-        if not rescan and self.state is not None and (SKILLS.of(rt).version, _agents_key(rt)) == self.state:
+        if not rescan and self.unchanged():
             return None
         catalog = skill_catalog(rt)
         state = (catalog.version, _agents_key(rt))
@@ -186,6 +191,8 @@ class PromptSync:
         return result
 
     async def _sync(self, rescan: bool) -> bool:
+        if not rescan and self.unchanged():  # after most tool calls: no worker thread needed
+            return False
         try:
             found = await anyio.to_thread.run_sync(self.pending, rescan)
         except Exception:

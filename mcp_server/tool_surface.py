@@ -150,10 +150,13 @@ class SessionToolServer(MCPServer[Any]):
         return self.listed_by_profile | self.enabled_for(request_context)
 
     async def _visible_registered(self, ctx: Any) -> set[str]:
-        """`visible(ctx)` (read in a worker thread: it may ask the database), every one of them registered
-        here (on the event loop, like every change of the tool table): a tool enabled through another
-        server process on the same database was never registered in this one."""
-        names = await anyio.to_thread.run_sync(self.visible, ctx)
+        """`visible(ctx)` (read in a worker thread when it may ask the database, else here), every one of
+        them registered here (on the event loop, like every change of the tool table): a tool enabled
+        through another server process on the same database was never registered in this one."""
+        if self._lists_in_memory(ctx):
+            names = self.visible(ctx)
+        else:
+            names = await anyio.to_thread.run_sync(self.visible, ctx)
         for name in names:
             if self._tool_manager.get_tool(name) is None and name in self.all_specs:
                 self.register(name)
@@ -168,6 +171,11 @@ class SessionToolServer(MCPServer[Any]):
         if problem is not None:
             return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
         return await super()._handle_call_tool(ctx, params)
+
+    def _lists_in_memory(self, ctx: Any) -> bool:
+        """True when this request's tool list is held in this process (a session's own set, or the
+        in-memory lists of session-less clients): reading it does no IO."""
+        return isinstance(self.tool_lists, MemoryToolLists) or sessionless_client(ctx, self.stateless_http) is None
 
     def hidden_tool_problem(self, name: str, visible: set[str]) -> str | None:
         """Why `name` cannot be called in this session (None when it can)."""

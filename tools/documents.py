@@ -98,7 +98,7 @@ class SearchResult(BaseModel):
 
 def _hit_model(h: ChunkHit, roots: tuple[Path, ...], match: str | None = None) -> Hit:
     hit = Hit(
-        path=display_path(Path(h.path), roots) if h.path else "", doc_id=h.doc_hash[:16], chunk_index=h.index,
+        path=display_path(h.path, roots) if h.path else "", doc_id=h.doc_hash[:16], chunk_index=h.index,
         page=h.page, slide=h.slide, sheet=h.sheet, rows=list(h.rows) if h.rows else None,
         heading=h.heading or None, start=h.start, end=h.end, score=round(h.score, 4), text=h.text, match=match,
         before=h.before or None, after=h.after or None,
@@ -194,16 +194,34 @@ def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:
 
 
 def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | None:
-    from indexing.store import folder_range
-
-    inside = sum(store.conn().execute(
-        "SELECT count(*) FROM files WHERE path >= ? AND path < ?", folder_range(str(root))
-    ).fetchone()[0] for root in roots)
-    outside = store.conn().execute("SELECT count(*) FROM files").fetchone()[0] - inside
+    outside = _count_outside(store, roots)
     if outside <= 0:
         return None
     files = "1 indexed file lies" if outside == 1 else f"{outside} indexed files lie"
     return f"{files} outside the workspace roots searched here; they are not searched."
+
+
+def _count_outside(store: IndexStore, roots: tuple[Path, ...]) -> int:
+    """Indexed paths outside every root: the gaps between the roots' path ranges, counted on the
+    path index (only the paths outside are visited, not every indexed path on each search)."""
+    from indexing.store import folder_range
+
+    merged: list[list[str]] = []
+    for low, high in sorted(folder_range(str(root)) for root in roots):
+        if merged and low <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], high)
+        else:
+            merged.append([low, high])
+    if not merged:
+        return int(store.conn().execute("SELECT count(*) FROM files").fetchone()[0])
+    parts = ["(SELECT count(*) FROM files WHERE path < ?)"]
+    args = [merged[0][0]]
+    for (_, high), (low, _) in zip(merged, merged[1:], strict=False):
+        parts.append("(SELECT count(*) FROM files WHERE path >= ? AND path < ?)")
+        args += [high, low]
+    parts.append("(SELECT count(*) FROM files WHERE path >= ?)")
+    args.append(merged[-1][1])
+    return int(store.conn().execute("SELECT " + " + ".join(parts), args).fetchone()[0])
 
 
 def _join(a: str | None, b: str | None) -> str | None:

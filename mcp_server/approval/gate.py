@@ -279,9 +279,10 @@ class PolicyGate:
 
         # Policy analysis, audit masking and approval storage scale with the arguments (a 4 MB
         # write_file): all of it runs in a worker thread, never on the event loop.
-        await anyio.to_thread.run_sync(self._check_sync, spec, args, origin)
+        await anyio.to_thread.run_sync(self.check_blocking, spec, args, origin)
 
-    def _check_sync(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
+    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
+        """`check` from a worker thread (the dispatcher runs a sync tool's check and the tool in one)."""
         verdict = self.verdict_once(spec, args, origin)
         record = self._recorder(spec, args, verdict, origin)
         if verdict.action == "allow":

@@ -1,0 +1,425 @@
+"""What MCP adds to a call, and the server's memory after many searches (issue 11, scale).
+
+    .venv/bin/python -m bench.mcp_overhead [--copies 1] [--calls 300] [--skip-latency]
+                                           [--rss-chunks 100000] [--rss-queries 2000]
+
+1. Latency per call, p50/p95 in ms, of `search_documents` (DEV questions, top 10, on the DEV chunks
+   replicated `--copies` times) and of a trivial tool (`todo_read`):
+   - in-process: `indexing.search.Searcher.search` directly (search only) and the tool through
+     `Dispatcher.run` (argument checks, approval gate, audit line, logging; no protocol);
+   - the MCP SDK client over the in-memory transport, over stdio (the `generalagent-mcp` console
+     script) and over Streamable HTTP on loopback.
+   "MCP overhead" = transport p50 - in-process search p50.
+2. Memory (`--rss-chunks N`, 0 to skip): a server over HTTP on an index of N replicated DEV chunks
+   answers `--rss-queries` searches from 8 concurrent clients; its RSS (anonymous and file-backed),
+   open index connections (file descriptors) and mappings of the index file, before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bench.index_speed import chunk_corpora, replicas
+from bench.retrieval import DEFAULT_EVAL, load_jsonl
+from indexing.store import AnalyzedChunk, IndexStore
+
+SCRIPT = Path(sys.executable).with_name("generalagent-mcp")
+WARM_UP = 20
+RSS_CLIENTS = 8
+
+
+# -- the index: replicated DEV chunks, each document a real (empty) file inside the workspace -------
+
+
+def build_index(data: Path, ws: Path, chunks: list[AnalyzedChunk], total: int) -> int:
+    """An index of `total` chunks in `data/index.sqlite3`, its files under `ws`; returns the chunks."""
+    from indexing.analyzer import ANALYZER_VERSION
+
+    store = IndexStore(data / "index.sqlite3")
+    docs = replicas(chunks, total)
+    for at in range(0, len(docs), 200):
+        with store.write() as conn:
+            for key, group in docs[at : at + 200]:
+                path = ws / "docs" / (key.replace(":", "-") + ".txt")
+                doc_id = store.insert_document(conn, key, "text", 0, group)
+                store.link_file(conn, str(path), doc_id, 0, 0)
+    store.set_meta("analyzer", ANALYZER_VERSION)
+    n = store.totals()["chunks"]
+    store.close()
+    (ws / "docs").mkdir(parents=True, exist_ok=True)
+    for key, _ in docs:
+        (ws / "docs" / (key.replace(":", "-") + ".txt")).touch()
+    return n
+
+
+def server_env(data: Path, ws: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    env.update(GENERALAGENT_DATA_DIR=str(data), GENERALAGENT_ROOTS=str(ws))
+    return env
+
+
+# -- 1. latency -----------------------------------------------------------------------------------
+
+
+Row = tuple[float, float, float]  # p50 ms, p95 ms, CPU ms per call
+
+
+def percentiles(times: list[float]) -> tuple[float, float]:
+    times = sorted(times)
+    return statistics.median(times), times[max(0, int(len(times) * 0.95) - 1)]
+
+
+def timed(fn: Callable[[int], object], n: int, cpu: Callable[[], float] = time.process_time) -> Row:
+    for i in range(WARM_UP):
+        fn(i)
+    times = []
+    cpu_before = cpu()
+    for i in range(n):
+        started = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - started) * 1000)
+    return (*percentiles(times), (cpu() - cpu_before) * 1000 / n)
+
+
+async def atimed(fn: Callable[[int], Awaitable[object]], n: int, cpu: Callable[[], float] = time.process_time) -> Row:
+    for i in range(WARM_UP):
+        await fn(i)
+    times = []
+    cpu_before = cpu()
+    for i in range(n):
+        started = time.perf_counter()
+        await fn(i)
+        times.append((time.perf_counter() - started) * 1000)
+    return (*percentiles(times), (cpu() - cpu_before) * 1000 / n)
+
+
+def process_cpu(pid: int) -> Callable[[], float]:
+    """CPU seconds (user + system) used so far by process `pid`, all its threads."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    return read
+
+
+def child_server() -> int:
+    """The pid of the `generalagent-mcp` process this process started (stdio)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if int(text.rsplit(")", 1)[1].split()[1]) == os.getpid() and "generalagent" in text:
+            return int(stat.parent.name)
+    raise SystemExit("the stdio server process was not found")
+
+
+def in_process(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:
+    import anyio
+
+    from foundation.calls import CallOrigin
+    from foundation.settings import load_settings
+    from indexing.hybrid import searcher as make_searcher
+    from mcp_server.server import build_server
+    from tools.index_services import index_store, memory_index, vector_worker
+
+    settings = load_settings({"data_dir": data, "roots": [ws]}, environ={})
+    _, dispatcher = build_server(settings)
+    rt = dispatcher.runtime
+    memory = memory_index(rt)
+    memory.build_now()
+    searcher = make_searcher(index_store(rt), memory, vector_worker(rt))
+    out = {"search: Searcher.search": timed(lambda i: searcher.search(queries[i % len(queries)], limit=11), n)}
+    origin = CallOrigin(kind="client", client_id="bench")
+
+    async def run() -> None:
+        async def search(i: int) -> object:
+            return await dispatcher.run("search_documents", {"query": queries[i % len(queries)]}, origin)
+
+        async def todo(i: int) -> object:
+            return await dispatcher.run("todo_read", {}, origin)
+
+        out["search: Dispatcher.run"] = await atimed(search, n)
+        out["todo_read: Dispatcher.run"] = await atimed(todo, n)
+
+    anyio.run(run)
+    return out
+
+
+CLIENT_CHECK = [0.0]  # seconds the SDK client spent re-validating structured results (its output-schema check)
+
+
+def time_client_check() -> None:
+    """Count the time the Python SDK client spends checking each result against the tool's output
+    schema (jsonschema, in the client: not the server's cost, and other clients do it differently)."""
+    from mcp.client.session import ClientSession
+
+    original = ClientSession.validate_tool_result
+    if getattr(original, "timed", False):
+        return
+
+    async def timed_check(self: Any, name: str, result: Any) -> None:
+        started = time.perf_counter()
+        try:
+            await original(self, name, result)
+        finally:
+            CLIENT_CHECK[0] += time.perf_counter() - started
+
+    timed_check.timed = True  # type: ignore[attr-defined]
+    ClientSession.validate_tool_result = timed_check  # type: ignore[method-assign]
+
+
+async def over_client(client: Any, label: str, queries: list[str], n: int,
+                      cpu: Callable[[], float] = time.process_time) -> dict[str, Row]:
+    async def search(i: int) -> object:
+        result = await client.call_tool("search_documents", {"query": queries[i % len(queries)]})
+        assert not result.is_error, result.content
+        return result
+
+    async def todo(i: int) -> object:
+        return await client.call_tool("todo_read", {})
+
+    rows = {}
+    for name, fn in (("search", search), ("todo_read", todo)):
+        CLIENT_CHECK[0] = 0.0
+        rows[f"{name}: {label}"] = await atimed(fn, n, cpu)
+        CHECK_MS[f"{name}: {label}"] = CLIENT_CHECK[0] * 1000 / (n + WARM_UP)
+    return rows
+
+
+CHECK_MS: dict[str, float] = {}
+
+
+def in_memory(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:
+    import anyio
+    from mcp.client import Client
+
+    from foundation.settings import load_settings
+    from mcp_server.server import build_server
+    from tools.index_services import memory_index
+
+    async def run() -> dict[str, Row]:
+        server, dispatcher = build_server(load_settings({"data_dir": data, "roots": [ws]}, environ={}))
+        memory_index(dispatcher.runtime).build_now()
+        async with Client(server, mode="legacy") as client:
+            return await over_client(client, "MCP in-memory", queries, n)
+
+    return anyio.run(run)
+
+
+def over_stdio(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:
+    import anyio
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=str(SCRIPT), args=["serve"], env=server_env(data, ws), cwd=str(ws))
+
+    async def run() -> dict[str, Row]:
+        with (data.parent / "stdio.log").open("w") as err:
+            async with Client(stdio_client(params, errlog=err), mode="legacy") as client:
+                await _wait_for_postings(client, queries)
+                return await over_client(client, "MCP stdio", queries, n, process_cpu(child_server()))
+
+    return anyio.run(run)
+
+
+def over_http(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:
+    import anyio
+    from mcp.client import Client
+
+    process, port = start_http(data, ws)
+    try:
+        async def run() -> dict[str, Row]:
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+                await _wait_for_postings(client, queries)
+                return await over_client(client, "MCP HTTP", queries, n, process_cpu(process.pid))
+
+        return anyio.run(run)
+    finally:
+        stop(process)
+
+
+async def _wait_for_postings(client: Any, queries: list[str]) -> None:
+    """The server builds its in-memory postings in the background: wait until it has (a few s)."""
+    import anyio
+
+    for _ in range(3):
+        await client.call_tool("search_documents", {"query": queries[0]})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = await client.call_tool("index_status", {})
+        text = str(status.structured_content or status.content)
+        if "while the in-memory copy is built" not in text:
+            return
+        await anyio.sleep(0.2)
+
+
+def start_http(data: Path, ws: Path) -> tuple[subprocess.Popen[bytes], int]:
+    import http.client
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    log = (data.parent / f"http-{port}.log").open("wb")
+    process = subprocess.Popen([str(SCRIPT), "serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)],
+                               env=server_env(data, ws), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=str(ws))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return process, port
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit(f"the server did not start; see {log.name}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+PARTS = {"in-process": in_process, "in-memory": in_memory, "stdio": over_stdio, "http": over_http}
+
+
+def latency_table(data: Path, ws: Path, queries: list[str], n: int, parts: list[str]) -> list[str]:
+    time_client_check()
+    rows: dict[str, Row] = {}
+    for part in (PARTS[name] for name in ["in-process", *[p for p in parts if p != "in-process"]]):
+        rows.update(part(data, ws, queries, n))
+        print(f"  ({part.__name__} done)", file=sys.stderr, flush=True)
+    base, base_cpu = rows["search: Searcher.search"][0], rows["search: Searcher.search"][2]
+    lines = ["| call | p50 ms | p95 ms | p50 over in-process search | of which the client's schema check | "
+             "CPU ms per call | CPU over in-process search |", "|---|---|---|---|---|---|---|"]
+    for name, (p50, p95, cpu) in rows.items():
+        over = f"{p50 - base:+.2f}" if name.startswith("search") else ""
+        over_cpu = f"{cpu - base_cpu:+.2f}" if name.startswith("search") else ""
+        check = f"{CHECK_MS[name]:.2f}" if name in CHECK_MS else ""
+        lines.append(f"| {name} | {p50:.2f} | {p95:.2f} | {over} | {check} | {cpu:.2f} | {over_cpu} |")
+    lines.append("(CPU: this process for in-process and in-memory rows (client and server), the server process "
+                 "for stdio and HTTP; it depends less on the machine's load than the wall times. The client's "
+                 "schema check: the Python SDK client re-validating each structured result against the tool's "
+                 "output schema (jsonschema), a mean.)")
+    return lines
+
+
+# -- 2. memory after many searches ------------------------------------------------------------------
+
+
+def proc_memory(pid: int, db: Path) -> dict[str, int]:
+    """RSS parts (kB), open descriptors of the index file and its mappings (count, kB mapped)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    values = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines()
+              if line.startswith(("VmRSS", "RssAnon", "RssFile", "Threads"))}
+    fds = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            fds += os.readlink(fd) == str(db)
+        except OSError:
+            continue
+    maps = [line for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if line.endswith(str(db))]
+    mapped = sum(int(b, 16) - int(a, 16) for a, b in (line.split()[0].split("-") for line in maps)) // 1024
+    return {**values, "index fds": fds, "index maps": len(maps), "mapped kB": mapped}
+
+
+def rss_table(data: Path, ws: Path, queries: list[str], total: int) -> list[str]:
+    import anyio
+    from mcp.client import Client
+
+    db = data / "index.sqlite3"
+    process, port = start_http(data, ws)
+    try:
+        before = proc_memory(process.pid, db)
+        started = time.perf_counter()
+
+        async def client_loop(k: int) -> None:
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+                for i in range(k, total, RSS_CLIENTS):
+                    result = await client.call_tool("search_documents", {"query": queries[i % len(queries)]})
+                    assert not result.is_error, result.content
+
+        async def run() -> None:
+            async with anyio.create_task_group() as group:
+                for k in range(RSS_CLIENTS):
+                    group.start_soon(client_loop, k)
+
+        anyio.run(run)
+        elapsed = time.perf_counter() - started
+        after = proc_memory(process.pid, db)
+    finally:
+        stop(process)
+    lines = ["| server | VmRSS MB | RssAnon MB | RssFile MB | threads | index fds | index mappings (MB mapped) |",
+             "|---|---|---|---|---|---|---|"]
+    for label, m in (("at start", before), (f"after {total:,} searches ({elapsed:.0f} s)", after)):
+        lines.append(f"| {label} | {m['VmRSS'] / 1024:.0f} | {m['RssAnon'] / 1024:.0f} | {m['RssFile'] / 1024:.0f} | "
+                     f"{m['Threads']} | {m['index fds']} | {m['index maps']} ({m['mapped kB'] / 1024:.0f}) |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
+    parser.add_argument("--copies", type=int, default=1, help="DEV chunk copies in the latency index")
+    parser.add_argument("--calls", type=int, default=300, help="timed calls per row")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--transports", nargs="+", choices=list(PARTS), default=list(PARTS))
+    parser.add_argument("--rss-chunks", type=int, default=0, help="chunks in the memory index (0: skip)")
+    parser.add_argument("--rss-queries", type=int, default=2000)
+    parser.add_argument("--keep", type=Path, default=None, help="build the indexes here and keep them (re-used)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)  # the client's own request logs are not what is measured
+    for name in ("httpx", "mcp", "generalagent"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    chunks = chunk_corpora(args.eval)
+    queries = [q["query"] for lang in ("zh", "en") for q in load_jsonl(args.eval / lang / "queries_dev.jsonl")
+               if q["query"].strip()]
+    random.Random(7).shuffle(queries)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench-mcp-"))
+    try:
+        if not args.skip_latency:
+            data, ws = work / "latency" / "data", work / "latency" / "ws"
+            if not (data / "index.sqlite3").exists():
+                n = build_index(data, ws, chunks, args.copies * len(chunks))
+            else:
+                n = args.copies * len(chunks)
+            print(f"latency, {n:,} chunks, {args.calls} calls per row after {WARM_UP} warm-up calls, protocol 2025-11-25:")
+            print("\n".join(latency_table(data, ws, queries, args.calls, args.transports)), flush=True)
+        if args.rss_chunks:
+            data, ws = work / f"rss-{args.rss_chunks}" / "data", work / f"rss-{args.rss_chunks}" / "ws"
+            if not (data / "index.sqlite3").exists():
+                started = time.perf_counter()
+                build_index(data, ws, chunks, args.rss_chunks)
+                print(f"(memory index of {args.rss_chunks:,} chunks built in {time.perf_counter() - started:.0f} s, "
+                      f"{(data / 'index.sqlite3').stat().st_size / 2**20:.0f} MB)", file=sys.stderr, flush=True)
+            print(f"\nserver memory, {args.rss_chunks:,} chunks, {args.rss_queries:,} searches from {RSS_CLIENTS} "
+                  "HTTP clients:")
+            print("\n".join(rss_table(data, ws, queries, args.rss_queries)), flush=True)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
