@@ -22,7 +22,7 @@ import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -138,6 +138,38 @@ def _presence(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
     return present
 
 
+def open_snapshot(directory: Path, generation: int, weighting: Weighting) -> Snapshot:
+    """The snapshot saved in `directory`, memory-mapped (postings_files.SnapshotDamaged when it
+    cannot be used)."""
+    from indexing.postings_files import read_snapshot
+
+    a, words = read_snapshot(directory, generation, weighting)
+    return Snapshot(generation, weighting, TermTable(words, a["bounds"], a["idf"]), a["chunk_ids"], a["doc_ids"],
+                    a["rows"], a["weights"], a["body"], a["body_off"], a["head"], a["head_off"])
+
+
+class TermTable(Mapping[str, TermInfo]):
+    """Term -> TermInfo, made on lookup from the vocabulary and the `bounds`/`idf` arrays."""
+
+    def __init__(self, words: list[str], bounds: np.ndarray, idfs: np.ndarray) -> None:
+        self._ids = dict(zip(words, range(len(words)), strict=True))
+        self._bounds = bounds
+        self._idf = idfs
+
+    def __getitem__(self, term: str) -> TermInfo:
+        i = self._ids[term]
+        return TermInfo(i, int(self._bounds[i]), int(self._bounds[i + 1]), float(self._idf[i]))
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+
 class MemoryIndex:
     """The current Snapshot of one index database: opened from its files when they hold the index's
     generation, else rebuilt in the background (and saved) once the index has changed.
@@ -211,7 +243,7 @@ class MemoryIndex:
             return self._open_saved(generation) or self._build()
 
     def _build(self) -> Snapshot | None:
-        from indexing.postings_files import open_snapshot, write_snapshot
+        from indexing.postings_files import write_snapshot
 
         with self.store.snapshot_batches(self._worth_it) as read:  # the generation and the rows agree
             if read is None:
@@ -234,7 +266,7 @@ class MemoryIndex:
 
     def _open_saved(self, generation: int) -> Snapshot | None:
         """The saved snapshot of `generation`; None when there is none (a damaged one is removed)."""
-        from indexing.postings_files import SnapshotDamaged, open_snapshot
+        from indexing.postings_files import SnapshotDamaged
 
         path = self._path(generation)
         if not path.is_dir():

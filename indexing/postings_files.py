@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -29,8 +29,6 @@ from indexing.scoring import Weighting, idf, length_norm, saturate
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from indexing.postings import Snapshot, TermInfo
 
 FORMAT = 1
 ARRAYS = {  # name -> dtype of the snapshot's arrays (raw files `<name>.bin`)
@@ -226,11 +224,9 @@ def _weighting(w: Weighting) -> list[float]:
 # -- opening -------------------------------------------------------------------------------------
 
 
-def open_snapshot(directory: Path, generation: int, weighting: Weighting) -> Snapshot:
-    """The snapshot in `directory`, its arrays memory-mapped; SnapshotDamaged when it is incomplete,
-    damaged, or not of this generation, weighting and format."""
-    from indexing.postings import Snapshot
-
+def read_snapshot(directory: Path, generation: int, weighting: Weighting) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The arrays (memory-mapped) and the vocabulary in `directory`; SnapshotDamaged when it is
+    incomplete, damaged, or not of this generation, weighting and format."""
     try:
         manifest = json.loads((directory / "manifest.json").read_bytes())
         if (manifest.get("format"), manifest.get("generation"), manifest.get("weighting")) != (
@@ -242,11 +238,7 @@ def open_snapshot(directory: Path, generation: int, weighting: Weighting) -> Sna
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SnapshotDamaged(f"{directory.name}: {exc}") from exc
     _check(arrays, len(words), int(manifest["terms"]))
-    return Snapshot(
-        generation, weighting, TermTable(words, arrays["bounds"], arrays["idf"]),
-        arrays["chunk_ids"], arrays["doc_ids"], arrays["rows"], arrays["weights"],
-        arrays["body"], arrays["body_off"], arrays["head"], arrays["head_off"],
-    )
+    return arrays, words
 
 
 def _map(path: Path, dtype: str, length: int) -> np.ndarray:
@@ -271,27 +263,3 @@ def _check(a: dict[str, Any], words: int, terms: int) -> None:
     )
     if not fine:
         raise SnapshotDamaged("the arrays' lengths disagree")
-
-
-class TermTable(Mapping[str, "TermInfo"]):
-    """Term -> TermInfo, made on lookup from the vocabulary and the `bounds`/`idf` arrays."""
-
-    def __init__(self, words: list[str], bounds: np.ndarray, idfs: np.ndarray) -> None:
-        self._ids = dict(zip(words, range(len(words)), strict=True))
-        self._bounds = bounds
-        self._idf = idfs
-
-    def __getitem__(self, term: str) -> TermInfo:
-        from indexing.postings import TermInfo
-
-        i = self._ids[term]
-        return TermInfo(i, int(self._bounds[i]), int(self._bounds[i + 1]), float(self._idf[i]))
-
-    def __contains__(self, term: object) -> bool:
-        return term in self._ids
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ids)
