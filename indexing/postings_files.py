@@ -36,7 +36,7 @@ ARRAYS = {  # name -> dtype of the snapshot's arrays (raw files `<name>.bin`)
     "head": "<i4", "head_off": "<i8", "bounds": "<i8", "idf": "<f8",
 }
 _SCRATCH = {"tid": "<i4", "row": "<i4", "tf": "<f8"}  # a batch's postings, before regrouping by term
-PART_POSTINGS = 4_000_000  # postings regrouped at a time (about 200 MB of working arrays)
+PART_POSTINGS = 1_000_000  # postings regrouped at a time (about 60 MB of working arrays)
 Row = tuple[int, int, str, str]  # (chunk id, document id, head terms, body terms)
 
 
