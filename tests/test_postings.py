@@ -293,3 +293,25 @@ def test_the_streaming_build_equals_a_whole_build(tmp_path_factory: pytest.TempP
         assert (info.tid, info.start, info.end, info.idf) == (
             tid, want["bounds"][tid], want["bounds"][tid + 1], want["idf"][tid])
     assert sorted(p.name for p in target.iterdir()) == sorted([f"{n}.bin" for n in files.ARRAYS] + ["terms.txt", "manifest.json"])
+
+
+@pytest.mark.storage
+def test_saved_postings_on_either_backend(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> None:
+    """The rows are read in batches from either store; a second MemoryIndex (a restart, or another
+    process of the same machine) opens the saved files instead of rebuilding."""
+    from tests.storage_fixtures import index_store_for
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _corpus(folder, files=20)
+    store = index_store_for(request, tmp_path, backend)
+    Indexer(store).index_tree(folder)
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    first = MemoryIndex(store, directory=saved)
+    assert first.build_now() is not None and first.builds == 1
+    again = MemoryIndex(store, directory=saved)
+    assert again.current(*store.generation()) is not None and again.builds == 0
+    assert _top_ids(again, store) == _top_ids(first, store)
+    got = _in_memory(Searcher(store, memory=again), "revenue growth")
+    assert got is not None and [h.chunk_id for h in got] == [i for i, _ in _exhaustive(store, "revenue growth", 10)]
