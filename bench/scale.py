@@ -1,6 +1,6 @@
 """Document search at scale: 100k to 1M chunks, ours beside tantivy, bm25s and plain FTS5 OR.
 
-    .venv/bin/python -m bench.scale --sizes 100000,1000000 [--queries 2000] [--skip-baselines]
+    .venv/bin/python -m bench.scale [--sizes 100000,1000000] [--queries 2000] [--skip-baselines]
 
 The chunks are the eval corpora cut by our chunker (about 8,200, 49 analysed terms each), replicated
 with a distinct marker term per copy up to each size. Per size:
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--child"]:
         return _run_child(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="100000,1000000", help="comma-separated chunk counts")
+    parser.add_argument("--sizes", default="100000", help="comma-separated chunk counts (1,000,000: about an hour)")
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
     parser.add_argument("--skip-baselines", action="store_true", help="ours only (no tantivy, bm25s)")
