@@ -301,14 +301,18 @@ class MemoryIndex:
         return str(self._index_id)
 
     def _remove_unused(self, keep: str) -> None:
-        """Remove this index's other snapshots, and scratch directories of builds that died."""
+        """Remove this index's snapshots of older generations (another process of this machine may
+        use a newer one), and scratch directories of builds whose process died."""
         mine = f"{self._identity()}-"
+        kept = _generation_of(keep)
         for entry in self.directory.iterdir():
             name = entry.name
-            scratch = ".tmp-" in name
-            if name == keep or not (name.startswith(mine) or scratch) or (scratch and _alive(name)):
-                continue
-            shutil.rmtree(entry, ignore_errors=True)
+            if ".tmp-" in name:
+                unused = not _alive(name)
+            else:
+                unused = name.startswith(mine) and _generation_of(name) < kept
+            if unused:
+                shutil.rmtree(entry, ignore_errors=True)
 
     def _start_build(self) -> None:
         with self._lock:
@@ -328,6 +332,14 @@ class MemoryIndex:
 
 
 INDEX_ID_KEY = "postings_id"
+
+
+def _generation_of(name: str) -> int:
+    """The generation in a snapshot directory's name (`<index id>-<generation>-<weighting tag>`)."""
+    try:
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def _alive(scratch: str) -> bool:
