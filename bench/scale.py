@@ -1,6 +1,6 @@
 """Document search at scale: 100k to 1M chunks, ours beside tantivy, bm25s and plain FTS5 OR.
 
-    .venv/bin/python -m bench.scale [--sizes 100000,1000000] [--queries 2000] [--skip-baselines]
+    .venv/bin/python -m bench.scale [--sizes 100000,1000000] [--queries 2000] [--baselines tantivy,bm25s]
 
 The chunks are the eval corpora cut by our chunker (about 8,200, 49 analysed terms each), replicated
 with a distinct marker term per copy up to each size. Per size:
@@ -236,7 +236,7 @@ def _child(*args: str) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def run_size(work: Path, total: int, baselines: bool) -> str:
+def run_size(work: Path, total: int, baselines: list[str]) -> str:
     folder = work / str(total)
     folder.mkdir()
     db, saved = folder / "index.sqlite3", folder / "postings"
@@ -249,12 +249,18 @@ def run_size(work: Path, total: int, baselines: bool) -> str:
              f"peak RSS {built['peak_rss'] / 1e6:,.0f} MB, {_du(saved) / 1e6:,.0f} MB on disk",
              f"{q['first']:.2f} s (postings opened in {q['opened'] * 1000:.0f} ms)", f"{q['ours'][0]:.2f} / {q['ours'][1]:.2f}", f"{q['rss'] / 1e6:,.0f} MB",
              f"{q['fts_path'][0]:.1f}", f"{q['fts_or'][0]:.1f} / {q['fts_or'][1]:.1f}"]
-    if baselines:
+    print("ours:", " | ".join(cells), file=sys.stderr, flush=True)
+    if "tantivy" in baselines:
         tv = _child("tantivy", str(work), str(total))
-        bm = _child("bm25s", str(work), str(total))
         cells += [f"{tv['seconds']:.0f} s, {tv['bytes'] / 1e6:,.0f} MB, peak RSS {tv['peak_rss'] / 1e6:,.0f} MB",
-                  f"{tv['lat'][0]:.2f} / {tv['lat'][1]:.2f}",
-                  f"{bm['seconds']:.0f} s, peak RSS {bm['peak_rss'] / 1e6:,.0f} MB", f"{bm['lat'][0]:.2f} / {bm['lat'][1]:.2f}"]
+                  f"{tv['lat'][0]:.2f} / {tv['lat'][1]:.2f}"]
+    else:
+        cells += ["-", "-"]
+    if "bm25s" in baselines:
+        bm = _child("bm25s", str(work), str(total))
+        cells += [f"{bm['seconds']:.0f} s, peak RSS {bm['peak_rss'] / 1e6:,.0f} MB", f"{bm['lat'][0]:.2f} / {bm['lat'][1]:.2f}"]
+    else:
+        cells += ["-", "-"]
     shutil.rmtree(folder, ignore_errors=True)
     return "| " + " | ".join(cells) + " |"
 
@@ -272,16 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100000", help="comma-separated chunk counts (1,000,000: about an hour)")
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
-    parser.add_argument("--skip-baselines", action="store_true", help="ours only (no tantivy, bm25s)")
+    parser.add_argument("--baselines", default="tantivy,bm25s", help="comma-separated: tantivy, bm25s, or none")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:
         prepare(work, args.eval, args.queries)
-        cols = HEADER.count("|") - 1 - (0 if not args.skip_baselines else 4)
-        print("|".join(HEADER.split("|")[: cols + 1]) + "|")
-        print("|" + "---|" * cols, flush=True)
+        print(HEADER)
+        print("|" + "---|" * (HEADER.count("|") - 1), flush=True)
         for size in (int(s) for s in args.sizes.split(",")):
-            print(run_size(work, size, not args.skip_baselines), flush=True)
+            print(run_size(work, size, args.baselines.split(",")), flush=True)
         print(f"(ours: {args.queries} DEV questions, natural mode, top 10 with text, path and offsets, through the "
               "memory-mapped postings; FTS5 path and plain FTS5 OR: 300 of them; tantivy, bm25s: the distinct DEV "
               "questions, analysed terms in, top 10 ids out. One run each on a shared 2-core machine.)")
