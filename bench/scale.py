@@ -215,12 +215,17 @@ def latency(fn: Callable[[Any], object], queries: list[Any]) -> tuple[float, flo
 
 
 def _peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """This process's peak RSS (VmHWM; getrusage's ru_maxrss keeps the parent's peak across exec)."""
+    return _status("VmHWM:") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _rss() -> int:
+    return _status("VmRSS:")
+
+
+def _status(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field):
             return int(line.split()[1]) * 1024
     return 0
 
