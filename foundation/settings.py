@@ -97,7 +97,8 @@ class Settings(BaseModel):
         default=2_000, ge=1, description="Smallest index (in chunks) kept in memory; smaller ones use FTS5 alone."
     )
     search_memory_max_chunks: int = Field(
-        default=200_000, ge=0, description="Largest index (in chunks) kept in memory for fast search; 0: never."
+        default=5_000_000, ge=0,
+        description="Largest index (in chunks) searched through memory-mapped postings (saved in the data dir); 0: never.",
     )
     # Hybrid (meaning-aware) search, off by default
     embedding_provider: EmbeddingProviderName = Field(

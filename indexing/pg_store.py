@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from foundation.storage.base import Conn
 from foundation.storage.postgres import PgConn, rollback
-from indexing.store import CHUNK_TABLE_COLS, IndexStore, Result
+from indexing.store import CHUNK_TABLE_COLS, SNAPSHOT_BATCH, ChunkTerms, IndexStore, Result
 
 if TYPE_CHECKING:
     from foundation.storage.postgres import PostgresDatabase
@@ -227,14 +228,17 @@ class PgIndexStore(IndexStore):
         with self.db.read() as conn:
             yield from conn.stream(sql, params)
 
-    def snapshot_rows(self, wanted: Callable[[int], bool]) -> tuple[int, list[tuple[int, int, str, str]]] | None:
+    @contextmanager
+    def snapshot_batches(
+        self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH
+    ) -> Iterator[tuple[int, Iterator[list[ChunkTerms]]] | None]:
         with self.db.read() as conn:
             row = conn.one("SELECT generation, chunks FROM stats")
             generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
             if not wanted(chunks):
-                return None
-            rows = conn.all("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id")
-            return generation, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
+                yield None
+                return
+            yield generation, _pages(conn, size)
 
     def db_bytes(self) -> int:
         tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats")
@@ -251,6 +255,15 @@ class PgIndexStore(IndexStore):
 
     def vacuum(self) -> None:
         """Nothing to do by hand: autovacuum reclaims space and keeps statistics."""
+
+
+def _pages(conn: Conn, size: int) -> Iterator[list[ChunkTerms]]:
+    """Every chunk's (id, doc_id, head_terms, terms) by id, `size` at a time (keyset pages of one snapshot)."""
+    last = -(2**62)
+    while rows := conn.all("SELECT id, doc_id, head_terms, terms FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
+                           (last, size)):
+        yield [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
+        last = int(rows[-1][0])
 
 
 # -- the analysed terms as PostgreSQL text-search values -----------------------------------------

@@ -1,24 +1,33 @@
-"""An in-memory copy of the index's postings, for fast natural-language ranking.
+"""A copy of the index's postings as numpy arrays, for fast natural-language ranking.
 
 FTS5 has to visit and score every chunk that matches any query term (an OR query over 100k
 chunks takes milliseconds). This module keeps, per term, the rows that contain it with their
 BM25F term weight precomputed, plus every chunk's term sequence for the proximity bonus, as
 numpy arrays. A query then scores all matching chunks exactly with a few vectorised operations.
 
-It is derived data, like the FTS table: built from `chunks.terms`/`chunks.head_terms` in a
-background thread, tagged with the index generation it was built at, and never used once the
-index has changed (search falls back to FTS5 until the rebuild is done).
+It is derived data, like the FTS table: built from `chunks.terms`/`chunks.head_terms` by a
+streaming build in a background thread, written to files on disk (`indexing.postings_files`),
+tagged with the index generation it was built at, and memory-mapped: a restart opens the files
+of the current generation at once, the operating system pages in what queries touch, and a copy
+is never used once the index has changed (search falls back to FTS5 until the rebuild is done).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import shutil
+import tempfile
 import threading
-from collections.abc import Sequence
+import uuid
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from indexing.scoring import DEFAULT_WEIGHTING, Weighting, idf, length_norm, saturate
+from indexing.scoring import DEFAULT_WEIGHTING, Weighting
 
 if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never need it
     import numpy as np
@@ -27,7 +36,7 @@ if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never ne
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_CHUNKS = 200_000  # about 140 MB of postings
+DEFAULT_MAX_CHUNKS = 5_000_000  # memory-mapped files: about 1 GB on disk per million chunks
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,7 @@ class Snapshot:
 
     generation: int
     weighting: Weighting
-    terms: dict[str, TermInfo]
+    terms: Mapping[str, TermInfo]
     chunk_ids: np.ndarray  # row -> chunk id
     doc_ids: np.ndarray  # row -> document id
     rows: np.ndarray  # postings: the rows of each term, grouped by term
@@ -112,80 +121,97 @@ class Occurrences:
         return self.positions[a:b], self.tids[a:b]
 
 
-def build_snapshot(
-    generation: int, rows: Sequence[tuple[int, int, str, str]], weighting: Weighting
-) -> Snapshot:
-    """Postings for (chunk id, document id, head terms, body terms) rows, ordered by chunk id."""
-    import numpy as np
+def open_snapshot(directory: Path, generation: int, weighting: Weighting) -> Snapshot:
+    """The snapshot saved in `directory`, memory-mapped (postings_files.SnapshotDamaged when it
+    cannot be used)."""
+    from indexing.postings_files import read_snapshot
 
-    vocab: dict[str, int] = {}
-    body_ids: list[int] = []
-    head_ids: list[int] = []
-    body_len = np.empty(len(rows), dtype=np.int64)
-    head_len = np.empty(len(rows), dtype=np.int64)
-    add = vocab.setdefault
-    for r, (_cid, _did, head_text, body_text) in enumerate(rows):
-        b = [add(t, len(vocab)) for t in body_text.split()]
-        h = [add(t, len(vocab)) for t in head_text.split()] if head_text else []
-        body_ids += b
-        head_ids += h
-        body_len[r], head_len[r] = len(b), len(h)
-    n, v = len(rows), max(len(vocab), 1)
-    body = np.array(body_ids, dtype=np.int32)
-    head = np.array(head_ids, dtype=np.int32)
-    body_off = np.concatenate(([0], np.cumsum(body_len)))
-    head_off = np.concatenate(([0], np.cumsum(head_len)))
-    # one key per (term, row) occurrence; its count (heading occurrences weighted) is the BM25F tf
-    keys = np.concatenate((
-        body.astype(np.int64) * n + np.repeat(np.arange(n), body_len),
-        head.astype(np.int64) * n + np.repeat(np.arange(n), head_len),
-    ))
-    occurrence = np.concatenate((np.ones(len(body)), np.full(len(head), weighting.head_weight)))
-    unique, inverse = np.unique(keys, return_inverse=True)
-    tf = np.bincount(inverse, weights=occurrence, minlength=len(unique))
-    post_rows = (unique % max(n, 1)).astype(np.int32)
-    post_terms = unique // max(n, 1)
-    avgdl = float(body_len.mean()) if n and body_len.sum() else 1.0
-    norm = length_norm(body_len, avgdl, weighting)
-    counts = np.bincount(post_terms, minlength=v)
-    idfs = idf(n, counts, np.log)
-    weights = saturate(idfs[post_terms], tf, norm[post_rows], weighting).astype(np.float32)
-    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
-    terms = {
-        t: TermInfo(i, bounds[i], bounds[i + 1], float(idfs[i])) for t, i in vocab.items()
-    }
-    return Snapshot(
-        generation, weighting, terms,
-        np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64),
-        post_rows, weights, body, body_off, head, head_off,
-    )
+    a, words = read_snapshot(directory, generation, weighting)
+    return Snapshot(generation, weighting, TermTable(words, a["bounds"], a["idf"]), a["chunk_ids"], a["doc_ids"],
+                    a["rows"], a["weights"], a["body"], a["body_off"], a["head"], a["head_off"])
+
+
+def build_snapshot(
+    generation: int, rows: Sequence[tuple[int, int, str, str]], weighting: Weighting, directory: Path | None = None
+) -> Snapshot:
+    """The snapshot of (chunk id, document id, head terms, body terms) rows, ordered by chunk id, written
+    to `directory` (by default a temporary one, removed with the snapshot) and memory-mapped."""
+    from indexing.postings_files import write_snapshot
+
+    target = directory or Path(tempfile.mkdtemp(prefix="postings-")) / "snapshot"
+    write_snapshot(target, generation, [rows], weighting)
+    snap = open_snapshot(target, generation, weighting)
+    if directory is None:
+        weakref.finalize(snap, shutil.rmtree, target.parent, True)
+    return snap
+
+
+class TermTable(Mapping[str, TermInfo]):
+    """Term -> TermInfo, made on lookup from the vocabulary and the `bounds`/`idf` arrays."""
+
+    def __init__(self, words: list[str], bounds: np.ndarray, idfs: np.ndarray) -> None:
+        self._ids = dict(zip(words, range(len(words)), strict=True))
+        self._bounds = bounds
+        self._idf = idfs
+
+    def __getitem__(self, term: str) -> TermInfo:
+        i = self._ids[term]
+        return TermInfo(i, int(self._bounds[i]), int(self._bounds[i + 1]), float(self._idf[i]))
+
+    def __contains__(self, term: object) -> bool:
+        return term in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
 
 
 class MemoryIndex:
-    """The current Snapshot of one index database, rebuilt in the background when it goes stale."""
+    """The current Snapshot of one index database: opened from its files when they hold the index's
+    generation, else rebuilt in the background (and saved) once the index has changed.
+
+    `directory` holds the saved snapshots (one directory per generation, named after the index,
+    its generation and the weighting; older ones are removed once a newer one is in use). Without
+    one, a private temporary directory is used and removed with this object."""
 
     def __init__(
         self, store: IndexStore, weighting: Weighting = DEFAULT_WEIGHTING, *, min_chunks: int = 1,
-        max_chunks: int = DEFAULT_MAX_CHUNKS,
+        max_chunks: int = DEFAULT_MAX_CHUNKS, directory: Path | None = None,
     ) -> None:
         self.store = store
         self.weighting = weighting
         self.min_chunks = max(1, min_chunks)
         self.max_chunks = max_chunks
+        if directory is None:
+            directory = Path(tempfile.mkdtemp(prefix="postings-"))
+            weakref.finalize(self, shutil.rmtree, directory, True)
+        self.directory = directory
+        self.builds = 0  # snapshots built from the index rows (not opened from saved files)
         self._snapshot: Snapshot | None = None
+        self._index_id: str | None = None
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
         self._building = False
 
     def current(self, generation: int, chunks: int) -> Snapshot | None:
-        """The snapshot of `generation`, or None (and a rebuild starts) when there is none yet."""
+        """The snapshot of `generation` (opened from its files if saved), or None (and a rebuild
+        starts) when there is none yet."""
         snap = self._snapshot
         if snap is not None and snap.generation == generation:
             return snap
-        if self._worth_it(chunks):
-            self._start_build()
-        else:
+        if not self._worth_it(chunks):
             self._snapshot = None  # outside the size range now: free the stale copy
+            return None
+        if self._build_lock.acquire(blocking=False):  # (a running build opens or makes it itself)
+            try:
+                snap = self._open_saved(generation)
+            finally:
+                self._build_lock.release()
+            if snap is not None:
+                return snap
+        self._start_build()
         return None
 
     def _worth_it(self, chunks: int) -> bool:
@@ -199,21 +225,92 @@ class MemoryIndex:
             return f"{self.store.engine_name}: under search_memory_min_chunks ({self.min_chunks:,})"
         if self.current(generation, chunks) is not None:
             return "in memory"
-        return f"{self.store.engine_name} while the in-memory copy is built"
+        return f"{self.store.engine_name} while the postings are built"
 
     def build_now(self) -> Snapshot | None:
-        """Build (or refresh) the snapshot in this thread; None when the index is outside the size range."""
+        """Open (when saved) or build the snapshot of the index's generation in this thread; None
+        when the index is outside the size range."""
         with self._build_lock:
             generation, chunks = self.store.generation()
-            snap = self._snapshot if self._worth_it(chunks) else None
+            if not self._worth_it(chunks):
+                self._snapshot = None
+                return None
+            snap = self._snapshot
             if snap is not None and snap.generation == generation:
                 return snap
-            read = self.store.snapshot_rows(self._worth_it)  # the generation and the rows agree
+            return self._open_saved(generation) or self._build()
+
+    def _build(self) -> Snapshot | None:
+        from indexing.postings_files import write_snapshot
+
+        with self.store.snapshot_batches(self._worth_it) as read:  # the generation and the rows agree
             if read is None:
                 self._snapshot = None
                 return None
-            self._snapshot = build_snapshot(read[0], read[1], self.weighting)
-            return self._snapshot
+            generation, batches = read
+            path = self._path(generation)
+            scratch = path.with_name(f"{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+            try:
+                write_snapshot(scratch, generation, batches, self.weighting)
+                self.builds += 1
+                scratch.rename(path)
+            except OSError:
+                if not path.is_dir():
+                    raise
+                log.info("postings %s were saved by another process meanwhile", path.name)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return self._use(open_snapshot(path, generation, self.weighting), path)
+
+    def _open_saved(self, generation: int) -> Snapshot | None:
+        """The saved snapshot of `generation`; None when there is none (a damaged one is removed)."""
+        from indexing.postings_files import SnapshotDamaged
+
+        path = self._path(generation)
+        if not path.is_dir():
+            return None
+        try:
+            snap = open_snapshot(path, generation, self.weighting)
+        except SnapshotDamaged as exc:
+            log.warning("saved postings %s cannot be used (%s); they are rebuilt", path, exc)
+            shutil.rmtree(path, ignore_errors=True)
+            return None
+        return self._use(snap, path)
+
+    def _use(self, snap: Snapshot, path: Path) -> Snapshot:
+        self._snapshot = snap
+        self._remove_unused(path.name)
+        return snap
+
+    def _path(self, generation: int) -> Path:
+        from indexing.postings_files import FORMAT
+
+        w = self.weighting
+        tag = hashlib.sha256(f"{FORMAT}:{w.k1!r}:{w.b!r}:{w.head_weight!r}".encode()).hexdigest()[:10]
+        return self.directory / f"{self._identity()}-{generation}-{tag}"
+
+    def _identity(self) -> str:
+        """A random id kept in the index's meta table: saved snapshots of another index (a new
+        database, another backend) never match, whatever its generation."""
+        if self._index_id is None:
+            if self.store.get_meta(INDEX_ID_KEY) is None:
+                self.store.set_meta(INDEX_ID_KEY, uuid.uuid4().hex[:16])
+            self._index_id = self.store.get_meta(INDEX_ID_KEY)
+        return str(self._index_id)
+
+    def _remove_unused(self, keep: str) -> None:
+        """Remove this index's snapshots of older generations (another process of this machine may
+        use a newer one), and scratch directories of builds whose process died."""
+        mine = f"{self._identity()}-"
+        kept = _generation_of(keep)
+        for entry in self.directory.iterdir():
+            name = entry.name
+            if ".tmp-" in name:
+                unused = not _alive(name)
+            else:
+                unused = name.startswith(mine) and _generation_of(name) < kept
+            if unused:
+                shutil.rmtree(entry, ignore_errors=True)
 
     def _start_build(self) -> None:
         with self._lock:
@@ -226,7 +323,35 @@ class MemoryIndex:
         try:
             self.build_now()
         except Exception:  # the FTS5 path keeps working; try again on a later search
-            log.exception("building the in-memory postings failed")
+            log.exception("building the postings failed")
         finally:
             with self._lock:
                 self._building = False
+
+
+INDEX_ID_KEY = "postings_id"
+
+
+def _generation_of(name: str) -> int:
+    """The generation in a snapshot directory's name (`<index id>-<generation>-<weighting tag>`)."""
+    try:
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _alive(scratch: str) -> bool:
+    """True when the process that names this scratch directory (`<name>.tmp-<pid>-<nonce>`) runs."""
+    try:
+        pid = int(scratch.rsplit(".tmp-", 1)[1].split("-")[0])
+    except (IndexError, ValueError):
+        return False
+    if pid == os.getpid():
+        return True  # another MemoryIndex of this process may be writing it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

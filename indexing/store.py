@@ -130,6 +130,10 @@ def folder_range(folder: str) -> tuple[str, str]:
     return prefix, prefix[:-1] + "0"
 
 
+ChunkTerms = tuple[int, int, str, str]  # a chunk's (id, doc_id, head_terms, terms)
+SNAPSHOT_BATCH = 20_000
+
+
 @dataclass(frozen=True)
 class FileRow:
     path: str
@@ -372,16 +376,22 @@ class IndexStore:
         """Where the index is, for people (status lines)."""
         return str(self.path)
 
-    def snapshot_rows(self, wanted: Callable[[int], bool]) -> tuple[int, list[tuple[int, int, str, str]]] | None:
-        """(generation, every chunk's (id, doc_id, head_terms, terms) by id) read in one snapshot, so
-        that they agree; None when `wanted(chunks)` says the rows are not needed."""
+    @contextmanager
+    def snapshot_batches(
+        self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH
+    ) -> Iterator[tuple[int, Iterator[list[ChunkTerms]]] | None]:
+        """(generation, every chunk's (id, doc_id, head_terms, terms) by id, `size` rows a batch),
+        read in one snapshot so that they agree; None when `wanted(chunks)` says the rows are not
+        needed. The batches are read while the context is open."""
         conn = sqlite_db.connect(self.path, timeout=30.0)
         try:
             conn.execute("BEGIN")
             generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
             if not wanted(int(chunks)):
-                return None
-            return int(generation), conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()
+                yield None
+                return
+            cursor = conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id")
+            yield int(generation), iter(lambda: cursor.fetchmany(size), [])
         finally:
             conn.close()
 

@@ -1,4 +1,5 @@
-"""The in-memory postings: the same ranking as an exhaustive rerank, never stale, built in the background."""
+"""The postings: the same ranking as an exhaustive rerank, never stale, built in the background, saved
+and reopened after a restart (never half-written or damaged ones), the same arrays from the streaming build."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import random
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from indexing.engine import TermRows
 from indexing.hits import ChunkHit
 from indexing.indexer import Indexer
-from indexing.postings import MemoryIndex
+from indexing.postings import MemoryIndex, open_snapshot
 from indexing.query import parse, plan
-from indexing.scoring import DEFAULT_RANK, score
+from indexing.scoring import DEFAULT_RANK, Weighting, idf, length_norm, saturate, score
 from indexing.search import PathFilter, Searcher
 from indexing.store import IndexStore
 
@@ -122,3 +126,192 @@ def test_built_in_the_background_and_capped(indexed: tuple[Path, IndexStore]) ->
     assert Searcher(store, memory=capped).search("revenue growth")  # FTS5 still answers
     memory.max_chunks = store.generation()[1] - 1  # the index outgrew the cap: the copy is dropped
     assert memory.build_now() is None and memory._snapshot is None
+
+
+# -- saved snapshots: reopened after a restart, never stale, never half-written ---------------------
+
+
+def _saved(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def _top_ids(memory: MemoryIndex, store: IndexStore) -> list[list[int]]:
+    searcher = Searcher(store, memory=memory)
+    return [[h.chunk_id for h in _in_memory(searcher, q) or []] for q in _queries(n=20)]
+
+
+def test_a_restart_opens_the_saved_snapshot_without_rebuilding(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
+    _, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    first = MemoryIndex(store, directory=saved)
+    assert first.build_now() is not None and first.builds == 1
+    assert len(_saved(saved)) == 1
+    restarted = MemoryIndex(store, directory=saved)  # a new process: nothing in memory
+    snap = restarted.current(*store.generation())  # the first search opens the files at once
+    assert snap is not None and restarted.builds == 0
+    assert restarted.build_now() is snap and restarted.builds == 0
+    assert _top_ids(restarted, store) == _top_ids(first, store)
+    assert isinstance(snap.rows, np.memmap) and isinstance(snap.body, np.memmap)
+
+
+def test_a_stale_saved_snapshot_is_ignored_and_removed(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
+    folder, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    MemoryIndex(store, directory=saved).build_now()
+    old = _saved(saved)
+    (folder / "new.md").write_text("# Zeppelin\n\nThe zeppelin hangar was rebuilt.\n", encoding="utf-8")
+    Indexer(store).index_file(folder / "new.md")
+    restarted = MemoryIndex(store, directory=saved)
+    assert restarted.current(*store.generation()) is None or restarted.builds == 1  # never the old files
+    snap = restarted.build_now()
+    assert snap is not None and snap.generation == store.generation()[0] and restarted.builds == 1
+    assert "zeppelin" in snap.terms and not set(old) & set(_saved(saved))  # the old generation is gone
+    assert len(_saved(saved)) == 1
+
+
+def test_a_build_cut_off_leaves_nothing_that_is_used(indexed: tuple[Path, IndexStore], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import indexing.postings_files as files
+
+    _, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    memory = MemoryIndex(store, directory=saved)
+
+    def crash(*args: object) -> object:
+        raise KeyboardInterrupt  # the process dies half-way through writing
+
+    monkeypatch.setattr(files, "_regrouped", crash)
+    with pytest.raises(KeyboardInterrupt):
+        memory.build_now()
+    assert _saved(saved) == [] and memory._snapshot is None
+    monkeypatch.undo()
+    # a scratch directory of a build whose process died (kill -9: nothing removed it) is never opened
+    final = memory._path(store.generation()[0])
+    dead = saved / f"{final.name}.tmp-999999999-deadbeef"
+    dead.mkdir()
+    (dead / "rows.bin").write_bytes(b"\0" * 12)
+    assert memory.build_now() is not None and memory.builds == 1
+    assert _saved(saved) == [final.name]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "manifest", "missing", "garbage-manifest"])
+def test_damaged_saved_files_are_rebuilt(indexed: tuple[Path, IndexStore], tmp_path: Path, damage: str) -> None:
+    _, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    first = MemoryIndex(store, directory=saved)
+    first.build_now()
+    want = _top_ids(first, store)
+    (path,) = saved.iterdir()
+    if damage == "truncate":  # (a new file: the first snapshot still maps the old one)
+        data = (path / "rows.bin").read_bytes()
+        (path / "rows.bin").unlink()
+        (path / "rows.bin").write_bytes(data[: len(data) // 2])
+    elif damage == "manifest":
+        (path / "manifest.json").unlink()
+    elif damage == "missing":
+        (path / "body_off.bin").unlink()
+    else:
+        (path / "manifest.json").write_text('{"format": 1, "generation"', encoding="utf-8")
+    memory = MemoryIndex(store, directory=saved)
+    assert memory.current(*store.generation()) is None  # not used: rebuilt in the background
+    snap = memory.build_now()
+    assert snap is not None and memory.builds == 1
+    assert _top_ids(memory, store) == want
+
+
+# -- the streaming build equals a build of everything at once ---------------------------------------
+
+
+def _reference_build(rows: list[tuple[int, int, str, str]], weighting: Weighting) -> dict[str, np.ndarray]:
+    """The former whole-index build in memory (every occurrence at once): the arrays to match."""
+    vocab: dict[str, int] = {}
+    body_ids: list[int] = []
+    head_ids: list[int] = []
+    body_len = np.empty(len(rows), dtype=np.int64)
+    head_len = np.empty(len(rows), dtype=np.int64)
+    add = vocab.setdefault
+    for r, (_cid, _did, head_text, body_text) in enumerate(rows):
+        b = [add(t, len(vocab)) for t in body_text.split()]
+        h = [add(t, len(vocab)) for t in head_text.split()] if head_text else []
+        body_ids += b
+        head_ids += h
+        body_len[r], head_len[r] = len(b), len(h)
+    n, v = len(rows), max(len(vocab), 1)
+    body = np.array(body_ids, dtype=np.int32)
+    head = np.array(head_ids, dtype=np.int32)
+    keys = np.concatenate((
+        body.astype(np.int64) * n + np.repeat(np.arange(n), body_len),
+        head.astype(np.int64) * n + np.repeat(np.arange(n), head_len),
+    ))
+    occurrence = np.concatenate((np.ones(len(body)), np.full(len(head), weighting.head_weight)))
+    unique, inverse = np.unique(keys, return_inverse=True)
+    tf = np.bincount(inverse, weights=occurrence, minlength=len(unique))
+    post_rows = (unique % max(n, 1)).astype(np.int32)
+    post_terms = unique // max(n, 1)
+    avgdl = float(body_len.mean()) if n and body_len.sum() else 1.0
+    norm = length_norm(body_len, avgdl, weighting)
+    counts = np.bincount(post_terms, minlength=v)
+    idfs = idf(n, counts, np.log)
+    return {
+        "vocab": np.array(list(vocab), dtype=object), "rows": post_rows,
+        "weights": saturate(idfs[post_terms], tf, norm[post_rows], weighting).astype(np.float32),
+        "body": body, "head": head, "body_off": np.concatenate(([0], np.cumsum(body_len))),
+        "head_off": np.concatenate(([0], np.cumsum(head_len))),
+        "bounds": np.concatenate(([0], np.cumsum(counts)))[: len(vocab) + 1], "idf": idfs[: len(vocab)],
+        "chunk_ids": np.array([r[0] for r in rows], dtype=np.int64), "doc_ids": np.array([r[1] for r in rows], dtype=np.int64),
+    }
+
+
+_WORDS = st.sampled_from(["a", "b", "c", "d", "营收", "增长", "e1", "f", "gg", "h"])
+_TEXT = st.lists(_WORDS, max_size=12).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.tuples(_TEXT, _TEXT), max_size=30), batch=st.integers(1, 7), part=st.integers(1, 12),
+       head_weight=st.sampled_from([2.0, 1.3, 0.7]))
+def test_the_streaming_build_equals_a_whole_build(tmp_path_factory: pytest.TempPathFactory,
+                                                  monkeypatch: pytest.MonkeyPatch, texts: list[tuple[str, str]],
+                                                  batch: int, part: int, head_weight: float) -> None:
+    import indexing.postings_files as files
+
+    monkeypatch.setattr(files, "PART_POSTINGS", part)  # many term ranges
+    weighting = Weighting(head_weight=head_weight)
+    rows = [(3 * i + 1, i // 2, head, body) for i, (head, body) in enumerate(texts)]
+    target = tmp_path_factory.mktemp("snap") / "s"
+    files.write_snapshot(target, 7, (rows[i : i + batch] for i in range(0, len(rows), batch)), weighting)
+    snap = open_snapshot(target, 7, weighting)
+    want = _reference_build(rows, weighting)
+    assert list(snap.terms) == list(want["vocab"])
+    for name in ("rows", "weights", "body", "head", "body_off", "head_off", "chunk_ids", "doc_ids"):
+        assert np.array_equal(np.asarray(getattr(snap, name)), want[name]), name
+    for tid, term in enumerate(want["vocab"]):
+        info = snap.terms[term]
+        assert (info.tid, info.start, info.end, info.idf) == (
+            tid, want["bounds"][tid], want["bounds"][tid + 1], want["idf"][tid])
+    assert sorted(p.name for p in target.iterdir()) == sorted([f"{n}.bin" for n in files.ARRAYS] + ["terms.txt", "manifest.json"])
+
+
+@pytest.mark.storage
+def test_saved_postings_on_either_backend(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> None:
+    """The rows are read in batches from either store; a second MemoryIndex (a restart, or another
+    process of the same machine) opens the saved files instead of rebuilding."""
+    from tests.storage_fixtures import index_store_for
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _corpus(folder, files=20)
+    store = index_store_for(request, tmp_path, backend)
+    Indexer(store).index_tree(folder)
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    first = MemoryIndex(store, directory=saved)
+    assert first.build_now() is not None and first.builds == 1
+    again = MemoryIndex(store, directory=saved)
+    assert again.current(*store.generation()) is not None and again.builds == 0
+    assert _top_ids(again, store) == _top_ids(first, store)
+    got = _in_memory(Searcher(store, memory=again), "revenue growth")
+    assert got is not None and [h.chunk_id for h in got] == [i for i, _ in _exhaustive(store, "revenue growth", 10)]

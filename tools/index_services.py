@@ -32,15 +32,21 @@ def index_store(rt: Runtime) -> IndexStore:
 
 
 def memory_index(rt: Runtime) -> MemoryIndex:
-    """The in-memory postings of the shared index (built in the background, used when fresh)."""
+    """The memory-mapped postings of the shared index (saved in the data dir, rebuilt in the
+    background when the index changed, used when fresh)."""
     return _MEMORY_INDEX.of(rt)
 
 
 def _new_memory_index(rt: Runtime) -> MemoryIndex:
+    """Saved in `<data dir>/postings` for either backend: derived data of this machine (with
+    PostgreSQL, every machine keeps its own copy; snapshots are named after the index's id)."""
     from indexing.postings import MemoryIndex
 
     s = rt.settings
-    return MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks)
+    directory = rt.data_dir / "postings"
+    directory.mkdir(parents=True, exist_ok=True)
+    return MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks,
+                       directory=directory)
 
 
 def open_index(database: Database, data_dir: Path) -> IndexStore:
