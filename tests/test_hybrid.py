@@ -138,3 +138,19 @@ def test_query_vectors_are_kept_by_text_and_the_oldest_dropped() -> None:
     queries("bikes"), queries("tea")  # "car brakes" is the oldest of three: dropped
     queries("car brakes")
     assert provider.asked == ["car brakes", "bikes", "tea", "car brakes"]
+
+
+def test_chinese_queries_keep_the_lexical_order_without_embedding() -> None:
+    from indexing.hybrid import DenseRerank
+    from indexing.query import plan
+
+    class Refusing:
+        name = "refusing"
+
+        def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+            raise AssertionError("a Chinese query must not be embedded")
+
+    vectors = {1: np.array([1.0, 0.0], dtype=np.float32), 2: np.array([0.0, 1.0], dtype=np.float32)}
+    rerank = DenseRerank(Refusing(), lambda ids: {i: vectors[i] for i in ids})
+    scored = [(3.0, 1), (2.0, 2)]
+    assert rerank(plan("如何修理汽车刹车"), scored) == scored  # zh weight 0: never below lexical
