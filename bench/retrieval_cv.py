@@ -168,7 +168,8 @@ def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argpar
     picked = sample(queries, folds, args.dense_sample)
     queries, folds = [queries[i] for i in picked], [folds[i] for i in picked]
     table = Table(f"{lang} passage view, hybrid re-rank of the lexical top {args.dense_depth} "
-                  f"({len(queries)} DEV queries sampled by fold)", folds, args.folds, {}, {}, {})
+                  f"({len(queries)} DEV queries{' sampled by fold' if args.dense_sample > 0 else ''})",
+                  folds, args.folds, {}, {}, {})
     store = build_passage_index(corpus, work / f"{lang}-dense.sqlite3")
     lexical = served_searcher(store, None, not args.fts_path)
     add(table, "ours", timed_ranks(passage_rank_of(lexical), queries))
