@@ -126,7 +126,7 @@ def store_vectors(store: IndexStore, model_name: str, real: dict[int, np.ndarray
     vectors = VectorStore(store)
     vectors.use_model(model_name)
     ids = [row[0] for row in store.conn().execute("SELECT id FROM chunks ORDER BY id")]
-    first = {n: ids[n] for n in real}
+    first = {n: ids[n] for n in real if n < len(ids)}  # an index smaller than the eval chunks holds some of them
     rows = store.conn().execute(
         f"SELECT id, heading, text FROM chunks WHERE id IN ({','.join(map(str, first.values()))}) ORDER BY id").fetchall()
     by_id = {chunk_id: n for n, chunk_id in first.items()}
