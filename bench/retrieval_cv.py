@@ -41,6 +41,7 @@ from bench.retrieval import (
     design_rank_of,
     document_rankers,
     document_ranks,
+    first_rank,
     load_jsonl,
     passage_rank_of,
     ranker_rank_of,
@@ -170,21 +171,40 @@ def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argpar
     picked = sample(queries, folds, args.dense_sample)
     queries, folds = [queries[i] for i in picked], [folds[i] for i in picked]
     table = Table(f"{lang} passage view, hybrid re-rank of the lexical top {args.dense_depth} "
-                  f"({len(queries)} DEV queries sampled by fold)", folds, args.folds, {}, {}, {})
+                  f"({len(queries)} DEV queries{' sampled by fold' if args.dense_sample > 0 else ''})",
+                  folds, args.folds, {}, {}, {})
     store = build_passage_index(corpus, work / f"{lang}-dense.sqlite3")
     lexical = served_searcher(store, None, not args.fts_path)
     add(table, "ours", timed_ranks(passage_rank_of(lexical), queries))
     by_id = {p["id"]: p for p in corpus}
-    needed = {h.path[len("/eval/"):] for q in queries for h in lexical.rank(q["query"], want=args.dense_depth)}
+    if args.dense_all:
+        needed = set(by_id)
+    else:
+        needed = {h.path[len("/eval/"):] for q in queries for h in lexical.rank(q["query"], want=args.dense_depth)}
     texts = {pid: chunk_text(by_id[pid].get("title", "").replace("_", " "), by_id[pid]["text"]) for pid in sorted(needed)}
     passages = cached_vectors(args.dense / lang, "passage", list(texts.values()), query=False)
     asked = cached_vectors(args.dense / lang, "query", [q["query"] for q in queries], query=True)
     vectors = {pid: passages[text] for pid, text in texts.items()}
     for v in dense_variants(vectors, asked, store, args.dense_depth):
         add(table, v.name, timed_ranks(passage_rank_of(v.adapt(lexical)), queries))
+    if args.dense_all:
+        add(table, "dense alone (whole corpus, exact cosine)", timed_ranks(dense_rank_of(vectors, asked), queries))
     store.close()
     add_tuned(table)
     return table
+
+
+def dense_rank_of(vectors: dict[str, Any], asked: dict[str, Any]) -> Callable[[dict], int | None]:  # type: ignore[type-arg]
+    """A query's gold-passage rank when every passage is ranked by its cosine to the query alone."""
+    ids = list(vectors)
+    matrix = np.stack([vectors[i] for i in ids])
+
+    def rank_of(q: dict) -> int | None:  # type: ignore[type-arg]
+        scores = matrix @ asked[q["query"]]
+        top = np.argsort(-scores, kind="stable")[:10]
+        return first_rank([ids[i] for i in top], q["passage_id"])
+
+    return rank_of
 
 
 def sample(queries: list[dict], folds: list[int], per_fold: int) -> list[int]:  # type: ignore[type-arg]
@@ -254,6 +274,14 @@ def chunked_ranks(docs: list[dict], queries: list[dict], spec: str, work: Path) 
     return ranks, ms
 
 
+def first_articles(corpus: list[dict], queries: list[dict], n: int) -> tuple[list[dict], list[dict]]:  # type: ignore[type-arg]
+    """The passages of the first `n` articles by name and the queries about them (a smaller corpus)."""
+    kept = set(sorted({p["article_id"] for p in corpus})[:n])
+    print(f"(first {n} articles by name: {sum(p['article_id'] in kept for p in corpus)} passages, "
+          f"{sum(q['article_id'] in kept for q in queries)} queries)", flush=True)
+    return [p for p in corpus if p["article_id"] in kept], [q for q in queries if q["article_id"] in kept]
+
+
 def chosen_variants(args: argparse.Namespace) -> list[Variant]:
     names = args.variants.split(",") if args.variants else list(VARIANTS)
     return [VARIANTS[n] for n in names]
@@ -271,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: the hybrid table (passage view), local-model vectors cached in DIR")
     parser.add_argument("--dense-sample", type=int, default=0, help="queries per fold for --dense (0: all)")
     parser.add_argument("--dense-depth", type=int, default=50, help="lexical candidates re-ranked")
+    parser.add_argument("--dense-all", action="store_true",
+                        help="embed every passage (not only the candidates) and add the dense-alone row")
+    parser.add_argument("--articles", type=int, default=0,
+                        help="only the first N articles by name and their queries (0: all; a shorter --dense run)")
     parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
     parser.add_argument("--chunking", default="", metavar="MAX:OVERLAP,...",
                         help="document-view rows over the articles chunked with these chunk_max_chars:chunk_overlap_chars")
@@ -279,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     for lang in args.lang.split(","):
         corpus = load_jsonl(args.eval / lang / "corpus.jsonl")
         queries = load_jsonl(args.eval / lang / "queries_dev.jsonl")
+        if args.articles:
+            corpus, queries = first_articles(corpus, queries, args.articles)
         with tempfile.TemporaryDirectory() as tmp:
             if args.dense is not None:
                 print(dense_table(lang, corpus, queries, args, Path(tmp)).render(), flush=True)

@@ -12,6 +12,8 @@ dimensions), which keeps the cosine order (measured: no loss in English).
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,6 +28,10 @@ if TYPE_CHECKING:
     from foundation.settings import Settings
 
 LOCAL_MODEL = "multilingual-e5-small-q4"
+# Query vectors kept by text: embedding the query is most of a hybrid search's cost (bench/hybrid_cost.py:
+# 30-40 ms of CPU with the local model on 2 cores; fetching and fusing 50 candidates ~1 ms) and agents repeat
+# queries (paging with offset, grouped after flat).
+QUERY_CACHE = 256
 
 
 class EmbeddingProvider(Protocol):
@@ -85,6 +91,29 @@ class OpenAIEmbeddings:
         response = self._client.embeddings.create(model=self.model, input=list(texts), encoding_format="float")
         rows = sorted(response.data, key=lambda d: d.index)
         return normalised(np.array([d.embedding for d in rows], dtype=np.float32))
+
+
+class QueryVectors:
+    """A provider's query vectors, the last QUERY_CACHE kept by text (thread-safe; the same vectors
+    as asking the provider each time)."""
+
+    def __init__(self, provider: EmbeddingProvider, size: int = QUERY_CACHE) -> None:
+        self.provider = provider
+        self.size = size
+        self._kept: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> np.ndarray:
+        with self._lock:
+            if text in self._kept:
+                self._kept.move_to_end(text)
+                return self._kept[text]
+        vector: np.ndarray = self.provider.embed([text], query=True)[0]
+        with self._lock:
+            self._kept[text] = vector
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return vector
 
 
 def make_provider(settings: Settings) -> EmbeddingProvider | None:

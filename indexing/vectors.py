@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from indexing.embeddings import EmbeddingProvider, from_int8, to_int8
+from indexing.embeddings import EmbeddingProvider, QueryVectors, from_int8, to_int8
 from indexing.store import put_meta
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class VectorWorker:
                  exclusive: Callable[[], AbstractContextManager[bool]] | None = None) -> None:
         self.vectors = VectorStore(store)
         self.provider = provider
+        self.queries = QueryVectors(provider)  # the searches' query vectors, kept as long as the worker (the server)
         self.exclusive = exclusive  # a lock shared by the processes on one database: one embeds at a time
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None

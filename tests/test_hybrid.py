@@ -4,6 +4,7 @@ the SDK client against a local embeddings stub (tests/fake_embeddings.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,40 @@ def test_the_bundled_local_model_embeds_meaning_across_languages() -> None:
     vectors = model.embed(["如何泡绿茶", "how to brew green tea", "replacing the brakes of a car"], query=False)
     assert vectors.shape == (3, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
     assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
+
+
+def test_query_vectors_are_kept_by_text_and_the_oldest_dropped() -> None:
+    from indexing.embeddings import QueryVectors
+
+    class Counting:
+        name = "counting"
+        asked: list[str] = []
+
+        def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+            assert query
+            self.asked += texts
+            return normalised(np.array([[len(t), 1.0] for t in texts], dtype=np.float32))
+
+    provider = Counting()
+    queries = QueryVectors(provider, size=2)
+    first = queries("car brakes")
+    assert np.array_equal(queries("car brakes"), first) and provider.asked == ["car brakes"]
+    queries("bikes"), queries("tea")  # "car brakes" is the oldest of three: dropped
+    queries("car brakes")
+    assert provider.asked == ["car brakes", "bikes", "tea", "car brakes"]
+
+
+def test_chinese_queries_keep_the_lexical_order_without_embedding() -> None:
+    from indexing.hybrid import DenseRerank
+    from indexing.query import plan
+
+    class Refusing:
+        name = "refusing"
+
+        def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+            raise AssertionError("a Chinese query must not be embedded")
+
+    vectors = {1: np.array([1.0, 0.0], dtype=np.float32), 2: np.array([0.0, 1.0], dtype=np.float32)}
+    rerank = DenseRerank(Refusing(), lambda ids: {i: vectors[i] for i in ids})
+    scored = [(3.0, 1), (2.0, 2)]
+    assert rerank(plan("如何修理汽车刹车"), scored) == scored  # zh weight 0: never below lexical

