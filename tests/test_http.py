@@ -31,6 +31,9 @@ INIT_BODY = json.dumps({
 })
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
+# one pytest-xdist worker runs this module (--dist loadgroup), so its module-scoped server starts once
+pytestmark = pytest.mark.xdist_group("test_http")
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
