@@ -5,6 +5,8 @@
 # start; scripts/postgres.sh installs its binaries when missing).
 # Creates/updates .venv first, and the pinned Node tooling in .cache/node (scripts/node.sh).
 # Extra arguments go to pytest. Safe for CI: no stdin needed, exit 0 only when all passed.
+# Both pytest passes run on GA_TEST_WORKERS processes (pytest-xdist, default 2; 0 = in this process):
+# many tests wait on subprocesses, sockets or timed load phases, so two workers use two cores well.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -36,7 +38,10 @@ echo "== pytest"
 basetemp="$root/.cache/pytest-tmp"
 rm -rf "$basetemp"
 mkdir -p "$root/.cache"
-args=("$@")
+# -n first: a -n among the extra arguments wins. --dist loadgroup: a module marked
+# xdist_group (its module-scoped server) stays on one worker; every other test goes where there is room.
+workers=(-n "${GA_TEST_WORKERS:-2}" --dist loadgroup)
+args=("${workers[@]}" "$@")
 if [[ " ${args[*]-} " != *" --basetemp"* ]]; then
   args=(--basetemp "$basetemp" "${args[@]}")
 fi
@@ -47,7 +52,7 @@ if [[ $rc -eq 5 ]]; then echo "test.sh: pytest collected no tests: failing" >&2;
 
 echo "== pytest: storage tests on PostgreSQL (-m storage --backend postgresql)"
 rm -rf "$basetemp-pg"
-args=("$@")
+args=("${workers[@]}" "$@")
 if [[ " ${args[*]-} " != *" --basetemp"* ]]; then
   args=(--basetemp "$basetemp-pg" "${args[@]}")
 fi

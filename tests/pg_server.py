@@ -87,11 +87,18 @@ class PgServer:
             os.chown(pwfile, self._as["user"], self._as["group"])
         self._run(self.bindir / "initdb", "-D", str(self.data), "-U", USER, "--auth=scram-sha-256",
                   f"--pwfile={pwfile}", "-E", "UTF8", "--locale=C", "--no-sync")
-        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 "
-                   "-c shared_buffers=32MB -c max_locks_per_transaction=256")
-        self._run(self.bindir / "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w",
-                  "-t", "60", "start")
+        for attempt in range(3):  # another test process (pytest-xdist worker) may take the free port first
+            options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' "
+                       "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 "
+                       "-c shared_buffers=32MB -c max_locks_per_transaction=256")
+            try:
+                self._run(self.bindir / "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w",
+                          "-t", "60", "start")
+                break
+            except RuntimeError as error:
+                if attempt == 2 or "already in use" not in str(error):
+                    raise
+                self.port = _free_port()
         import psycopg
 
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:

@@ -13,7 +13,8 @@ import pytest
 from tests.test_http import HttpServer, server_env, start_http_server
 from tests.test_third_party_clients import approve, every_argument
 
-pytestmark = pytest.mark.anyio
+# one pytest-xdist worker runs this module (--dist loadgroup), so its module-scoped server starts once
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("test_clients_http")]
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,9 @@ MUST_PASS = (
     "dns-rebinding-protection",
 )
 
+# one pytest-xdist worker runs this module (--dist loadgroup), so its module-scoped server starts once
+pytestmark = pytest.mark.xdist_group("test_conformance")
+
 
 def ensure_node_tools() -> None:
     """Install the pinned Node tooling (cached); fail the test with npm's reason if impossible."""

@@ -31,6 +31,9 @@ INIT_BODY = json.dumps({
 })
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
+# one pytest-xdist worker runs this module (--dist loadgroup), so its module-scoped server starts once
+pytestmark = pytest.mark.xdist_group("test_http")
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -69,7 +72,22 @@ class HttpServer:
 
 
 def start_http_server(tmp: Path, *args: str, host: str = "127.0.0.1", **env: str) -> HttpServer:
-    """Spawn `generalagent-mcp serve --transport http` and wait until `/health` answers."""
+    """Spawn `generalagent-mcp serve --transport http` and wait until `/health` answers (on a new port
+    when another test process, e.g. a pytest-xdist worker, took the free port first)."""
+    for attempt in range(3):
+        try:
+            return _start_http_server(tmp, *args, host=host, **env)
+        except PortTaken:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(AssertionError):
+    """The server could not listen: the free port was taken before it bound it."""
+
+
+def _start_http_server(tmp: Path, *args: str, host: str = "127.0.0.1", **env: str) -> HttpServer:
     port = free_port()
     tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / f"server-{port}.log"
@@ -81,14 +99,23 @@ def start_http_server(tmp: Path, *args: str, host: str = "127.0.0.1", **env: str
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            if f"Cannot listen on {host}:{port}" in server.stderr():
+                raise PortTaken(server.stderr())
             raise AssertionError(f"server exited with {process.returncode}:\n{server.stderr()}")
-        try:
-            if request(port, "GET", "/health")[0] == 200:
-                return server
-        except OSError:
-            time.sleep(0.1)
+        if _answers_health(port, process.pid):
+            return server
+        time.sleep(0.1)
     server.stop()
     raise AssertionError(f"server did not answer /health within 30 s:\n{server.stderr()}")
+
+
+def _answers_health(port: int, pid: int) -> bool:
+    """`/health` on `port` answers from process `pid` (not from another test's server on that port)."""
+    try:
+        status, body = request(port, "GET", "/health")
+    except OSError:
+        return False
+    return status == 200 and json.loads(body).get("pid") == pid
 
 
 def request(port: int, method: str, path: str, body: bytes | str | None = None,

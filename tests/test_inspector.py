@@ -33,7 +33,8 @@ def run_inspector(tmp_path: Path, *method_args: str, profile: str = "default",
     env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
     env.update(HOME=str(home), CI="true", NO_COLOR="1")
     passed = [f"PYTHONPATH={env['PYTHONPATH']}"] if env.get("PYTHONPATH") else []  # the Inspector passes few vars
-    command = [str(NODE_SH), "inspector", "--cli", *(["--strict"] if strict else []),
+    # the server's start may take longer than the Inspector's default 15 s on a busy machine
+    command = [str(NODE_SH), "inspector", "--cli", "--connect-timeout", "90000", *(["--strict"] if strict else []),
                *[arg for var in passed for arg in ("-e", var)],
                "-e", f"GENERALAGENT_DATA_DIR={tmp_path / 'data'}", "-e", f"GENERALAGENT_TOOL_PROFILE={profile}",
                str(CONSOLE_SCRIPT), "serve", *method_args]

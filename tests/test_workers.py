@@ -469,10 +469,15 @@ def test_answers_are_not_held_back_by_nagle(tmp_path: Path, servers: list[HttpSe
     try:
         conn.request("GET", "/health")
         conn.getresponse().read()
-        started = time.monotonic()
-        for _ in range(20):
-            conn.request("GET", "/health")
-            assert conn.getresponse().read()
-        assert time.monotonic() - started < 0.6
+        took = []
+        for _ in range(5):  # held back, 20 answers never take < 0.8 s: one fast round proves it (busy machines)
+            started = time.monotonic()
+            for _ in range(20):
+                conn.request("GET", "/health")
+                assert conn.getresponse().read()
+            took.append(time.monotonic() - started)
+            if took[-1] < 0.6:
+                break
+        assert min(took) < 0.6, took
     finally:
         conn.close()
