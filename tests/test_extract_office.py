@@ -6,6 +6,7 @@ from pathlib import Path
 
 from indexing.chunking import chunk_document
 from indexing.extract import extract_file
+from indexing.model import ChunkingOptions
 from tests.docgen import Heading, Slide, Table, make_docx, make_pdf, make_pptx, make_xlsx
 
 EN = "Quarterly revenue grew by twelve percent while running costs stayed flat."
@@ -123,7 +124,7 @@ def test_xlsx_rows_are_units_with_the_header_in_their_heading(tmp_path: Path) ->
     sales_chunks = [c for c in chunks if c.sheet == "Sales"]
     assert sales_chunks[0].rows is not None and sales_chunks[0].rows[0] == 1
     assert sales_chunks[-1].rows is not None and sales_chunks[-1].rows[1] == 46
-    assert all(len(c.text) <= 400 and c.heading.startswith("Sales") for c in sales_chunks)
+    assert all(len(c.text) <= ChunkingOptions().max_chars and c.heading.startswith("Sales") for c in sales_chunks)
     assert all("Region | Revenue" in c.heading for c in sales_chunks[1:])  # the header goes with every window
     zh = [c for c in chunks if c.sheet == "客户"]
     assert len(zh) == 1 and zh[0].text == "客户 | 营收\n华为 | 12.5" and zh[0].rows == (1, 2)

@@ -10,7 +10,7 @@ import pytest
 from foundation.errors import ExtractionError, LimitExceeded, NotFound
 from indexing.chunking import chunk_document
 from indexing.extract import SUPPORTED_EXTENSIONS, detect_kind, extract_file, is_supported
-from indexing.model import ExtractionLimits
+from indexing.model import ChunkingOptions, ExtractionLimits
 
 ZH = "第一季度营收增长率为百分之十二。客户满意度显著提高！\n第二段：Q3营收增长率继续上升。"
 
@@ -118,7 +118,7 @@ def test_ten_megabyte_single_line(tmp_path: Path) -> None:
     assert result.text == line
     chunks = chunk_document(result)
     assert chunks[0].start == 0 and chunks[-1].end == len(line)
-    assert max(len(c.text) for c in chunks) <= 400
+    assert max(len(c.text) for c in chunks) <= ChunkingOptions().max_chars
     assert all(line[c.start : c.end] == c.text for c in chunks[:: len(chunks) // 50])
 
 
