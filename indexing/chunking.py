@@ -136,7 +136,10 @@ def _segments(text: str, units: list[Unit], options: ChunkingOptions) -> Iterato
 
 def _chunk_span(text: str, start: int, end: int, limit: int, options: ChunkingOptions) -> list[tuple[int, int]]:
     spans = _split(text, start, end, 0, limit, options)
-    trimmed = [span for span in (_trim(text, s, e, hard) for s, e, hard in spans) if span[0] < span[1]]
+    trimmed: list[tuple[int, int, bool]] = []
+    for span in (_trim(text, s, e, hard) for s, e, hard in spans):
+        if span[0] < span[1] and (not trimmed or span[1] > trimmed[-1][1]):  # not a repeated lead-in alone
+            trimmed.append(span)
     return [(s, e) for s, e, _ in _merge_small(trimmed, limit, options.min_chars)]
 
 

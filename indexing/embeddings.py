@@ -109,6 +109,7 @@ class QueryVectors:
                 self._kept.move_to_end(text)
                 return self._kept[text]
         vector: np.ndarray = self.provider.embed([text], query=True)[0]
+        vector.setflags(write=False)  # shared by every caller of this text
         with self._lock:
             self._kept[text] = vector
             while len(self._kept) > self.size:

@@ -29,6 +29,9 @@ def _columns(table: Table) -> str:
     return ", ".join(f'"{c}"' for c in table.columns)  # quoted: `end` is reserved in PostgreSQL
 
 
+LOCAL_META = {"postings_id"}  # names this database's saved postings: a copy gets its own
+
+
 class IndexPortable:
     name = "index"
 
@@ -63,7 +66,8 @@ class IndexPortable:
                 self.store.add_chunk_rows(conn, batch)
             elif table.name == "meta":  # a fresh index already notes its analyzer version
                 conn.executemany("INSERT INTO meta(key, value) VALUES(?, ?) "
-                                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value", batch)
+                                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                                 [r for r in batch if r[0] not in LOCAL_META])
             else:
                 conn.executemany(f"INSERT INTO {table.name}({_columns(table)}) VALUES({marks})", batch)
             count += len(batch)

@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -206,7 +207,10 @@ class MemoryIndex:
             return None
         if self._build_lock.acquire(blocking=False):  # (a running build opens or makes it itself)
             try:
-                snap = self._open_saved(generation)
+                snap = self._open_saved(generation, chunks)
+            except Exception:  # never fail a search over saved files: the database engine answers
+                log.exception("opening the saved postings failed; they are rebuilt")
+                snap = None
             finally:
                 self._build_lock.release()
             if snap is not None:
@@ -238,7 +242,7 @@ class MemoryIndex:
             snap = self._snapshot
             if snap is not None and snap.generation == generation:
                 return snap
-            return self._open_saved(generation) or self._build()
+            return self._open_saved(generation, chunks) or self._build()
 
     def _build(self) -> Snapshot | None:
         from indexing.postings_files import write_snapshot
@@ -262,8 +266,9 @@ class MemoryIndex:
                 shutil.rmtree(scratch, ignore_errors=True)
         return self._use(open_snapshot(path, generation, self.weighting), path)
 
-    def _open_saved(self, generation: int) -> Snapshot | None:
-        """The saved snapshot of `generation`; None when there is none (a damaged one is removed)."""
+    def _open_saved(self, generation: int, chunks: int) -> Snapshot | None:
+        """The saved snapshot of `generation` with `chunks` rows; None when there is none (a damaged
+        one, or one of another index that shares the id, e.g. a restored backup, is removed)."""
         from indexing.postings_files import SnapshotDamaged
 
         path = self._path(generation)
@@ -271,6 +276,8 @@ class MemoryIndex:
             return None
         try:
             snap = open_snapshot(path, generation, self.weighting)
+            if snap.n_rows != chunks:
+                raise SnapshotDamaged(f"{snap.n_rows} rows, the index has {chunks} chunks")
         except SnapshotDamaged as exc:
             log.warning("saved postings %s cannot be used (%s); they are rebuilt", path, exc)
             shutil.rmtree(path, ignore_errors=True)
@@ -306,7 +313,7 @@ class MemoryIndex:
         for entry in self.directory.iterdir():
             name = entry.name
             if ".tmp-" in name:
-                unused = not _alive(name)
+                unused = not _alive(entry)
             else:
                 unused = name.startswith(mine) and _generation_of(name) < kept
             if unused:
@@ -330,6 +337,7 @@ class MemoryIndex:
 
 
 INDEX_ID_KEY = "postings_id"
+SCRATCH_MAX_AGE_S = 86_400  # a build takes about a minute at 1M chunks
 
 
 def _generation_of(name: str) -> int:
@@ -340,13 +348,19 @@ def _generation_of(name: str) -> int:
         return -1
 
 
-def _alive(scratch: str) -> bool:
-    """True when the process that names this scratch directory (`<name>.tmp-<pid>-<nonce>`) runs."""
+def _alive(scratch: Path) -> bool:
+    """True while the build writing this scratch directory (`<name>.tmp-<pid>-<nonce>`) may still run:
+    it is younger than a day and (on POSIX) its process exists. No signal is sent on Windows, where
+    os.kill(pid, 0) would be a Ctrl+C; a killed build's folder goes after a day there, or after a
+    pid reuse here."""
     try:
-        pid = int(scratch.rsplit(".tmp-", 1)[1].split("-")[0])
-    except (IndexError, ValueError):
+        pid = int(scratch.name.rsplit(".tmp-", 1)[1].split("-")[0])
+        age = time.time() - scratch.stat().st_mtime
+    except (IndexError, ValueError, OSError):
         return False
-    if pid == os.getpid():
+    if age > SCRATCH_MAX_AGE_S:
+        return False
+    if pid == os.getpid() or os.name != "posix":
         return True  # another MemoryIndex of this process may be writing it
     try:
         os.kill(pid, 0)

@@ -29,7 +29,7 @@ def check(text: str, chunks: list[Chunk], options: ChunkingOptions) -> None:
         assert chunk.text == text[chunk.start : chunk.end]
         assert chunk.text and chunk.text == chunk.text.strip()
         assert len(chunk.text) <= options.max_chars
-        assert chunk.start >= previous_start and chunk.end >= previous_end
+        assert chunk.start >= previous_start and chunk.end > previous_end  # no chunk inside the one before
         previous_start, previous_end = chunk.start, chunk.end
         covered[chunk.start : chunk.end] = b"\x01" * (chunk.end - chunk.start)
     missing = [i for i, ch in enumerate(text) if not covered[i] and not ch.isspace()]
@@ -201,3 +201,17 @@ def test_ten_megabytes_chunk_in_seconds() -> None:
     elapsed = time.monotonic() - started
     assert chunks[-1].end == len(text.rstrip())
     assert elapsed < 30  # generous bound on a shared 2-core machine; the benchmark measures speed
+
+
+def test_no_chunk_is_only_the_repeated_end_of_the_one_before() -> None:
+    """Sentences repeated across a cut followed by whitespace alone once made a chunk that lay
+    inside the one before (87 in these 3,000 texts)."""
+    import random
+
+    options = ChunkingOptions(max_chars=80, overlap_chars=80, min_chars=50)
+    words = ["alpha", "beta.", "gamma", "delta!", "\n", "\n\n", "x" * 30, "我们。", "好", " "]
+    for seed in range(3000):
+        pick = random.Random(seed)
+        text = " ".join(pick.choice(words) for _ in range(pick.randint(5, 120)))
+        chunks = chunk_document(Extracted(text=text, units=[Unit(0, len(text), "text")], kind="text"), options)
+        check(text, chunks, options)

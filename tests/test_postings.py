@@ -152,7 +152,7 @@ def test_a_restart_opens_the_saved_snapshot_without_rebuilding(indexed: tuple[Pa
     assert snap is not None and restarted.builds == 0
     assert restarted.build_now() is snap and restarted.builds == 0
     assert _top_ids(restarted, store) == _top_ids(first, store)
-    assert isinstance(snap.rows, np.memmap) and isinstance(snap.body, np.memmap)
+    assert isinstance(snap.rows.base, np.memmap) and isinstance(snap.body.base, np.memmap)  # views of the files
 
 
 def test_a_stale_saved_snapshot_is_ignored_and_removed(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
@@ -315,3 +315,42 @@ def test_saved_postings_on_either_backend(request: pytest.FixtureRequest, tmp_pa
     assert _top_ids(again, store) == _top_ids(first, store)
     got = _in_memory(Searcher(store, memory=again), "revenue growth")
     assert got is not None and [h.chunk_id for h in got] == [i for i, _ in _exhaustive(store, "revenue growth", 10)]
+
+
+def test_a_copied_index_never_opens_the_original_snapshots(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
+    """export/import gives the copy its own postings id, and a saved snapshot whose row count is not
+    the index's (a restored backup that reached the same generation) is rebuilt, never used."""
+    from foundation.storage.transfer import export, import_
+    from indexing.portable import IndexPortable
+
+    _, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    MemoryIndex(store, directory=saved).build_now()
+    export([IndexPortable(store)], tmp_path / "index.jsonl", "test")
+    copy = IndexStore(tmp_path / "copy.sqlite3")
+    import_([IndexPortable(copy)], tmp_path / "index.jsonl")
+    assert copy.get_meta("postings_id") is None
+    copied = MemoryIndex(copy, directory=saved)
+    assert copied.build_now() is not None and copied.builds == 1 and len(_saved(saved)) == 2
+    # same id and generation, other rows: the saved files are another index's
+    twin = MemoryIndex(store, directory=saved)
+    generation, chunks = store.generation()
+    assert twin._open_saved(generation, chunks + 1) is None and len(_saved(saved)) == 1
+    assert twin.build_now() is not None and twin.builds == 1
+
+
+def test_an_old_scratch_folder_is_removed_even_when_its_pid_runs(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
+    import os
+
+    _, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    memory = MemoryIndex(store, directory=saved)
+    final = memory._path(store.generation()[0])
+    young, old = (saved / f"{final.name}.tmp-{os.getpid()}-{tag}" for tag in ("young", "old"))
+    for scratch in (young, old):
+        scratch.mkdir()
+    os.utime(old, (time.time() - 2 * 86_400, time.time() - 2 * 86_400))  # a build killed two days ago
+    assert memory.build_now() is not None
+    assert young.exists() and not old.exists()
