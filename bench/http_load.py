@@ -50,6 +50,11 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
     command = [str(script), "serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)]
     log = (tmp / "server.log").open("wb")
     process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    return wait_for_health(process, port, tmp / "server.log")
+
+
+def wait_for_health(process: subprocess.Popen[bytes], port: int, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """The started server once `GET /health` answers 200 (within 60 s; else it is killed)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -60,7 +65,7 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
         except OSError:
             time.sleep(0.2)
     process.kill()
-    raise SystemExit(f"the server did not start; see {tmp / 'server.log'}")
+    raise SystemExit(f"the server did not start; see {log}")
 
 
 class Client:

@@ -238,14 +238,15 @@ def _tantivy_hits(index: Any, terms: list[str]) -> tuple[Any, list[tuple[float, 
     return searcher, searcher.search(tantivy.Query.boolean_query(subs), 10).hits
 
 
-def latency(fn: Callable[[str], object], queries: list[str]) -> tuple[float, float]:
+def latency(fn: Callable[[Any], object], queries: list[Any]) -> tuple[float, float]:
+    """(p50, p95) in milliseconds."""
     times = []
     for q in queries:
         started = time.perf_counter()
         fn(q)
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
-    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+    return statistics.median(times), times[max(0, int(len(times) * 0.95) - 1)]
 
 
 def _memory_held(memory: MemoryIndex) -> int:

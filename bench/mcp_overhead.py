@@ -270,7 +270,7 @@ async def _wait_for_postings(client: Any, queries: list[str]) -> None:
 
 
 def start_http(data: Path, ws: Path) -> tuple[subprocess.Popen[bytes], int]:
-    import http.client
+    from bench.http_load import wait_for_health
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -278,17 +278,7 @@ def start_http(data: Path, ws: Path) -> tuple[subprocess.Popen[bytes], int]:
     log = (data.parent / f"http-{port}.log").open("wb")
     process = subprocess.Popen([str(SCRIPT), "serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)],
                                env=server_env(data, ws), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=str(ws))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/health")
-            if conn.getresponse().status == 200:
-                return process, port
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit(f"the server did not start; see {log.name}")
+    return wait_for_health(process, port, Path(log.name))
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

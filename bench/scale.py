@@ -26,15 +26,15 @@ import os
 import random
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.index_speed import latency
 from bench.retrieval import DEFAULT_EVAL, load_jsonl
 
 PER_DOC = 50
@@ -201,17 +201,6 @@ def child_bm25s(work: Path, total: int) -> dict[str, Any]:
 
 
 # -- measuring -------------------------------------------------------------------------------------
-
-
-def latency(fn: Callable[[Any], object], queries: list[Any]) -> tuple[float, float]:
-    """(p50, p95) in milliseconds."""
-    times = []
-    for q in queries:
-        started = time.perf_counter()
-        fn(q)
-        times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    return statistics.median(times), times[max(0, int(len(times) * 0.95) - 1)]
 
 
 def _peak_rss() -> int:
