@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from foundation.pooled_reads import Result
 from foundation.storage.base import Conn
 from foundation.storage.postgres import PgConn, rollback
-from indexing.store import CHUNK_TABLE_COLS, SNAPSHOT_BATCH, ChunkTerms, IndexStore, Result
+from indexing.store import CHUNK_TABLE_COLS, SNAPSHOT_BATCH, ChunkTerms, IndexStore
 
 if TYPE_CHECKING:
     from foundation.storage.postgres import PostgresDatabase
