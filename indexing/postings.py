@@ -63,7 +63,7 @@ class Snapshot:
     body_off: np.ndarray  # row r's body is body[body_off[r]:body_off[r + 1]]
     head: np.ndarray
     head_off: np.ndarray
-    bounds: dict[int, float] = field(default_factory=dict, compare=False, repr=False)  # term id -> largest weight
+    max_weights: dict[int, float] = field(default_factory=dict, compare=False, repr=False)  # term id -> its largest weight (cached)
 
     @property
     def n_rows(self) -> int:
@@ -84,9 +84,9 @@ class Snapshot:
 
     def _bound(self, info: TermInfo) -> float:
         """The largest weight of the term's postings (computed on first use)."""
-        bound = self.bounds.get(info.tid)
+        bound = self.max_weights.get(info.tid)
         if bound is None:
-            bound = self.bounds[info.tid] = float(self.weights[info.start : info.end].max())
+            bound = self.max_weights[info.tid] = float(self.weights[info.start : info.end].max())
         return bound
 
     def found(self, rows: np.ndarray, terms: Sequence[str], field: str = "body") -> Occurrences:
