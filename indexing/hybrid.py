@@ -50,7 +50,6 @@ class DenseRerank:
     ) -> None:
         from indexing.embeddings import QueryVectors
 
-        self.provider = provider
         self.vectors_of = vectors_of
         self.weight_of = weight_of
         self.query_vector = queries or QueryVectors(provider)  # the server's (kept across searches) when given
