@@ -20,8 +20,9 @@ the previous one only as far as they fit in `overlap_chars`, so each row is inde
 overlap. A row longer than `max_chars` is cut on its own like any text.
 
 Invariants: `chunk.text == extracted.text[chunk.start:chunk.end]`; chunks are in text order (starts
-and ends never decrease) and trimmed of surrounding whitespace; every non-whitespace character is in at
-least one chunk; `len(chunk.text) <= max_chars`. Runs in linear time.
+never decrease, ends increase: no chunk lies inside the one before) and trimmed of surrounding
+whitespace; every non-whitespace character is in at least one chunk; `len(chunk.text) <= max_chars`.
+Runs in linear time.
 
 `CHUNKER_VERSION` names these rules: an index made with other rules or options re-chunks
 (`chunking_key`, `IndexStore.ensure_chunking`).
