@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
+
+from pydantic_core import to_json
 
 _MIN_STRING = 200
 MAX_COMMAND_CHARS = 16_384
@@ -25,7 +26,9 @@ def estimate_tokens(text: str) -> int:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON text, non-ASCII kept (pydantic-core's encoder: the same text as json.dumps with
+    ensure_ascii=False and no spaces, in about half the time)."""
+    return to_json(value).decode()
 
 
 def _shrink(value: Any, ratio: float) -> Any:

@@ -80,17 +80,17 @@ _MAX_DEPTH = 40
 
 def portable_schema(schema: dict[str, Any], output: bool = False) -> dict[str, Any]:
     """A portable copy of `schema`. Input schemas: strict and inlined. Output schemas: no type arrays,
-    no untyped nodes, no titles/descriptions/defaults (local `$defs` stay: they keep results' schemas small)."""
-    if output:  # clients validate results with it; models never see it: shared $refs are fine
-        result = _inline_single_use(copy.deepcopy(schema))
-    else:
-        result = _inline_refs(copy.deepcopy(schema), schema.get("$defs", {}), 0)
-        result.pop("$defs", None)
-        result.pop("definitions", None)
+    no untyped nodes, no titles/descriptions/defaults, no `$defs` (see `_inline_at_first_use`)."""
+    if output:  # clients validate results with it; models never see it
+        shaped = copy.deepcopy(schema)
+        _shape(shaped, output)
+        _untype_nested_objects(shaped, root=True)
+        return _inline_at_first_use(shaped)
+    result: dict[str, Any] = _inline_refs(copy.deepcopy(schema), schema.get("$defs", {}), 0)
+    result.pop("$defs", None)
+    result.pop("definitions", None)
     _shape(result, output)
-    if output:
-        _untype_nested_objects(result, root=True)
-    elif result.get("type") == "object":
+    if result.get("type") == "object":
         result.setdefault("properties", {})
     return result
 
@@ -114,30 +114,42 @@ def _untype_nested_objects(node: Any, root: bool = False) -> None:
             _untype_nested_objects(value)
 
 
-def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline the `$defs` entries referenced once (a shared one stays a `$ref`)."""
-    defs = schema.get("$defs", {})
-    uses = _count_refs(schema, {})
-    once = {name: body for name, body in defs.items() if uses.get(f"#/$defs/{name}", 0) == 1}
-    if not once:
+def _inline_at_first_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """Each `$defs` entry inlined where it is first used; later uses point there (`#/properties/hits/items`).
+
+    Result schemas stay as small as with `$defs` (tools/list tokens), and the values clients check most
+    (a search's hits) need no reference lookups: a `$ref` costs validators such as the Python SDK
+    client's jsonschema a resolution per value checked (most of the check's time for 10 hits)."""
+    defs = schema.get("$defs")
+    if not isinstance(defs, dict) or not defs:
         return schema
-    result: dict[str, Any] = _inline_refs({k: v for k, v in schema.items() if k != "$defs"}, once, 0)
-    kept = {name: _inline_refs(body, once, 0) for name, body in defs.items() if name not in once}
-    if kept:
-        result["$defs"] = kept
+    body = {key: value for key, value in schema.items() if key != "$defs"}
+    placed: dict[str, str] = {}
+    result: dict[str, Any] = _place(body, defs, placed, "#", 0)
     return result
 
 
-def _count_refs(node: Any, counts: dict[str, int]) -> dict[str, int]:
-    if isinstance(node, dict):
-        if isinstance(node.get("$ref"), str):
-            counts[node["$ref"]] = counts.get(node["$ref"], 0) + 1
-        for value in node.values():
-            _count_refs(value, counts)
-    elif isinstance(node, list):
-        for item in node:
-            _count_refs(item, counts)
-    return counts
+def _place(node: Any, defs: dict[str, Any], placed: dict[str, str], pointer: str, depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        raise ValueError("schema nests too deeply (a recursive model?)")
+    if isinstance(node, list):
+        return [_place(item, defs, placed, f"{pointer}/{i}", depth + 1) for i, item in enumerate(node)]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    name = ref.removeprefix("#/$defs/") if isinstance(ref, str) and ref.startswith("#/$defs/") else None
+    if name is not None and name in defs:
+        if name in placed:
+            return {**node, "$ref": placed[name]}
+        placed[name] = pointer
+        node = {**copy.deepcopy(defs[name]), **{key: value for key, value in node.items() if key != "$ref"}}
+    return {key: _place(value, defs, placed, f"{pointer}/{_pointer_part(key)}", depth + 1)
+            for key, value in node.items()}
+
+
+def _pointer_part(key: str) -> str:
+    """`key` as one JSON-pointer reference token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _inline_refs(node: Any, defs: dict[str, Any], depth: int) -> Any:

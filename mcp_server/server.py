@@ -227,6 +227,7 @@ class ToolCatalog:
         tool.parameters = portable_schema(tool.parameters)
         if tool.fn_metadata.output_schema is not None:
             tool.fn_metadata.output_schema = portable_schema(tool.fn_metadata.output_schema, output=True)
+            tool.fn_metadata.output_model = None  # results are dumps of that model: the SDK need not re-validate
         self.server._tool_manager._tools[spec.name] = tool
 
     def enable(self, names: list[str], origin: CallOrigin | None = None) -> list[str]:

@@ -43,13 +43,19 @@ def schemas() -> st.SearchStrategy[dict[str, Any]]:
     return st.recursive(scalar_schemas(), extend, max_leaves=6)
 
 
-def with_defs(schema: dict[str, Any]) -> dict[str, Any]:
-    """Move the first nested object into `$defs` behind a `$ref`, as pydantic does for models."""
+def with_defs(schema: dict[str, Any], shared: bool = False) -> dict[str, Any]:
+    """Move the first nested object into `$defs` behind a `$ref`, as pydantic does for models; `shared`:
+    a second property (a list of them, under a name a JSON pointer must escape) refers to it too."""
     for name, prop in (schema.get("properties") or {}).items():
         if isinstance(prop, dict) and prop.get("type") == "object":
-            return {**schema, "properties": {**schema["properties"], name: {"$ref": "#/$defs/Inner"}},
-                    "$defs": {"Inner": prop}}
+            props = {**schema["properties"], name: {"$ref": "#/$defs/Inner"}}
+            if shared:  # first, so that the other use points into it
+                props = {TWIN: {"type": "array", "items": {"$ref": "#/$defs/Inner"}}, **props}
+            return {**schema, "properties": props, "$defs": {"Inner": prop}}
     return schema
+
+
+TWIN = "twin/~0"
 
 
 def value_for(schema: dict[str, Any], data: st.DataObject) -> Any:
@@ -88,8 +94,18 @@ def as_strict_client_sends(value: Any, schema: dict[str, Any]) -> Any:
 
 def inline(schema: dict[str, Any]) -> dict[str, Any]:
     defs = schema.get("$defs", {})
-    props = {n: defs["Inner"] if p == {"$ref": "#/$defs/Inner"} else p for n, p in schema["properties"].items()}
-    return {k: v for k, v in schema.items() if k != "$defs"} | {"properties": props}
+
+    def resolved(node: Any) -> Any:
+        if isinstance(node, list):
+            return [resolved(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if node == {"$ref": "#/$defs/Inner"}:
+            return resolved(defs["Inner"])
+        return {key: resolved(value) for key, value in node.items() if key != "$defs"}
+
+    result: dict[str, Any] = resolved(schema)
+    return result
 
 
 ALLOWED_INPUT = {"type", "description", "enum", "properties", "required", "anyOf", "items", "minimum", "maximum",
@@ -100,7 +116,7 @@ ALLOWED_INPUT = {"type", "description", "enum", "properties", "required", "anyOf
 @given(root=st.dictionaries(NAMES, schemas(), min_size=1, max_size=4), data=st.data())
 def test_portable_schemas_accept_what_the_server_accepts(root: dict[str, Any], data: st.DataObject) -> None:
     required = sorted(data.draw(st.sets(st.sampled_from(sorted(root)))))
-    original = with_defs({"type": "object", "properties": root, "required": required})
+    original = with_defs({"type": "object", "properties": root, "required": required}, data.draw(st.booleans()))
     plain = inline(original)
     jsonschema.Draft202012Validator.check_schema(original)
     value = value_for(plain, data)
@@ -110,12 +126,25 @@ def test_portable_schemas_accept_what_the_server_accepts(root: dict[str, Any], d
     jsonschema.validate(as_strict_client_sends(value, plain), portable_in)
     portable_out = portable_schema(original, output=True)
     jsonschema.validate(value, portable_out)
+    assert "$defs" not in portable_out  # inlined at the first use, later uses point there
+    for node in _nodes(portable_out):
+        if "$ref" in node:
+            assert isinstance(pointed(portable_out, node["$ref"]), dict), node
 
     for node in _nodes(portable_in):
         assert set(node) <= ALLOWED_INPUT, node
         assert not isinstance(node.get("type"), list) and node.get("additionalProperties", False) is False
     for node in _nodes(portable_out):
         assert not isinstance(node.get("type"), list) and "exclusiveMinimum" not in node
+
+
+def pointed(schema: dict[str, Any], ref: str) -> Any:
+    """The node a local JSON pointer (`#/a/b~1c/0`) names (KeyError/IndexError when none)."""
+    node: Any = schema
+    for part in ref.removeprefix("#/").split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
 
 
 def _nodes(schema: Any) -> list[dict[str, Any]]:
