@@ -238,7 +238,19 @@ def compact(
     out = carryover.api_shape([*parts.system, summary_msg, *first, *recent], options.fmt)
     report.summary_tokens = counter.count(summary)
     report.covered_sources = _covered(parts)
-    return _finish(out, counter, report), report, summary
+    out = _finish(out, counter, report)
+    if report.tokens_after >= report.tokens_before:  # e.g. a forced compaction of a few short messages
+        return _not_smaller(parts, counter, report, options), report, None
+    return out, report, summary
+
+
+def _not_smaller(parts: Split, counter: Counter, report: CompactReport, options: CompactOptions) -> list[Msg]:
+    """The messages unchanged, reported as skipped: the summary would not have made them shorter."""
+    report.action, report.reason = "skipped", (
+        f"Not compacted: the summary plus the kept messages would be {report.tokens_after} tokens, not fewer "
+        f"than the {report.tokens_before} they replace. The messages are returned unchanged.")
+    report.covered_sources = 0
+    return _finish(carryover.api_shape(parts.clean, options.fmt), counter, report)
 
 
 def _covered(parts: Split) -> int:

@@ -159,3 +159,7 @@ def test_compact_output_is_valid_for_the_chat_apis(
         first = next((m for m in transcript.messages if m.role == "user" and m.content), None)
         if first is not None and isinstance(first.content, str) and "```" not in first.content:
             assert first.content in everything
+    if report.action == "compacted":  # a compaction always makes the messages shorter
+        assert report.tokens_after < report.tokens_before
+    else:
+        assert report.action == "skipped" and summary is None

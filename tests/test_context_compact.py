@@ -175,3 +175,14 @@ def test_large_input_total_is_a_labelled_estimate() -> None:
     _, report, _ = compact(small.messages, COUNTER, CompactOptions("compact", 128_000, force=True), None)
     assert not report.tokens_before_estimated
     assert report.tokens_before == sum(message_tokens(COUNTER, m) for m in small.messages)
+
+
+@pytest.mark.parametrize("n", [12, 20])
+def test_a_compaction_that_would_grow_the_messages_is_skipped(n: int) -> None:
+    """A forced compaction of a few short messages: the summary would be longer than what it replaces."""
+    replies = ["hi", "ok", "yes", "go on"]
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": replies[i % 4]} for i in range(n)]
+    transcript = parse(messages)
+    out, report, summary = compact(transcript.messages, COUNTER, CompactOptions("compact", 8000, 0, force=True), None)
+    assert report.action == "skipped" and "not fewer than" in report.reason and summary is None
+    assert report.tokens_after == report.tokens_before and render(transcript, out)[0] == messages
