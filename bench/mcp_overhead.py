@@ -225,7 +225,16 @@ def in_memory(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row
         async with Client(server, mode="legacy") as client:
             while any(thread.name == "warm-up" for thread in threading.enumerate()):
                 await anyio.sleep(0.1)  # the server's start-up warm-up (jieba, tiktoken) is not what is measured
-            return await over_client(client, "MCP in-memory", queries, n)
+            rows = await over_client(client, "MCP in-memory", queries, n)
+
+        async def decline(context: Any, params: Any) -> Any:  # never called when nothing needs approval
+            from mcp_types import ElicitResult
+
+            return ElicitResult(action="decline")
+
+        async with Client(server, mode="legacy", elicitation_callback=decline) as client:
+            rows |= await over_client(client, "MCP in-memory, client with elicitation", queries, n)
+        return rows
 
     return anyio.run(run)
 
