@@ -5,7 +5,8 @@ gate, injects `rt`/`call`, runs sync tools in a worker thread, times and logs th
 exceptions into clear error messages and bounds the size of the result. Tool bodies never
 re-implement any of this. Nothing slow runs on the event loop: the gate's policy analysis
 runs in a worker thread (mcp_server/approval/gate.py), as do sync tools, so one slow call
-cannot delay the others.
+cannot delay the others. (For a client that can answer elicitations, the approval resolver decides
+a read-only call with small arguments on the loop: the policy is pure and that input is bounded.)
 """
 
 from __future__ import annotations

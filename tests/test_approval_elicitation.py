@@ -66,6 +66,24 @@ async def test_read_only_tools_are_not_asked(settings: Any, monkeypatch: Any, mo
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("action", ["accept", "decline"])
+async def test_a_read_only_tool_the_user_rules_ask_for_is_asked(make_settings: Any, data_dir: Any, mode: str,
+                                                                 action: str) -> None:
+    """Read-only calls with small arguments are decided on the event loop; one the rules ask for still asks."""
+    (data_dir / "policy.toml").write_text('version = 1\n[permissions]\nask = ["now"]\n')
+    settings = make_settings()
+    seen: list[str] = []
+    async with connect(settings, mode, elicitation_callback=helpers.elicitation_answer(action, seen=seen)) as c:
+        await c.list_tools()
+        result = await c.call_tool("now", {})
+        assert not (await c.call_tool("todo_read", {})).is_error  # allowed: not asked
+    assert len(seen) == 1 and "now" in seen[0]
+    assert result.is_error == (action == "decline")
+    outcomes = [(e["tool"], e["outcome"]) for e in helpers.audit_entries(settings)]
+    assert outcomes == [("now", "approved" if action == "accept" else "rejected"), ("todo_read", "allowed")]
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_deny_is_a_clear_error_without_asking(settings: Any, monkeypatch: Any, mode: str) -> None:
     helpers.install(monkeypatch)
     seen: list[str] = []

@@ -8,6 +8,8 @@ import threading
 from typing import Annotated, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from foundation.calls import CallOrigin
@@ -83,3 +85,26 @@ async def test_an_async_gate_is_awaited_first(settings: Any) -> None:
     gate = AsyncGate()
     await Dispatcher(Runtime(settings), [SPEC], gate=gate).run("where", {}, ORIGIN)
     assert gate.checked == 1 and len(ran) == 1
+
+
+JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=40)),
+                    lambda inner: st.one_of(st.lists(inner, max_size=6), st.dictionaries(st.text(max_size=8), inner, max_size=6)),
+                    max_leaves=40)
+
+
+def _size(value: Any) -> int:
+    """The whole count small_arguments stops early on: strings, keys and items by length, other values 8."""
+    if isinstance(value, dict):
+        return len(value) + sum(_size(k) + _size(v) for k, v in value.items())
+    if isinstance(value, list):
+        return len(value) + sum(_size(v) for v in value)
+    return len(value) if isinstance(value, str) else 8
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.dictionaries(st.text(max_size=8), JSON, max_size=5), limit=st.integers(0, 400))
+def test_small_arguments_is_the_size_bound(args: dict[str, Any], limit: int) -> None:
+    """Which read-only calls the approval resolver decides on the event loop (mcp_server.server)."""
+    from mcp_server.server import small_arguments
+
+    assert small_arguments(args, limit) == (sum(_size(v) for v in args.values()) <= limit)
