@@ -308,23 +308,30 @@ class IndexStore:
             put_meta(conn, key, value)
 
     def ensure_analysis(self, version: str, analyze_fn: Callable[[str], list[str]]) -> bool:
-        """Re-analyse every chunk when the index was built with another analyzer version."""
+        """Re-analyse every chunk when the index was built with another analyzer version (checked
+        again inside the write: of two processes starting at once, only the first re-analyses)."""
         if self.get_meta("analyzer") == version:
             return False
-        rebuilt = self.totals()["chunks"] > 0
-        if rebuilt:
-            self.rebuild(analyze_fn)
-        self.set_meta("analyzer", version)
+        with self.write() as conn:
+            if self.get_meta("analyzer") == version:
+                return False
+            rebuilt = self.totals()["chunks"] > 0
+            if rebuilt:
+                self._rebuild(conn, analyze_fn)
+            put_meta(conn, "analyzer", version)
         return rebuilt
 
     def ensure_chunking(self, key: str) -> bool:
         """When the documents were chunked otherwise than `key` (`indexing.chunking.chunking_key`),
         expire them: every file is read again on its next index run and no document is reused by
-        its hash (the renamed one goes as an orphan); the old chunks answer until then."""
+        its hash (the renamed one goes as an orphan); the old chunks answer until then. Checked again
+        inside the write: of two processes starting at once, only the first expires anything."""
         if self.get_meta("chunking") == key:
             return False
-        expired = self.totals()["documents"] > 0
         with self.write() as conn:
+            if self.get_meta("chunking") == key:
+                return False
+            expired = self.totals()["documents"] > 0
             if expired:
                 conn.execute("UPDATE documents SET hash = hash || ?", (f"~{time.time_ns()}",))
                 conn.execute("UPDATE files SET mtime_ns = -1")
@@ -484,14 +491,17 @@ class IndexStore:
     def rebuild(self, analyze_fn: Callable[[str], list[str]] | None = None) -> int:
         """Regenerate the search data from stored chunks (re-analysing their text when given `analyze_fn`)."""
         with self.write() as conn:
-            if analyze_fn is not None:
-                rows = conn.execute("SELECT id, heading, text FROM chunks").fetchall()
-                conn.executemany(
-                    "UPDATE chunks SET head_terms=?, terms=? WHERE id=?",
-                    [(" ".join(analyze_fn(h)), " ".join(analyze_fn(t)), i) for i, h, t in rows],
-                )
-            self._reindex_all(conn)
-            return self.recount_totals(conn)
+            return self._rebuild(conn, analyze_fn)
+
+    def _rebuild(self, conn: Any, analyze_fn: Callable[[str], list[str]] | None) -> int:
+        if analyze_fn is not None:
+            rows = conn.execute("SELECT id, heading, text FROM chunks").fetchall()
+            conn.executemany(
+                "UPDATE chunks SET head_terms=?, terms=? WHERE id=?",
+                [(" ".join(analyze_fn(h)), " ".join(analyze_fn(t)), i) for i, h, t in rows],
+            )
+        self._reindex_all(conn)
+        return self.recount_totals(conn)
 
     @staticmethod
     def recount_totals(conn: Any) -> int:
