@@ -297,13 +297,12 @@ class MemoryIndex:
         return self.directory / f"{self._identity()}-{generation}-{tag}"
 
     def _identity(self) -> str:
-        """A random id kept in the index's meta table: saved snapshots of another index (a new
-        database, another backend) never match, whatever its generation."""
+        """The random id in the index's meta table (made by its migration, once per database; made
+        here under the store's one writer only if it went missing): saved snapshots of another index
+        (a new database, another backend, an import) never match, whatever its generation."""
         if self._index_id is None:
-            if self.store.get_meta(INDEX_ID_KEY) is None:
-                self.store.set_meta(INDEX_ID_KEY, uuid.uuid4().hex[:16])
-            self._index_id = self.store.get_meta(INDEX_ID_KEY)
-        return str(self._index_id)
+            self._index_id = self.store.meta_once(INDEX_ID_KEY, uuid.uuid4().hex[:16])
+        return self._index_id
 
     def _remove_unused(self, keep: str) -> None:
         """Remove this index's snapshots of older generations (another process of this machine may

@@ -116,6 +116,10 @@ MIGRATIONS: list[str] = [
         scale REAL NOT NULL
     );
     """,
+    # 6: the random id naming this database's saved postings (`indexing.postings`), made once here
+    """
+    INSERT OR IGNORE INTO meta(key, value) VALUES('postings_id', lower(hex(randomblob(8))));
+    """,
 ]
 
 
@@ -306,6 +310,16 @@ class IndexStore:
     def set_meta(self, key: str, value: str) -> None:
         with self.write() as conn:
             put_meta(conn, key, value)
+
+    def meta_once(self, key: str, value: str) -> str:
+        """`key`'s value, set to `value` first when it has none: callers racing to set it all get
+        the one value stored (the first writer's)."""
+        found = self.get_meta(key)
+        if found is not None:
+            return found
+        with self.write() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING", (key, value))
+            return str(conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
 
     def ensure_analysis(self, version: str, analyze_fn: Callable[[str], list[str]]) -> bool:
         """Re-analyse every chunk when the index was built with another analyzer version (checked

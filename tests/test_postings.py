@@ -4,6 +4,7 @@ and reopened after a restart (never half-written or damaged ones), the same arra
 from __future__ import annotations
 
 import random
+import threading
 import time
 from pathlib import Path
 
@@ -330,7 +331,7 @@ def test_a_copied_index_never_opens_the_original_snapshots(indexed: tuple[Path, 
     export([IndexPortable(store)], tmp_path / "index.jsonl", "test")
     copy = IndexStore(tmp_path / "copy.sqlite3")
     import_([IndexPortable(copy)], tmp_path / "index.jsonl")
-    assert copy.get_meta("postings_id") is None
+    assert copy.get_meta("postings_id") not in (None, store.get_meta("postings_id"))  # made when it opened
     copied = MemoryIndex(copy, directory=saved)
     assert copied.build_now() is not None and copied.builds == 1 and len(_saved(saved)) == 2
     # same id and generation, other rows: the saved files are another index's
@@ -354,3 +355,57 @@ def test_an_old_scratch_folder_is_removed_even_when_its_pid_runs(indexed: tuple[
     os.utime(old, (time.time() - 2 * 86_400, time.time() - 2 * 86_400))  # a build killed two days ago
     assert memory.build_now() is not None
     assert young.exists() and not old.exists()
+
+
+def _same_index(store: IndexStore) -> IndexStore:
+    """Another store object on the same database, as another process opens it."""
+    if store.backend == "sqlite":
+        return IndexStore(store.path)
+    from indexing.pg_store import PgIndexStore
+
+    return PgIndexStore(store.database)  # type: ignore[attr-defined]
+
+
+@pytest.mark.storage
+def test_the_postings_id_is_made_once_when_the_index_is_made(request: pytest.FixtureRequest, tmp_path: Path,
+                                                             backend: str) -> None:
+    """A new index has its id before any search (no search thread writes it); one that went missing
+    is made under the store's one writer, so first searches racing in several processes agree."""
+    from tests.storage_fixtures import index_store_for
+
+    store = index_store_for(request, tmp_path, backend)
+    made = store.get_meta("postings_id")
+    assert made is not None and len(made) == 16
+    assert MemoryIndex(store)._identity() == made
+    with store.write() as conn:
+        conn.execute("DELETE FROM meta WHERE key = 'postings_id'")
+    others = [_same_index(store) for _ in range(4)]
+    barrier = threading.Barrier(len(others))
+    ids: list[str] = []
+
+    def first_search(s: IndexStore) -> None:
+        barrier.wait(5)
+        ids.append(MemoryIndex(s)._identity())
+
+    threads = [threading.Thread(target=first_search, args=(s,)) for s in others]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len(ids) == 4 and set(ids) == {store.get_meta("postings_id")}
+    for s in others:
+        s.close()
+
+
+def test_an_index_keeps_the_postings_id_an_earlier_version_made(tmp_path: Path) -> None:
+    """Its saved postings stay usable: the migration making the id keeps one a search already made."""
+    import sqlite3
+
+    from foundation import sqlite_db
+    from indexing.store import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "index.sqlite3", isolation_level=None)
+    sqlite_db.migrate(conn, MIGRATIONS[:5])
+    conn.execute("INSERT INTO meta(key, value) VALUES('postings_id', 'made-by-a-search')")
+    conn.close()
+    assert IndexStore(tmp_path / "index.sqlite3").get_meta("postings_id") == "made-by-a-search"
