@@ -14,6 +14,7 @@ is never used once the index has changed (search falls back to FTS5 until the re
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -286,6 +287,8 @@ class MemoryIndex:
 
     def _use(self, snap: Snapshot, path: Path) -> Snapshot:
         self._snapshot = snap
+        with contextlib.suppress(OSError):
+            os.utime(path)  # opened now: another index's processes leave it alone for a day (`_remove_unused`)
         self._remove_unused(path.name)
         return snap
 
@@ -306,15 +309,18 @@ class MemoryIndex:
 
     def _remove_unused(self, keep: str) -> None:
         """Remove this index's snapshots of older generations (another process of this machine may
-        use a newer one), and scratch directories of builds whose process died."""
+        use a newer one), scratch directories of builds whose process died, and other indexes'
+        snapshots (a deleted and re-created, damaged or imported index's) no process opened for a day."""
         mine = f"{self._identity()}-"
         kept = _generation_of(keep)
         for entry in self.directory.iterdir():
             name = entry.name
             if ".tmp-" in name:
                 unused = not _alive(entry)
+            elif name.startswith(mine):
+                unused = _generation_of(name) < kept
             else:
-                unused = name.startswith(mine) and _generation_of(name) < kept
+                unused = not _recent(entry)
             if unused:
                 shutil.rmtree(entry, ignore_errors=True)
 
@@ -336,7 +342,9 @@ class MemoryIndex:
 
 
 INDEX_ID_KEY = "postings_id"
-SCRATCH_MAX_AGE_S = 86_400  # a build takes about a minute at 1M chunks
+SCRATCH_MAX_AGE_S = 86_400  # a build takes about a minute at 1M chunks; also how long another index's
+# snapshot is kept after a process last opened it (removing one still mapped costs its user nothing on
+# POSIX, where the map outlives the file; on Windows the mapped files stay and the rest is rebuilt)
 
 
 def _generation_of(name: str) -> int:
@@ -347,6 +355,14 @@ def _generation_of(name: str) -> int:
         return -1
 
 
+def _recent(path: Path) -> bool:
+    """True when `path` was modified (a snapshot: opened, see MemoryIndex._use) less than a day ago."""
+    try:
+        return time.time() - path.stat().st_mtime <= SCRATCH_MAX_AGE_S
+    except OSError:
+        return False
+
+
 def _alive(scratch: Path) -> bool:
     """True while the build writing this scratch directory (`<name>.tmp-<pid>-<nonce>`) may still run:
     it is younger than a day and (on POSIX) its process exists. No signal is sent on Windows, where
@@ -354,10 +370,9 @@ def _alive(scratch: Path) -> bool:
     pid reuse here."""
     try:
         pid = int(scratch.name.rsplit(".tmp-", 1)[1].split("-")[0])
-        age = time.time() - scratch.stat().st_mtime
-    except (IndexError, ValueError, OSError):
+    except (IndexError, ValueError):
         return False
-    if age > SCRATCH_MAX_AGE_S:
+    if not _recent(scratch):
         return False
     if pid == os.getpid() or os.name != "posix":
         return True  # another MemoryIndex of this process may be writing it

@@ -357,6 +357,30 @@ def test_an_old_scratch_folder_is_removed_even_when_its_pid_runs(indexed: tuple[
     assert young.exists() and not old.exists()
 
 
+def test_another_indexes_snapshots_go_once_unopened_for_a_day(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
+    """Snapshots of another postings id (the index file was deleted and made again, moved aside as
+    damaged, or another was imported) are removed once no process has opened them for a day; one
+    opened lately may be mapped by a live process of that index and stays."""
+    import os
+
+    _, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    folder = tmp_path / "before"
+    folder.mkdir()
+    _corpus(folder, files=4)
+    before = IndexStore(tmp_path / "before.sqlite3")  # the index as it was before it was made again
+    Indexer(before).index_tree(folder)
+    assert MemoryIndex(before, directory=saved).build_now() is not None
+    (theirs,) = _saved(saved)
+    assert MemoryIndex(store, directory=saved).build_now() is not None
+    assert theirs in _saved(saved) and len(_saved(saved)) == 2  # opened a moment ago: may be in use
+    os.utime(saved / theirs, (time.time() - 2 * 86_400, time.time() - 2 * 86_400))
+    restarted = MemoryIndex(store, directory=saved)
+    assert restarted.current(*store.generation()) is not None and restarted.builds == 0
+    assert _saved(saved) == [restarted._path(store.generation()[0]).name]
+
+
 def _same_index(store: IndexStore) -> IndexStore:
     """Another store object on the same database, as another process opens it."""
     if store.backend == "sqlite":
