@@ -234,7 +234,7 @@ class MemoryIndex:
 
     def build_now(self) -> Snapshot | None:
         """Open (when saved) or build the snapshot of the index's generation in this thread; None
-        when the index is outside the size range."""
+        when the index is outside the size range or changed during the build."""
         with self._build_lock:
             generation, chunks = self.store.generation()
             if not self._worth_it(chunks):
@@ -246,7 +246,10 @@ class MemoryIndex:
             return self._open_saved(generation, chunks) or self._build()
 
     def _build(self) -> Snapshot | None:
+        """The snapshot built from the index's rows; None when they are not wanted (size range) or
+        changed while they were read (the rows of one generation only: a later search builds again)."""
         from indexing.postings_files import write_snapshot
+        from indexing.store import IndexChanged
 
         with self.store.snapshot_batches(self._worth_it) as read:  # the generation and the rows agree
             if read is None:
@@ -259,6 +262,9 @@ class MemoryIndex:
                 write_snapshot(scratch, generation, batches, self.weighting)
                 self.builds += 1
                 scratch.rename(path)
+            except IndexChanged as exc:
+                log.info("postings not built: %s; a later search builds them again", exc)
+                return None
             except OSError:
                 if not path.is_dir():
                     raise

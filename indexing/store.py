@@ -136,6 +136,28 @@ def folder_range(folder: str) -> tuple[str, str]:
 
 ChunkTerms = tuple[int, int, str, str]  # a chunk's (id, doc_id, head_terms, terms)
 SNAPSHOT_BATCH = 20_000
+PAGE_SQL = "SELECT id, doc_id, head_terms, terms FROM chunks WHERE id > ? ORDER BY id LIMIT ?"
+
+
+class IndexChanged(Exception):
+    """The chunks changed while they were read in pages for a snapshot (`IndexStore.snapshot_batches`):
+    the pages would mix two generations, so the read stops."""
+
+
+def pages_of(generation: int, read_page: Callable[[int], tuple[int, list[ChunkTerms]]]) -> Iterator[list[ChunkTerms]]:
+    """Every chunk by id, a page at a time: `read_page(after)` reads, in one read transaction, the
+    generation and the chunks with ids above `after`. Each page (the last, empty one too) must be of
+    `generation`: every change to the chunks moves it on in the change's own transaction, so pages
+    that all saw it saw the same chunks, as one long transaction would (IndexChanged otherwise)."""
+    after = -(2**62)
+    while True:
+        now, rows = read_page(after)
+        if now != generation:
+            raise IndexChanged(f"the index moved from generation {generation} to {now} while it was read")
+        if not rows:
+            return
+        yield rows
+        after = rows[-1][0]
 
 
 @dataclass(frozen=True)
@@ -401,18 +423,27 @@ class IndexStore:
     def snapshot_batches(
         self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH
     ) -> Iterator[tuple[int, Iterator[list[ChunkTerms]]] | None]:
-        """(generation, every chunk's (id, doc_id, head_terms, terms) by id, `size` rows a batch),
-        read in one snapshot so that they agree; None when `wanted(chunks)` says the rows are not
-        needed. The batches are read while the context is open."""
+        """(generation, every chunk's (id, doc_id, head_terms, terms) by id, `size` rows a batch), all
+        of that generation (`pages_of`: IndexChanged when the chunks change meanwhile); None when
+        `wanted(chunks)` says the rows are not needed. The batches are read while the context is
+        open, each in a short read transaction of its own: one held for the whole build would keep
+        every write since it began in the WAL (no checkpoint can pass a reader)."""
         conn = sqlite_db.connect(self.path, timeout=30.0)
-        try:
+
+        def read_page(after: int) -> tuple[int, list[ChunkTerms]]:
             conn.execute("BEGIN")
+            try:
+                (generation,) = conn.execute("SELECT generation FROM stats").fetchone()
+                return int(generation), conn.execute(PAGE_SQL, (after, size)).fetchall()
+            finally:
+                conn.execute("COMMIT")
+
+        try:
             generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
             if not wanted(int(chunks)):
                 yield None
                 return
-            cursor = conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id")
-            yield int(generation), iter(lambda: cursor.fetchmany(size), [])
+            yield int(generation), pages_of(int(generation), read_page)
         finally:
             conn.close()
 

@@ -381,6 +381,77 @@ def test_another_indexes_snapshots_go_once_unopened_for_a_day(indexed: tuple[Pat
     assert _saved(saved) == [restarted._path(store.generation()[0]).name]
 
 
+def _no_read_held(store: IndexStore) -> bool:
+    """True when no read transaction is open on the index: on SQLite, a checkpoint after a new write
+    copies the whole WAL back (none can pass a reader's snapshot); on PostgreSQL no session of the
+    database is idle in a transaction (one would hold back vacuum)."""
+    import sqlite3
+
+    if store.backend == "postgresql":
+        (idle,) = store.conn().execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                       "AND state LIKE 'idle in transaction%'").fetchone()
+        return bool(idle == 0)
+    other = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        other.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('probe', ?)", (str(time.time_ns()),))
+        _busy, log, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return bool(log == copied)
+    finally:
+        other.close()
+
+
+@pytest.mark.storage
+def test_the_build_reads_short_transactions_of_one_generation(request: pytest.FixtureRequest, tmp_path: Path,
+                                                              backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows are read a page at a time, each page in a read transaction of its own (SQLite can
+    checkpoint its WAL, PostgreSQL vacuum, while a build runs); a change to the chunks meanwhile stops
+    the read (IndexChanged) instead of mixing two generations, and the build saves nothing."""
+    import indexing.postings_files as files
+    from indexing.store import IndexChanged
+    from tests.storage_fixtures import index_store_for
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _corpus(folder, files=20)
+    store = index_store_for(request, tmp_path, backend)
+    Indexer(store).index_tree(folder)
+    with store.snapshot_batches(lambda chunks: True, size=5) as read:
+        assert read is not None
+        generation, batches = read
+        rows = next(batches)
+        assert _no_read_held(store)  # between pages
+        store.set_meta("unrelated", "a write that leaves the chunks alone")
+        for batch in batches:
+            rows += batch
+        assert _no_read_held(store)  # after the last page, while the snapshot's files are written
+    assert generation == store.generation()[0]
+    assert rows == [tuple(r) for r in store.conn().execute(
+        "SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()]
+    (folder / "new.md").write_text("# Zeppelin\n\nThe zeppelin hangar was rebuilt.\n", encoding="utf-8")
+    with store.snapshot_batches(lambda chunks: True, size=5) as read:
+        assert read is not None
+        next(read[1])
+        Indexer(store).index_file(folder / "new.md")
+        with pytest.raises(IndexChanged):
+            list(read[1])
+    # the same through a build: the index changes while its rows are turned into term ids
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    term_ids = files._term_ids
+
+    def index_meanwhile(*args: object) -> object:
+        if not (folder / "newer.md").exists():
+            (folder / "newer.md").write_text("# Airship\n\nThe airship hangar.\n", encoding="utf-8")
+            Indexer(store).index_file(folder / "newer.md")
+        return term_ids(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files, "_term_ids", index_meanwhile)
+    memory = MemoryIndex(store, directory=saved)
+    assert memory.build_now() is None and _saved(saved) == [] and memory.builds == 0
+    snap = memory.build_now()
+    assert snap is not None and snap.generation == store.generation()[0] and "airship" in snap.terms
+
+
 def _same_index(store: IndexStore) -> IndexStore:
     """Another store object on the same database, as another process opens it."""
     if store.backend == "sqlite":
