@@ -63,9 +63,14 @@ class ConnectionPool:
         me = threading.get_ident()
         with self._ready:
             lease = self._held.get(me)
-            if lease is None:
-                lease = self._held[me] = _Lease(self._take(), me)
-            lease.users += 1
+            if lease is not None:
+                lease.users += 1
+                return lease
+            conn = self._take()
+        if conn is None:  # a slot is ours: open outside the lock (other threads take and give back meanwhile)
+            conn = self._open()
+        with self._ready:
+            lease = self._held[me] = _Lease(conn, me, users=1)
             return lease
 
     def release(self, lease: _Lease, broken: bool = False) -> None:
@@ -89,8 +94,9 @@ class ConnectionPool:
         if discard:
             lease.conn.close()
 
-    def _take(self) -> sqlite3.Connection:
-        """An idle connection, a new one while fewer than `size` are open, else the next one given back."""
+    def _take(self) -> sqlite3.Connection | None:
+        """An idle connection; None (a slot counted in `opened`, for the caller to open) while fewer
+        than `size` are open; else the next one given back. The caller holds the lock."""
         deadline = time.monotonic() + POOL_WAIT_S
         while True:
             if self._closed:
@@ -99,16 +105,22 @@ class ConnectionPool:
                 return self._idle.pop()
             if self.opened < self.size:
                 self.opened += 1
-                try:
-                    return self._connect()
-                except BaseException:
-                    self.opened -= 1
-                    raise
+                return None
             left = deadline - time.monotonic()
             if left <= 0:
                 raise sqlite3.OperationalError(
                     f"all {self.size} read connections of the index stayed busy for {POOL_WAIT_S:.0f} s")
             self._ready.wait(left)
+
+    def _open(self) -> sqlite3.Connection:
+        """A new connection for the slot `_take` counted (given back to the pool when opening fails)."""
+        try:
+            return self._connect()
+        except BaseException:
+            with self._ready:
+                self.opened -= 1
+                self._ready.notify()  # a waiting thread may open one now
+            raise
 
     def close(self) -> None:
         """Close the idle connections now and the others when they are given back."""

@@ -74,6 +74,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         scale double precision NOT NULL
     );
     """,
+    # 2: SQLite's 6 (the random id naming this database's saved postings)
+    """
+    INSERT INTO meta(key, value) VALUES('postings_id', substr(md5(random()::text || clock_timestamp()::text), 1, 16))
+    ON CONFLICT (key) DO NOTHING;
+    """,
 )
 
 SCHEMA = Schema(name="index", sqlite_file="index.sqlite3", sqlite=tuple(SQLITE_MIGRATIONS),

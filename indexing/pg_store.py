@@ -25,9 +25,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from foundation.pooled_reads import Result
-from foundation.storage.base import Conn
 from foundation.storage.postgres import PgConn, rollback
-from indexing.store import CHUNK_TABLE_COLS, SNAPSHOT_BATCH, ChunkTerms, IndexStore
+from indexing.store import CHUNK_TABLE_COLS, PAGE_SQL, SNAPSHOT_BATCH, ChunkTerms, IndexStore, pages_of
 
 if TYPE_CHECKING:
     from foundation.storage.postgres import PostgresDatabase
@@ -233,13 +232,22 @@ class PgIndexStore(IndexStore):
     def snapshot_batches(
         self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH
     ) -> Iterator[tuple[int, Iterator[list[ChunkTerms]]] | None]:
+        """As SQLite's: each page in a read transaction of its own (one held for the whole build would
+        hold back vacuum for every table of the database)."""
+
+        def read_page(after: int) -> tuple[int, list[ChunkTerms]]:
+            with self.db.read() as conn:
+                row = conn.one("SELECT generation FROM stats")
+                rows = conn.all(PAGE_SQL, (after, size))
+            return int(row[0]) if row else 0, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
+
         with self.db.read() as conn:
             row = conn.one("SELECT generation, chunks FROM stats")
-            generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
-            if not wanted(chunks):
-                yield None
-                return
-            yield generation, _pages(conn, size)
+        generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
+        if not wanted(chunks):
+            yield None
+            return
+        yield generation, pages_of(generation, read_page)
 
     def db_bytes(self) -> int:
         tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats")
@@ -256,15 +264,6 @@ class PgIndexStore(IndexStore):
 
     def vacuum(self) -> None:
         """Nothing to do by hand: autovacuum reclaims space and keeps statistics."""
-
-
-def _pages(conn: Conn, size: int) -> Iterator[list[ChunkTerms]]:
-    """Every chunk's (id, doc_id, head_terms, terms) by id, `size` at a time (keyset pages of one snapshot)."""
-    last = -(2**62)
-    while rows := conn.all("SELECT id, doc_id, head_terms, terms FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
-                           (last, size)):
-        yield [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
-        last = int(rows[-1][0])
 
 
 # -- the analysed terms as PostgreSQL text-search values -----------------------------------------

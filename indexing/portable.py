@@ -29,7 +29,7 @@ def _columns(table: Table) -> str:
     return ", ".join(f'"{c}"' for c in table.columns)  # quoted: `end` is reserved in PostgreSQL
 
 
-LOCAL_META = {"postings_id"}  # names this database's saved postings: a copy gets its own
+LOCAL_META = {"postings_id"}  # names this database's saved postings: neither exported nor imported (a copy keeps its own)
 
 
 class IndexPortable:
@@ -43,7 +43,8 @@ class IndexPortable:
 
     def rows(self, table: Table) -> Iterator[Row]:
         order = ", ".join(f'"{c}"' for c in table.key)
-        yield from self.store.stream(f"SELECT {_columns(table)} FROM {table.name} ORDER BY {order}")
+        rows = self.store.stream(f"SELECT {_columns(table)} FROM {table.name} ORDER BY {order}")
+        yield from (r for r in rows if r[0] not in LOCAL_META) if table.name == "meta" else rows
 
     def identity_high(self, table: Table) -> int | None:
         return None  # ids are the highest so far plus one (see IndexStore.insert_document)

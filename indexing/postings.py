@@ -14,6 +14,7 @@ is never used once the index has changed (search falls back to FTS5 until the re
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -233,7 +234,7 @@ class MemoryIndex:
 
     def build_now(self) -> Snapshot | None:
         """Open (when saved) or build the snapshot of the index's generation in this thread; None
-        when the index is outside the size range."""
+        when the index is outside the size range or changed during the build."""
         with self._build_lock:
             generation, chunks = self.store.generation()
             if not self._worth_it(chunks):
@@ -245,7 +246,10 @@ class MemoryIndex:
             return self._open_saved(generation, chunks) or self._build()
 
     def _build(self) -> Snapshot | None:
+        """The snapshot built from the index's rows; None when they are not wanted (size range) or
+        changed while they were read (the rows of one generation only: a later search builds again)."""
         from indexing.postings_files import write_snapshot
+        from indexing.store import IndexChanged
 
         with self.store.snapshot_batches(self._worth_it) as read:  # the generation and the rows agree
             if read is None:
@@ -258,6 +262,9 @@ class MemoryIndex:
                 write_snapshot(scratch, generation, batches, self.weighting)
                 self.builds += 1
                 scratch.rename(path)
+            except IndexChanged as exc:
+                log.info("postings not built: %s; a later search builds them again", exc)
+                return None
             except OSError:
                 if not path.is_dir():
                     raise
@@ -286,6 +293,8 @@ class MemoryIndex:
 
     def _use(self, snap: Snapshot, path: Path) -> Snapshot:
         self._snapshot = snap
+        with contextlib.suppress(OSError):
+            os.utime(path)  # opened now: another index's processes leave it alone for a day (`_remove_unused`)
         self._remove_unused(path.name)
         return snap
 
@@ -297,25 +306,27 @@ class MemoryIndex:
         return self.directory / f"{self._identity()}-{generation}-{tag}"
 
     def _identity(self) -> str:
-        """A random id kept in the index's meta table: saved snapshots of another index (a new
-        database, another backend) never match, whatever its generation."""
+        """The random id in the index's meta table (made by its migration, once per database; made
+        here under the store's one writer only if it went missing): saved snapshots of another index
+        (a new database, another backend, an import) never match, whatever its generation."""
         if self._index_id is None:
-            if self.store.get_meta(INDEX_ID_KEY) is None:
-                self.store.set_meta(INDEX_ID_KEY, uuid.uuid4().hex[:16])
-            self._index_id = self.store.get_meta(INDEX_ID_KEY)
-        return str(self._index_id)
+            self._index_id = self.store.meta_once(INDEX_ID_KEY, uuid.uuid4().hex[:16])
+        return self._index_id
 
     def _remove_unused(self, keep: str) -> None:
         """Remove this index's snapshots of older generations (another process of this machine may
-        use a newer one), and scratch directories of builds whose process died."""
+        use a newer one), scratch directories of builds whose process died, and other indexes'
+        snapshots (a deleted and re-created, damaged or imported index's) no process opened for a day."""
         mine = f"{self._identity()}-"
         kept = _generation_of(keep)
         for entry in self.directory.iterdir():
             name = entry.name
             if ".tmp-" in name:
                 unused = not _alive(entry)
+            elif name.startswith(mine):
+                unused = _generation_of(name) < kept
             else:
-                unused = name.startswith(mine) and _generation_of(name) < kept
+                unused = not _recent(entry)
             if unused:
                 shutil.rmtree(entry, ignore_errors=True)
 
@@ -337,7 +348,9 @@ class MemoryIndex:
 
 
 INDEX_ID_KEY = "postings_id"
-SCRATCH_MAX_AGE_S = 86_400  # a build takes about a minute at 1M chunks
+SCRATCH_MAX_AGE_S = 86_400  # a build takes about a minute at 1M chunks; also how long another index's
+# snapshot is kept after a process last opened it (removing one still mapped costs its user nothing on
+# POSIX, where the map outlives the file; on Windows the mapped files stay and the rest is rebuilt)
 
 
 def _generation_of(name: str) -> int:
@@ -348,6 +361,14 @@ def _generation_of(name: str) -> int:
         return -1
 
 
+def _recent(path: Path) -> bool:
+    """True when `path` was modified (a snapshot: opened, see MemoryIndex._use) less than a day ago."""
+    try:
+        return time.time() - path.stat().st_mtime <= SCRATCH_MAX_AGE_S
+    except OSError:
+        return False
+
+
 def _alive(scratch: Path) -> bool:
     """True while the build writing this scratch directory (`<name>.tmp-<pid>-<nonce>`) may still run:
     it is younger than a day and (on POSIX) its process exists. No signal is sent on Windows, where
@@ -355,10 +376,9 @@ def _alive(scratch: Path) -> bool:
     pid reuse here."""
     try:
         pid = int(scratch.name.rsplit(".tmp-", 1)[1].split("-")[0])
-        age = time.time() - scratch.stat().st_mtime
-    except (IndexError, ValueError, OSError):
+    except (IndexError, ValueError):
         return False
-    if age > SCRATCH_MAX_AGE_S:
+    if not _recent(scratch):
         return False
     if pid == os.getpid() or os.name != "posix":
         return True  # another MemoryIndex of this process may be writing it

@@ -116,6 +116,10 @@ MIGRATIONS: list[str] = [
         scale REAL NOT NULL
     );
     """,
+    # 6: the random id naming this database's saved postings (`indexing.postings`), made once here
+    """
+    INSERT OR IGNORE INTO meta(key, value) VALUES('postings_id', lower(hex(randomblob(8))));
+    """,
 ]
 
 
@@ -132,6 +136,28 @@ def folder_range(folder: str) -> tuple[str, str]:
 
 ChunkTerms = tuple[int, int, str, str]  # a chunk's (id, doc_id, head_terms, terms)
 SNAPSHOT_BATCH = 20_000
+PAGE_SQL = "SELECT id, doc_id, head_terms, terms FROM chunks WHERE id > ? ORDER BY id LIMIT ?"
+
+
+class IndexChanged(Exception):
+    """The chunks changed while they were read in pages for a snapshot (`IndexStore.snapshot_batches`):
+    the pages would mix two generations, so the read stops."""
+
+
+def pages_of(generation: int, read_page: Callable[[int], tuple[int, list[ChunkTerms]]]) -> Iterator[list[ChunkTerms]]:
+    """Every chunk by id, a page at a time: `read_page(after)` reads, in one read transaction, the
+    generation and the chunks with ids above `after`. Each page (the last, empty one too) must be of
+    `generation`: every change to the chunks moves it on in the change's own transaction, so pages
+    that all saw it saw the same chunks, as one long transaction would (IndexChanged otherwise)."""
+    after = -(2**62)
+    while True:
+        now, rows = read_page(after)
+        if now != generation:
+            raise IndexChanged(f"the index moved from generation {generation} to {now} while it was read")
+        if not rows:
+            return
+        yield rows
+        after = rows[-1][0]
 
 
 @dataclass(frozen=True)
@@ -307,24 +333,41 @@ class IndexStore:
         with self.write() as conn:
             put_meta(conn, key, value)
 
+    def meta_once(self, key: str, value: str) -> str:
+        """`key`'s value, set to `value` first when it has none: callers racing to set it all get
+        the one value stored (the first writer's)."""
+        found = self.get_meta(key)
+        if found is not None:
+            return found
+        with self.write() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING", (key, value))
+            return str(conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
+
     def ensure_analysis(self, version: str, analyze_fn: Callable[[str], list[str]]) -> bool:
-        """Re-analyse every chunk when the index was built with another analyzer version."""
+        """Re-analyse every chunk when the index was built with another analyzer version (checked
+        again inside the write: of two processes starting at once, only the first re-analyses)."""
         if self.get_meta("analyzer") == version:
             return False
-        rebuilt = self.totals()["chunks"] > 0
-        if rebuilt:
-            self.rebuild(analyze_fn)
-        self.set_meta("analyzer", version)
+        with self.write() as conn:
+            if self.get_meta("analyzer") == version:
+                return False
+            rebuilt = self.totals()["chunks"] > 0
+            if rebuilt:
+                self._rebuild(conn, analyze_fn)
+            put_meta(conn, "analyzer", version)
         return rebuilt
 
     def ensure_chunking(self, key: str) -> bool:
         """When the documents were chunked otherwise than `key` (`indexing.chunking.chunking_key`),
         expire them: every file is read again on its next index run and no document is reused by
-        its hash (the renamed one goes as an orphan); the old chunks answer until then."""
+        its hash (the renamed one goes as an orphan); the old chunks answer until then. Checked again
+        inside the write: of two processes starting at once, only the first expires anything."""
         if self.get_meta("chunking") == key:
             return False
-        expired = self.totals()["documents"] > 0
         with self.write() as conn:
+            if self.get_meta("chunking") == key:
+                return False
+            expired = self.totals()["documents"] > 0
             if expired:
                 conn.execute("UPDATE documents SET hash = hash || ?", (f"~{time.time_ns()}",))
                 conn.execute("UPDATE files SET mtime_ns = -1")
@@ -380,18 +423,27 @@ class IndexStore:
     def snapshot_batches(
         self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH
     ) -> Iterator[tuple[int, Iterator[list[ChunkTerms]]] | None]:
-        """(generation, every chunk's (id, doc_id, head_terms, terms) by id, `size` rows a batch),
-        read in one snapshot so that they agree; None when `wanted(chunks)` says the rows are not
-        needed. The batches are read while the context is open."""
+        """(generation, every chunk's (id, doc_id, head_terms, terms) by id, `size` rows a batch), all
+        of that generation (`pages_of`: IndexChanged when the chunks change meanwhile); None when
+        `wanted(chunks)` says the rows are not needed. The batches are read while the context is
+        open, each in a short read transaction of its own: one held for the whole build would keep
+        every write since it began in the WAL (no checkpoint can pass a reader)."""
         conn = sqlite_db.connect(self.path, timeout=30.0)
-        try:
+
+        def read_page(after: int) -> tuple[int, list[ChunkTerms]]:
             conn.execute("BEGIN")
+            try:
+                (generation,) = conn.execute("SELECT generation FROM stats").fetchone()
+                return int(generation), conn.execute(PAGE_SQL, (after, size)).fetchall()
+            finally:
+                conn.execute("COMMIT")
+
+        try:
             generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
             if not wanted(int(chunks)):
                 yield None
                 return
-            cursor = conn.execute("SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id")
-            yield int(generation), iter(lambda: cursor.fetchmany(size), [])
+            yield int(generation), pages_of(int(generation), read_page)
         finally:
             conn.close()
 
@@ -484,14 +536,17 @@ class IndexStore:
     def rebuild(self, analyze_fn: Callable[[str], list[str]] | None = None) -> int:
         """Regenerate the search data from stored chunks (re-analysing their text when given `analyze_fn`)."""
         with self.write() as conn:
-            if analyze_fn is not None:
-                rows = conn.execute("SELECT id, heading, text FROM chunks").fetchall()
-                conn.executemany(
-                    "UPDATE chunks SET head_terms=?, terms=? WHERE id=?",
-                    [(" ".join(analyze_fn(h)), " ".join(analyze_fn(t)), i) for i, h, t in rows],
-                )
-            self._reindex_all(conn)
-            return self.recount_totals(conn)
+            return self._rebuild(conn, analyze_fn)
+
+    def _rebuild(self, conn: Any, analyze_fn: Callable[[str], list[str]] | None) -> int:
+        if analyze_fn is not None:
+            rows = conn.execute("SELECT id, heading, text FROM chunks").fetchall()
+            conn.executemany(
+                "UPDATE chunks SET head_terms=?, terms=? WHERE id=?",
+                [(" ".join(analyze_fn(h)), " ".join(analyze_fn(t)), i) for i, h, t in rows],
+            )
+        self._reindex_all(conn)
+        return self.recount_totals(conn)
 
     @staticmethod
     def recount_totals(conn: Any) -> int:

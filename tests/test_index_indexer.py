@@ -9,7 +9,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -398,3 +400,65 @@ def test_documents_chunked_by_other_options_are_chunked_again(store: IndexStore,
     assert len(lengths) > 3 and max(lengths) <= 120
     assert Indexer(store, chunking=small).index_tree(folder).unchanged == 2
     consistent(store)
+
+
+def _same_index(store: IndexStore) -> IndexStore:
+    """Another store object on the same database, as another process opens it."""
+    if store.backend == "sqlite":
+        return IndexStore(store.path)
+    from indexing.pg_store import PgIndexStore
+
+    return PgIndexStore(store.database)  # type: ignore[attr-defined]
+
+
+def _started_at_once(store: IndexStore, start: Callable[[IndexStore], bool]) -> list[bool]:
+    """`start` on two store objects of the same database at once (as two processes starting), both
+    past their first read of the key before either may write (a third store holds the writer)."""
+    holder, first, second = (_same_index(store) for _ in range(3))
+    held, release = threading.Event(), threading.Event()
+    results: list[bool] = []
+
+    def hold() -> None:
+        with holder.write():
+            held.set()
+            release.wait(10)
+
+    blocker = threading.Thread(target=hold)
+    blocker.start()
+    assert held.wait(5)
+    starters = [threading.Thread(target=lambda s=s: results.append(start(s))) for s in (first, second)]
+    for t in starters:
+        t.start()
+    time.sleep(1.0)  # both have read the old key and wait for the writer
+    release.set()
+    for t in (blocker, *starters):
+        t.join(20)
+    for s in (holder, first, second):
+        s.close()
+    return sorted(results)
+
+
+@pytest.mark.storage
+def test_two_processes_starting_at_once_expire_the_documents_once(store: IndexStore, tmp_path: Path) -> None:
+    """The chunking key is checked again inside the write: the documents are expired once, not by
+    each process in turn."""
+    from indexing.chunking import chunking_key
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("Revenue grew in every region.", encoding="utf-8")
+    Indexer(store).index_tree(folder)
+    key = chunking_key(ChunkingOptions(max_chars=120, overlap_chars=0, min_chars=20))
+    assert _started_at_once(store, lambda s: s.ensure_chunking(key)) == [False, True]
+    (digest,) = store.conn().execute("SELECT hash FROM documents").fetchone()
+    assert digest.count("~") == 1  # expired once
+
+
+@pytest.mark.storage
+def test_two_processes_starting_at_once_reanalyse_once(store: IndexStore, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("Revenue grew in every region.", encoding="utf-8")
+    Indexer(store).index_tree(folder)
+    assert _started_at_once(store, lambda s: s.ensure_analysis("another-version", analyze)) == [False, True]
+    assert store.get_meta("analyzer") == "another-version" and paths_of(store, "revenue") == ["a.md"]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+import sqlite3
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from foundation import sqlite_db
+from foundation.pooled_reads import ConnectionPool
 from indexing.model import Chunk
 from indexing.store import READ_CONNECTIONS, AnalyzedChunk, IndexStore
 
@@ -134,3 +139,51 @@ def test_closing_the_store_closes_its_connections(store: IndexStore) -> None:
     read_everything(store)
     store.close()
     assert store.connections() == 0
+
+
+def test_a_slow_open_blocks_no_other_reader(tmp_path: Path) -> None:
+    """A connection opens outside the pool's lock (an open waits up to the busy timeout while another
+    process converts the file to WAL): meanwhile other threads give connections back and take them."""
+    opens = itertools.count()
+    opening, gate = threading.Event(), threading.Event()
+
+    def connect() -> sqlite3.Connection:
+        if next(opens) == 1:  # the second connection is slow to open
+            opening.set()
+            gate.wait(5)
+        return sqlite_db.connect(tmp_path / "pool.sqlite3", timeout=5)
+
+    pool = ConnectionPool(connect, 2)
+    first = pool.acquire()
+    slow = threading.Thread(target=lambda: pool.release(pool.acquire()))
+    slow.start()
+    try:
+        assert opening.wait(5)
+        started = time.monotonic()
+        pool.release(first)
+        again = pool.acquire()  # the connection just given back, while the other still opens
+        assert again.conn is first.conn
+        pool.release(again)
+        assert time.monotonic() - started < 2
+    finally:
+        gate.set()
+        slow.join(10)
+    assert pool.opened == 2
+    pool.close()
+
+
+def test_a_failed_open_gives_its_slot_back(tmp_path: Path) -> None:
+    opens = itertools.count()
+
+    def connect() -> sqlite3.Connection:
+        if next(opens) == 0:
+            raise sqlite3.OperationalError("database is locked")
+        return sqlite_db.connect(tmp_path / "pool.sqlite3", timeout=5)
+
+    pool = ConnectionPool(connect, 1)
+    with pytest.raises(sqlite3.OperationalError):
+        pool.acquire()
+    assert pool.opened == 0
+    pool.release(pool.acquire())
+    assert pool.opened == 1
+    pool.close()

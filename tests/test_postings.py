@@ -4,6 +4,7 @@ and reopened after a restart (never half-written or damaged ones), the same arra
 from __future__ import annotations
 
 import random
+import threading
 import time
 from pathlib import Path
 
@@ -330,7 +331,7 @@ def test_a_copied_index_never_opens_the_original_snapshots(indexed: tuple[Path, 
     export([IndexPortable(store)], tmp_path / "index.jsonl", "test")
     copy = IndexStore(tmp_path / "copy.sqlite3")
     import_([IndexPortable(copy)], tmp_path / "index.jsonl")
-    assert copy.get_meta("postings_id") is None
+    assert copy.get_meta("postings_id") not in (None, store.get_meta("postings_id"))  # made when it opened
     copied = MemoryIndex(copy, directory=saved)
     assert copied.build_now() is not None and copied.builds == 1 and len(_saved(saved)) == 2
     # same id and generation, other rows: the saved files are another index's
@@ -354,3 +355,152 @@ def test_an_old_scratch_folder_is_removed_even_when_its_pid_runs(indexed: tuple[
     os.utime(old, (time.time() - 2 * 86_400, time.time() - 2 * 86_400))  # a build killed two days ago
     assert memory.build_now() is not None
     assert young.exists() and not old.exists()
+
+
+def test_another_indexes_snapshots_go_once_unopened_for_a_day(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
+    """Snapshots of another postings id (the index file was deleted and made again, moved aside as
+    damaged, or another was imported) are removed once no process has opened them for a day; one
+    opened lately may be mapped by a live process of that index and stays."""
+    import os
+
+    _, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    folder = tmp_path / "before"
+    folder.mkdir()
+    _corpus(folder, files=4)
+    before = IndexStore(tmp_path / "before.sqlite3")  # the index as it was before it was made again
+    Indexer(before).index_tree(folder)
+    assert MemoryIndex(before, directory=saved).build_now() is not None
+    (theirs,) = _saved(saved)
+    assert MemoryIndex(store, directory=saved).build_now() is not None
+    assert theirs in _saved(saved) and len(_saved(saved)) == 2  # opened a moment ago: may be in use
+    os.utime(saved / theirs, (time.time() - 2 * 86_400, time.time() - 2 * 86_400))
+    restarted = MemoryIndex(store, directory=saved)
+    assert restarted.current(*store.generation()) is not None and restarted.builds == 0
+    assert _saved(saved) == [restarted._path(store.generation()[0]).name]
+
+
+def _no_read_held(store: IndexStore) -> bool:
+    """True when no read transaction is open on the index: on SQLite, a checkpoint after a new write
+    copies the whole WAL back (none can pass a reader's snapshot); on PostgreSQL no session of the
+    database is idle in a transaction (one would hold back vacuum)."""
+    import sqlite3
+
+    if store.backend == "postgresql":
+        (idle,) = store.conn().execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                       "AND state LIKE 'idle in transaction%'").fetchone()
+        return bool(idle == 0)
+    other = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        other.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('probe', ?)", (str(time.time_ns()),))
+        _busy, log, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return bool(log == copied)
+    finally:
+        other.close()
+
+
+@pytest.mark.storage
+def test_the_build_reads_short_transactions_of_one_generation(request: pytest.FixtureRequest, tmp_path: Path,
+                                                              backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows are read a page at a time, each page in a read transaction of its own (SQLite can
+    checkpoint its WAL, PostgreSQL vacuum, while a build runs); a change to the chunks meanwhile stops
+    the read (IndexChanged) instead of mixing two generations, and the build saves nothing."""
+    import indexing.postings_files as files
+    from indexing.store import IndexChanged
+    from tests.storage_fixtures import index_store_for
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _corpus(folder, files=20)
+    store = index_store_for(request, tmp_path, backend)
+    Indexer(store).index_tree(folder)
+    with store.snapshot_batches(lambda chunks: True, size=5) as read:
+        assert read is not None
+        generation, batches = read
+        rows = next(batches)
+        assert _no_read_held(store)  # between pages
+        store.set_meta("unrelated", "a write that leaves the chunks alone")
+        for batch in batches:
+            rows += batch
+        assert _no_read_held(store)  # after the last page, while the snapshot's files are written
+    assert generation == store.generation()[0]
+    assert rows == [tuple(r) for r in store.conn().execute(
+        "SELECT id, doc_id, head_terms, terms FROM chunks ORDER BY id").fetchall()]
+    (folder / "new.md").write_text("# Zeppelin\n\nThe zeppelin hangar was rebuilt.\n", encoding="utf-8")
+    with store.snapshot_batches(lambda chunks: True, size=5) as read:
+        assert read is not None
+        next(read[1])
+        Indexer(store).index_file(folder / "new.md")
+        with pytest.raises(IndexChanged):
+            list(read[1])
+    # the same through a build: the index changes while its rows are turned into term ids
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    term_ids = files._term_ids
+
+    def index_meanwhile(*args: object) -> object:
+        if not (folder / "newer.md").exists():
+            (folder / "newer.md").write_text("# Airship\n\nThe airship hangar.\n", encoding="utf-8")
+            Indexer(store).index_file(folder / "newer.md")
+        return term_ids(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files, "_term_ids", index_meanwhile)
+    memory = MemoryIndex(store, directory=saved)
+    assert memory.build_now() is None and _saved(saved) == [] and memory.builds == 0
+    snap = memory.build_now()
+    assert snap is not None and snap.generation == store.generation()[0] and "airship" in snap.terms
+
+
+def _same_index(store: IndexStore) -> IndexStore:
+    """Another store object on the same database, as another process opens it."""
+    if store.backend == "sqlite":
+        return IndexStore(store.path)
+    from indexing.pg_store import PgIndexStore
+
+    return PgIndexStore(store.database)  # type: ignore[attr-defined]
+
+
+@pytest.mark.storage
+def test_the_postings_id_is_made_once_when_the_index_is_made(request: pytest.FixtureRequest, tmp_path: Path,
+                                                             backend: str) -> None:
+    """A new index has its id before any search (no search thread writes it); one that went missing
+    is made under the store's one writer, so first searches racing in several processes agree."""
+    from tests.storage_fixtures import index_store_for
+
+    store = index_store_for(request, tmp_path, backend)
+    made = store.get_meta("postings_id")
+    assert made is not None and len(made) == 16
+    assert MemoryIndex(store)._identity() == made
+    with store.write() as conn:
+        conn.execute("DELETE FROM meta WHERE key = 'postings_id'")
+    others = [_same_index(store) for _ in range(4)]
+    barrier = threading.Barrier(len(others))
+    ids: list[str] = []
+
+    def first_search(s: IndexStore) -> None:
+        barrier.wait(5)
+        ids.append(MemoryIndex(s)._identity())
+
+    threads = [threading.Thread(target=first_search, args=(s,)) for s in others]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len(ids) == 4 and set(ids) == {store.get_meta("postings_id")}
+    for s in others:
+        s.close()
+
+
+def test_an_index_keeps_the_postings_id_an_earlier_version_made(tmp_path: Path) -> None:
+    """Its saved postings stay usable: the migration making the id keeps one a search already made."""
+    import sqlite3
+
+    from foundation import sqlite_db
+    from indexing.store import MIGRATIONS
+
+    conn = sqlite3.connect(tmp_path / "index.sqlite3", isolation_level=None)
+    sqlite_db.migrate(conn, MIGRATIONS[:5])
+    conn.execute("INSERT INTO meta(key, value) VALUES('postings_id', 'made-by-a-search')")
+    conn.close()
+    assert IndexStore(tmp_path / "index.sqlite3").get_meta("postings_id") == "made-by-a-search"
