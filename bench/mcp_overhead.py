@@ -234,9 +234,42 @@ def in_memory(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row
 
         async with Client(server, mode="legacy", elicitation_callback=decline) as client:
             rows |= await over_client(client, "MCP in-memory, client with elicitation", queries, n)
+        async with Client(minimal_server(dispatcher.runtime, queries[: n + WARM_UP]), mode="legacy") as client:
+            rows |= await over_client(client, "bare MCPServer in-memory, same results", queries, n)
         return rows
 
     return anyio.run(run)
+
+
+def minimal_server(rt: Any, queries: list[str]) -> Any:
+    """A bare MCPServer whose search_documents and todo_read return our tools' results for these queries
+    (computed beforehand), with the same result schemas: what the SDK alone costs for the same payloads."""
+    from mcp.server import MCPServer
+
+    from foundation.schemas import portable_schema
+    from tools.documents import SearchResult, search_documents
+    from tools.runtime import CallContext
+    from tools.todos import TodoList
+    from tools.todos import todo_read as real_todo_read
+
+    call = CallContext(tool="search_documents", client_id="bench", session_id=None)
+    results = {q: search_documents(q, rt=rt, call=call) for q in dict.fromkeys(queries)}
+    todo = real_todo_read(rt=rt, call=call)
+
+    def search(query: str) -> SearchResult:
+        return results[query]
+
+    def todo_read() -> TodoList:
+        return todo
+
+    search.__annotations__, todo_read.__annotations__ = {"query": str, "return": SearchResult}, {"return": TodoList}
+    server = MCPServer("bare")
+    server.tool(name="search_documents")(search)
+    server.tool()(todo_read)
+    for tool in server._tool_manager._tools.values():
+        if tool.fn_metadata.output_schema is not None:
+            tool.fn_metadata.output_schema = portable_schema(tool.fn_metadata.output_schema, output=True)
+    return server
 
 
 def over_stdio(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:
