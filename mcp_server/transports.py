@@ -294,4 +294,14 @@ def serve_socket(sock: socket.socket, server: Any, settings: Settings, host: str
 
 
 def run_stdio(server: Any) -> None:
-    server.run("stdio")
+    """Serve `server` (an MCPServer) over stdin/stdout until stdin closes (mcp_server.stdio_pipes)."""
+    import anyio
+
+    from mcp_server.stdio_pipes import stdio_streams
+
+    async def serve() -> None:
+        lowlevel = server._lowlevel_server
+        async with stdio_streams() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+    anyio.run(serve)

@@ -1,0 +1,78 @@
+"""stdio served by the event loop (mcp_server.stdio_pipes): long lines both ways, the pipes left as
+they were found, the SDK's transport where the loop cannot watch stdin (a regular file), and which
+descriptors the loop serves."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from mcp_server.stdio_pipes import loop_can_serve
+from tests.test_stdio import CONSOLE_SCRIPT, INITIALIZE, RawStdioServer, _frame
+
+
+def test_messages_longer_than_a_pipe_buffer_both_ways(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "big.txt").write_text("".join(f"line {i}: " + "x" * 90 + "\n" for i in range(4000)))
+    server = RawStdioServer(tmp_path, GENERALAGENT_ROOTS=str(workspace))
+    try:
+        assert "result" in server.ask(INITIALIZE)
+        server.send(_frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        huge = server.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/call",  # a 3 MB line in
+                           "params": {"name": "no_such_tool", "arguments": {"text": "y" * 3_000_000}}})
+        assert huge.get("error") or huge["result"]["isError"]
+        read = server.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                           "params": {"name": "read_file", "arguments": {"path": "big.txt"}}})
+        assert not read["result"].get("isError"), read
+    finally:
+        assert server.close() == 0
+    assert max(len(line) for line in server.stdout) > 65_536  # an answer longer than a pipe's buffer came out whole
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in server.stdout)
+
+
+def test_the_pipes_are_left_blocking(tmp_path: Path) -> None:
+    """The loop makes stdin/stdout non-blocking while it serves; the client shares those pipes."""
+    code = ("import os, sys\n"
+            "from mcp.server import MCPServer\n"
+            "from mcp_server.transports import run_stdio\n"
+            "run_stdio(MCPServer('probe'))\n"
+            "print(os.get_blocking(0), os.get_blocking(1), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], input=_frame({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+                          capture_output=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().split()[-2:] == ["True", "True"], done.stderr
+    assert json.loads(done.stdout.splitlines()[0]) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+def test_stdin_from_a_file_is_served_by_the_sdk_transport(tmp_path: Path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(_frame(INITIALIZE) + _frame({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    env["GENERALAGENT_DATA_DIR"] = str(tmp_path / "data")
+    with requests.open("rb") as stdin:
+        done = subprocess.run([str(CONSOLE_SCRIPT), "serve"], stdin=stdin, capture_output=True, timeout=120,
+                              env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    answers = {json.loads(line)["id"]: json.loads(line) for line in done.stdout.splitlines()}
+    assert answers[2] == {"jsonrpc": "2.0", "id": 2, "result": {}} and "serverInfo" in answers[1]["result"]
+
+
+def test_the_loop_serves_pipes_and_sockets_only(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    left, right = socket.socketpair()
+    regular = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        assert loop_can_serve(read) and loop_can_serve(write) and loop_can_serve(left.fileno())
+        assert not loop_can_serve(regular) and not loop_can_serve(devnull)  # a file; a character device (as a terminal)
+        assert not loop_can_serve(999_999)  # not open
+    finally:
+        for fd in (read, write, regular, devnull):
+            os.close(fd)
+        left.close()
+        right.close()
