@@ -166,7 +166,8 @@ def test_compact_fallback_output_is_api_valid(evs: Any, fmt: str, keep: int) -> 
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_compact_keeps_a_first_request_that_is_also_the_newest_once(fmt: str) -> None:
-    evs = [("user", "alpha")] + [("assistant", "beta")] * 11  # the user message falls into the old part
+    # the user message falls into the old part; long answers, so that a summary is shorter than they are
+    evs = [("user", "alpha")] + [("assistant", " ".join(["beta gamma delta"] * 60))] * 11
     messages = to_openai(evs) if fmt == "openai" else to_anthropic(evs)
     transcript = parse(messages, "You are helpful." if fmt == "anthropic" else None)
     options = CompactOptions("compact", 8000, keep_recent_tokens=0, force=True, fmt=fmt)
