@@ -108,11 +108,11 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
 
 async def _on_loop(stdin: Any, stdout: Any) -> tuple[_Lines, _Output, Callable[[], Awaitable[None]]]:
     loop = asyncio.get_running_loop()
+    fds = (stdin.fileno(), stdout.fileno())  # read now: the read transport closes its file at end of input
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES, loop=loop)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), stdin)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    fds = (stdin.fileno(), stdout.fileno())
 
     async def readline() -> str:
         return (await reader.readline()).decode("utf-8", errors="replace")

@@ -76,3 +76,12 @@ def test_the_loop_serves_pipes_and_sockets_only(tmp_path: Path) -> None:
             os.close(fd)
         left.close()
         right.close()
+
+
+def test_empty_input_ends_the_server_cleanly(tmp_path: Path) -> None:
+    """stdin closed before anything is read (the read pipe is closed at once by the loop)."""
+    from tests.test_cli import run
+
+    served = run(tmp_path, "serve")
+    assert served.returncode == 0, served.stderr
+    assert served.stdout == ""
