@@ -136,6 +136,7 @@ class PolicyGate:
         self._lazy = threading.RLock()
         self.specs = specs or {}
         self.protected = protected_paths(settings)
+        self._configured_roots: tuple[Path, ...] | None = None  # settings.roots resolved, once
         if user_rules_file(settings.data_dir, settings.policy_file) is not None:
             _ = self.rules  # the user's own rules are checked at start-up: a mistake fails the start
 
@@ -256,7 +257,9 @@ class PolicyGate:
         from foundation.paths import default_workspace
 
         if self.settings.roots:
-            return tuple(dict.fromkeys(Path(os.path.realpath(r)) for r in self.settings.roots))
+            if self._configured_roots is None:  # fixed for the server's life, as the settings are
+                self._configured_roots = tuple(dict.fromkeys(Path(os.path.realpath(r)) for r in self.settings.roots))
+            return self._configured_roots
         try:
             return (default_workspace(self.settings.data_dir, origin.session_id),)
         except OSError:

@@ -16,6 +16,7 @@ analyse yields "ask".
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -64,8 +65,7 @@ class _Call:
 def _decide(tool: str, args: Mapping[str, Any], ctx: PolicyContext) -> Decision:
     if not isinstance(tool, str) or not isinstance(args, Mapping):
         return ask("Malformed call (tool name or arguments of the wrong type).", "high", "engine.bad_call")
-    call = _Call(tool, args, ctx, paths.root_strings(ctx.roots),
-                 tuple(str(p) for p in (paths.normalize(str(p), None) for p in ctx.protected_paths) if p))
+    call = _Call(tool, args, ctx, *_places(tuple(ctx.roots), tuple(ctx.protected_paths)))
     strings, complete = risk.argument_strings(args)
     matches: list[Decision] = []
     report = _shell_report(call, matches)
@@ -80,6 +80,12 @@ def _decide(tool: str, args: Mapping[str, Any], ctx: PolicyContext) -> Decision:
         if found is not None:
             return found
     return _allow(call, report)
+
+
+@functools.lru_cache(maxsize=64)
+def _places(roots: tuple[Path, ...], protected: tuple[Path, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The roots and protected paths as normalised strings (the same few for every call: kept)."""
+    return paths.root_strings(roots), tuple(p for p in (paths.normalize(str(q), None) for q in protected) if p)
 
 
 # -- layer 1 ---------------------------------------------------------------------------------
