@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcp_server.approval.audit import MASK, AuditLog, mask_args, mask_text
 from tests import approval_helpers as helpers
@@ -115,3 +117,40 @@ def test_state_files_are_private(data_dir: Path) -> None:
     if os.name == "posix":
         for name in ("approvals.sqlite3", "audit.jsonl"):
             assert stat.S_IMODE((data_dir / name).stat().st_mode) == 0o600, name
+
+
+PIECES = ["sk-", "proj-", "ghp_", "github_pat_", "xoxb-", "AKIA", "AIza", "eyJ", "Bearer ", "basic ", "://",
+          "user:pw@", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "PASSWORD", "api_key",
+          "TOKEN", "=", ": ", " ", "'", '"', "\n", "A1b2C3d4E5f6G7h8", "abcdefghij", "0123456789", "_", "-", ".",
+          "é", "密码"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(st.sampled_from(PIECES), max_size=30).map("".join))
+def test_the_quick_check_masks_what_every_pattern_masks(text: str) -> None:
+    """mask_text skips text its one combined pattern does not match: the result is the same as
+    applying every pattern (random spellings assembled from the patterns' own pieces)."""
+    from mcp_server.approval import audit
+
+    slow = text
+    for pattern in audit._SECRET_VALUES:
+        slow = pattern.sub(MASK, slow)
+    slow = audit._SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", slow)
+    assert mask_text(text) == slow
+
+
+def test_the_log_follows_a_file_rotated_or_removed_by_another_process(data_dir: Path) -> None:
+    log = AuditLog(data_dir)
+
+    def record(i: int) -> None:
+        log.record(tool="t", args={"i": i}, action="allow", rule_id="r", risk="low", reason="x", outcome="allowed",
+                   origin="client:c")
+
+    record(1)
+    (data_dir / "audit.jsonl").replace(data_dir / "audit.jsonl.1")  # another process rotated it
+    record(2)
+    assert [e["args"]["i"] for e in log.read()] == [2]
+    (data_dir / "audit.jsonl").unlink()  # removed by hand
+    record(3)
+    assert [e["args"]["i"] for e in log.read()] == [3]
+    assert [json.loads(line)["args"]["i"] for line in (data_dir / "audit.jsonl.1").read_text().splitlines()] == [1]

@@ -11,14 +11,16 @@ secret-looking strings anywhere are replaced by `***`.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic_core import to_jsonable_python
 
@@ -54,8 +56,23 @@ _SECRET_ASSIGNMENT = re.compile(
     r"(\s*[=:]\s*|\s+)(['\"]?)[^\s'\"]+\3")
 
 
+def _scoped(pattern: re.Pattern[str]) -> str:
+    """`pattern` as a group that keeps its own flags inside an alternation (`(?i)x` -> `(?i:x)`)."""
+    text, flags = pattern.pattern, "s" if pattern.flags & re.DOTALL else ""
+    if text.startswith("(?i)"):
+        text, flags = text[4:], flags + "i"
+    return f"(?{flags}:{text})" if flags else f"(?:{text})"
+
+
+_ANY_SECRET_VALUE = re.compile("|".join(_scoped(p) for p in _SECRET_VALUES))
+"""Matches where one of _SECRET_VALUES matches (the assignment pattern, with its back-reference, is
+checked on its own): text that neither matches has nothing to mask."""
+
+
 def mask_text(text: str) -> str:
     """Replace secret-looking substrings (keys, tokens, `PASSWORD=...`) with ***."""
+    if not _ANY_SECRET_VALUE.search(text) and not _SECRET_ASSIGNMENT.search(text):  # most text: two scans, not 11
+        return text
     for pattern in _SECRET_VALUES:
         text = pattern.sub(MASK, text)
     return _SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
@@ -165,26 +182,41 @@ class AuditLog(AuditSink):
         self.path = data_dir / AUDIT_FILE
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        self._handle: TextIO | None = None  # kept open between entries; reopened when the file changed
 
     def append(self, lines: list[str]) -> None:
         with self._lock:
-            self._rotate_if_large()
-            fresh = not self.path.exists()
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write("".join(line + "\n" for line in lines))
-            if fresh:
+            handle = self._current()
+            handle.write("".join(line + "\n" for line in lines))
+            handle.flush()
+
+    def _current(self) -> TextIO:
+        """The open log file: the one at `path` now (another process may have rotated or removed it),
+        moved to audit.jsonl.1 first when it is past max_bytes (the previous .1 is dropped)."""
+        try:
+            info: os.stat_result | None = os.stat(self.path)
+        except FileNotFoundError:
+            info = None
+        if info is not None and info.st_size >= self.max_bytes:
+            self._close()
+            with contextlib.suppress(OSError):  # e.g. held open by another process on Windows: rotate later
+                self.path.replace(self.path.with_name(self.path.name + ".1"))
+            info = None
+        if self._handle is not None and (info is None or os.fstat(self._handle.fileno()).st_ino != info.st_ino):
+            self._close()
+        if self._handle is None:
+            self._handle = self.path.open("a", encoding="utf-8")
+            if info is None:
                 from mcp_server.approval.store import private
 
                 private(self.path)
+        return self._handle
 
-    def _rotate_if_large(self) -> None:
-        """Keep the log bounded: past MAX_BYTES it moves to audit.jsonl.1 (the previous .1 is dropped)."""
-        try:
-            if self.path.stat().st_size < self.max_bytes:
-                return
-        except FileNotFoundError:
-            return
-        self.path.replace(self.path.with_name(self.path.name + ".1"))
+    def _close(self) -> None:
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self._handle.close()
+            self._handle = None
 
     def tail(self, limit: int) -> list[str]:
         if not self.path.exists():
