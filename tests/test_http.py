@@ -272,3 +272,14 @@ def test_busy_port_is_a_clear_error(server: HttpServer, tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert f"Cannot listen on 127.0.0.1:{server.port}" in done.stderr and "--port" in done.stderr
+
+
+def test_the_http_server_parses_requests_with_httptools() -> None:
+    """uvicorn picks its C parser when httptools is installed (a dependency): h11, its pure-Python
+    fallback, cost about 1.5 ms more per call (bench.mcp_overhead, todo_read over HTTP)."""
+    import uvicorn
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    config = uvicorn.Config(app=lambda scope, receive, send: None, log_config=None)
+    config.load()
+    assert config.http_protocol_class is HttpToolsProtocol
