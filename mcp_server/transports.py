@@ -304,4 +304,7 @@ def run_stdio(server: Any) -> None:
         async with stdio_streams() as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
-    anyio.run(serve)
+    try:
+        anyio.run(serve)
+    except* (BrokenPipeError, ConnectionResetError):  # the client stopped reading our answers
+        log.warning("stdout was closed by the client; the server stops")

@@ -4,6 +4,7 @@ descriptors the loop serves."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -85,3 +86,28 @@ def test_empty_input_ends_the_server_cleanly(tmp_path: Path) -> None:
     served = run(tmp_path, "serve")
     assert served.returncode == 0, served.stderr
     assert served.stdout == ""
+
+
+def test_a_client_that_stops_reading_stops_the_server_cleanly(tmp_path: Path) -> None:
+    """The client closes its end of stdout: the next answer cannot be written; one log line, exit 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    env["GENERALAGENT_DATA_DIR"] = str(tmp_path / "data")
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        process = subprocess.Popen([str(CONSOLE_SCRIPT), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=err, env=env, cwd=tmp_path)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(_frame(INITIALIZE))
+        process.stdin.flush()
+        assert "result" in json.loads(process.stdout.readline())
+        process.stdout.close()
+        for i in range(3):
+            with contextlib.suppress(BrokenPipeError):  # the server may already be gone
+                process.stdin.write(_frame({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/list"}))
+                process.stdin.flush()
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stderr = (tmp_path / "stderr.txt").read_text(errors="replace")
+    assert "stdout was closed by the client" in stderr and "Traceback" not in stderr
