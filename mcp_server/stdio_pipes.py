@@ -1,24 +1,26 @@
-"""stdio served by the event loop itself when stdin and stdout are pipes or sockets (POSIX).
+"""stdio served by the event loop itself when stdin and stdout are pipes (POSIX).
 
 The SDK's stdio transport reads stdin and writes stdout through worker threads: a thread crossing
 for every line read, and two for every message written (write, flush), so three per tool call on top
-of the tool's own. Here the loop reads and writes the descriptors directly (asyncio pipe transports)
-and the SDK's `stdio_server` does the rest unchanged: the same framing (one JSON-RPC message per
-UTF-8 line) and the same protection of the wire (while serving, fd 0 reads the null device and fd 1
-writes to stderr, so stray reads and prints of handlers and child processes miss the protocol).
-Anywhere else (Windows, a terminal, a regular file) stdin and stdout are read and written in worker
+of the tool's own. Here the loop reads and writes the pipes directly (asyncio pipe transports) and the
+SDK's `stdio_server` does the rest unchanged: the same framing (one JSON-RPC message per UTF-8 line)
+and the same protection of the wire (while serving, fd 0 reads the null device and fd 1 writes to
+stderr, so stray reads and prints of handlers and child processes miss the protocol). Anywhere else
+(Windows, sockets, a terminal, a regular file) stdin and stdout are read and written in worker
 threads, as the SDK does.
 
-Either way the end of input waits for the answers to stop coming before the SDK cancels what still
-runs (`_Output.settle`): a request piped in just before the end (`echo '{...}' | generalagent-mcp`)
-is answered, where the SDK's own transport answered it only when its thread lost the race.
+Either way, at the end of input the requests already read are answered before the SDK cancels what
+still runs (at most EOF_WAIT_MAX_S): `echo '{...}' | generalagent-mcp` gets its answer, which the SDK's
+own transport gave only when its reader thread lost a race.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import re
 import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,48 +29,80 @@ from typing import Any, cast
 
 MAX_LINE_BYTES = 1 << 30
 """The longest message line read (the SDK's transport has no limit; a line is one whole message)."""
-CLOSE_WAIT_S = 5.0
-EOF_QUIET_S = 0.25
+CLOSE_WAIT_S = 30.0
+"""How long the answers already written may take to reach a slow client before the server exits."""
 EOF_WAIT_MAX_S = 5.0
+"""How long the end of input waits for the answers to the requests already read."""
+_ANSWER = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)"')
+"""How the SDK writes a response (pydantic's field order: jsonrpc, id, result or error)."""
 
 
 def loop_can_serve(fd: int) -> bool:
-    """True for a pipe or socket on POSIX: what the loop can watch without changing a terminal's mode."""
+    """True for a pipe on POSIX. Not a socket (a socket as both stdin and stdout reads as closed to
+    asyncio's write side), not a terminal (its non-blocking mode would outlive us)."""
     if sys.platform == "win32":
         return False
     try:
-        mode = os.fstat(fd).st_mode
+        return stat.S_ISFIFO(os.fstat(fd).st_mode)
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class _InFlight:
+    """The ids of requests read and not yet answered, from the lines themselves."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.changed = asyncio.Event()
+
+    def read(self, line: str) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            return
+        if "id" in message:
+            self.ids.add(json.dumps(message["id"]))
+        elif message["method"] == "notifications/cancelled" and isinstance(message.get("params"), dict):
+            self._done(json.dumps(message["params"].get("requestId")))  # a cancelled request gets no answer
+
+    def written(self, text: str) -> None:
+        found = _ANSWER.match(text)
+        if found is not None:
+            self._done(json.dumps(json.loads(found.group(1))))
+
+    def _done(self, key: str) -> None:
+        self.ids.discard(key)
+        self.changed.set()
+
+    async def answered(self) -> None:
+        """Until every request read has its answer written (at most EOF_WAIT_MAX_S)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(EOF_WAIT_MAX_S):
+                while self.ids:
+                    self.changed.clear()
+                    await self.changed.wait()
 
 
 class _Output:
     """stdout as the SDK's transport writes it: `await write(text)`, then `await flush()`."""
 
-    def __init__(self, write: Callable[[str], Awaitable[None]], flush: Callable[[], Awaitable[None]]) -> None:
-        self._write, self.flush = write, flush
-        self.last_write = 0.0
+    def __init__(self, write: Callable[[str], Awaitable[None]], flush: Callable[[], Awaitable[None]],
+                 in_flight: _InFlight) -> None:
+        self._write, self.flush, self._in_flight = write, flush, in_flight
 
     async def write(self, text: str) -> None:
         await self._write(text)
-        self.last_write = asyncio.get_running_loop().time()
-
-    async def settle(self) -> None:
-        """Wait until nothing was written for EOF_QUIET_S (at most EOF_WAIT_MAX_S)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + EOF_WAIT_MAX_S
-        await asyncio.sleep(EOF_QUIET_S)
-        while loop.time() - self.last_write < EOF_QUIET_S and loop.time() < deadline:
-            await asyncio.sleep(EOF_QUIET_S / 2)
+        self._in_flight.written(text)
 
 
 class _Lines:
     """stdin as the SDK's transport reads it: `async for line in stdin` (text lines with their newline);
-    the end of input comes once the answers stopped (see the module doc)."""
+    the end of input comes once the requests read are answered (see the module doc)."""
 
-    def __init__(self, readline: Callable[[], Awaitable[str]], output: _Output) -> None:
-        self._readline, self._output = readline, output
+    def __init__(self, readline: Callable[[], Awaitable[str]], in_flight: _InFlight) -> None:
+        self._readline, self._in_flight = readline, in_flight
 
     def __aiter__(self) -> _Lines:
         return self
@@ -76,8 +110,9 @@ class _Lines:
     async def __anext__(self) -> str:
         line = await self._readline()
         if not line:
-            await self._output.settle()
+            await self._in_flight.answered()
             raise StopAsyncIteration
+        self._in_flight.read(line)
         return line
 
 
@@ -88,27 +123,32 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
 
     on_loop = all(loop_can_serve(fd) and sdk._is_backed_by_fd(stream, fd)
                   for fd, stream in ((0, sys.stdin), (1, sys.stdout)))
-    stdin, restore_stdin = sdk._claim_fd(0, sys.stdin, "rb", sdk._open_stdin_diversion)
-    stdout, restore_stdout = sdk._claim_fd(1, sys.stdout, "wb", sdk._open_stdout_diversion)
+    restores: list[Callable[[], None] | None] = []
     close: Callable[[], Awaitable[None]] | None = None
     try:
-        if on_loop:
-            lines, output, close = await _on_loop(stdin, stdout)
+        stdin, restore = sdk._claim_fd(0, sys.stdin, "rb", sdk._open_stdin_diversion)
+        restores.append(restore)
+        stdout, restore = sdk._claim_fd(1, sys.stdout, "wb", sdk._open_stdout_diversion)
+        restores.append(restore)
+        in_flight = _InFlight()
+        if on_loop and stdin.fileno() > 2 and stdout.fileno() > 2:  # private duplicates (the claim held)
+            lines, output, close = await _on_loop(stdin, stdout, in_flight)
         else:
-            lines, output = _in_threads(stdin, stdout)
+            lines, output = _in_threads(stdin, stdout, in_flight)
         async with sdk.stdio_server(stdin=cast(Any, lines), stdout=cast(Any, output)) as streams:
             yield streams
     finally:
         if close is not None:
             await close()
-        for restore in (restore_stdout, restore_stdin):
+        for restore in reversed(restores):
             if restore is not None:
                 restore()
 
 
-async def _on_loop(stdin: Any, stdout: Any) -> tuple[_Lines, _Output, Callable[[], Awaitable[None]]]:
+async def _on_loop(stdin: Any, stdout: Any, in_flight: _InFlight) -> tuple[_Lines, _Output, Callable[[], Awaitable[None]]]:
     loop = asyncio.get_running_loop()
     fds = (stdin.fileno(), stdout.fileno())  # read now: the read transport closes its file at end of input
+    blocking = [os.get_blocking(fd) for fd in fds]
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES, loop=loop)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), stdin)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
@@ -121,18 +161,20 @@ async def _on_loop(stdin: Any, stdout: Any) -> tuple[_Lines, _Output, Callable[[
         writer.write(text.encode("utf-8"))
 
     async def close() -> None:
-        with contextlib.suppress(Exception):  # write out what is buffered (a last answer), then close
-            writer.close()
-            await asyncio.wait_for(writer.wait_closed(), CLOSE_WAIT_S)
-        for fd in fds:  # the pipes are shared with the client: leave them blocking, as they were
+        with contextlib.suppress(TimeoutError):  # what is written reaches a slow reader before we exit
+            async with asyncio.timeout(CLOSE_WAIT_S):
+                while transport.get_write_buffer_size() and not transport.is_closing():
+                    await asyncio.sleep(0.01)
+        transport.close()
+        for fd, was in zip(fds, blocking, strict=True):  # the pipes are shared with the client: as found
             with contextlib.suppress(OSError):
-                os.set_blocking(fd, True)
+                os.set_blocking(fd, was)
 
-    output = _Output(write, writer.drain)
-    return _Lines(readline, output), output, close
+    output = _Output(write, writer.drain, in_flight)
+    return _Lines(readline, in_flight), output, close
 
 
-def _in_threads(stdin: Any, stdout: Any) -> tuple[_Lines, _Output]:
+def _in_threads(stdin: Any, stdout: Any, in_flight: _InFlight) -> tuple[_Lines, _Output]:
     import anyio
     from mcp.server.stdio import _UnownedTextWrapper
 
@@ -142,5 +184,4 @@ def _in_threads(stdin: Any, stdout: Any) -> tuple[_Lines, _Output]:
     async def write(text: str) -> None:
         await text_out.write(text)
 
-    output = _Output(write, text_out.flush)
-    return _Lines(text_in.readline, output), output
+    return _Lines(text_in.readline, in_flight), _Output(write, text_out.flush, in_flight)

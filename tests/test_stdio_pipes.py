@@ -63,13 +63,14 @@ def test_stdin_from_a_file_is_served_by_the_sdk_transport(tmp_path: Path) -> Non
     assert answers[2] == {"jsonrpc": "2.0", "id": 2, "result": {}} and "serverInfo" in answers[1]["result"]
 
 
-def test_the_loop_serves_pipes_and_sockets_only(tmp_path: Path) -> None:
+def test_the_loop_serves_pipes_only(tmp_path: Path) -> None:
     read, write = os.pipe()
     left, right = socket.socketpair()
     regular = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
     devnull = os.open(os.devnull, os.O_RDONLY)
     try:
-        assert loop_can_serve(read) and loop_can_serve(write) and loop_can_serve(left.fileno())
+        assert loop_can_serve(read) and loop_can_serve(write)
+        assert not loop_can_serve(left.fileno())  # a socket: threads (stdin and stdout may be one socket)
         assert not loop_can_serve(regular) and not loop_can_serve(devnull)  # a file; a character device (as a terminal)
         assert not loop_can_serve(999_999)  # not open
     finally:
@@ -77,6 +78,71 @@ def test_the_loop_serves_pipes_and_sockets_only(tmp_path: Path) -> None:
             os.close(fd)
         left.close()
         right.close()
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    return {**env, "GENERALAGENT_DATA_DIR": str(tmp_path / "data"), **extra}
+
+
+def test_one_socket_as_stdin_and_stdout(tmp_path: Path) -> None:
+    """inetd, socat EXEC:, systemd socket units: both ends are one socket."""
+    ours, theirs = socket.socketpair()
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        process = subprocess.Popen([str(CONSOLE_SCRIPT), "serve"], stdin=theirs, stdout=theirs, stderr=err,
+                                   env=_env(tmp_path), cwd=tmp_path)
+    theirs.close()
+    try:
+        ours.sendall(_frame(INITIALIZE) + _frame({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        ours.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := ours.recv(65536):
+            received += chunk
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        ours.close()
+    answers = {json.loads(line)["id"]: json.loads(line) for line in received.splitlines()}
+    assert answers[2]["result"] == {} and "serverInfo" in answers[1]["result"]
+
+
+def test_requests_read_before_the_end_of_input_are_answered(tmp_path: Path) -> None:
+    """A call that takes a while (a first index_path: jieba loads) piped in just before EOF."""
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "a.md").write_text("# 绿茶\n绿茶怎么泡才不苦：水温八十度。\n")
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "index_path", "arguments": {"path": "."}}}
+    done = subprocess.run([str(CONSOLE_SCRIPT), "serve"], input=_frame(INITIALIZE) + _frame(call), capture_output=True,
+                          timeout=120, env=_env(tmp_path, GENERALAGENT_ROOTS=str(folder)), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    answers = {json.loads(line)["id"]: json.loads(line) for line in done.stdout.splitlines()}
+    assert not answers[2]["result"].get("isError"), answers[2]
+
+
+def test_the_last_answer_reaches_a_slow_reader_whole(tmp_path: Path) -> None:
+    """stdin closes while a long answer is still buffered; the client reads only later."""
+    import time
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "big.txt").write_text("".join(f"line {i}: " + "x" * 90 + "\n" for i in range(4000)))
+    read = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "big.txt"}}}
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        process = subprocess.Popen([str(CONSOLE_SCRIPT), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=err, env=_env(tmp_path, GENERALAGENT_ROOTS=str(workspace)), cwd=tmp_path)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(_frame(INITIALIZE) + _frame(read))
+        process.stdin.close()
+        time.sleep(3)  # the server has answered and seen the end of input by now
+        lines = process.stdout.read().splitlines()
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    answers = {json.loads(line)["id"]: json.loads(line) for line in lines}
+    assert len(lines[-1]) > 65_536 and not answers[2]["result"].get("isError")
 
 
 def test_empty_input_ends_the_server_cleanly(tmp_path: Path) -> None:
