@@ -135,7 +135,8 @@ def _approval_resolver(spec: ToolSpec, dispatcher: Dispatcher, names: list[str])
         if not arguments_fit(args):
             return None  # refused with a clear error by the dispatcher, before any analysis
         origin = origin_from_context(ctx)
-        if spec.read_only and small_arguments(args) and gate.verdict_once(spec, args, origin, keep=True).action == "allow":
+        if (spec.read_only and gate.decides_quickly and small_arguments(args)
+                and gate.verdict_once(spec, args, origin, keep=True).action == "allow"):
             return None  # decided here (pure policy, small input); the call's check uses this verdict
         question = await anyio.to_thread.run_sync(gate.question, spec, args, origin)
         return Elicit(question[0], question[1]) if question else None

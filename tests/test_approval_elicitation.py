@@ -174,3 +174,39 @@ async def test_session_grant_for_a_destructive_tool_covers_identical_calls_only(
             assert not (await c.call_tool("zap", {"text": text})).is_error
     assert helpers.CALLS == ["a", "a", "b"]
     assert len(seen) == 2 and "identical calls only" in seen[0]
+
+
+async def test_the_event_loop_never_waits_for_the_gate_to_open_its_database(settings: Any) -> None:
+    """Read-only calls are decided on the loop (clients that can answer elicitations); the gate opens its
+    database on first use under a lock a worker thread may hold for long (a PostgreSQL connect): the
+    loop's decision must not wait for that lock, so other requests are still answered meanwhile."""
+    import threading
+    import time
+
+    import anyio
+    from mcp.client import Client
+
+    from mcp_server.server import build_server
+
+    server, dispatcher = build_server(settings)
+    gate: Any = dispatcher.gate
+    async with Client(server, mode="legacy", elicitation_callback=helpers.elicitation_answer("accept")) as c:
+        await c.list_tools()
+        assert not (await c.call_tool("now", {})).is_error  # rules and engine loaded
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with gate._lazy:
+                held.set()
+                release.wait(10)
+
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait(5)
+        started = time.monotonic()
+        async with anyio.create_task_group() as group:
+            group.start_soon(c.call_tool, "now", {})  # its audit line waits for the lock, in a worker thread
+            await anyio.sleep(0.2)
+            await c.send_ping()
+            answered = time.monotonic() - started  # the lock is held for 10 s unless released here
+            release.set()
+        assert answered < 3.0, answered

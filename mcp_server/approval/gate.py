@@ -12,6 +12,7 @@ No argument of the call ever counts as consent.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -133,7 +134,9 @@ class PolicyGate:
         self._memo: OrderedDict[tuple[str, str], tuple[float, Verdict]] = OrderedDict()
         self._rules, self._decide, self._store, self._audit = rules, decide, store, audit
         self._database = database  # the server's (shared with the tools); None: the gate opens its own
-        self._lazy = threading.RLock()
+        self._lazy = threading.RLock()  # the database, store and audit log, opened on first use
+        self._rules_lock = threading.Lock()  # the rules and the verdict memo have their own locks: the event
+        self._memo_lock = threading.Lock()  # loop decides small read-only calls and must not wait for a DB open
         self.specs = specs or {}
         self.protected = protected_paths(settings)
         self._configured_roots: tuple[Path, ...] | None = None  # settings.roots resolved, once
@@ -144,7 +147,7 @@ class PolicyGate:
 
     @property
     def rules(self) -> Any:
-        with self._lazy:
+        with self._rules_lock:
             if self._rules is None:
                 from mcp_server import policy
 
@@ -172,6 +175,12 @@ class PolicyGate:
             if self._audit is None:
                 self._audit = audit_log_for(self.database, self.settings.data_dir)
             return self._audit
+
+    @property
+    def decides_quickly(self) -> bool:
+        """True once the rules and the policy engine are loaded: a verdict then does no IO but `realpath`s
+        (the first one loads them, a few tens of ms: not on the event loop)."""
+        return self._rules is not None and self._decide is not None
 
     def _decision(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         if self._decide is None:
@@ -234,7 +243,7 @@ class PolicyGate:
     # here for the same call's check; a verdict is used once and only for a few seconds.
 
     def _remember(self, key: tuple[str, str], verdict: Verdict) -> None:
-        with self._lazy:
+        with self._memo_lock:
             self._memo[key] = (time.monotonic(), verdict)
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
@@ -243,7 +252,7 @@ class PolicyGate:
         """The verdict already computed for this very call (by its resolver, in any round), else a fresh
         one; `keep` leaves it for the call's check, which uses it up."""
         key = (session_key(origin), call_hash(spec.name, args))
-        with self._lazy:
+        with self._memo_lock:
             found = self._memo.get(key) if keep else self._memo.pop(key, None)
         if found is not None and time.monotonic() - found[0] < MEMO_SECONDS:
             return found[1]
@@ -254,14 +263,12 @@ class PolicyGate:
 
     def roots(self, origin: Any) -> tuple[Path, ...]:
         """The workspace roots the call may touch (resolved), as the workspace tools compute them."""
-        from foundation.paths import default_workspace
-
         if self.settings.roots:
             if self._configured_roots is None:  # fixed for the server's life, as the settings are
                 self._configured_roots = tuple(dict.fromkeys(Path(os.path.realpath(r)) for r in self.settings.roots))
             return self._configured_roots
         try:
-            return (default_workspace(self.settings.data_dir, origin.session_id),)
+            return (_session_workspace(self.settings.data_dir, origin.session_id),)
         except OSError:
             return ()
 
@@ -439,3 +446,11 @@ def answer_from_outcome(outcome: Any, tool: str, args: dict[str, Any]) -> Approv
     if action in ("decline", "cancel"):
         return ApprovalAnswer(str(action), call_hash(tool, args))
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _session_workspace(data_dir: Path, session_id: str | None) -> Path:
+    """The session's default workspace, made once (the gate asks for it on every call)."""
+    from foundation.paths import default_workspace
+
+    return default_workspace(data_dir, session_id)
