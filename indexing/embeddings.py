@@ -83,7 +83,13 @@ def threads_for_one_text(default: int, runnable: int | None, cpus: int | None = 
     is split by text, a thread each, which no stalled thread holds up: batches keep `default`."""
     if runnable is None:
         return default
-    return max(1, min(default, (cpus or os.cpu_count() or 1) - (runnable - 1)))
+    return max(1, min(default, (cpus or usable_cpus()) - (runnable - 1)))
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity, e.g. `taskset`), else all of them."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def runnable_now() -> int | None:

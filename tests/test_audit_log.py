@@ -154,3 +154,15 @@ def test_the_log_follows_a_file_rotated_or_removed_by_another_process(data_dir: 
     record(3)
     assert [e["args"]["i"] for e in log.read()] == [3]
     assert [json.loads(line)["args"]["i"] for line in (data_dir / "audit.jsonl.1").read_text().splitlines()] == [1]
+
+
+def test_only_patterns_that_keep_their_meaning_join_the_quick_check() -> None:
+    import re
+
+    from mcp_server.approval.audit import _scoped
+
+    assert _scoped(re.compile(r"(?i)\bbearer\s+x")) == r"(?i:\bbearer\s+x)"
+    assert _scoped(re.compile("a.b", re.DOTALL)) == "(?s:a.b)"
+    for bad in (re.compile(r"(a)\1"), re.compile(r"(?P<k>a)(?P=k)"), re.compile("^a", re.MULTILINE)):
+        with pytest.raises(ValueError):
+            _scoped(bad)

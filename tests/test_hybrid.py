@@ -202,3 +202,12 @@ def test_chinese_queries_keep_the_lexical_order_without_embedding() -> None:
     rerank = DenseRerank(Refusing(), lambda ids: {i: vectors[i] for i in ids})
     scored = [(3.0, 1), (2.0, 2)]
     assert rerank(plan("如何修理汽车刹车"), scored) == scored  # zh weight 0: never below lexical
+
+
+def test_the_free_cores_are_counted_among_the_ones_this_process_may_use() -> None:
+    import os
+
+    from indexing.embeddings import usable_cpus
+
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert usable_cpus() == expected

@@ -57,10 +57,12 @@ _SECRET_ASSIGNMENT = re.compile(
 
 
 def _scoped(pattern: re.Pattern[str]) -> str:
-    """`pattern` as a group that keeps its own flags inside an alternation (`(?i)x` -> `(?i:x)`)."""
-    text, flags = pattern.pattern, "s" if pattern.flags & re.DOTALL else ""
-    if text.startswith("(?i)"):
-        text, flags = text[4:], flags + "i"
+    """`pattern` as a group that keeps its own flags inside an alternation (`(?i)x` -> `(?i:x)`). Only
+    patterns without back-references (their numbers would shift) and with flags i/s qualify."""
+    text = pattern.pattern.removeprefix("(?i)")
+    if re.search(r"\\[1-9]|\(\?P=", text) or pattern.flags & ~(re.IGNORECASE | re.DOTALL | re.UNICODE):
+        raise ValueError(f"cannot join {pattern.pattern!r} into the quick secret check")
+    flags = "i" * bool(pattern.flags & re.IGNORECASE) + "s" * bool(pattern.flags & re.DOTALL)
     return f"(?{flags}:{text})" if flags else f"(?:{text})"
 
 
@@ -189,6 +191,8 @@ class AuditLog(AuditSink):
             handle = self._current()
             handle.write("".join(line + "\n" for line in lines))
             handle.flush()
+            if os.name == "nt":  # an open file cannot be renamed there: other processes rotate it too
+                self._close()
 
     def _current(self) -> TextIO:
         """The open log file: the one at `path` now (another process may have rotated or removed it),
