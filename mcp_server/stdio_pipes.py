@@ -27,8 +27,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-MAX_LINE_BYTES = 1 << 30
-"""The longest message line read (the SDK's transport has no limit; a line is one whole message)."""
+READ_BUFFER_BYTES = 1 << 20
+"""Input buffered ahead of the server (reading pauses at twice this); a longer line is read in parts."""
 CLOSE_WAIT_S = 30.0
 """How long the answers already written may take to reach a slow client before the server exits."""
 EOF_WAIT_MAX_S = 5.0
@@ -149,13 +149,13 @@ async def _on_loop(stdin: Any, stdout: Any, in_flight: _InFlight) -> tuple[_Line
     loop = asyncio.get_running_loop()
     fds = (stdin.fileno(), stdout.fileno())  # read now: the read transport closes its file at end of input
     blocking = [os.get_blocking(fd) for fd in fds]
-    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES, loop=loop)
+    reader = asyncio.StreamReader(limit=READ_BUFFER_BYTES, loop=loop)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), stdin)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
 
     async def readline() -> str:
-        return (await reader.readline()).decode("utf-8", errors="replace")
+        return (await _whole_line(reader)).decode("utf-8", errors="replace")
 
     async def write(text: str) -> None:
         writer.write(text.encode("utf-8"))
@@ -172,6 +172,20 @@ async def _on_loop(stdin: Any, stdout: Any, in_flight: _InFlight) -> tuple[_Line
 
     output = _Output(write, writer.drain, in_flight)
     return _Lines(readline, in_flight), output, close
+
+
+async def _whole_line(reader: asyncio.StreamReader) -> bytes:
+    """The next line with its newline, of any length (b"" at the end of input; a last line without one)."""
+    parts: list[bytes] = []
+    while True:
+        try:
+            parts.append(await reader.readuntil(b"\n"))
+            return b"".join(parts)
+        except asyncio.IncompleteReadError as end:
+            parts.append(end.partial)
+            return b"".join(parts)
+        except asyncio.LimitOverrunError as longer:  # more than the buffer without a newline: take it, go on
+            parts.append(await reader.readexactly(longer.consumed))
 
 
 def _in_threads(stdin: Any, stdout: Any, in_flight: _InFlight) -> tuple[_Lines, _Output]:

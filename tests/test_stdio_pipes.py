@@ -12,6 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from mcp_server.stdio_pipes import loop_can_serve
 from tests.test_stdio import CONSOLE_SCRIPT, INITIALIZE, RawStdioServer, _frame
 
@@ -177,3 +180,29 @@ def test_a_client_that_stops_reading_stops_the_server_cleanly(tmp_path: Path) ->
             process.kill()
     stderr = (tmp_path / "stderr.txt").read_text(errors="replace")
     assert "stdout was closed by the client" in stderr and "Traceback" not in stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")), max_size=8),
+       last_newline=st.booleans(), limit=st.integers(1, 32), chunk=st.integers(1, 50))
+def test_lines_of_any_length_come_back_whole(lines: list[bytes], last_newline: bool, limit: int, chunk: int) -> None:
+    """The loop's reader buffers at most about twice `limit` and still returns every line whole."""
+    import asyncio
+
+    from mcp_server.stdio_pipes import _whole_line
+
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+
+    async def read_all() -> list[bytes]:
+        reader = asyncio.StreamReader(limit=limit)
+        for at in range(0, len(data), chunk):
+            reader.feed_data(data[at:at + chunk])
+        reader.feed_eof()
+        out = []
+        while line := await _whole_line(reader):
+            out.append(line)
+        return out
+
+    assert b"".join(asyncio.run(read_all())) == data
+    expected = [line + b"\n" for line in lines[:-1]] + ([lines[-1] + b"\n" if last_newline else lines[-1]] if lines else [])
+    assert asyncio.run(read_all()) == [line for line in expected if line]
