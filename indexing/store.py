@@ -344,35 +344,42 @@ class IndexStore:
             return str(conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
 
     def ensure_analysis(self, version: str, analyze_fn: Callable[[str], list[str]]) -> bool:
-        """Re-analyse every chunk when the index was built with another analyzer version (checked
-        again inside the write: of two processes starting at once, only the first re-analyses)."""
-        if self.get_meta("analyzer") == version:
-            return False
-        with self.write() as conn:
-            if self.get_meta("analyzer") == version:
-                return False
+        """Re-analyse every chunk when the index was built with another analyzer version."""
+
+        def reanalyse(conn: Any) -> bool:
             rebuilt = self.totals()["chunks"] > 0
             if rebuilt:
                 self._rebuild(conn, analyze_fn)
-            put_meta(conn, "analyzer", version)
-        return rebuilt
+            return rebuilt
+
+        return self._change_once("analyzer", version, reanalyse)
 
     def ensure_chunking(self, key: str) -> bool:
         """When the documents were chunked otherwise than `key` (`indexing.chunking.chunking_key`),
         expire them: every file is read again on its next index run and no document is reused by
-        its hash (the renamed one goes as an orphan); the old chunks answer until then. Checked again
-        inside the write: of two processes starting at once, only the first expires anything."""
-        if self.get_meta("chunking") == key:
-            return False
-        with self.write() as conn:
-            if self.get_meta("chunking") == key:
-                return False
+        its hash (the renamed one goes as an orphan); the old chunks answer until then."""
+
+        def expire(conn: Any) -> bool:
             expired = self.totals()["documents"] > 0
             if expired:
                 conn.execute("UPDATE documents SET hash = hash || ?", (f"~{time.time_ns()}",))
                 conn.execute("UPDATE files SET mtime_ns = -1")
-            put_meta(conn, "chunking", key)
-        return expired
+            return expired
+
+        return self._change_once("chunking", key, expire)
+
+    def _change_once(self, key: str, value: str, change: Callable[[Any], bool]) -> bool:
+        """`change(conn)` and meta `key` set to `value`, in one write, when `key` is not `value` yet;
+        returns what `change` returned (False when nothing was due). Checked again inside the write: of
+        two processes starting at once, only the first changes anything."""
+        if self.get_meta(key) == value:
+            return False
+        with self.write() as conn:
+            if self.get_meta(key) == value:
+                return False
+            changed = change(conn)
+            put_meta(conn, key, value)
+        return changed
 
     # -- index runs ----------------------------------------------------------------------------
 
