@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from foundation.waiting import about_to_wait
+
 POOL_WAIT_S = 60.0  # how long a reader waits for a free read connection before the call fails
 
 
@@ -106,6 +108,7 @@ class ConnectionPool:
             if self.opened < self.size:
                 self.opened += 1
                 return None
+            about_to_wait()  # every connection is busy (a call on the event loop moves to a worker thread)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise sqlite3.OperationalError(

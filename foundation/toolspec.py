@@ -36,11 +36,16 @@ class ToolSpec:
     tier: Tier = "default"
     name_override: str | None = None
     changes_session: bool = False
+    """Changes only the calling client's session (e.g. its tool list): the approval policy treats it
+    as read-only, but it is not annotated readOnlyHint."""
     without_llm: str | None = None
     """For tools that use the configured LLM endpoint: what holds when none is configured (shown at
     the start of the description then, and by `doctor`)."""
-    """Changes only the calling client's session (e.g. its tool list): the approval policy treats it
-    as read-only, but it is not annotated readOnlyHint."""
+    quick: Callable[[Any, dict[str, Any]], bool] | None = None
+    """`quick(rt, args)`: True when this call will finish in a few ms from data already in memory, with
+    nothing to wait for (no lock, no network, no write). The dispatcher then runs it on the event loop
+    instead of a worker thread (the crossing costs about 1 ms); a call that meets something to wait for
+    after all is run again in a worker thread (`foundation.waiting`). Cheap, never blocking."""
 
     @property
     def name(self) -> str:

@@ -99,6 +99,11 @@ def _load_cached(dt: Any, folder: Path) -> bool:
     return True
 
 
+def is_warm() -> bool:
+    """True once jieba's dictionary is loaded (analysing text then never waits for it)."""
+    return _jieba is not None
+
+
 def warm_up(cache_dir: Path | None = None) -> None:
     """Load jieba's dictionary now (called in a background thread at server start)."""
     if cache_dir is not None:

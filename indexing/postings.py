@@ -197,6 +197,11 @@ class MemoryIndex:
         self._build_lock = threading.Lock()
         self._building = False
 
+    def holds(self, generation: int) -> bool:
+        """True when the snapshot of `generation` is loaded (`current` then returns it at once)."""
+        snap = self._snapshot
+        return snap is not None and snap.generation == generation
+
     def current(self, generation: int, chunks: int) -> Snapshot | None:
         """The snapshot of `generation` (opened from its files if saved), or None (and a rebuild
         starts) when there is none yet."""

@@ -27,6 +27,7 @@ from typing import Any
 
 from foundation import sqlite_db
 from foundation.pooled_reads import ConnectionPool, PooledReads
+from foundation.waiting import about_to_wait
 from indexing.model import Chunk
 from indexing.query import quote
 
@@ -252,6 +253,7 @@ class IndexStore:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE): all of it or nothing."""
+        about_to_wait()  # the writer lock (a call on the event loop moves to a worker thread)
         with self._writer_conn() as raw, sqlite_db.write(raw) as conn:
             yield conn
 

@@ -11,6 +11,7 @@ a read-only call with small arguments on the loop: the policy is pure and that i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -41,6 +42,7 @@ from foundation.errors import (
 )
 from foundation.paths import MAX_PATH_CHARS
 from foundation.toolspec import ToolSpec, validate_arguments, validation_summary
+from foundation.waiting import MustWait, on_the_loop
 from mcp_server.client_log import asend_to_client, send_to_client
 from tools.runtime import CallContext, Runtime
 
@@ -76,7 +78,9 @@ class Gate(Protocol):
     """The approval seam: raise PolicyDenied/ApprovalRequired to stop a call, return to let it run.
 
     A gate may also offer `check_blocking(spec, args, origin)`: the same check, called from a worker
-    thread; then a sync tool's call crosses to a worker thread once, for the check and the tool."""
+    thread; then a sync tool's call crosses to a worker thread once, for the check and the tool. And
+    `checks_at_once(spec, args, origin)`: True when `check_blocking` would allow this call without
+    waiting for anything; then a quick call (`ToolSpec.quick`) is checked and run on the event loop."""
 
     async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None: ...
 
@@ -87,6 +91,9 @@ class AllowAll:
 
     def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
         return None
+
+    def checks_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
+        return True
 
 
 @dataclass(frozen=True)
@@ -156,28 +163,50 @@ class Dispatcher:
     async def _checked_and_invoked(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin,
                                    sink: Any) -> BaseModel:
         """The gate's check, then the tool. A sync tool behind a gate that can check from a thread runs
-        in the same worker thread as its check (one crossing instead of two); else one after the other."""
+        in the same worker thread as its check (one crossing instead of two), or, when the call is quick
+        and the gate allows it at once, on the event loop (no crossing); else one after the other."""
         check_blocking = getattr(self.gate, "check_blocking", None)
         if check_blocking is None or _shape(spec.fn).is_async:
             await _checked_by_gate(self.gate, spec, args, origin)
             return await self._invoke(spec, args, origin, sink)
         kwargs, call = self._prepared(spec, args, origin, sink)
-        call.portal = anyio.from_thread.run
+        checked = False
 
         def checked_then_run() -> Any:
-            try:
-                check_blocking(spec, args, origin)
-            except (ApprovalRequired, PolicyDenied) as exc:
-                return _Refused(exc)
+            nonlocal checked
+            if not checked:
+                try:
+                    check_blocking(spec, args, origin)
+                except (ApprovalRequired, PolicyDenied) as exc:
+                    return _Refused(exc)
+                checked = True
             if call.cancel_event.is_set():  # cancelled while the gate decided: the tool never starts
                 return None
             return spec.fn(**kwargs)
 
-        result = await _run_in_thread(checked_then_run, {}, call)
+        result: Any = MustWait
+        if self._runs_at_once(spec, args, origin):
+            with contextlib.suppress(MustWait), on_the_loop():
+                result = checked_then_run()
+        if result is MustWait:  # not quick, or it met something to wait for: (the rest) in a worker thread
+            call.portal = anyio.from_thread.run
+            result = await _run_in_thread(checked_then_run, {}, call)
         if isinstance(result, _Refused):
             await _announce_refusal(spec, result.error)
             raise result.error
         return result  # type: ignore[no-any-return]
+
+    def _runs_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
+        """True when this call is quick (its tool says so) and the gate allows it without waiting: the
+        event loop then checks and runs it itself. Never fails a call: a failing test says no."""
+        checks_at_once = getattr(self.gate, "checks_at_once", None)
+        if spec.quick is None or checks_at_once is None:
+            return False
+        try:
+            return spec.quick(self.runtime, args) and bool(checks_at_once(spec, args, origin))
+        except Exception:
+            log.exception("the quick test of %s failed; the call runs in a worker thread", spec.name)
+            return False
 
     async def _invoke(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, sink: Any) -> BaseModel:
         kwargs, call = self._prepared(spec, args, origin, sink)

@@ -86,7 +86,7 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(memory.list_memories, title="List remembered facts", read_only=True, idempotent=True, tier="full"),
     # -- document search and the index
     ToolSpec(documents.search_documents, title="Search indexed documents", read_only=True, idempotent=True,
-             tier="core"),
+             tier="core", quick=documents.search_is_quick),
     ToolSpec(documents.search_file, title="Search in a file", read_only=True, idempotent=True, tier="core"),
     ToolSpec(index_tools.index_path, title="Index files for search", read_only=False, idempotent=True, tier="core"),
     ToolSpec(index_tools.index_status, title="Index status", read_only=True, idempotent=True, tier="core"),

@@ -135,34 +135,13 @@ def _approval_resolver(spec: ToolSpec, dispatcher: Dispatcher, names: list[str])
         if not arguments_fit(args):
             return None  # refused with a clear error by the dispatcher, before any analysis
         origin = origin_from_context(ctx)
-        if (spec.read_only and gate.decides_quickly and small_arguments(args)
-                and gate.verdict_once(spec, args, origin, keep=True).action == "allow"):
+        if gate.allows_at_once(spec, args, origin):
             return None  # decided here (pure policy, small input); the call's check uses this verdict
         question = await anyio.to_thread.run_sync(gate.question, spec, args, origin)
         return Elicit(question[0], question[1]) if question else None
 
     approval_question.__qualname__ = f"approval_question.{spec.name}"
     return _with_signature(approval_question, names)
-
-
-INLINE_ARGUMENT_CHARS = 4096
-"""A read-only call whose arguments total at most this many characters is decided on the event loop
-(the policy is pure; its cost grows with the arguments): no worker thread just to learn it is allowed."""
-
-
-def small_arguments(args: dict[str, Any], limit: int = INLINE_ARGUMENT_CHARS) -> bool:
-    """True when the arguments' strings, keys and items total at most `limit` (stops counting past it)."""
-    total, pending = 0, list(args.values())
-    while pending:
-        value = pending.pop()
-        total += len(value) if isinstance(value, str | dict | list | tuple) else 8
-        if total > limit:
-            return False
-        if isinstance(value, dict):
-            pending.extend([*value.keys(), *value.values()])
-        elif isinstance(value, list | tuple):
-            pending.extend(value)
-    return True
 
 
 def _human_resolver(question: Callable[..., Any], names: list[str]) -> Callable[..., Any]:

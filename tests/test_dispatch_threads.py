@@ -105,6 +105,6 @@ def _size(value: Any) -> int:
 @given(args=st.dictionaries(st.text(max_size=8), JSON, max_size=5), limit=st.integers(0, 400))
 def test_small_arguments_is_the_size_bound(args: dict[str, Any], limit: int) -> None:
     """Which read-only calls the approval resolver decides on the event loop (mcp_server.server)."""
-    from mcp_server.server import small_arguments
+    from mcp_server.approval.gate import small_arguments
 
     assert small_arguments(args, limit) == (sum(_size(v) for v in args.values()) <= limit)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -22,13 +22,21 @@ from foundation.globs import GlobPattern
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
 from foundation.safe_open import opened
 from foundation.schemas import OmitNone
+from foundation.waiting import about_to_wait
 from indexing.model import ExtractionLimits
 from tools.runtime import CallContext, Runtime
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.search import ChunkHit, PathFilter, Searcher
     from indexing.store import IndexStore
-from tools.index_services import forget_paths, index_store, indexer_for, memory_index, vector_worker
+from tools.index_services import (
+    forget_paths,
+    index_store,
+    indexer_for,
+    memory_index,
+    search_ready,
+    vector_worker,
+)
 
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
 MAX_GLOB_FILES = 5000
@@ -184,11 +192,20 @@ def _result_paths(result: SearchResult) -> list[str]:
     return [h._abs_path for h in result.hits] + [d.matched_chunks[0]._abs_path for d in result.documents or [] if d.matched_chunks]
 
 
+def search_is_quick(rt: Runtime, args: dict[str, Any]) -> bool:
+    """`ToolSpec.quick` of search_documents: a ranked natural-language search, one page of hits, on an
+    index whose in-memory postings are loaded and current (a few ms, nothing to wait for)."""
+    if args.get("use_regex") or args.get("group_by_document") or args.get("mode", "natural") != "natural":
+        return False
+    return search_ready(rt)
+
+
 def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:
     """Drop from the index the hit files that are gone from disk; True when any was."""
     gone = sorted({p for p in paths if p and not os.path.exists(p)})
     if not gone:
         return False
+    about_to_wait()  # a write to the index (a quick call on the event loop moves to a worker thread here)
     forget_paths(rt, gone)
     return True
 

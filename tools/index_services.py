@@ -86,6 +86,18 @@ def _open_store(path: Path) -> IndexStore:
     return store
 
 
+def search_ready(rt: Runtime) -> bool:
+    """True when a lexical search needs nothing more to load: the SQLite index is open, jieba's
+    dictionary and the index's in-memory postings are loaded and the postings are current, and no
+    embedding re-rank is configured (it embeds the query)."""
+    from indexing.analyzer import is_warm
+
+    if rt.settings.database_url or rt.settings.embedding_provider != "off" or not is_warm():
+        return False
+    store, memory = _INDEX_STORE.ready(rt), _MEMORY_INDEX.ready(rt)
+    return store is not None and memory is not None and memory.holds(store.generation()[0])
+
+
 def index_jobs(rt: Runtime) -> JobRegistry:
     """The index runs of this server (one per path at a time; background ones outlive their call)."""
     return _INDEX_JOBS.of(rt)

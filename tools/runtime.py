@@ -106,6 +106,10 @@ class Service(Generic[T]):
         with rt._lock:
             return rt._services.get(self)
 
+    def ready(self, rt: Runtime) -> T | None:
+        """`peek` that never waits, not even for a creation in progress in another thread (None then)."""
+        return rt._services.get(self)
+
 
 @dataclass
 class CallContext:

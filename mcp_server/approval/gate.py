@@ -31,7 +31,7 @@ from foundation.errors import ApprovalRequired, PolicyDenied
 from foundation.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
 from foundation.storage import Database, open_database
 from foundation.toolspec import ToolSpec
-from mcp_server.approval.audit import AUDIT_FILE, AuditSink, audit_log_for
+from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
 from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, call_target, canonical_json
 
 log = logging.getLogger("generalagent.approval")
@@ -50,6 +50,24 @@ class Verdict:
 SHIPPED_RULES = Path(__file__).resolve().parent.parent / "policy" / "default_rules.toml"  # (policy not imported)
 MEMO_SIZE = 256  # verdicts kept between a call's elicitation resolver and its check
 MEMO_SECONDS = 30.0
+INLINE_ARGUMENT_CHARS = 4096
+"""A read-only call whose arguments total at most this many characters may be decided on the event loop
+(the policy is pure; its cost grows with the arguments): no worker thread just to learn it is allowed."""
+
+
+def small_arguments(args: dict[str, Any], limit: int = INLINE_ARGUMENT_CHARS) -> bool:
+    """True when the arguments' strings, keys and items total at most `limit` (stops counting past it)."""
+    total, pending = 0, list(args.values())
+    while pending:
+        value = pending.pop()
+        total += len(value) if isinstance(value, str | dict | list | tuple) else 8
+        if total > limit:
+            return False
+        if isinstance(value, dict):
+            pending.extend([*value.keys(), *value.values()])
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
+    return True
 SESSION_GRANT_RISKS = ("low", "medium")
 """Only these risks may be approved "for this session"; high and critical ones are asked every time."""
 
@@ -181,6 +199,17 @@ class PolicyGate:
         """True once the rules and the policy engine are loaded: a verdict then does no IO but `realpath`s
         (the first one loads them, a few tens of ms: not on the event loop)."""
         return self._rules is not None and self._decide is not None
+
+    def allows_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> bool:
+        """True when this call is allowed and deciding that needed no waiting: a read-only call with small
+        arguments once the rules are loaded (the verdict is kept for the call's check)."""
+        return (spec.read_only and self.decides_quickly and small_arguments(args)
+                and self.verdict_once(spec, args, origin, keep=True).action == "allow")
+
+    def checks_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> bool:
+        """`allows_at_once`, and the check's audit line is an append to the local file (no database):
+        the event loop may check and run this call itself."""
+        return isinstance(self._audit, AuditLog) and self.allows_at_once(spec, args, origin)
 
     def _decision(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         if self._decide is None:

@@ -1,0 +1,186 @@
+"""Issue 11 (MCP overhead): a quick call (ToolSpec.quick) that the gate allows at once is checked and
+run on the event loop, with no worker thread; anything in it that would wait (a write, a busy pool)
+moves it to a worker thread, where it runs again without being checked twice and without skipping
+the check; a failing quick test or gate just means the worker thread."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import pytest
+from pydantic import BaseModel, Field
+
+from foundation.calls import CallOrigin
+from foundation.errors import PolicyDenied
+from foundation.pooled_reads import ConnectionPool
+from foundation.toolspec import ToolSpec
+from foundation.waiting import MustWait, about_to_wait, on_the_loop
+from mcp_server.dispatch import Dispatcher
+from tools.runtime import Runtime
+
+pytestmark = pytest.mark.anyio
+ORIGIN = CallOrigin(kind="client", client_id="test")
+
+
+class Seen(BaseModel):
+    thread: int
+
+
+ran: list[int] = []
+
+
+def where(wait: Annotated[bool, Field(description="meet something to wait for")] = False) -> Seen:
+    """Report the thread the tool runs in (after `about_to_wait` when asked)."""
+    ran.append(threading.get_ident())
+    if wait:
+        about_to_wait()
+    return Seen(thread=threading.get_ident())
+
+
+def always(rt: Any, args: dict[str, Any]) -> bool:
+    return True
+
+
+def broken(rt: Any, args: dict[str, Any]) -> bool:
+    raise RuntimeError("the quick test itself failed")
+
+
+class Gate:
+    """check_blocking records its thread; `at_once` answers checks_at_once; `refuse` / `wait_on_loop`
+    make the check refuse, or meet something to wait for when it runs on the event loop."""
+
+    def __init__(self, at_once: bool = True, refuse: bool = False, wait_on_loop: bool = False) -> None:
+        self.at_once, self.refuse, self.wait_on_loop = at_once, refuse, wait_on_loop
+        self.checks: list[int] = []
+
+    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
+        raise AssertionError("check_blocking is used")
+
+    def checks_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
+        return self.at_once
+
+    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
+        self.checks.append(threading.get_ident())
+        if self.wait_on_loop:
+            about_to_wait()
+        if self.refuse:
+            raise PolicyDenied("Denied by policy (test, high risk): no.")
+
+
+@pytest.fixture(autouse=True)
+def clear() -> None:
+    ran.clear()
+
+
+async def run(settings: Any, gate: Gate, quick: Any = always, **args: Any) -> Seen:
+    spec = ToolSpec(where, title="Where", read_only=True, quick=quick)
+    result = await Dispatcher(Runtime(settings), [spec], gate=gate).run("where", args, ORIGIN)
+    assert isinstance(result, Seen)
+    return result
+
+
+async def test_a_quick_allowed_call_runs_on_the_event_loop(settings: Any) -> None:
+    gate = Gate()
+    result = await run(settings, gate)
+    assert result.thread == threading.get_ident() and gate.checks == [threading.get_ident()]
+
+
+@pytest.mark.parametrize("gate, quick", [(Gate(at_once=False), always), (Gate(), None), (Gate(), broken)],
+                         ids=["gate-not-at-once", "not-quick", "quick-test-fails"])
+async def test_otherwise_it_runs_in_a_worker_thread(settings: Any, gate: Gate, quick: Any) -> None:
+    result = await run(settings, gate, quick)
+    assert result.thread != threading.get_ident() and gate.checks == [result.thread]
+
+
+async def test_a_call_that_must_wait_finishes_in_a_thread_checked_once(settings: Any) -> None:
+    gate = Gate()
+    result = await run(settings, gate, wait=True)
+    loop = threading.get_ident()
+    assert gate.checks == [loop], "the check passed on the loop: not repeated"
+    assert ran == [loop, result.thread] and result.thread != loop
+
+
+async def test_a_check_that_must_wait_is_not_skipped(settings: Any) -> None:
+    gate = Gate(wait_on_loop=True)
+    result = await run(settings, gate)
+    loop = threading.get_ident()
+    assert gate.checks == [loop, result.thread] and ran == [result.thread] and result.thread != loop
+
+
+async def test_a_refusal_on_the_loop_stops_the_tool(settings: Any) -> None:
+    gate = Gate(refuse=True)
+    with pytest.raises(PolicyDenied):
+        await run(settings, gate)
+    assert gate.checks == [threading.get_ident()] and ran == []
+
+
+def test_a_busy_pool_refuses_to_wait_on_the_loop(tmp_path: Path) -> None:
+    pool = ConnectionPool(lambda: sqlite3.connect(tmp_path / "x.sqlite3", check_same_thread=False), size=1)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        lease = pool.acquire()
+        held.set()
+        release.wait(10)
+        pool.release(lease)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    with pytest.raises(MustWait), on_the_loop():
+        pool.acquire()
+    threading.Timer(0.05, release.set).start()
+    lease = pool.acquire()  # off the loop it waits for the connection, as before
+    pool.release(lease)
+    holder.join(10)
+
+
+# -- the real server: search_documents on the event loop, and a deleted hit file moving it to a thread
+
+
+async def test_search_runs_on_the_loop_and_moves_to_a_thread_to_forget_a_deleted_file(
+    make_settings: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp.client import Client
+
+    from indexing.search import Searcher
+    from mcp_server.server import build_server
+    from tools.index_services import search_ready
+
+    if make_settings().database_url:
+        pytest.skip("quick calls are SQLite-only (PostgreSQL reads are network round trips)")
+    for name in ("kept", "gone"):
+        (workspace / f"{name}.txt").write_text(f"The lighthouse keeper wrote about {name} storms.", encoding="utf-8")
+    threads: list[str] = []
+    original = Searcher.search
+
+    def spied(self: Searcher, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Searcher, "search", spied)
+    server, dispatcher = build_server(make_settings(search_memory_min_chunks=1))
+    async with Client(server, mode="legacy") as client:
+        assert not (await client.call_tool("index_path", {"path": "."})).is_error
+        deadline = time.monotonic() + 30
+        while not search_ready(dispatcher.runtime) and time.monotonic() < deadline:
+            await client.call_tool("search_documents", {"query": "lighthouse"})  # starts the postings' build
+            await anyio.sleep(0.05)
+        assert search_ready(dispatcher.runtime)
+        threads.clear()
+        found = (await client.call_tool("search_documents", {"query": "lighthouse storms"})).structured_content
+        assert {h["path"] for h in found["hits"]} == {"kept.txt", "gone.txt"}
+        assert threads == ["MainThread"]
+
+        (workspace / "gone.txt").unlink()
+        threads.clear()
+        found = (await client.call_tool("search_documents", {"query": "lighthouse storms"})).structured_content
+        assert [h["path"] for h in found["hits"]] == ["kept.txt"]
+        assert threads[0] == "MainThread" and all(t != "MainThread" for t in threads[1:]) and len(threads) >= 2
+        status = (await client.call_tool("index_status", {})).structured_content
+        assert status["files"] == 1
