@@ -1,7 +1,8 @@
 """What MCP adds to a call, and the server's memory after many searches (issue 11, scale).
 
     .venv/bin/python -m bench.mcp_overhead [--copies 1] [--calls 300] [--skip-latency]
-                                           [--rss-chunks 100000] [--rss-queries 2000]
+                                           [--transports in-process in-memory stdio raw http]
+                                           [--rss-chunks 100000] [--rss-queries 2000] [--keep DIR]
 
 1. Latency per call, p50/p95 in ms, of `search_documents` (DEV questions, top 10, on the DEV chunks
    replicated `--copies` times) and of a trivial tool (`todo_read`):
@@ -9,8 +10,15 @@
      `tools.documents.search_documents` called directly (search plus the result's hits), and the tool through
      `Dispatcher.run` (argument checks, approval gate, audit line, logging; no protocol);
    - the MCP SDK client over the in-memory transport, over stdio (the `generalagent-mcp` console
-     script) and over Streamable HTTP on loopback.
-   "MCP overhead" = transport p50 - in-process p50, shown over the bare search and over the tool function.
+     script) and over Streamable HTTP on loopback;
+   - `raw`: the server's cost alone, without the SDK client's (it re-validates every result against the
+     output schema and parses it, 1-3 ms a call): a minimal JSON-RPC client in this process writing one
+     line per request to the server's stdin, against our server and against a bare SDK `MCPServer`
+     returning our tools' results computed beforehand (the SDK's own floor for the same payloads).
+   "MCP overhead" = transport p50 - in-process p50, shown over the bare search and over the tool function
+   (for a bare MCPServer, whose tool does no work, over 0). "Server overhead over the SDK floor" = (our
+   server's raw-client p50 - the tool function's p50) - the bare MCPServer's raw-client p50.
+   The servers run this checkout's code (its root first on PYTHONPATH) and `--transports` picks the rows.
 2. Memory (`--rss-chunks N`, 0 to skip): a server over HTTP on an index of N replicated DEV chunks
    answers `--rss-queries` searches from 8 concurrent clients; its RSS (anonymous and file-backed),
    open index connections (file descriptors) and mappings of the index file, before and after.
@@ -19,6 +27,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import random
@@ -39,6 +48,8 @@ from bench.retrieval import DEFAULT_EVAL, load_jsonl
 from indexing.store import AnalyzedChunk, IndexStore
 
 SCRIPT = Path(sys.executable).with_name("generalagent-mcp")
+ROOT = Path(__file__).resolve().parents[1]
+PROTOCOL = "2025-11-25"
 WARM_UP = 20
 RSS_CLIENTS = 8
 
@@ -69,7 +80,8 @@ def build_index(data: Path, ws: Path, chunks: list[AnalyzedChunk], total: int) -
 
 def server_env(data: Path, ws: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
-    env.update(GENERALAGENT_DATA_DIR=str(data), GENERALAGENT_ROOTS=str(ws))
+    env.update(GENERALAGENT_DATA_DIR=str(data), GENERALAGENT_ROOTS=str(ws),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
     return env
 
 
@@ -263,7 +275,7 @@ def minimal_server(rt: Any, queries: list[str]) -> Any:
         return todo
 
     search.__annotations__, todo_read.__annotations__ = {"query": str, "return": SearchResult}, {"return": TodoList}
-    server = MCPServer("bare")
+    server = MCPServer("bare", log_level="WARNING")
     server.tool(name="search_documents")(search)
     server.tool()(todo_read)
     for tool in server._tool_manager._tools.values():
@@ -304,6 +316,9 @@ def over_http(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row
         stop(process)
 
 
+POSTINGS_PENDING = "while the postings are built"  # index_status's `search` until they are (MemoryIndex.state)
+
+
 async def _wait_for_postings(client: Any, queries: list[str]) -> None:
     """The server builds its in-memory postings in the background: wait until it has (a few s)."""
     import anyio
@@ -313,10 +328,131 @@ async def _wait_for_postings(client: Any, queries: list[str]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         status = await client.call_tool("index_status", {})
-        text = str(status.structured_content or status.content)
-        if "while the in-memory copy is built" not in text:
+        if POSTINGS_PENDING not in str(status.structured_content or status.content):
             return
         await anyio.sleep(0.2)
+
+
+# -- the server alone: a minimal JSON-RPC client over stdio, no SDK on the client side --------------
+
+
+class RawClient:
+    """An MCP client reduced to the wire: one JSON line per message to the child's stdin, responses read
+    line by line until the one with the request's id (notifications skipped); results are not checked
+    against any schema, only parsed with `json.loads`."""
+
+    def __init__(self, command: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
+        self.log = log
+        with log.open("wb") as err:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                            env=env, cwd=str(cwd))
+        self.last_id = 0
+        try:
+            self.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                        "clientInfo": {"name": "bench-raw", "version": "1"}})
+            self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        except BaseException:
+            self.close()
+            raise
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.last_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.last_id, "method": method, "params": params})
+        assert self.process.stdout is not None
+        while line := self.process.stdout.readline():
+            message = json.loads(line)
+            if message.get("id") != self.last_id or "method" in message:
+                continue  # a notification (or a request from the server, none with no client capabilities)
+            if "error" in message:
+                raise SystemExit(f"{method} failed: {message['error']}; the server's log is {self.log}")
+            result: dict[str, Any] = message["result"]
+            return result
+        raise SystemExit(f"the server closed its output during {method}; its log is {self.log}")
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        if result.get("isError"):
+            raise SystemExit(f"{name} failed: {result.get('content')}; the server's log is {self.log}")
+        return result
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()  # end of input: the server exits
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def raw_rows(client: RawClient, label: str, queries: list[str], n: int) -> dict[str, Row]:
+    def search(i: int) -> object:
+        return client.call_tool("search_documents", {"query": queries[i % len(queries)]})
+
+    def todo(i: int) -> object:
+        return client.call_tool("todo_read", {})
+
+    cpu = process_cpu(client.process.pid)
+    return {f"search: {label}": timed(search, n, cpu), f"todo_read: {label}": timed(todo, n, cpu)}
+
+
+def wait_for_postings_raw(client: RawClient, queries: list[str]) -> None:
+    """`_wait_for_postings` through the raw client."""
+    for _ in range(3):
+        client.call_tool("search_documents", {"query": queries[0]})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if POSTINGS_PENDING not in json.dumps(client.call_tool("index_status", {}), ensure_ascii=False):
+            return
+        time.sleep(0.2)
+
+
+RAW = "raw JSON-RPC client, stdio"
+BARE_RAW = "bare MCPServer, raw JSON-RPC client, stdio"
+
+
+def over_raw(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:
+    """Our server (the console script, as for the stdio rows) and a bare MCPServer (`--serve-bare`), each
+    a child process on stdio, driven by `RawClient`; CPU is the server process's."""
+    env = server_env(data, ws)
+    client = RawClient([str(SCRIPT), "serve"], env, ws, data.parent / "raw-stdio.log")
+    try:
+        wait_for_postings_raw(client, queries)
+        rows = raw_rows(client, RAW, queries, n)
+    finally:
+        client.close()
+    asked = data.parent / "bare-queries.json"
+    asked.write_text(json.dumps(queries[: n + WARM_UP], ensure_ascii=False), encoding="utf-8")
+    bare = [sys.executable, "-m", "bench.mcp_overhead", "--serve-bare", str(data), str(ws), str(asked)]
+    client = RawClient(bare, env, ws, data.parent / "bare-stdio.log")
+    try:
+        rows |= raw_rows(client, BARE_RAW, queries, n)
+    finally:
+        client.close()
+    return rows
+
+
+def serve_bare(data: Path, ws: Path, queries: list[str]) -> int:
+    """`--serve-bare`: `minimal_server` for these queries on stdio (nothing but JSON-RPC on stdout)."""
+    import contextlib
+
+    from foundation.settings import load_settings
+    from mcp_server.server import build_server
+    from tools.index_services import memory_index
+
+    with contextlib.redirect_stdout(sys.stderr):  # stray prints while building must not reach the wire
+        _, dispatcher = build_server(load_settings({"data_dir": data, "roots": [ws]}, environ={}))
+        memory_index(dispatcher.runtime).build_now()
+        server = minimal_server(dispatcher.runtime, queries)
+    server.run("stdio")
+    return 0
 
 
 def start_http(data: Path, ws: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -340,7 +476,8 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-PARTS = {"in-process": in_process, "in-memory": in_memory, "stdio": over_stdio, "http": over_http}
+PARTS: dict[str, Callable[[Path, Path, list[str], int], dict[str, Row]]] = {
+    "in-process": in_process, "in-memory": in_memory, "stdio": over_stdio, "raw": over_raw, "http": over_http}
 
 
 def latency_table(data: Path, ws: Path, queries: list[str], n: int, parts: list[str]) -> list[str]:
@@ -354,17 +491,32 @@ def latency_table(data: Path, ws: Path, queries: list[str], n: int, parts: list[
     lines = ["| call | p50 ms | p95 ms | p50 over Searcher.search | p50 over the tool function | of which the "
              "client's schema check | CPU ms per call | CPU over the tool function |", "|---|---|---|---|---|---|---|---|"]
     for name, (p50, p95, cpu) in rows.items():
-        search = name.startswith("search")
-        over = f"{p50 - base:+.2f}" if search else ""
-        over_tool = f"{p50 - tool:+.2f}" if search and "Searcher" not in name else ""
-        over_cpu = f"{cpu - tool_cpu:+.2f}" if search and "Searcher" not in name else ""
-        check = f"{CHECK_MS[name]:.2f}" if name in CHECK_MS else ""
+        search, bare = name.startswith("search"), "bare MCPServer" in name  # a bare tool's work is 0
+        over = f"{p50 - (0 if bare else base):+.2f}" if search else ""
+        over_tool = f"{p50 - (0 if bare else tool):+.2f}" if search and "Searcher" not in name else ""
+        over_cpu = f"{cpu - (0 if bare else tool_cpu):+.2f}" if search and "Searcher" not in name else ""
+        check = f"{CHECK_MS[name]:.2f}" if name in CHECK_MS else "none" if "raw JSON-RPC" in name else ""
         lines.append(f"| {name} | {p50:.2f} | {p95:.2f} | {over} | {over_tool} | {check} | {cpu:.2f} | {over_cpu} |")
     lines.append("(CPU: this process for in-process and in-memory rows (client and server), the server process "
-                 "for stdio and HTTP; it depends less on the machine's load than the wall times. The client's "
+                 "for stdio, raw and HTTP; it depends less on the machine's load than the wall times. The client's "
                  "schema check: the Python SDK client re-validating each structured result against the tool's "
-                 "output schema (jsonschema), a mean.)")
-    return lines
+                 "output schema (jsonschema), a mean; the raw client checks nothing. A bare MCPServer returns "
+                 "results computed beforehand: its \"over\" columns are over 0.)")
+    return lines + floor_lines(rows)
+
+
+def floor_lines(rows: dict[str, Row]) -> list[str]:
+    """Our server's overhead over the SDK's floor, both measured with the raw client over stdio."""
+    if f"search: {RAW}" not in rows:
+        return []
+    (ours, _, ours_cpu), (fn, _, fn_cpu) = rows[f"search: {RAW}"], rows["search: the tool function"]
+    (bare, _, bare_cpu), (todo, _, todo_cpu) = rows[f"search: {BARE_RAW}"], rows[f"todo_read: {RAW}"]
+    bare_todo, _, bare_todo_cpu = rows[f"todo_read: {BARE_RAW}"]
+    return [f"Server overhead over the SDK floor (raw client, stdio; p50 ms, CPU ms per call): search = (our "
+            f"server - the tool function) - bare MCPServer = ({ours:.2f} - {fn:.2f}) - {bare:.2f} = "
+            f"{ours - fn - bare:+.2f} ms, CPU {ours_cpu - fn_cpu - bare_cpu:+.2f} ms; todo_read = our server - "
+            f"bare MCPServer = {todo:.2f} - {bare_todo:.2f} = {todo - bare_todo:+.2f} ms, CPU "
+            f"{todo_cpu - bare_todo_cpu:+.2f} ms (its tool function, a small read, not subtracted)."]
 
 
 # -- 2. memory after many searches ------------------------------------------------------------------
@@ -430,7 +582,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-chunks", type=int, default=0, help="chunks in the memory index (0: skip)")
     parser.add_argument("--rss-queries", type=int, default=2000)
     parser.add_argument("--keep", type=Path, default=None, help="build the indexes here and keep them (re-used)")
+    parser.add_argument("--serve-bare", nargs=3, type=Path, metavar=("DATA", "WS", "QUERIES"),
+                        help=argparse.SUPPRESS)  # the bare MCPServer's child process (over_raw)
     args = parser.parse_args(argv)
+    if args.serve_bare:
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        data, ws, asked = args.serve_bare
+        return serve_bare(data, ws, json.loads(asked.read_text(encoding="utf-8")))
     logging.basicConfig(level=logging.WARNING)  # the client's own request logs are not what is measured
     for name in ("httpx", "mcp", "generalagent"):
         logging.getLogger(name).setLevel(logging.WARNING)
