@@ -49,15 +49,23 @@ def active(scope: PathFilter | None) -> PathFilter | None:
 
 
 def allowed(store: IndexStore, doc_ids: Sequence[int], scope: PathFilter) -> list[int]:
-    """Positions in `doc_ids` whose document is reachable from `scope`."""
+    """Positions in `doc_ids` whose document is reachable from `scope`. The ids go as one argument, so
+    the statement's text does not change with them and the connection's prepared copy is reused."""
+    unique = set(doc_ids)
+    if not unique:
+        return []
     cond, extra = scope.sql(store.backend)
-    unique = sorted(set(doc_ids))
-    reachable = {
-        d for (d,) in store.conn().execute(
-            f"SELECT DISTINCT doc_id FROM files WHERE {cond} AND doc_id IN ({','.join(map(str, unique))})", extra
-        )
-    } if unique else set()
+    listed, ids = _listed(store.backend, unique)
+    rows = store.conn().execute(f"SELECT doc_id FROM files WHERE {cond} AND {listed}", [*extra, ids])
+    reachable = {d for (d,) in rows}
     return [i for i, d in enumerate(doc_ids) if d in reachable]
+
+
+def _listed(backend: str, ids: set[int]) -> tuple[str, object]:
+    """`doc_id` is one of `ids`, given as one argument: a JSON array on SQLite, an array on PostgreSQL."""
+    if backend == "sqlite":
+        return "doc_id IN (SELECT value FROM json_each(?))", "[" + ",".join(map(str, ids)) + "]"
+    return "doc_id = ANY(?)", [int(d) for d in ids]
 
 
 def glob_regex(pattern: str) -> str:
