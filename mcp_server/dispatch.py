@@ -198,12 +198,16 @@ class Dispatcher:
 
     def _runs_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
         """True when this call is quick (its tool says so) and the gate allows it without waiting: the
-        event loop then checks and runs it itself. Never fails a call: a failing test says no."""
+        event loop then checks and runs it itself. Never fails a call, never waits: a test that fails or
+        would wait (MustWait: e.g. every read connection busy) says no."""
         checks_at_once = getattr(self.gate, "checks_at_once", None)
         if spec.quick is None or checks_at_once is None:
             return False
         try:
-            return spec.quick(self.runtime, args) and bool(checks_at_once(spec, args, origin))
+            with on_the_loop():
+                return spec.quick(self.runtime, args) and bool(checks_at_once(spec, args, origin))
+        except MustWait:
+            return False
         except Exception:
             log.exception("the quick test of %s failed; the call runs in a worker thread", spec.name)
             return False

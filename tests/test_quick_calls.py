@@ -50,6 +50,11 @@ def broken(rt: Any, args: dict[str, Any]) -> bool:
     raise RuntimeError("the quick test itself failed")
 
 
+def waits(rt: Any, args: dict[str, Any]) -> bool:
+    about_to_wait()  # e.g. its read found every pooled connection busy
+    return True
+
+
 class Gate:
     """check_blocking records its thread; `at_once` answers checks_at_once; `refuse` / `wait_on_loop`
     make the check refuse, or meet something to wait for when it runs on the event loop."""
@@ -90,8 +95,8 @@ async def test_a_quick_allowed_call_runs_on_the_event_loop(settings: Any) -> Non
     assert result.thread == threading.get_ident() and gate.checks == [threading.get_ident()]
 
 
-@pytest.mark.parametrize("gate, quick", [(Gate(at_once=False), always), (Gate(), None), (Gate(), broken)],
-                         ids=["gate-not-at-once", "not-quick", "quick-test-fails"])
+@pytest.mark.parametrize("gate, quick", [(Gate(at_once=False), always), (Gate(), None), (Gate(), broken), (Gate(), waits)],
+                         ids=["gate-not-at-once", "not-quick", "quick-test-fails", "quick-test-would-wait"])
 async def test_otherwise_it_runs_in_a_worker_thread(settings: Any, gate: Gate, quick: Any) -> None:
     result = await run(settings, gate, quick)
     assert result.thread != threading.get_ident() and gate.checks == [result.thread]
