@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from foundation.waiting import about_to_wait
 from indexing.engine import Fields, FieldsBatch
 from indexing.scope import PathFilter, active, allowed
 from indexing.scoring import RankParams
@@ -47,7 +48,10 @@ class MemoryEngine:
         return SnapshotRows(snap, rows, snap.chunk_ids[rows], bm25, present)
 
     def _snapshot(self) -> Snapshot | None:
-        snap = self.memory.current(*self.store.generation())
+        generation, chunks = self.store.generation()
+        if not self.memory.holds(generation):
+            about_to_wait()  # opening or building the postings (a call on the event loop moves to a thread)
+        snap = self.memory.current(generation, chunks)
         return snap if snap is not None and snap.weighting == self.params.weighting else None
 
 

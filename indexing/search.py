@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from foundation.waiting import about_to_wait
 from indexing.engine import CandidateEngine
 from indexing.fts_engine import FtsEngine
 from indexing.hits import ChunkHit as ChunkHit
@@ -88,7 +89,9 @@ class Searcher:
     def rank(self, text: str, *, mode: Mode = "natural", want: int = 10, paths: PathFilter | None = None) -> list[ChunkHit]:
         """The best `want` chunks (at least one when any matches), best first, with path and hash."""
         query = plan(text, mode)
-        for engine in self.engines:
+        for at, engine in enumerate(self.engines):
+            if at:
+                about_to_wait()  # the database's engine (a call on the event loop moves to a worker thread)
             ranked = self.rank_by(engine, query, want, paths)
             if ranked is not None:
                 return ranked

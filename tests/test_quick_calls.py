@@ -147,6 +147,9 @@ def test_a_busy_pool_refuses_to_wait_on_the_loop(tmp_path: Path) -> None:
 
 # -- the real server: search_documents on the event loop, and a deleted hit file moving it to a thread
 
+NEVER_QUICK: list[dict[str, Any]] = [{"paths": ["docs"]}, {"query": '"exact words"'}, {"offset": 45},
+                                     {"use_regex": True}, {"group_by_document": True}, {"mode": "all"}]
+
 
 async def test_search_runs_on_the_loop_and_moves_to_a_thread_to_forget_a_deleted_file(
     make_settings: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
@@ -155,6 +158,7 @@ async def test_search_runs_on_the_loop_and_moves_to_a_thread_to_forget_a_deleted
 
     from indexing.search import Searcher
     from mcp_server.server import build_server
+    from tools.documents import search_is_quick
     from tools.index_services import search_ready
 
     if make_settings().database_url:
@@ -177,6 +181,9 @@ async def test_search_runs_on_the_loop_and_moves_to_a_thread_to_forget_a_deleted
             await client.call_tool("search_documents", {"query": "lighthouse"})  # starts the postings' build
             await anyio.sleep(0.05)
         assert search_ready(dispatcher.runtime)
+        assert search_is_quick(dispatcher.runtime, {"query": "lighthouse", "offset": 40})
+        for never in NEVER_QUICK:
+            assert not search_is_quick(dispatcher.runtime, {"query": "lighthouse", **never}), never
         threads.clear()
         found = (await client.call_tool("search_documents", {"query": "lighthouse storms"})).structured_content
         assert {h["path"] for h in found["hits"]} == {"kept.txt", "gone.txt"}
@@ -189,3 +196,36 @@ async def test_search_runs_on_the_loop_and_moves_to_a_thread_to_forget_a_deleted
         assert threads[0] == "MainThread" and all(t != "MainThread" for t in threads[1:]) and len(threads) >= 2
         status = (await client.call_tool("index_status", {})).structured_content
         assert status["files"] == 1
+
+
+def test_on_the_loop_only_the_loaded_postings_answer(tmp_path: Path) -> None:
+    """A search on the event loop that the loaded postings cannot answer (not loaded or stale, a quoted
+    phrase: the database's engine) raises MustWait; off the loop the same searches answer as before."""
+    from indexing.indexer import Indexer
+    from indexing.postings import MemoryIndex
+    from indexing.search import Searcher
+    from indexing.store import IndexStore
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for n in range(5):
+        (folder / f"d{n}.md").write_text(f"The lighthouse keeper {n} logs storms and harbour tides.", encoding="utf-8")
+    store = IndexStore(tmp_path / "index.sqlite3")
+    Indexer(store).index_tree(folder)
+    memory = MemoryIndex(store, min_chunks=1)
+    searcher = Searcher(store, memory=memory)
+    for query in ("lighthouse storms", '"lighthouse keeper"'):
+        with pytest.raises(MustWait), on_the_loop():
+            searcher.search(query)  # the postings are not loaded yet / a phrase
+    memory.build_now()
+    with on_the_loop():
+        assert len(searcher.search("lighthouse storms")) == 5
+    with pytest.raises(MustWait), on_the_loop():
+        searcher.search('"lighthouse keeper"')
+    assert len(searcher.search('"lighthouse keeper"')) == 5
+    (folder / "d0.md").write_text("Only gulls here.", encoding="utf-8")
+    Indexer(store).index_tree(folder)  # a new generation: the loaded postings are stale
+    with pytest.raises(MustWait), on_the_loop():
+        searcher.search("lighthouse storms")
+    assert len(searcher.search("lighthouse storms")) == 4
+    store.close()

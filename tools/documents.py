@@ -38,6 +38,7 @@ from tools.index_services import (
     vector_worker,
 )
 
+QUICK_MAX_RANK = 50  # a quick search asks for hits among the first this many (the largest page)
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
 MAX_GLOB_FILES = 5000
 LINE_CHARS = 500
@@ -193,11 +194,14 @@ def _result_paths(result: SearchResult) -> list[str]:
 
 
 def search_is_quick(rt: Runtime, args: dict[str, Any]) -> bool:
-    """`ToolSpec.quick` of search_documents: a ranked natural-language search, one page of hits, on an
-    index whose in-memory postings are loaded and current (a few ms, nothing to wait for)."""
-    if args.get("use_regex") or args.get("group_by_document") or args.get("mode", "natural") != "natural":
+    """`ToolSpec.quick` of search_documents: a ranked natural-language search of everything, no quoted
+    phrase (those go to the database's engine), one page of hits among the first 50, on an index whose
+    in-memory postings are loaded and current (a few ms, nothing to wait for)."""
+    if args.get("use_regex") or args.get("group_by_document") or args.get("paths"):
         return False
-    return search_ready(rt)
+    if args.get("mode", "natural") != "natural" or '"' in str(args.get("query", "")):
+        return False
+    return args.get("offset", 0) + args.get("max_results", 10) <= QUICK_MAX_RANK and search_ready(rt)
 
 
 def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:

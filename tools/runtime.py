@@ -22,11 +22,13 @@ from foundation.calls import CallOrigin, ToolCatalogView, ToolRunner
 from foundation.errors import Cancelled, NotConfigured
 from foundation.settings import Settings
 from foundation.storage import Database, open_database
+from foundation.waiting import about_to_wait
 
 if TYPE_CHECKING:
     from indexing.model import ExtractionLimits
 
 T = TypeVar("T")
+_MISSING = object()
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error"]
 _LEVELNO = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO + 5, "warning": logging.WARNING,
@@ -91,6 +93,10 @@ class Service(Generic[T]):
         self.factory = factory
 
     def of(self, rt: Runtime) -> T:
+        found = rt._services.get(self, _MISSING)
+        if found is not _MISSING:
+            return found  # type: ignore[no-any-return]
+        about_to_wait()  # creating it (or waiting for another thread that does): not on the event loop
         with rt._lock:
             if self not in rt._services:
                 rt._services[self] = self.factory(rt)

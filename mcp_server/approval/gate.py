@@ -68,6 +68,7 @@ def small_arguments(args: dict[str, Any], limit: int = INLINE_ARGUMENT_CHARS) ->
         elif isinstance(value, list | tuple):
             pending.extend(value)
     return True
+
 SESSION_GRANT_RISKS = ("low", "medium")
 """Only these risks may be approved "for this session"; high and critical ones are asked every time."""
 
@@ -372,7 +373,8 @@ class PolicyGate:
         def record(outcome: str, approved_by: str | None = None, approval_id: str | None = None,
                    scope: str | None = None) -> None:
             try:
-                self.audit.record(tool=spec.name, args=args, action=verdict.action, rule_id=verdict.rule_id,
+                audit = self._audit if self._audit is not None else self.audit  # (no lock once open)
+                audit.record(tool=spec.name, args=args, action=verdict.action, rule_id=verdict.rule_id,
                                   risk=verdict.risk, reason=verdict.reason, outcome=outcome,
                                   origin=describe_origin(origin), approved_by=approved_by, approval_id=approval_id,
                                   scope=scope)
