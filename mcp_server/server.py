@@ -259,8 +259,8 @@ def _request_context(origin: CallOrigin | None) -> Any:
     return getattr(context, "request_context", None) if context is not None else None
 
 
-def _warm_up(runtime: Runtime) -> None:
-    for warm in registry.WARMUPS:
+def _warm_up(runtime: Runtime, gate: PolicyGate) -> None:
+    for warm in [lambda _: gate.warm_up(), *registry.WARMUPS]:  # the rules first: every call needs them
         try:
             warm(runtime)
         except Exception:
@@ -286,7 +286,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
-        threading.Thread(target=_warm_up, args=(runtime,), name="warm-up", daemon=True).start()
+        threading.Thread(target=_warm_up, args=(runtime, gate), name="warm-up", daemon=True).start()
         yield None
 
     shared = settings.database_url is not None  # other server processes may answer this client's next request

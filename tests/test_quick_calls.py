@@ -229,3 +229,19 @@ def test_on_the_loop_only_the_loaded_postings_answer(tmp_path: Path) -> None:
         searcher.search("lighthouse storms")
     assert len(searcher.search("lighthouse storms")) == 4
     store.close()
+
+
+async def test_the_start_up_warm_up_loads_the_policy(make_settings: Any) -> None:
+    """The rules and the policy engine load in the warm-up thread, not in the first call (and then the
+    first quick call can run on the loop)."""
+    from mcp.client import Client
+
+    from mcp_server.server import build_server
+
+    server, dispatcher = build_server(make_settings())
+    assert not dispatcher.gate.decides_quickly  # type: ignore[attr-defined]
+    async with Client(server, mode="legacy"):
+        deadline = time.monotonic() + 30
+        while any(t.name == "warm-up" for t in threading.enumerate()) and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+        assert dispatcher.gate.decides_quickly  # type: ignore[attr-defined]

@@ -135,15 +135,16 @@ def forget_paths(rt: Runtime, paths: list[str], before: Callable[[], None] | Non
 
 
 def warm_up_search(rt: Runtime) -> None:
-    """Start-up warm-up (background thread): load jieba's dictionary and, when there is an index,
-    its in-memory postings. A data dir that holds an index also keeps a faster copy of the
-    dictionary; fresh data dirs get no files written."""
-    from indexing.analyzer import warm_up
+    """Start-up warm-up (background thread): when there is an index, its in-memory postings (every
+    search needs them), then jieba's dictionary (Chinese text needs it). A data dir that holds an
+    index also keeps a faster copy of the dictionary; fresh data dirs get no files written."""
+    from indexing.analyzer import set_cache_dir, warm_up
 
     has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
-    warm_up(rt.settings.data_dir / "cache" if has_index else None)
     if has_index:
+        set_cache_dir(rt.settings.data_dir / "cache")  # first: a Chinese search meanwhile loads it from there
         memory_index(rt).build_now()
+    warm_up()
 
 
 _INDEX_STORE: Service[IndexStore] = Service(lambda rt: open_index(rt.database, rt.data_dir))

@@ -212,6 +212,14 @@ class PolicyGate:
         the event loop may check and run this call itself."""
         return isinstance(self._audit, AuditLog) and self.allows_at_once(spec, args, origin)
 
+    def warm_up(self) -> None:
+        """Load the rules and the policy engine now (start-up warm-up thread; the first call would)."""
+        _ = self.rules
+        if self._decide is None:
+            from mcp_server import policy
+
+            self._decide = policy.decide
+
     def _decision(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         if self._decide is None:
             from mcp_server import policy
