@@ -15,7 +15,6 @@ import pickle
 import re
 import sys
 import threading
-import time
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,12 +72,6 @@ def jieba_tokenizer() -> Any:
     return _jieba
 
 
-DICTIONARY_PARTS = 32
-"""jieba's prefix dictionary (about 500k entries) is cached in this many pickled parts: loading one
-part holds the GIL for ~20 ms instead of ~600 ms for the whole, so a search started meanwhile (an
-English one needs no jieba) runs between the parts instead of waiting for the whole load."""
-
-
 @contextmanager
 def _without_pkg_resources() -> Iterator[None]:
     """jieba imports setuptools' pkg_resources only to open its own dict.txt, and that import scans
@@ -101,10 +94,13 @@ def _load_cached(dt: Any, folder: Path) -> bool:
     import jieba
 
     with jieba.get_dict_file() as dict_file:
-        name = f"jieba-{jieba.__version__}-{os.fstat(dict_file.fileno()).st_size}-{DICTIONARY_PARTS}.pickle"
+        name = f"jieba-{jieba.__version__}-{os.fstat(dict_file.fileno()).st_size}.pickle"
     path = folder / name
     try:
-        freq, total = _read_parts(path)
+        with path.open("rb") as fh:
+            freq, total = pickle.load(fh)
+        if not isinstance(freq, dict) or not isinstance(total, int):
+            return False
         dt.FREQ, dt.total, dt.initialized = freq, total, True
         return True
     except FileNotFoundError:
@@ -112,42 +108,15 @@ def _load_cached(dt: Any, folder: Path) -> bool:
     except Exception:
         return False
     dt.initialize()  # jieba's own way (its marshal cache in the temp dir), then keep our copy
-    _write_parts(path, dt.FREQ, dt.total)
-    return True
-
-
-def _read_parts(path: Path) -> tuple[dict[str, int], int]:
-    """(the dictionary, its total) from `path`, one part at a time, letting other threads run between."""
-    freq: dict[str, int] = {}
-    with path.open("rb") as fh:
-        total, parts = pickle.load(fh)
-        if not isinstance(total, int) or not isinstance(parts, int):
-            raise ValueError(f"{path.name}: not our dictionary cache")
-        for _ in range(parts):
-            part = pickle.load(fh)
-            if not isinstance(part, dict):
-                raise ValueError(f"{path.name}: not our dictionary cache")
-            freq.update(part)
-            time.sleep(0)  # give the GIL to a waiting thread between parts
-    return freq, total
-
-
-def _write_parts(path: Path, freq: dict[str, int], total: int) -> None:
-    """Keep the dictionary in DICTIONARY_PARTS parts (written whole or not at all); older caches go."""
-    items = list(freq.items())
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         with tmp.open("wb") as fh:
-            pickle.dump((total, DICTIONARY_PARTS), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            for k in range(DICTIONARY_PARTS):
-                pickle.dump(dict(items[k::DICTIONARY_PARTS]), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((dt.FREQ, dt.total), fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
-        for old in path.parent.glob("jieba-*.pickle"):
-            if old != path:
-                old.unlink(missing_ok=True)
     except OSError:
         pass  # a read-only or vanished data dir: jieba works anyway
+    return True
 
 
 def is_warm() -> bool:
