@@ -88,9 +88,12 @@ def _row_windows(text: str, rows: list[Unit], options: ChunkingOptions) -> Itera
         yield _Segment(first.start, last.end, replace(last, start=first.start, rows=span))
         if j + 1 >= n:
             return
-        k = j + 1
-        if rows[j + 1].end - rows[j + 1].start <= limit:  # a long row next starts afresh
-            while k - 1 > i and last.end - rows[k - 1].start <= options.overlap_chars:
+        k, following = j + 1, rows[j + 1]
+        if following.end - following.start <= limit:  # a long row next starts afresh
+            # the overlap: the last rows that fit in overlap_chars and still leave room for the next row
+            # (else the next window would end where this one does: a repeat with nothing new)
+            while (k - 1 > i and last.end - rows[k - 1].start <= options.overlap_chars
+                   and following.end - rows[k - 1].start <= limit):
                 k -= 1
         i = k
 
