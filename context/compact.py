@@ -458,8 +458,9 @@ def _with_carryover(
 
 
 def first_request(msgs: list[Msg]) -> Msg | None:
-    """The conversation's first user message (it is kept after the summary, never summarised away)."""
-    return next((m for m in msgs if m.role == "user"), None)
+    """The conversation's first user message that says something (it is kept after the summary,
+    never summarised away; an empty or blank one before it asks for nothing)."""
+    return next((m for m in msgs if m.role == "user" and content_text(m.content).strip()), None)
 
 
 def _first_kept(clean: list[Msg], recent: list[Msg], counter: Counter, window: int) -> list[Msg]:

@@ -186,3 +186,15 @@ def test_a_compaction_that_would_grow_the_messages_is_skipped(n: int) -> None:
     out, report, summary = compact(transcript.messages, COUNTER, CompactOptions("compact", 8000, 0, force=True), None)
     assert report.action == "skipped" and "not fewer than" in report.reason and summary is None
     assert report.tokens_after == report.tokens_before and render(transcript, out)[0] == messages
+
+
+def test_the_first_request_is_the_first_user_message_that_says_something() -> None:
+    """Empty or blank user messages before it ask for nothing: the first request kept verbatim after a
+    summary is the first one with text (found by the API-validity property test)."""
+    from context.compact import first_request
+
+    transcript = parse([{"role": "user", "content": ""}, {"role": "assistant", "content": "?"},
+                        {"role": "user", "content": "  \n"}, {"role": "user", "content": "Stick to Node 20. alpha"},
+                        {"role": "user", "content": "and beta"}], None)
+    found = first_request(transcript.messages)
+    assert found is not None and found.content == "Stick to Node 20. alpha"
