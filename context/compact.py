@@ -389,7 +389,7 @@ _PATH = re.compile(
 def fallback_body(parts: Split, counter: Counter, reason: str) -> str:
     """A summary made by code: the first request, the earlier summary, files and tools seen."""
     lines = [f"_(Made without an LLM: {reason} Older messages were truncated.)_"]
-    first = next((m for m in parts.old if m.role == "user"), None)
+    first = first_request(parts.old)
     if first is not None:
         text = content_text(first.content)
         lines.append("## First request in the truncated part\n" + shorten(text, 300, counter.count))
@@ -460,7 +460,14 @@ def _with_carryover(
 def first_request(msgs: list[Msg]) -> Msg | None:
     """The conversation's first user message that says something (it is kept after the summary,
     never summarised away; an empty or blank one before it asks for nothing)."""
-    return next((m for m in msgs if m.role == "user" and content_text(m.content).strip()), None)
+    return next((m for m in msgs if m.role == "user" and says_something(m.content)), None)
+
+
+def says_something(content: Any) -> bool:
+    """Non-blank text, or any part that is not text (an image, a file, audio)."""
+    if content_text(content).strip():
+        return True
+    return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") != "text" for p in content)
 
 
 def _first_kept(clean: list[Msg], recent: list[Msg], counter: Counter, window: int) -> list[Msg]:

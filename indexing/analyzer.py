@@ -64,6 +64,7 @@ def jieba_tokenizer() -> Any:
             if _jieba is None:
                 with _without_pkg_resources():
                     import jieba
+                _open_resources_by_absolute_path(jieba)
 
                 jieba.setLogLevel(logging.WARNING)
                 if _cache_dir is None or not _load_cached(jieba.dt, _cache_dir):
@@ -86,6 +87,19 @@ def _without_pkg_resources() -> Iterator[None]:
     finally:
         if "pkg_resources" in sys.modules and sys.modules["pkg_resources"] is None:
             del sys.modules["pkg_resources"]
+
+
+def _open_resources_by_absolute_path(jieba: Any) -> None:
+    """jieba's fallback opener joins its files' path onto os.getcwd(), which fails once the server's
+    working folder is gone; open them from jieba's own folder instead (the same files)."""
+    from jieba import _compat
+
+    folder = os.path.dirname(os.path.abspath(jieba.__file__))
+
+    def get_module_res(*res: str) -> Any:
+        return open(os.path.join(folder, *res), "rb")  # noqa: SIM115 (the caller closes it, as jieba's does)
+
+    jieba.get_module_res = _compat.get_module_res = get_module_res
 
 
 def _load_cached(dt: Any, folder: Path) -> bool:

@@ -260,7 +260,10 @@ def _request_context(origin: CallOrigin | None) -> Any:
 
 
 def _warm_up(runtime: Runtime, gate: PolicyGate) -> None:
-    for warm in [lambda _: gate.warm_up(), *registry.WARMUPS]:  # the rules first: every call needs them
+    def approval_rules(_: Runtime) -> None:
+        gate.warm_up()
+
+    for warm in [approval_rules, *registry.WARMUPS]:  # the rules first: every call needs them
         try:
             warm(runtime)
         except Exception:

@@ -198,3 +198,7 @@ def test_the_first_request_is_the_first_user_message_that_says_something() -> No
                         {"role": "user", "content": "and beta"}], None)
     found = first_request(transcript.messages)
     assert found is not None and found.content == "Stick to Node 20. alpha"
+    audio = [{"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}]
+    spoken = parse([{"role": "user", "content": audio}, {"role": "user", "content": "and beta"}], None)
+    found = first_request(spoken.messages)
+    assert found is not None and found.content == audio  # a request without text still asks something

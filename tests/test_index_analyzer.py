@@ -3,6 +3,7 @@ stop/question words of both languages, diacritics, and jieba never imported at s
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import subprocess
@@ -85,6 +86,27 @@ def test_jieba_loads_without_pkg_resources_which_stays_importable() -> None:
     import jieba
 
     assert out[2] == "/".join(jieba.Tokenizer().lcut("潘淑是哪里人", HMM=False))
+
+
+def test_jieba_loads_after_the_working_folder_is_gone(tmp_path: Path) -> None:
+    """MCP hosts start servers in any folder, which may be removed while the server runs: jieba's files
+    are opened from its own folder, not relative to the working folder."""
+    gone, cache = tmp_path / "gone", tmp_path / "cache"
+    gone.mkdir()
+    code = (
+        "import os, sys\n"
+        f"os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})\n"
+        "from pathlib import Path\n"
+        "from indexing.analyzer import jieba_tokenizer, set_cache_dir\n"
+        f"set_cache_dir(Path({str(cache)!r}))\n"
+        "print('/'.join(jieba_tokenizer().lcut('潘淑是哪里人', HMM=False)))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import jieba
+
+    assert done.stdout.split() == ["/".join(jieba.Tokenizer().lcut("潘淑是哪里人", HMM=False))]
 
 
 def test_dictionary_cache_in_data_dir_segments_the_same(tmp_path: Path) -> None:

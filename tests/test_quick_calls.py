@@ -232,8 +232,7 @@ def test_on_the_loop_only_the_loaded_postings_answer(tmp_path: Path) -> None:
 
 
 async def test_the_start_up_warm_up_loads_the_policy(make_settings: Any) -> None:
-    """The rules and the policy engine load in the warm-up thread, not in the first call (and then the
-    first quick call can run on the loop)."""
+    """The rules and the policy engine load in the warm-up thread, not in the first call."""
     from mcp.client import Client
 
     from mcp_server.server import build_server

@@ -141,10 +141,12 @@ def warm_up_search(rt: Runtime) -> None:
     from indexing.analyzer import set_cache_dir, warm_up
 
     has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
-    if has_index:
-        set_cache_dir(rt.settings.data_dir / "cache")  # first: a Chinese search meanwhile loads it from there
-        memory_index(rt).build_now()
-    warm_up()
+    try:
+        if has_index:
+            set_cache_dir(rt.settings.data_dir / "cache")  # first: a Chinese search meanwhile loads it from there
+            memory_index(rt).build_now()
+    finally:
+        warm_up()
 
 
 _INDEX_STORE: Service[IndexStore] = Service(lambda rt: open_index(rt.database, rt.data_dir))
