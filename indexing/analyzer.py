@@ -22,6 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from foundation.waiting import about_to_wait
+
 ANALYZER_VERSION = "1"
 """Bump when the analysis changes: indexes made with another version are re-analysed on open."""
 
@@ -60,6 +62,7 @@ def jieba_tokenizer() -> Any:
     """jieba's default tokenizer with its dictionary loaded (thread-safe, loads once)."""
     global _jieba
     if _jieba is None:
+        about_to_wait()  # loading the dictionary (~0.5 s, or another thread loading it): not on the event loop
         with _jieba_lock:
             if _jieba is None:
                 with _without_pkg_resources():
@@ -131,11 +134,6 @@ def _load_cached(dt: Any, folder: Path) -> bool:
     except OSError:
         pass  # a read-only or vanished data dir: jieba works anyway
     return True
-
-
-def is_warm() -> bool:
-    """True once jieba's dictionary is loaded (analysing text then never waits for it)."""
-    return _jieba is not None
 
 
 def warm_up(cache_dir: Path | None = None) -> None:

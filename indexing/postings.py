@@ -197,6 +197,11 @@ class MemoryIndex:
         self._build_lock = threading.Lock()
         self._building = False
 
+    @property
+    def loaded(self) -> bool:
+        """True when a snapshot is loaded (of some generation: `holds` says which)."""
+        return self._snapshot is not None
+
     def holds(self, generation: int) -> bool:
         """True when the snapshot of `generation` is loaded (`current` then returns it at once)."""
         snap = self._snapshot

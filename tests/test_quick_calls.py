@@ -5,6 +5,7 @@ the check; a failing quick test or gate just means the worker thread."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -244,3 +245,27 @@ async def test_the_start_up_warm_up_loads_the_policy(make_settings: Any) -> None
         while any(t.name == "warm-up" for t in threading.enumerate()) and time.monotonic() < deadline:
             await anyio.sleep(0.05)
         assert dispatcher.gate.decides_quickly  # type: ignore[attr-defined]
+
+
+def test_on_the_loop_jieba_is_never_loaded() -> None:
+    """A fresh process: on the event loop, English text analyses without jieba, and Chinese text that
+    needs jieba's dictionary (not loaded yet) raises MustWait instead of loading it there."""
+    import subprocess
+    import sys
+
+    code = (
+        "from foundation.waiting import MustWait, on_the_loop\n"
+        "from indexing.analyzer import analyze\n"
+        "with on_the_loop():\n"
+        "    print(analyze('lighthouse storms'))\n"
+        "    try:\n"
+        "        analyze('绿茶怎么泡')\n"
+        "    except MustWait:\n"
+        "        print('moved')\n"
+        "print(len(analyze('绿茶怎么泡')) > 0)\n"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:3] == ["['lighthous', 'storm']", "moved", "True"]

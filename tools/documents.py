@@ -22,7 +22,6 @@ from foundation.globs import GlobPattern
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
 from foundation.safe_open import opened
 from foundation.schemas import OmitNone
-from foundation.waiting import about_to_wait
 from indexing.model import ExtractionLimits
 from tools.runtime import CallContext, Runtime
 
@@ -209,7 +208,6 @@ def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:
     gone = sorted({p for p in paths if p and not os.path.exists(p)})
     if not gone:
         return False
-    about_to_wait()  # a write to the index (a quick call on the event loop moves to a worker thread here)
     forget_paths(rt, gone)
     return True
 

@@ -87,15 +87,13 @@ def _open_store(path: Path) -> IndexStore:
 
 
 def search_ready(rt: Runtime) -> bool:
-    """True when a lexical search needs nothing more to load: the SQLite index is open, jieba's
-    dictionary and the index's in-memory postings are loaded and the postings are current, and no
-    embedding re-rank is configured (it embeds the query)."""
-    from indexing.analyzer import is_warm
-
-    if rt.settings.database_url or rt.settings.embedding_provider != "off" or not is_warm():
+    """True when a lexical search will likely need nothing more to load: SQLite, no embedding re-rank
+    (it embeds the query), the index's in-memory postings loaded. Stale postings, or jieba's dictionary
+    not loaded yet, are met inside the search (`about_to_wait`): it then moves to a worker thread."""
+    if rt.settings.database_url or rt.settings.embedding_provider != "off":
         return False
-    store, memory = _INDEX_STORE.ready(rt), _MEMORY_INDEX.ready(rt)
-    return store is not None and memory is not None and memory.holds(store.generation()[0])
+    memory = _MEMORY_INDEX.peek(rt)
+    return memory is not None and memory.loaded
 
 
 def index_jobs(rt: Runtime) -> JobRegistry:

@@ -108,12 +108,8 @@ class Service(Generic[T]):
             rt._services[self] = value
 
     def peek(self, rt: Runtime) -> T | None:
-        """The service if it was created already (never creates it)."""
-        with rt._lock:
-            return rt._services.get(self)
-
-    def ready(self, rt: Runtime) -> T | None:
-        """`peek` that never waits, not even for a creation in progress in another thread (None then)."""
+        """The service if it was created already; never creates it, never waits (not even for a creation
+        in progress in another thread: None then)."""
         return rt._services.get(self)
 
 

@@ -215,17 +215,17 @@ class PolicyGate:
     def warm_up(self) -> None:
         """Load the rules and the policy engine now (start-up warm-up thread; the first call would)."""
         _ = self.rules
+        self._engine()
+
+    def _engine(self) -> Callable[..., Any]:
         if self._decide is None:
             from mcp_server import policy
 
             self._decide = policy.decide
+        return self._decide
 
     def _decision(self, tool: str, args: dict[str, Any], context: Any) -> Any:
-        if self._decide is None:
-            from mcp_server import policy
-
-            self._decide = policy.decide
-        return self._decide(tool, args, context)
+        return self._engine()(tool, args, context)
 
     # -- deciding
 
