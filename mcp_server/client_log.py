@@ -28,6 +28,7 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmptyResult, SetLevelRequestParams
 
+from mcp_server.eras import is_modern
 from mcp_server.tool_surface import session_state
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -107,8 +108,6 @@ class ClientLogHandler(logging.Handler):
 @contextlib.contextmanager
 def forwarding(ctx: Any, fallback: dict[str, dict[str, Any]]) -> Iterator[None]:
     """Forward log records to the client of `ctx` while the call runs."""
-    from mcp_server.approval.elicit import is_modern
-
     try:
         request_context = ctx.request_context
     except Exception:  # no request (in-process call)
@@ -116,7 +115,14 @@ def forwarding(ctx: Any, fallback: dict[str, dict[str, Any]]) -> Iterator[None]:
         return
     threshold = None if is_modern(request_context) else session_state(request_context, fallback).get(
         LEVEL_KEY, DEFAULT_LEVEL)
-    token = _current.set(ClientLog(ctx, threshold))
+    with forwarding_to(ClientLog(ctx, threshold)):
+        yield
+
+
+@contextlib.contextmanager
+def forwarding_to(target: ClientLog) -> Iterator[None]:
+    """Forward log records to `target` while the call runs."""
+    token = _current.set(target)
     try:
         yield
     finally:

@@ -185,7 +185,7 @@ class Dispatcher:
             return spec.fn(**kwargs)
 
         result: Any = MustWait
-        if self._runs_at_once(spec, args, origin):
+        if self.runs_at_once(spec, args, origin):
             with contextlib.suppress(MustWait), on_the_loop():
                 result = checked_then_run()
         if result is MustWait:  # not quick, or it met something to wait for: (the rest) in a worker thread
@@ -196,7 +196,7 @@ class Dispatcher:
             raise result.error
         return result  # type: ignore[no-any-return]
 
-    def _runs_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
+    def runs_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
         """True when this call is quick (its tool says so) and the gate allows it without waiting: the
         event loop then checks and runs it itself. Never fails a call, never waits: a test that fails or
         would wait (MustWait: e.g. every read connection busy) says no."""

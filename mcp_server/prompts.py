@@ -33,7 +33,7 @@ from mcp.server.mcpserver.resources import FunctionResource
 
 from context.skills import SKILL_FILE, Skill, SkillCatalog, read_skill_file, skill_files
 from foundation.errors import GeneralAgentError
-from mcp_server.approval.elicit import is_modern
+from mcp_server.eras import is_modern
 from tools.agents import AgentCard, agent_document, agent_prompt, agents_file, enabled_agents
 from tools.runtime import Runtime
 from tools.skills import PROMPT_FILES, SKILLS, skill_catalog, skill_prompt

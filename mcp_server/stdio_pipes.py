@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
+from mcp_server.stdio_fast import QuickCalls
+
 READ_BUFFER_BYTES = 1 << 20
 """Input buffered ahead of the server (reading pauses at twice this); a longer line is read in parts."""
 CLOSE_WAIT_S = 30.0
@@ -55,11 +57,7 @@ class _InFlight:
         self.ids: set[str] = set()
         self.changed = asyncio.Event()
 
-    def read(self, line: str) -> None:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return
+    def read(self, message: Any) -> None:
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
         if "id" in message:
@@ -67,10 +65,14 @@ class _InFlight:
         elif message["method"] == "notifications/cancelled" and isinstance(message.get("params"), dict):
             self._done(json.dumps(message["params"].get("requestId")))  # a cancelled request gets no answer
 
-    def written(self, text: str) -> None:
+    def written(self, text: str) -> str | None:
+        """The id (as a key) of the request `text` answers, if it is an answer."""
         found = _ANSWER.match(text)
-        if found is not None:
-            self._done(json.dumps(json.loads(found.group(1))))
+        if found is None:
+            return None
+        key = json.dumps(json.loads(found.group(1)))
+        self._done(key)
+        return key
 
     def _done(self, key: str) -> None:
         self.ids.discard(key)
@@ -91,34 +93,56 @@ class _Output:
     def __init__(self, write: Callable[[str], Awaitable[None]], flush: Callable[[], Awaitable[None]],
                  in_flight: _InFlight) -> None:
         self._write, self.flush, self._in_flight = write, flush, in_flight
+        self.quick: QuickCalls | None = None
 
     async def write(self, text: str) -> None:
         await self._write(text)
-        self._in_flight.written(text)
+        key = self._in_flight.written(text)
+        if key is not None and self.quick is not None:
+            self.quick.answered(key, text)
+
+    async def write_line(self, text: str) -> None:
+        """A whole message of ours (a quick call's answer or log line), written as the SDK writes one."""
+        await self.write(text)
+        await self.flush()
 
 
 class _Lines:
     """stdin as the SDK's transport reads it: `async for line in stdin` (text lines with their newline);
-    the end of input comes once the requests read are answered (see the module doc)."""
+    the end of input comes once the requests read are answered (see the module doc). Quick calls
+    (mcp_server.stdio_fast) are answered without reaching the SDK."""
 
-    def __init__(self, readline: Callable[[], Awaitable[str]], in_flight: _InFlight) -> None:
-        self._readline, self._in_flight = readline, in_flight
+    def __init__(self, readline: Callable[[], Awaitable[str]], in_flight: _InFlight,
+                 quick: QuickCalls | None = None) -> None:
+        self._readline, self._in_flight, self._quick = readline, in_flight, quick
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._readline()
-        if not line:
-            await self._in_flight.answered()
-            raise StopAsyncIteration
-        self._in_flight.read(line)
-        return line
+        while True:
+            line = await self._readline()
+            if not line:
+                await self._in_flight.answered()
+                raise StopAsyncIteration
+            message = _parsed(line)
+            self._in_flight.read(message)
+            if self._quick is None or not self._quick.read(message):
+                return line
+
+
+def _parsed(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 @asynccontextmanager
-async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's `stdio_server()` streams over this process's stdin and stdout (see the module doc)."""
+async def stdio_streams(server: Any = None) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's `stdio_server()` streams over this process's stdin and stdout (see the module doc);
+    with `server` (ours, built by build_server), its quick calls are answered by the reader when the
+    loop serves the pipes (mcp_server.stdio_fast; in worker threads two writers could interleave)."""
     from mcp.server import stdio as sdk
 
     on_loop = all(loop_can_serve(fd) and sdk._is_backed_by_fd(stream, fd)
@@ -132,7 +156,7 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
         restores.append(restore)
         in_flight = _InFlight()
         if on_loop and stdin.fileno() > 2 and stdout.fileno() > 2:  # private duplicates (the claim held)
-            lines, output, close = await _on_loop(stdin, stdout, in_flight)
+            lines, output, close = await _on_loop(stdin, stdout, in_flight, server)
         else:
             lines, output = _in_threads(stdin, stdout, in_flight)
         async with sdk.stdio_server(stdin=cast(Any, lines), stdout=cast(Any, output)) as streams:
@@ -145,7 +169,8 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
                 restore()
 
 
-async def _on_loop(stdin: Any, stdout: Any, in_flight: _InFlight) -> tuple[_Lines, _Output, Callable[[], Awaitable[None]]]:
+async def _on_loop(stdin: Any, stdout: Any, in_flight: _InFlight,
+                   server: Any) -> tuple[_Lines, _Output, Callable[[], Awaitable[None]]]:
     loop = asyncio.get_running_loop()
     fds = (stdin.fileno(), stdout.fileno())  # read now: the read transport closes its file at end of input
     blocking = [os.get_blocking(fd) for fd in fds]
@@ -171,7 +196,9 @@ async def _on_loop(stdin: Any, stdout: Any, in_flight: _InFlight) -> tuple[_Line
                 os.set_blocking(fd, was)
 
     output = _Output(write, writer.drain, in_flight)
-    return _Lines(readline, in_flight), output, close
+    if getattr(server, "dispatcher", None) is not None:  # ours (any other MCPServer: the SDK answers all)
+        output.quick = QuickCalls(server, output.write_line)
+    return _Lines(readline, in_flight, output.quick), output, close
 
 
 async def _whole_line(reader: asyncio.StreamReader) -> bytes:

@@ -24,6 +24,7 @@ from pydantic import PrivateAttr, ValidationError
 
 from foundation.errors import InvalidInput
 from foundation.toolspec import ToolSpec, invalid_arguments_message, prepare_arguments
+from mcp_server.eras import is_modern
 from mcp_server.http_state import ENABLED_KEY, MemoryToolLists
 
 PROFILE_OF_TIER = {"core": "minimal", "default": "default", "full": "full"}
@@ -95,8 +96,6 @@ def _client_key(connection: Any) -> str:
 
 
 def _is_sessionless(connection: Any) -> bool:
-    from mcp_server.approval.elicit import is_modern
-
     return is_modern(connection)
 
 
@@ -122,6 +121,7 @@ class SessionToolServer(MCPServer[Any]):
         self.tool_lists: ToolLists = MemoryToolLists(self.sessionless_state)
         self.stateless_http = False  # set when served by stateless HTTP workers (transports.http_app)
         self.register: Callable[[str], None] = lambda name: None  # registers a tool enabled in another process
+        self.prompt_sync: Any = None  # mcp_server.prompts.PromptSync, set by build_server
 
     def setup_tools(self, listed: set[str], specs: dict[str, ToolSpec]) -> None:
         self.listed_by_profile = set(listed)

@@ -301,7 +301,7 @@ def run_stdio(server: Any) -> None:
 
     async def serve() -> None:
         lowlevel = server._lowlevel_server
-        async with stdio_streams() as (read_stream, write_stream):
+        async with stdio_streams(server) as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     try:

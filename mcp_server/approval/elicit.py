@@ -5,16 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcp_types.version import is_version_at_least
 from pydantic import BaseModel
 
-MODERN_VERSION = "2026-07-28"
+from mcp_server.eras import is_modern
+
 log = logging.getLogger("generalagent.server")
-
-
-def is_modern(ctx: Any) -> bool:
-    version = getattr(ctx, "protocol_version", None)
-    return version is not None and is_version_at_least(version, MODERN_VERSION)
 
 
 def supports_form_elicitation(ctx: Any) -> bool:
