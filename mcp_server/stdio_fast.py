@@ -16,20 +16,25 @@ writes the answer. It is taken here only when all of this holds, else it goes to
 - the skills and agent cards are unchanged (one stat), so no list_changed notification is due.
 
 The answer is built with the SDK's result types and its per-version serializer, as its own pipeline
-builds it (tests/test_stdio_fast.py compares the lines both write on random calls). Log records the
-call forwards reach the client as `notifications/message` at the session's level, as in the SDK path.
-A `notifications/cancelled` for a call still running here cancels it; it then gets no answer.
+builds it (tests/test_stdio_fast.py compares the lines both write on random calls and on the edges
+below). As in the SDK path: a tool's error or a crash is an isError result; log records the call
+forwards while it runs reach the client as `notifications/message` at the session's level (those sent
+once it is over are dropped); a `notifications/cancelled` naming a call still running here (7 or "7")
+cancels it, with no answer; at the end of input, calls still running get the "Connection closed" error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mcp.shared.dispatcher import coerce_request_id
 from mcp_types import (
+    CONNECTION_CLOSED,
     INTERNAL_ERROR,
     CallToolResult,
     ErrorData,
@@ -53,8 +58,17 @@ RESOLVED = ("ga_approval", "ga_human")
 
 
 def request_key(request_id: Any) -> str:
-    """One spelling of a JSON-RPC id (the key `stdio_pipes._InFlight` uses)."""
-    return json.dumps(request_id)
+    """One spelling of a JSON-RPC id (the key `stdio_pipes._InFlight` uses); "7" and 7 are one id, as the
+    SDK correlates them (a cancellation may name either)."""
+    return json.dumps(coerce_request_id(request_id) if isinstance(request_id, str) else request_id)
+
+
+def plain_request(message: dict[str, Any]) -> bool:
+    """A JSON-RPC request the SDK accepts as one: version 2.0, an id that is a number or string, only the
+    request's keys, params an object (what the lane takes, and whose answers it waits for)."""
+    request_id = message.get("id")
+    return (message.get("jsonrpc") == "2.0" and isinstance(request_id, int | str) and not isinstance(request_id, bool)
+            and REQUEST_KEYS.issuperset(message) and isinstance(message.get("params", {}), dict))
 
 
 class QuickCalls:
@@ -67,7 +81,8 @@ class QuickCalls:
         self._client = "default"
         self._level = client_log.DEFAULT_LEVEL
         self._awaited: dict[str, tuple[str, Any]] = {}  # answers that change the session: id -> (what, value)
-        self._running: dict[str, asyncio.Task[None]] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}  # calls not answered yet, by id
+        self._tasks: set[asyncio.Task[None]] = set()  # every call's task until it ends (the loop keeps weak ones)
         self.taken = 0  # calls answered here
 
     def read(self, message: Any) -> bool:
@@ -79,9 +94,8 @@ class QuickCalls:
             return self._take(message)
         if method == "notifications/cancelled":
             self._cancel(message.get("params"))
-        elif method in ("initialize", "logging/setLevel") and "id" in message:
-            params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            self._awaited[request_key(message["id"])] = (method, params)  # no call is taken until answered
+        elif method in ("initialize", "logging/setLevel") and plain_request(message):
+            self._awaited[request_key(message["id"])] = (method, message.get("params", {}))  # none taken till answered
         return False
 
     def answered(self, key: str, text: str) -> None:
@@ -112,16 +126,14 @@ class QuickCalls:
         log.debug("%s (id %s) is answered by the stdio reader", call[0].name, key)
         task = asyncio.get_running_loop().create_task(self._answer(message["id"], *call))
         self._running[key] = task
-        task.add_done_callback(lambda _: self._running.pop(key, None))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return True
 
     def _quick_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any], CallOrigin] | None:
         """(spec, arguments, origin) of a call this lane may answer (see the module doc), else None."""
         params = message.get("params")
-        request_id = message.get("id")
-        if (self._version is None or self._awaited or not REQUEST_KEYS.issuperset(message)
-                or message.get("jsonrpc") != "2.0" or isinstance(request_id, bool)
-                or not isinstance(request_id, int | str) or not isinstance(params, dict)
+        if (self._version is None or self._awaited or not plain_request(message) or not isinstance(params, dict)
                 or not CALL_PARAMS.issuperset(params)):
             return None
         name, arguments = params.get("name"), params.get("arguments") or {}
@@ -148,35 +160,56 @@ class QuickCalls:
         return {key: value for key, value in validated.items() if key not in RESOLVED}
 
     async def _answer(self, request_id: int | str, spec: Any, args: dict[str, Any], origin: CallOrigin) -> None:
+        outcome = await self._outcome(spec, args, origin)
         try:
-            line = await self._result_line(request_id, spec, args, origin)
-        except Exception:  # a bug of ours: the client still gets an answer (the SDK's for a handler crash)
-            log.exception("the quick call %s failed outside the tool", spec.name)
-            failed = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=INTERNAL_ERROR, message="Internal error"))
-            line = failed.model_dump_json(by_alias=True, exclude_unset=True)
-        await self._write(line + "\n")
+            assert self._version is not None
+            wire = sdk_methods.serialize_server_result("tools/call", self._version,
+                                                       outcome.model_dump(by_alias=True, mode="json", exclude_none=True))
+            message: JSONRPCResponse | JSONRPCError = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire)
+        except Exception:  # as the SDK answers a result its serializer refuses
+            log.exception("the quick call %s returned an invalid result", spec.name)
+            message = JSONRPCError(jsonrpc="2.0", id=request_id,
+                                   error=ErrorData(code=INTERNAL_ERROR, message="Handler returned an invalid result"))
+        self._running.pop(request_key(request_id), None)  # answered: nothing to cancel or close any more
+        await self._write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
 
-    async def _result_line(self, request_id: int | str, spec: Any, args: dict[str, Any], origin: CallOrigin) -> str:
+    async def _outcome(self, spec: Any, args: dict[str, Any], origin: CallOrigin) -> CallToolResult:
+        """The call's result as the SDK's tool wrapper words it (a tool's error, or a crash: isError)."""
         dispatcher = self._dispatcher
+        forwarded = _LineLog(self._write, self._level)
         try:
-            with client_log.forwarding_to(_LineLog(self._write, self._level)):
+            with client_log.forwarding_to(forwarded):
                 result = await dispatcher.run(spec.name, args, origin)
             data, text = dispatcher.bounded_payload(result)
-            outcome = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
-        except GeneralAgentError as exc:  # as the SDK words a tool's ToolError
-            outcome = CallToolResult(content=[TextContent(type="text", text=f"Error executing tool {spec.name}: {exc}")],
-                                     is_error=True)
-        assert self._version is not None
-        wire = sdk_methods.serialize_server_result("tools/call", self._version,
-                                                   outcome.model_dump(by_alias=True, mode="json", exclude_none=True))
-        return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire).model_dump_json(by_alias=True,
-                                                                                            exclude_unset=True)
+            return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+        except GeneralAgentError as exc:
+            return _failed(f"Error executing tool {spec.name}: {exc}")
+        except Exception:  # a crash: its text stays in the server's log
+            log.exception("the quick call %s crashed", spec.name)
+            return _failed(f"Error executing tool {spec.name}")
+        finally:
+            forwarded.closed = True  # as in the SDK path: a record sent once the call is over is dropped
+
+    async def close(self) -> None:
+        """At the end of input: the calls still running are cancelled and answered as the SDK answers its own
+        then (connection closed)."""
+        for key, task in list(self._running.items()):
+            task.cancel()
+            closed = JSONRPCError(jsonrpc="2.0", id=json.loads(key),
+                                  error=ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))
+            await self._write(closed.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
 
     def _cancel(self, params: Any) -> None:
-        if isinstance(params, dict) and "requestId" in params:
-            task = self._running.get(request_key(params["requestId"]))
+        if isinstance(params, dict) and isinstance(params.get("requestId"), int | str):
+            key = request_key(params["requestId"])
+            self._awaited.pop(key, None)  # a cancelled request gets no answer to wait for
+            task = self._running.pop(key, None)
             if task is not None:
                 task.cancel()
+
+
+def _failed(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 class _LineLog(client_log.ClientLog):
@@ -185,8 +218,12 @@ class _LineLog(client_log.ClientLog):
     def __init__(self, write: Callable[[str], Awaitable[None]], threshold: str) -> None:
         super().__init__(ctx=None, threshold=threshold)
         self._write_line = write
+        self.closed = False
 
     async def send(self, level: str, data: Any, logger: str) -> None:
+        if self.closed:
+            return
         note = JSONRPCNotification(jsonrpc="2.0", method="notifications/message",
                                    params={"level": level, "logger": logger, "data": data})
-        await self._write_line(note.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+        with contextlib.suppress(Exception):  # best effort, as ClientLog.send
+            await self._write_line(note.model_dump_json(by_alias=True, exclude_unset=True) + "\n")

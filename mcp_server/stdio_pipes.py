@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-from mcp_server.stdio_fast import QuickCalls
+from mcp_server.stdio_fast import QuickCalls, request_key
 
 READ_BUFFER_BYTES = 1 << 20
 """Input buffered ahead of the server (reading pauses at twice this); a longer line is read in parts."""
@@ -61,16 +61,16 @@ class _InFlight:
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
         if "id" in message:
-            self.ids.add(json.dumps(message["id"]))
+            self.ids.add(request_key(message["id"]))
         elif message["method"] == "notifications/cancelled" and isinstance(message.get("params"), dict):
-            self._done(json.dumps(message["params"].get("requestId")))  # a cancelled request gets no answer
+            self._done(request_key(message["params"].get("requestId")))  # a cancelled request gets no answer
 
     def written(self, text: str) -> str | None:
         """The id (as a key) of the request `text` answers, if it is an answer."""
         found = _ANSWER.match(text)
         if found is None:
             return None
-        key = json.dumps(json.loads(found.group(1)))
+        key = request_key(json.loads(found.group(1)))
         self._done(key)
         return key
 
@@ -124,17 +124,20 @@ class _Lines:
             line = await self._readline()
             if not line:
                 await self._in_flight.answered()
+                if self._quick is not None:
+                    await self._quick.close()
                 raise StopAsyncIteration
             message = _parsed(line)
             self._in_flight.read(message)
             if self._quick is None or not self._quick.read(message):
                 return line
+            await asyncio.sleep(0)  # a burst of quick calls read at once lets the loop's other tasks run
 
 
 def _parsed(line: str) -> Any:
     try:
         return json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep: the SDK answers it
         return None
 
 

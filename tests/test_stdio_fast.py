@@ -56,13 +56,14 @@ def server(make_settings: Any, workspace: Path) -> Any:
 
 def serve(server: Any, messages: list[Any], quick: bool,
           at_once: frozenset[int] = frozenset()) -> tuple[list[Any], int]:
-    """The messages our server writes for `messages` (a client that waits for each answer before it sends
-    the next message, except those at the indexes `at_once`), and how many calls the quick lane answered."""
+    """The messages our server writes for `messages` (dicts, or raw lines as str; a client that waits for
+    each answer before it sends the next message, except those at the indexes `at_once`), and how many
+    calls the quick lane answered."""
     from mcp.server import stdio as sdk
 
     written: list[str] = []
     in_flight = _InFlight()
-    pending = [json.dumps(m, ensure_ascii=False) + "\n" for m in messages]
+    pending = [m if isinstance(m, str) else json.dumps(m, ensure_ascii=False) + "\n" for m in messages]
 
     async def readline() -> str:
         while len(messages) - len(pending) not in at_once and in_flight.ids:
@@ -124,13 +125,6 @@ def test_what_the_lane_does_not_take_goes_to_the_sdk(server: Any) -> None:
     assert taken == 1  # only the last one
     assert answers(by_lane) == answers(by_sdk)
     assert answers(by_lane)["1"]["error"]  # before initialize: the SDK's error
-
-
-def test_a_call_cancelled_before_it_ran_gets_no_answer(server: Any) -> None:
-    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
-    written, taken = serve(server, [INIT, INITIALIZED, search(2, query="storms"), cancel, search(3, query="keeper")],
-                           quick=True, at_once=frozenset({3}))
-    assert set(answers(written)) == {"0", "3"} and taken == 2
 
 
 arguments = st.fixed_dictionaries(
@@ -203,3 +197,105 @@ def test_the_console_script_answers_quick_searches_in_the_lane(tmp_path: Path) -
         assert "search_documents (id" in server.stderr_path.read_text()
     finally:
         server.close()
+
+
+@pytest.fixture
+def slow_search(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """search_documents, the real one, taking a second more in a worker thread (it meets something to
+    wait for on the loop, as a write would)."""
+    import dataclasses
+    import functools
+
+    from foundation.waiting import about_to_wait
+
+    spec = server.dispatcher.specs["search_documents"]
+    real = spec.fn
+
+    @functools.wraps(real)
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        about_to_wait()
+        time.sleep(1.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(server.dispatcher.specs, "search_documents", dataclasses.replace(spec, fn=slow))
+
+
+@pytest.mark.parametrize("named", [2, "2"])
+def test_a_running_call_cancelled_by_either_spelling_of_its_id_gets_no_answer(
+        server: Any, slow_search: None, named: Any) -> None:
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": named}}
+    calls = [INIT, INITIALIZED, search(2, query="storms"), cancel, search(3, query="keeper")]
+    by_sdk, _ = serve(server, calls, quick=False, at_once=frozenset({3, 4}))
+    by_lane, taken = serve(server, calls, quick=True, at_once=frozenset({3, 4}))
+    assert set(answers(by_lane)) == set(answers(by_sdk)) == {"0", "3"} and taken == 2
+
+
+def test_at_the_end_of_input_a_call_still_running_is_answered_as_the_sdk_does(
+        server: Any, slow_search: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp_server.stdio_pipes as pipes
+
+    monkeypatch.setattr(pipes, "EOF_WAIT_MAX_S", 0.2)
+    calls = [INIT, INITIALIZED, search(2, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False, at_once=frozenset({3}))
+    by_lane, taken = serve(server, calls, quick=True, at_once=frozenset({3}))
+    assert answers(by_lane) == answers(by_sdk) and taken == 1
+    assert answers(by_lane)["2"]["error"]["message"] == "Connection closed"
+
+
+def test_a_crash_after_the_tool_is_answered_as_the_sdk_does(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(result: Any) -> Any:
+        raise RuntimeError("a bug while bounding the result")
+
+    monkeypatch.setattr(server.dispatcher, "bounded_payload", broken)
+    calls = [INIT, INITIALIZED, search(2, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken == 1
+    assert answers(by_lane)["2"]["result"]["isError"] is True
+
+
+def test_session_lines_that_get_no_answer_do_not_stop_the_lane(server: Any) -> None:
+    """A setLevel the SDK drops (not JSON-RPC 2.0) or one cancelled leaves no answer to wait for."""
+    dropped = {"jsonrpc": "1.0", "id": 3, "method": "logging/setLevel", "params": {"level": "error"}}
+    cancelled = {"jsonrpc": "2.0", "id": 4, "method": "logging/setLevel", "params": {"level": "error"}}
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}}
+    calls = [INIT, INITIALIZED, dropped, cancelled, cancel, search(5, query="storms"), search(6, query="keeper")]
+    _, taken = serve(server, calls, quick=True, at_once=frozenset({3, 4, 5, 6, 7}))
+    assert taken == 2
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_a_line_nested_too_deep_is_refused_and_the_server_goes_on(server: Any, quick: bool) -> None:
+    calls = [INIT, INITIALIZED, "[" * 100_000 + "]" * 100_000 + "\n", search(2, query="storms")]
+    written, _ = serve(server, calls, quick=quick, at_once=frozenset({3}))
+    assert answers(written)["2"]["result"]["structuredContent"]["hits"]
+
+
+def test_log_records_are_forwarded_as_in_the_sdk_path(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record a call on the event loop forwards is sent after the call is over: the SDK drops it,
+    and so does the lane; a call in a worker thread sends it during the call, on both paths."""
+    import dataclasses
+    import functools
+    import logging
+
+    from foundation.waiting import about_to_wait
+
+    spec = server.dispatcher.specs["search_documents"]
+    real = spec.fn
+
+    def chatty(in_thread: bool) -> Any:
+        @functools.wraps(real)
+        def search(*args: Any, **kwargs: Any) -> Any:
+            if in_thread:
+                about_to_wait()
+            logging.getLogger("generalagent.index").warning("a forwarded record")
+            return real(*args, **kwargs)
+        return search
+
+    for in_thread in (False, True):
+        monkeypatch.setitem(server.dispatcher.specs, "search_documents", dataclasses.replace(spec, fn=chatty(in_thread)))
+        calls = [INIT, INITIALIZED, search(2, query="storms")]
+        by_sdk, _ = serve(server, calls, quick=False)
+        by_lane, taken = serve(server, calls, quick=True)
+        notes = [[m for m in written if m.get("method") == "notifications/message"] for written in (by_sdk, by_lane)]
+        assert notes[0] == notes[1] and len(notes[0]) == int(in_thread) and taken == 1
