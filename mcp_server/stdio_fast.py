@@ -8,8 +8,8 @@ writes the answer. It is taken here only when all of this holds, else it goes to
 
 - the session is a 2025-era one whose `initialize` the SDK answered, and no `initialize` or
   `logging/setLevel` request is still waiting for its answer;
-- the message is a plain JSON-RPC request (id a number or string; params `name` and `arguments`
-  only, so no progress token, task or other `_meta` to honour);
+- the message is a plain JSON-RPC request (id a number or string; params `name`, `arguments` and at
+  most a `_meta` holding a `progressToken`: no task or other `_meta` to honour);
 - the tool is listed by the server's profile (visible to every session) and quick for these arguments
   (`ToolSpec.quick`), and the gate allows it at once (`Dispatcher.runs_at_once`);
 - the arguments pass the registered SDK tool's own checks and validation (else the SDK reports them);
@@ -51,7 +51,7 @@ from foundation.errors import GeneralAgentError
 from mcp_server import client_log
 
 REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
-CALL_PARAMS = frozenset({"name", "arguments"})
+CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
 log = logging.getLogger("generalagent.server")
 RESOLVED = ("ga_approval", "ga_human")
 """The approval and human-question parameters the SDK fills (never sent by a client)."""
@@ -124,7 +124,8 @@ class QuickCalls:
         self.taken += 1
         key = request_key(message["id"])
         log.debug("%s (id %s) is answered by the stdio reader", call[0].name, key)
-        task = asyncio.get_running_loop().create_task(self._answer(message["id"], *call))
+        token = _progress_token(message["params"])
+        task = asyncio.get_running_loop().create_task(self._answer(message["id"], *call, token))
         self._running[key] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -134,7 +135,7 @@ class QuickCalls:
         """(spec, arguments, origin) of a call this lane may answer (see the module doc), else None."""
         params = message.get("params")
         if (self._version is None or self._awaited or not plain_request(message) or not isinstance(params, dict)
-                or not CALL_PARAMS.issuperset(params)):
+                or not CALL_PARAMS.issuperset(params) or _progress_token(params) is False):
             return None
         name, arguments = params.get("name"), params.get("arguments") or {}
         spec = self._dispatcher.specs.get(name) if isinstance(name, str) else None
@@ -159,8 +160,9 @@ class QuickCalls:
             return None
         return {key: value for key, value in validated.items() if key not in RESOLVED}
 
-    async def _answer(self, request_id: int | str, spec: Any, args: dict[str, Any], origin: CallOrigin) -> None:
-        outcome = await self._outcome(spec, args, origin)
+    async def _answer(self, request_id: int | str, spec: Any, args: dict[str, Any], origin: CallOrigin,
+                      token: int | str | None) -> None:
+        outcome = await self._outcome(spec, args, origin, token)
         try:
             assert self._version is not None
             wire = sdk_methods.serialize_server_result("tools/call", self._version,
@@ -173,13 +175,15 @@ class QuickCalls:
         self._running.pop(request_key(request_id), None)  # answered: nothing to cancel or close any more
         await self._write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
 
-    async def _outcome(self, spec: Any, args: dict[str, Any], origin: CallOrigin) -> CallToolResult:
+    async def _outcome(self, spec: Any, args: dict[str, Any], origin: CallOrigin,
+                       token: int | str | None) -> CallToolResult:
         """The call's result as the SDK's tool wrapper words it (a tool's error, or a crash: isError)."""
         dispatcher = self._dispatcher
         forwarded = _LineLog(self._write, self._level)
+        progress = _Progress(self._write, token)
         try:
             with client_log.forwarding_to(forwarded):
-                result = await dispatcher.run(spec.name, args, origin)
+                result = await dispatcher.run(spec.name, args, origin, sink=progress.send)
             data, text = dispatcher.bounded_payload(result)
             return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
         except GeneralAgentError as exc:
@@ -187,8 +191,8 @@ class QuickCalls:
         except Exception:  # a crash: its text stays in the server's log
             log.exception("the quick call %s crashed", spec.name)
             return _failed(f"Error executing tool {spec.name}")
-        finally:
-            forwarded.closed = True  # as in the SDK path: a record sent once the call is over is dropped
+        finally:  # as in the SDK path: a record or progress sent once the call is over is dropped
+            forwarded.closed = progress.closed = True
 
     async def close(self) -> None:
         """At the end of input: the calls still running are cancelled and answered as the SDK answers its own
@@ -227,3 +231,34 @@ class _LineLog(client_log.ClientLog):
                                    params={"level": level, "logger": logger, "data": data})
         with contextlib.suppress(Exception):  # best effort, as ClientLog.send
             await self._write_line(note.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+
+
+def _progress_token(params: dict[str, Any]) -> int | str | None | bool:
+    """The call's progress token (None: none asked); False when `_meta` holds anything else."""
+    meta = params.get("_meta")
+    if meta is None:
+        return None
+    if not isinstance(meta, dict) or set(meta) != {"progressToken"}:
+        return False
+    token = meta["progressToken"]
+    return token if isinstance(token, int | str) and not isinstance(token, bool) else False
+
+
+class _Progress:
+    """A quick call's progress (its CallContext sink): `notifications/progress` lines with the call's token,
+    as the SDK's request context sends them (nothing without a token, nothing once the call is over)."""
+
+    def __init__(self, write: Callable[[str], Awaitable[None]], token: int | str | None) -> None:
+        self._write, self._token = write, token
+        self.closed = False
+
+    async def send(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._token is None or self.closed:
+            return
+        params: dict[str, Any] = {"progressToken": self._token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        note = JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
+        await self._write(note.model_dump_json(by_alias=True, exclude_unset=True) + "\n")

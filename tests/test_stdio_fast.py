@@ -110,12 +110,13 @@ def test_quick_searches_are_answered_by_the_lane_as_the_sdk_answers_them(server:
 
 
 def test_what_the_lane_does_not_take_goes_to_the_sdk(server: Any) -> None:
-    """Not quick, other tools, invalid arguments, progress tokens, before the handshake's answer."""
+    """Not quick, other tools, invalid arguments, `_meta` beyond a progress token, before the handshake's
+    answer."""
     calls = [search(1, query="storms"), INIT, INITIALIZED,
              search(2, query="storms", mode="all"), search(3, query="storms", use_regex=True),
              search(4, query="storms", bogus=1), search(5, query="storms", max_results="many"),
              {**search(6, query="storms"), "params": {"name": "search_documents", "arguments": {"query": "storms"},
-                                                     "_meta": {"progressToken": 6}}},
+                                                     "_meta": {"progressToken": 6, "other": 1}}},
              {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "todo_read", "arguments": {}}},
              {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "web_fetch", "arguments": {}}},
              {"jsonrpc": "2.0", "id": 9, "method": "logging/setLevel", "params": {"level": "error"}},
@@ -136,10 +137,20 @@ arguments = st.fixed_dictionaries(
 request_ids = st.integers(1, 10**6) | st.text(min_size=1, max_size=6)
 
 
+tokens = st.none() | st.integers(0, 9) | st.text(max_size=3) | st.just(True)
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(calls=st.lists(st.tuples(request_ids, arguments), min_size=1, max_size=6, unique_by=lambda c: json.dumps(c[0])))
+@given(calls=st.lists(st.tuples(request_ids, arguments, tokens), min_size=1, max_size=6,
+                      unique_by=lambda c: json.dumps(c[0])))
 def test_random_calls_get_the_same_answers_with_and_without_the_lane(server: Any, calls: list[Any]) -> None:
-    messages = [INIT, INITIALIZED, search(-1, query="storms"), *(search(i, **args) for i, args in calls)]
+    def call(request_id: Any, args: dict[str, Any], token: Any) -> dict[str, Any]:
+        message = search(request_id, **args)
+        if token is not None:
+            message["params"]["_meta"] = {"progressToken": token}
+        return message
+
+    messages = [INIT, INITIALIZED, search(-1, query="storms"), *(call(*c) for c in calls)]
     by_sdk, _ = serve(server, messages, quick=False)
     by_lane, taken = serve(server, messages, quick=True)
     assert answers(by_lane) == answers(by_sdk) and taken >= 1
@@ -299,3 +310,32 @@ def test_log_records_are_forwarded_as_in_the_sdk_path(server: Any, monkeypatch: 
         by_lane, taken = serve(server, calls, quick=True)
         notes = [[m for m in written if m.get("method") == "notifications/message"] for written in (by_sdk, by_lane)]
         assert notes[0] == notes[1] and len(notes[0]) == int(in_thread) and taken == 1
+
+
+def test_progress_reaches_the_client_as_in_the_sdk_path(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call with a progress token is taken; the progress it reports (from a worker thread) goes out as
+    the SDK sends it, and none without a token."""
+    import dataclasses
+    import functools
+
+    from foundation.waiting import about_to_wait
+
+    spec = server.dispatcher.specs["search_documents"]
+    real = spec.fn
+
+    @functools.wraps(real)
+    def reporting(*args: Any, **kwargs: Any) -> Any:
+        about_to_wait()
+        kwargs["call"].report(1, 2, "half way")
+        kwargs["call"].report(2)
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(server.dispatcher.specs, "search_documents", dataclasses.replace(spec, fn=reporting))
+    with_token = {**search(2, query="storms"),
+                  "params": {"name": "search_documents", "arguments": {"query": "storms"}, "_meta": {"progressToken": "p"}}}
+    calls = [INIT, INITIALIZED, with_token, search(3, query="keeper")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    progress = [[m for m in written if m.get("method") == "notifications/progress"] for written in (by_sdk, by_lane)]
+    assert progress[0] == progress[1] and len(progress[0]) == 2 and taken == 2
+    assert answers(by_lane) == answers(by_sdk)
