@@ -60,7 +60,7 @@ RESOLVED = ("ga_approval", "ga_human")
 def request_key(request_id: Any) -> str:
     """One spelling of a JSON-RPC id (the key `stdio_pipes._InFlight` uses); "7" and 7 are one id, as the
     SDK correlates them (a cancellation may name either)."""
-    return json.dumps(coerce_request_id(request_id) if isinstance(request_id, str) else request_id)
+    return json.dumps(coerce_request_id(request_id))
 
 
 def plain_request(message: dict[str, Any]) -> bool:
@@ -124,18 +124,21 @@ class QuickCalls:
         self.taken += 1
         key = request_key(message["id"])
         log.debug("%s (id %s) is answered by the stdio reader", call[0].name, key)
-        token = _progress_token(message["params"])
-        task = asyncio.get_running_loop().create_task(self._answer(message["id"], *call, token))
+        task = asyncio.get_running_loop().create_task(self._answer(message["id"], *call))
         self._running[key] = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
 
-    def _quick_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any], CallOrigin] | None:
-        """(spec, arguments, origin) of a call this lane may answer (see the module doc), else None."""
+    def _quick_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any], CallOrigin, int | str | None] | None:
+        """(spec, arguments, origin, progress token) of a call this lane may answer (see the module doc),
+        else None."""
         params = message.get("params")
         if (self._version is None or self._awaited or not plain_request(message) or not isinstance(params, dict)
-                or not CALL_PARAMS.issuperset(params) or _progress_token(params) is False):
+                or not CALL_PARAMS.issuperset(params)):
+            return None
+        token = _progress_token(params)
+        if token is False:
             return None
         name, arguments = params.get("name"), params.get("arguments") or {}
         spec = self._dispatcher.specs.get(name) if isinstance(name, str) else None
@@ -146,7 +149,7 @@ class QuickCalls:
         if validated is None:
             return None
         origin = CallOrigin(kind="client", client_id=self._client, session_id=None)
-        return (spec, validated, origin) if self._dispatcher.runs_at_once(spec, validated, origin) else None
+        return (spec, validated, origin, token) if self._dispatcher.runs_at_once(spec, validated, origin) else None
 
     def _validated(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
         """The arguments as the registered SDK tool checks and validates them (None: the SDK reports why)."""
@@ -173,17 +176,16 @@ class QuickCalls:
             message = JSONRPCError(jsonrpc="2.0", id=request_id,
                                    error=ErrorData(code=INTERNAL_ERROR, message="Handler returned an invalid result"))
         self._running.pop(request_key(request_id), None)  # answered: nothing to cancel or close any more
-        await self._write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+        await self._write(_line(message))
 
     async def _outcome(self, spec: Any, args: dict[str, Any], origin: CallOrigin,
                        token: int | str | None) -> CallToolResult:
         """The call's result as the SDK's tool wrapper words it (a tool's error, or a crash: isError)."""
         dispatcher = self._dispatcher
-        forwarded = _LineLog(self._write, self._level)
-        progress = _Progress(self._write, token)
+        notices = _Notices(self._write, token)
         try:
-            with client_log.forwarding_to(forwarded):
-                result = await dispatcher.run(spec.name, args, origin, sink=progress.send)
+            with client_log.forwarding_to(_LineLog(notices, self._level)):
+                result = await dispatcher.run(spec.name, args, origin, sink=notices.progress)
             data, text = dispatcher.bounded_payload(result)
             return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
         except GeneralAgentError as exc:
@@ -192,16 +194,15 @@ class QuickCalls:
             log.exception("the quick call %s crashed", spec.name)
             return _failed(f"Error executing tool {spec.name}")
         finally:  # as in the SDK path: a record or progress sent once the call is over is dropped
-            forwarded.closed = progress.closed = True
+            notices.closed = True
 
     async def close(self) -> None:
         """At the end of input: the calls still running are cancelled and answered as the SDK answers its own
         then (connection closed)."""
         for key, task in list(self._running.items()):
             task.cancel()
-            closed = JSONRPCError(jsonrpc="2.0", id=json.loads(key),
-                                  error=ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))
-            await self._write(closed.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+            await self._write(_line(JSONRPCError(jsonrpc="2.0", id=json.loads(key),
+                                                 error=ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))))
 
     def _cancel(self, params: Any) -> None:
         if isinstance(params, dict) and isinstance(params.get("requestId"), int | str):
@@ -216,21 +217,9 @@ def _failed(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-class _LineLog(client_log.ClientLog):
-    """A quick call's forwarded log records: `notifications/message` lines at the session's level."""
-
-    def __init__(self, write: Callable[[str], Awaitable[None]], threshold: str) -> None:
-        super().__init__(ctx=None, threshold=threshold)
-        self._write_line = write
-        self.closed = False
-
-    async def send(self, level: str, data: Any, logger: str) -> None:
-        if self.closed:
-            return
-        note = JSONRPCNotification(jsonrpc="2.0", method="notifications/message",
-                                   params={"level": level, "logger": logger, "data": data})
-        with contextlib.suppress(Exception):  # best effort, as ClientLog.send
-            await self._write_line(note.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+def _line(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> str:
+    """A message as the SDK's stdio writer puts it on the wire."""
+    return message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
 
 
 def _progress_token(params: dict[str, Any]) -> int | str | None | bool:
@@ -244,21 +233,37 @@ def _progress_token(params: dict[str, Any]) -> int | str | None | bool:
     return token if isinstance(token, int | str) and not isinstance(token, bool) else False
 
 
-class _Progress:
-    """A quick call's progress (its CallContext sink): `notifications/progress` lines with the call's token,
-    as the SDK's request context sends them (nothing without a token, nothing once the call is over)."""
+class _Notices:
+    """What one quick call sends besides its answer, as the SDK's request context sends it: progress with
+    the call's token (none without one), log records (`_LineLog`); nothing once the call is over."""
 
     def __init__(self, write: Callable[[str], Awaitable[None]], token: int | str | None) -> None:
         self._write, self._token = write, token
         self.closed = False
 
-    async def send(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        if self._token is None or self.closed:
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if not self.closed:
+            await self._write(_line(JSONRPCNotification(jsonrpc="2.0", method=method, params=params)))
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """The call's progress sink (CallContext.sink)."""
+        if self._token is None:
             return
         params: dict[str, Any] = {"progressToken": self._token, "progress": progress}
         if total is not None:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        note = JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params=params)
-        await self._write(note.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+        await self.notify("notifications/progress", params)
+
+
+class _LineLog(client_log.ClientLog):
+    """A quick call's forwarded log records: `notifications/message` at the session's level."""
+
+    def __init__(self, notices: _Notices, threshold: str) -> None:
+        super().__init__(ctx=None, threshold=threshold)
+        self._notices = notices
+
+    async def send(self, level: str, data: Any, logger: str) -> None:
+        with contextlib.suppress(Exception):  # best effort, as ClientLog.send
+            await self._notices.notify("notifications/message", {"level": level, "logger": logger, "data": data})

@@ -71,7 +71,7 @@ def session_state(request_context: Any, fallback: dict[str, dict[str, Any]]) -> 
     connection = connection_of(request_context)
     if connection is None:
         return fallback.setdefault("default", {})
-    if connection.session_id is None and _is_sessionless(connection):
+    if connection.session_id is None and is_modern(connection):
         return fallback.setdefault(_client_key(connection), {})
     state: dict[str, Any] = connection.state
     return state
@@ -84,7 +84,7 @@ def sessionless_client(request_context: Any, stateless_http: bool = False) -> st
     connection = connection_of(request_context)
     if connection is None:
         return "default"
-    if connection.session_id is None and (stateless_http or _is_sessionless(connection)):
+    if connection.session_id is None and (stateless_http or is_modern(connection)):
         return _client_key(connection)
     return None
 
@@ -93,10 +93,6 @@ def _client_key(connection: Any) -> str:
     params = connection.client_params
     name = params.client_info.name if params is not None and params.client_info is not None else "default"
     return f"client:{name}"
-
-
-def _is_sessionless(connection: Any) -> bool:
-    return is_modern(connection)
 
 
 class ToolLists(Protocol):

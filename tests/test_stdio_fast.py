@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -94,9 +95,28 @@ def answers(messages: list[Any]) -> dict[str, Any]:
     return {json.dumps(m["id"]): m for m in messages if "id" in m}
 
 
-def search(request_id: Any, **arguments: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "search_documents", "arguments": arguments}}
+def search(request_id: Any, meta: dict[str, Any] | None = None, **arguments: Any) -> dict[str, Any]:
+    """A search_documents call (with `_meta` when given)."""
+    params: dict[str, Any] = {"name": "search_documents", "arguments": arguments}
+    if meta is not None:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def search_doing(server: Any, monkeypatch: pytest.MonkeyPatch, first: Callable[[dict[str, Any]], None]) -> None:
+    """search_documents, the real one, doing `first(its keyword arguments)` before it searches."""
+    import dataclasses
+    import functools
+
+    spec = server.dispatcher.specs["search_documents"]
+    real = spec.fn
+
+    @functools.wraps(real)
+    def doing(*args: Any, **kwargs: Any) -> Any:
+        first(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(server.dispatcher.specs, "search_documents", dataclasses.replace(spec, fn=doing))
 
 
 def test_quick_searches_are_answered_by_the_lane_as_the_sdk_answers_them(server: Any) -> None:
@@ -115,8 +135,7 @@ def test_what_the_lane_does_not_take_goes_to_the_sdk(server: Any) -> None:
     calls = [search(1, query="storms"), INIT, INITIALIZED,
              search(2, query="storms", mode="all"), search(3, query="storms", use_regex=True),
              search(4, query="storms", bogus=1), search(5, query="storms", max_results="many"),
-             {**search(6, query="storms"), "params": {"name": "search_documents", "arguments": {"query": "storms"},
-                                                     "_meta": {"progressToken": 6, "other": 1}}},
+             search(6, meta={"progressToken": 6, "other": 1}, query="storms"),
              {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "todo_read", "arguments": {}}},
              {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "web_fetch", "arguments": {}}},
              {"jsonrpc": "2.0", "id": 9, "method": "logging/setLevel", "params": {"level": "error"}},
@@ -144,13 +163,8 @@ tokens = st.none() | st.integers(0, 9) | st.text(max_size=3) | st.just(True)
 @given(calls=st.lists(st.tuples(request_ids, arguments, tokens), min_size=1, max_size=6,
                       unique_by=lambda c: json.dumps(c[0])))
 def test_random_calls_get_the_same_answers_with_and_without_the_lane(server: Any, calls: list[Any]) -> None:
-    def call(request_id: Any, args: dict[str, Any], token: Any) -> dict[str, Any]:
-        message = search(request_id, **args)
-        if token is not None:
-            message["params"]["_meta"] = {"progressToken": token}
-        return message
-
-    messages = [INIT, INITIALIZED, search(-1, query="storms"), *(call(*c) for c in calls)]
+    messages = [INIT, INITIALIZED, search(-1, query="storms"),
+                *(search(i, meta=None if token is None else {"progressToken": token}, **args) for i, args, token in calls)]
     by_sdk, _ = serve(server, messages, quick=False)
     by_lane, taken = serve(server, messages, quick=True)
     assert answers(by_lane) == answers(by_sdk) and taken >= 1
@@ -162,7 +176,7 @@ def test_a_log_record_of_a_lane_call_reaches_the_client_as_the_sdk_sends_it(serv
     import logging
 
     from mcp_server import client_log
-    from mcp_server.stdio_fast import _LineLog
+    from mcp_server.stdio_fast import _LineLog, _Notices
 
     (workspace / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
     index = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -177,7 +191,7 @@ def test_a_log_record_of_a_lane_call_reaches_the_client_as_the_sdk_sends_it(serv
 
     async def forward() -> None:
         params = sent[0]["params"]
-        with client_log.forwarding_to(_LineLog(write, "info")):
+        with client_log.forwarding_to(_LineLog(_Notices(write, None), "info")):
             logging.getLogger(params["logger"]).warning(params["data"]["message"])
         await anyio.sleep(0.01)  # the send is a task of its own, as in the SDK path
 
@@ -214,21 +228,13 @@ def test_the_console_script_answers_quick_searches_in_the_lane(tmp_path: Path) -
 def slow_search(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """search_documents, the real one, taking a second more in a worker thread (it meets something to
     wait for on the loop, as a write would)."""
-    import dataclasses
-    import functools
-
     from foundation.waiting import about_to_wait
 
-    spec = server.dispatcher.specs["search_documents"]
-    real = spec.fn
-
-    @functools.wraps(real)
-    def slow(*args: Any, **kwargs: Any) -> Any:
+    def wait_a_second(_: dict[str, Any]) -> None:
         about_to_wait()
         time.sleep(1.0)
-        return real(*args, **kwargs)
 
-    monkeypatch.setitem(server.dispatcher.specs, "search_documents", dataclasses.replace(spec, fn=slow))
+    search_doing(server, monkeypatch, wait_a_second)
 
 
 @pytest.mark.parametrize("named", [2, "2"])
@@ -285,29 +291,21 @@ def test_a_line_nested_too_deep_is_refused_and_the_server_goes_on(server: Any, q
 def test_log_records_are_forwarded_as_in_the_sdk_path(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A record a call on the event loop forwards is sent after the call is over: the SDK drops it,
     and so does the lane; a call in a worker thread sends it during the call, on both paths."""
-    import dataclasses
-    import functools
     import logging
 
     from foundation.waiting import about_to_wait
 
-    spec = server.dispatcher.specs["search_documents"]
-    real = spec.fn
-
-    def chatty(in_thread: bool) -> Any:
-        @functools.wraps(real)
-        def search(*args: Any, **kwargs: Any) -> Any:
+    for in_thread in (False, True):
+        def forward(_: dict[str, Any], in_thread: bool = in_thread) -> None:
             if in_thread:
                 about_to_wait()
             logging.getLogger("generalagent.index").warning("a forwarded record")
-            return real(*args, **kwargs)
-        return search
 
-    for in_thread in (False, True):
-        monkeypatch.setitem(server.dispatcher.specs, "search_documents", dataclasses.replace(spec, fn=chatty(in_thread)))
         calls = [INIT, INITIALIZED, search(2, query="storms")]
-        by_sdk, _ = serve(server, calls, quick=False)
-        by_lane, taken = serve(server, calls, quick=True)
+        with monkeypatch.context() as patch:  # the real search again after each round
+            search_doing(server, patch, forward)
+            by_sdk, _ = serve(server, calls, quick=False)
+            by_lane, taken = serve(server, calls, quick=True)
         notes = [[m for m in written if m.get("method") == "notifications/message"] for written in (by_sdk, by_lane)]
         assert notes[0] == notes[1] and len(notes[0]) == int(in_thread) and taken == 1
 
@@ -315,25 +313,15 @@ def test_log_records_are_forwarded_as_in_the_sdk_path(server: Any, monkeypatch: 
 def test_progress_reaches_the_client_as_in_the_sdk_path(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A call with a progress token is taken; the progress it reports (from a worker thread) goes out as
     the SDK sends it, and none without a token."""
-    import dataclasses
-    import functools
-
     from foundation.waiting import about_to_wait
 
-    spec = server.dispatcher.specs["search_documents"]
-    real = spec.fn
-
-    @functools.wraps(real)
-    def reporting(*args: Any, **kwargs: Any) -> Any:
+    def report(kwargs: dict[str, Any]) -> None:
         about_to_wait()
         kwargs["call"].report(1, 2, "half way")
         kwargs["call"].report(2)
-        return real(*args, **kwargs)
 
-    monkeypatch.setitem(server.dispatcher.specs, "search_documents", dataclasses.replace(spec, fn=reporting))
-    with_token = {**search(2, query="storms"),
-                  "params": {"name": "search_documents", "arguments": {"query": "storms"}, "_meta": {"progressToken": "p"}}}
-    calls = [INIT, INITIALIZED, with_token, search(3, query="keeper")]
+    search_doing(server, monkeypatch, report)
+    calls = [INIT, INITIALIZED, search(2, meta={"progressToken": "p"}, query="storms"), search(3, query="keeper")]
     by_sdk, _ = serve(server, calls, quick=False)
     by_lane, taken = serve(server, calls, quick=True)
     progress = [[m for m in written if m.get("method") == "notifications/progress"] for written in (by_sdk, by_lane)]
