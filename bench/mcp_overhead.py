@@ -1,20 +1,26 @@
 """What MCP adds to a call, and the server's memory after many searches (issue 11, scale).
 
     .venv/bin/python -m bench.mcp_overhead [--copies 1] [--calls 300] [--skip-latency]
-                                           [--transports in-process in-memory stdio raw http]
+                                           [--transports in-process in-memory stdio raw http third-party]
                                            [--rss-chunks 100000] [--rss-queries 2000] [--keep DIR]
 
 1. Latency per call, p50/p95 in ms, of `search_documents` (DEV questions, top 10, on the DEV chunks
    replicated `--copies` times) and of a trivial tool (`todo_read`):
    - in-process: `indexing.search.Searcher.search` directly (search only), the tool function
-     `tools.documents.search_documents` called directly (search plus the result's hits), and the tool through
-     `Dispatcher.run` (argument checks, approval gate, audit line, logging; no protocol);
+     `tools.documents.search_documents` called directly (search plus the result's hits), the tool through
+     `Dispatcher.run` (argument checks, approval gate, audit line, logging; no protocol), and a search as
+     the stdio quick lane answers it (`mcp_server.stdio_fast`: the line parsed and checked, the call run,
+     the answer shaped and written; no pipes, no client), in a 2025 and a 2026-07-28 session;
    - the MCP SDK client over the in-memory transport, over stdio (the `generalagent-mcp` console
      script) and over Streamable HTTP on loopback;
    - `raw`: the server's cost alone, without the SDK client's (it re-validates every result against the
      output schema and parses it, 1-3 ms a call): a minimal JSON-RPC client in this process writing one
      line per request to the server's stdin, against our server and against a bare SDK `MCPServer`
-     returning our tools' results computed beforehand (the SDK's own floor for the same payloads).
+     returning our tools' results computed beforehand (the SDK's own floor for the same payloads); our
+     server also in the 2026-07-28 era (`server/discover`, the envelope on every request);
+   - `third-party`: the console script driven by the OpenAI Agents SDK (`MCPServerStdio`) and by
+     pydantic-ai (`MCPToolset` over fastmcp), dev dependencies, with the strict-mode arguments a model
+     sends (every property, null when unused); both speak the 2026-07-28 era.
    "MCP overhead" = transport p50 - in-process p50, shown over the bare search and over the tool function
    (for a bare MCPServer, whose tool does no work, over 0). "Server overhead over the SDK floor" = (our
    server's raw-client p50 - the tool function's p50) - the bare MCPServer's raw-client p50.
@@ -27,6 +33,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -39,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +57,8 @@ from indexing.store import AnalyzedChunk, IndexStore
 SCRIPT = Path(sys.executable).with_name("generalagent-mcp")
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL = "2025-11-25"
+MODERN_PROTOCOL = "2026-07-28"
+SERVER_STAMP = {"io.modelcontextprotocol/serverInfo": {"name": "generalagent-mcp"}}
 WARM_UP = 20
 RSS_CLIENTS = 8
 
@@ -155,7 +164,7 @@ def in_process(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Ro
     from tools.runtime import CallContext
 
     settings = load_settings({"data_dir": data, "roots": [ws]}, environ={})
-    _, dispatcher = build_server(settings)
+    server, dispatcher = build_server(settings)
     rt = dispatcher.runtime
     memory = memory_index(rt)
     memory.build_now()
@@ -174,9 +183,51 @@ def in_process(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Ro
 
         out["search: Dispatcher.run"] = await atimed(search, n)
         out["todo_read: Dispatcher.run"] = await atimed(todo, n)
+        for era, label in ((PROTOCOL, LANE), (MODERN_PROTOCOL, LANE_MODERN)):
+            out[f"search: {label}"] = await atimed(quick_lane(server, era, queries), n)
 
     anyio.run(run)
     return out
+
+
+LANE = "stdio quick lane in-process (no pipes, no client)"
+LANE_MODERN = f"{LANE}, 2026-07-28"
+
+
+def quick_lane(server: Any, era: str, queries: list[str]) -> Callable[[int], Awaitable[object]]:
+    """A search as the stdio reader answers a quick call (mcp_server.stdio_fast): the line parsed, checked,
+    run and its answer written (nowhere), in `era`'s session: what our server adds without the pipes."""
+    import anyio
+
+    from mcp_server.stdio_fast import QuickCalls
+
+    answer = anyio.Event()
+
+    async def write(line: str) -> None:
+        answer.set()
+
+    lane = QuickCalls(server, write)  # the session opens as the SDK would answer it
+    meta = RawClient.envelope() if era == MODERN_PROTOCOL else None
+    if meta is None:
+        lane.read({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": era}})
+    lane.answered("0", json.dumps({"result": {"protocolVersion": era}} if meta is None else
+                                  {"result": {"resultType": "complete", "_meta": SERVER_STAMP}}))
+
+    async def search(i: int) -> object:
+        """The i-th question, or the next one the lane takes (one in 100 quotes a phrase: not quick)."""
+        nonlocal answer
+        answer = anyio.Event()
+        for query in (queries[(i + k) % len(queries)] for k in range(10)):
+            params: dict[str, Any] = {"name": "search_documents", "arguments": {"query": query}}
+            if meta is not None:
+                params["_meta"] = meta
+            line = json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params})
+            if lane.read(json.loads(line)):
+                await answer.wait()
+                return None
+        raise SystemExit("the quick lane takes no search: are the postings loaded?")
+
+    return search
 
 
 CLIENT_CHECK = [0.0]  # seconds the SDK client spent re-validating structured results (its output-schema check)
@@ -339,21 +390,33 @@ async def _wait_for_postings(client: Any, queries: list[str]) -> None:
 class RawClient:
     """An MCP client reduced to the wire: one JSON line per message to the child's stdin, responses read
     line by line until the one with the request's id (notifications skipped); results are not checked
-    against any schema, only parsed with `json.loads`."""
+    against any schema, only parsed with `json.loads`. 2025 era (`initialize`), or with `modern` the
+    2026-07-28 era: `server/discover`, then the envelope in every request's `_meta`."""
 
-    def __init__(self, command: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
+    def __init__(self, command: list[str], env: dict[str, str], cwd: Path, log: Path, modern: bool = False) -> None:
         self.log = log
         with log.open("wb") as err:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                             env=env, cwd=str(cwd))
         self.last_id = 0
+        self.meta: dict[str, Any] | None = None
         try:
+            if modern:
+                self.meta = self.envelope()
+                self.request("server/discover", {})
+                return
             self.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
                                         "clientInfo": {"name": "bench-raw", "version": "1"}})
             self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def envelope() -> dict[str, Any]:
+        """The `_meta` of every 2026-07-28 request."""
+        return {"io.modelcontextprotocol/protocolVersion": MODERN_PROTOCOL, "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "bench-raw", "version": "1"}}
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -362,6 +425,8 @@ class RawClient:
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.last_id += 1
+        if self.meta is not None:
+            params = {**params, "_meta": self.meta}
         self.send({"jsonrpc": "2.0", "id": self.last_id, "method": method, "params": params})
         assert self.process.stdout is not None
         while line := self.process.stdout.readline():
@@ -415,6 +480,7 @@ def wait_for_postings_raw(client: RawClient, queries: list[str]) -> None:
 
 
 RAW = "raw JSON-RPC client, stdio"
+RAW_MODERN = "raw JSON-RPC client, stdio, 2026-07-28"
 BARE_RAW = "bare MCPServer, raw JSON-RPC client, stdio"
 
 
@@ -428,6 +494,12 @@ def over_raw(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]
         rows = raw_rows(client, RAW, queries, n)
     finally:
         client.close()
+    client = RawClient([str(SCRIPT), "serve"], env, ws, data.parent / "raw-modern-stdio.log", modern=True)
+    try:
+        wait_for_postings_raw(client, queries)
+        rows |= raw_rows(client, RAW_MODERN, queries, n)
+    finally:
+        client.close()
     asked = data.parent / "bare-queries.json"
     asked.write_text(json.dumps(queries[: n + WARM_UP], ensure_ascii=False), encoding="utf-8")
     bare = [sys.executable, "-m", "bench.mcp_overhead", "--serve-bare", str(data), str(ws), str(asked)]
@@ -437,6 +509,78 @@ def over_raw(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]
     finally:
         client.close()
     return rows
+
+
+AGENTS = "OpenAI Agents SDK (MCPServerStdio), stdio"
+PYDANTIC_AI = "pydantic-ai (MCPToolset, fastmcp), stdio"
+
+
+def over_third_party(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:
+    """The console script driven by the OpenAI Agents SDK and by pydantic-ai (dev dependencies), each as it
+    calls a tool for a model: strict-mode arguments (every property, null when unused), the 2026-07-28
+    era both speak. The client's own cost is in the wall time; CPU is the server process's."""
+    import anyio
+
+    rows: dict[str, Row] = {}
+    for label, session in ((AGENTS, _agents_session), (PYDANTIC_AI, _pydantic_ai_session)):
+        log = data.parent / f"{session.__name__.strip('_')}.log"
+        command = ["/bin/sh", "-c", 'exec "$0" serve 2>"$1"', str(SCRIPT), str(log)]  # its log to a file, as the others'
+        rows |= anyio.run(_third_party_rows, label, session, command, server_env(data, ws), ws, queries, n)
+    return rows
+
+
+async def _third_party_rows(label: str, session: Callable[..., Any], command: list[str], env: dict[str, str],
+                            ws: Path, queries: list[str], n: int) -> dict[str, Row]:
+    import anyio
+
+    async with session(command, env, ws) as (schema_of, call):
+        properties = schema_of("search_documents")["properties"]
+
+        async def search(i: int) -> object:
+            return await call("search_documents", {**dict.fromkeys(properties), "query": queries[i % len(queries)]})
+
+        await search(0)
+        deadline = time.monotonic() + 60
+        while POSTINGS_PENDING in str(await call("index_status", dict.fromkeys(schema_of("index_status")["properties"]))):
+            if time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.2)
+        return {f"search: {label}": await atimed(search, n, process_cpu(child_server()))}
+
+
+@contextlib.asynccontextmanager
+async def _agents_session(command: list[str], env: dict[str, str],
+                         ws: Path) -> AsyncIterator[tuple[Callable[[str], Any], Any]]:
+    from agents.mcp import MCPServerStdio
+
+    server = MCPServerStdio(params={"command": command[0], "args": command[1:], "env": env, "cwd": str(ws)},
+                            client_session_timeout_seconds=120, name="bench")
+    async with server:
+        tools = {tool.name: tool for tool in await server.list_tools()}
+
+        async def call(name: str, arguments: dict[str, Any]) -> object:
+            result = await server.call_tool(name, arguments)
+            assert not result.is_error, result.content
+            return result.structured_content
+
+        yield (lambda name: tools[name].input_schema), call
+
+
+@contextlib.asynccontextmanager
+async def _pydantic_ai_session(command: list[str], env: dict[str, str],
+                              ws: Path) -> AsyncIterator[tuple[Callable[[str], Any], Any]]:
+    import warnings
+
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    toolset = MCPToolset(StdioTransport(command[0], command[1:], env=env, cwd=str(ws)), log_level="info",
+                         tool_error_behavior="error", init_timeout=120, read_timeout=120)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # whether it could apply log_level on this era
+        async with toolset:
+            tools = {tool.name: tool for tool in await toolset.list_tools()}
+            yield (lambda name: tools[name].input_schema), toolset.direct_call_tool
 
 
 def serve_bare(data: Path, ws: Path, queries: list[str]) -> int:
@@ -477,7 +621,8 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 PARTS: dict[str, Callable[[Path, Path, list[str], int], dict[str, Row]]] = {
-    "in-process": in_process, "in-memory": in_memory, "stdio": over_stdio, "raw": over_raw, "http": over_http}
+    "in-process": in_process, "in-memory": in_memory, "stdio": over_stdio, "raw": over_raw, "http": over_http,
+    "third-party": over_third_party}
 
 
 def latency_table(data: Path, ws: Path, queries: list[str], n: int, parts: list[str]) -> list[str]:

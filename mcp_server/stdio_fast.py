@@ -6,36 +6,50 @@ itself. A `tools/call` that the server can answer at once skips all that: the re
 dispatcher (which checks it with the approval gate, runs it, logs and bounds it, as for any call) and
 writes the answer. It is taken here only when all of this holds, else it goes to the SDK unchanged:
 
-- the session is a 2025-era one whose `initialize` the SDK answered, and no `initialize` or
-  `logging/setLevel` request is still waiting for its answer;
-- the message is a plain JSON-RPC request (id a number or string; params `name`, `arguments` and at
-  most a `_meta` holding a `progressToken`: no task or other `_meta` to honour);
+- the SDK has settled the session's era, and no `initialize` or `logging/setLevel` request is still
+  waiting for its answer. 2025 era: the SDK answered `initialize` with a 2025 version. 2026-07-28 era:
+  the SDK answered a request with a 2026-era result (the serverInfo stamp it puts on those only);
+- the message is a plain JSON-RPC request (id a number or string; params `name`, `arguments` and a
+  `_meta` with nothing to honour beyond what the lane does): 2025 era, at most a `progressToken`;
+  2026-07-28, the request's envelope (protocol version, client info and capabilities, log level
+  opt-in, progress token) that the SDK's own ladder and its per-version params model accept;
 - the tool is listed by the server's profile (visible to every session) and quick for these arguments
   (`ToolSpec.quick`), and the gate allows it at once (`Dispatcher.runs_at_once`);
 - the arguments pass the registered SDK tool's own checks and validation (else the SDK reports them);
 - the skills and agent cards are unchanged (one stat), so no list_changed notification is due.
 
-The answer is built with the SDK's result types and its per-version serializer, as its own pipeline
-builds it (tests/test_stdio_fast.py compares the lines both write on random calls and on the edges
-below). As in the SDK path: a tool's error or a crash is an isError result; log records the call
-forwards while it runs reach the client as `notifications/message` at the session's level (those sent
-once it is over are dropped); a `notifications/cancelled` naming a call still running here (7 or "7")
-cancels it, with no answer; at the end of input, calls still running get the "Connection closed" error.
+The answer is built with the SDK's result types and its own serializer (per version; the 2026 era's
+resultType and serverInfo stamp), as its pipeline builds it (tests/test_stdio_fast.py compares the
+lines both write on random calls, in both eras, and on the edges below). As in the SDK path: a tool's
+error or a crash is an isError result; log records the call forwards while it runs reach the client as
+`notifications/message` at the session's level (2025) or at the request's opt-in (2026-07-28; none
+without one), and those sent once it is over are dropped; a `notifications/cancelled` naming a call
+still running here (7 or "7") cancels it, with no answer; at the end of input, calls still running get
+the "Connection closed" error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mcp.server.connection import Connection, allowed_log_levels
+from mcp.server.runner import ServerRunner
 from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
     CONNECTION_CLOSED,
-    INTERNAL_ERROR,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
     CallToolResult,
     ErrorData,
     JSONRPCError,
@@ -44,7 +58,6 @@ from mcp_types import (
     TextContent,
 )
 from mcp_types import methods as sdk_methods
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from foundation.calls import CallOrigin
 from foundation.errors import GeneralAgentError
@@ -52,6 +65,11 @@ from mcp_server import client_log
 
 REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
+ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY,
+                           LOG_LEVEL_META_KEY, "progressToken"})
+"""The `_meta` keys of a 2026-07-28 call the lane honours (any other: the SDK's pipeline takes it)."""
+ENVELOPES_KEPT = 64
+"""Envelopes (clients, protocol versions) remembered as the SDK reads them; more: forgotten, read again."""
 log = logging.getLogger("generalagent.server")
 RESOLVED = ("ga_approval", "ga_human")
 """The approval and human-question parameters the SDK fills (never sent by a client)."""
@@ -71,15 +89,29 @@ def plain_request(message: dict[str, Any]) -> bool:
             and REQUEST_KEYS.issuperset(message) and isinstance(message.get("params", {}), dict))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Envelope:
+    """What one call carries besides its tool and arguments: the protocol version it is answered at, the
+    calling client's name, the log levels it receives, and its progress token (None: none asked)."""
+
+    version: str
+    client: str
+    log_levels: frozenset[str]
+    token: int | str | None
+
+
 class QuickCalls:
     """Which client lines are quick calls answered here, and what the session's state allows (module doc)."""
 
     def __init__(self, server: Any, write: Callable[[str], Awaitable[None]]) -> None:
         self._server, self._write = server, write
         self._dispatcher = server.dispatcher
-        self._version: str | None = None  # the session's protocol version, once initialize is answered
+        self._serializer = ServerRunner(server._lowlevel_server, connection=None, lifespan_state=None)  # type: ignore[arg-type]
+        self._version: str | None = None  # a 2025-era session's version, once initialize is answered
+        self._modern = False  # a 2026-07-28 session, once the SDK answered a request in that era
         self._client = "default"
         self._level = client_log.DEFAULT_LEVEL
+        self._envelopes: dict[str, _Envelope | None] = {}  # a 2026-era `_meta` (no progress token) as read
         self._awaited: dict[str, tuple[str, Any]] = {}  # answers that change the session: id -> (what, value)
         self._running: dict[str, asyncio.Task[None]] = {}  # calls not answered yet, by id
         self._tasks: set[asyncio.Task[None]] = set()  # every call's task until it ends (the loop keeps weak ones)
@@ -99,19 +131,24 @@ class QuickCalls:
         return False
 
     def answered(self, key: str, text: str) -> None:
-        """The SDK wrote the answer to request `key`: an initialize or setLevel result changes the session."""
+        """The SDK wrote the answer to request `key`: an initialize or setLevel result changes the session,
+        and the first 2026-era result settles that era."""
         awaited = self._awaited.pop(key, None)
-        if awaited is None:
+        if awaited is None and (self._modern or self._version is not None):
             return
         result = json.loads(text).get("result")
         if not isinstance(result, dict):
             return  # an error: nothing changed
+        if awaited is None:
+            meta = result.get("_meta")
+            self._modern = "resultType" in result and isinstance(meta, dict) and SERVER_INFO_META_KEY in meta
+            return
         method, params = awaited
         if method == "logging/setLevel":
             self._level = str(params.get("level", self._level))
             return
         version = result.get("protocolVersion")
-        if isinstance(version, str) and version not in MODERN_PROTOCOL_VERSIONS:
+        if isinstance(version, str) and not self._modern:
             info = params.get("clientInfo")
             name = info.get("name") if isinstance(info, dict) else None
             self._client = name if isinstance(name, str) and name else "default"
@@ -130,15 +167,14 @@ class QuickCalls:
         task.add_done_callback(self._tasks.discard)
         return True
 
-    def _quick_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any], CallOrigin, int | str | None] | None:
-        """(spec, arguments, origin, progress token) of a call this lane may answer (see the module doc),
-        else None."""
+    def _quick_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any], CallOrigin, _Envelope] | None:
+        """(spec, arguments, origin, envelope) of a call this lane may answer (see the module doc), else None."""
         params = message.get("params")
-        if (self._version is None or self._awaited or not plain_request(message) or not isinstance(params, dict)
+        if (self._awaited or not plain_request(message) or not isinstance(params, dict)
                 or not CALL_PARAMS.issuperset(params)):
             return None
-        token = _progress_token(params)
-        if token is False:
+        envelope = self._modern_envelope(params) if self._modern else self._session_envelope(params.get("_meta"))
+        if envelope is None:
             return None
         name, arguments = params.get("name"), params.get("arguments") or {}
         spec = self._dispatcher.specs.get(name) if isinstance(name, str) else None
@@ -148,8 +184,36 @@ class QuickCalls:
         validated = self._validated(spec.name, arguments)
         if validated is None:
             return None
-        origin = CallOrigin(kind="client", client_id=self._client, session_id=None)
-        return (spec, validated, origin, token) if self._dispatcher.runs_at_once(spec, validated, origin) else None
+        origin = CallOrigin(kind="client", client_id=envelope.client, session_id=None)
+        return (spec, validated, origin, envelope) if self._dispatcher.runs_at_once(spec, validated, origin) else None
+
+    def _session_envelope(self, meta: Any) -> _Envelope | None:
+        """A 2025-era call's envelope: the session's (its `_meta` may hold a progress token, nothing else)."""
+        if self._version is None or (meta is not None and (not isinstance(meta, dict) or set(meta) != {"progressToken"})):
+            return None
+        token = _token(meta)
+        if token is False:
+            return None
+        levels = frozenset(client_log.LEVELS[client_log.LEVELS.index(self._level):])
+        return _Envelope(self._version, self._client, levels, token)
+
+    def _modern_envelope(self, params: dict[str, Any]) -> _Envelope | None:
+        """A 2026-07-28 call's envelope, read as the SDK reads it (None when its ladder or params model would
+        refuse the call, or `_meta` holds more than the lane honours). A client sends the same envelope on
+        every call (but for its progress token): what the SDK makes of one is kept (ENVELOPES_KEPT)."""
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or not ENVELOPE_KEYS.issuperset(meta):
+            return None
+        token = _token(meta)
+        if token is False:
+            return None
+        key = json.dumps({name: value for name, value in meta.items() if name != "progressToken"}, sort_keys=True)
+        if key not in self._envelopes:
+            if len(self._envelopes) >= ENVELOPES_KEPT:
+                self._envelopes.clear()
+            self._envelopes[key] = _read_envelope(params)
+        found = self._envelopes[key]
+        return None if found is None else dataclasses.replace(found, token=token)
 
     def _validated(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
         """The arguments as the registered SDK tool checks and validates them (None: the SDK reports why)."""
@@ -164,27 +228,22 @@ class QuickCalls:
         return {key: value for key, value in validated.items() if key not in RESOLVED}
 
     async def _answer(self, request_id: int | str, spec: Any, args: dict[str, Any], origin: CallOrigin,
-                      token: int | str | None) -> None:
-        outcome = await self._outcome(spec, args, origin, token)
-        try:
-            assert self._version is not None
-            wire = sdk_methods.serialize_server_result("tools/call", self._version,
-                                                       outcome.model_dump(by_alias=True, mode="json", exclude_none=True))
+                      envelope: _Envelope) -> None:
+        outcome = await self._outcome(spec, args, origin, envelope)
+        try:  # the SDK's own shaping: per-version sieve, cache hint, resultType and serverInfo stamp (2026)
+            wire = self._serializer._serialize("tools/call", envelope.version, outcome)
             message: JSONRPCResponse | JSONRPCError = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire)
-        except Exception:  # as the SDK answers a result its serializer refuses
-            log.exception("the quick call %s returned an invalid result", spec.name)
-            message = JSONRPCError(jsonrpc="2.0", id=request_id,
-                                   error=ErrorData(code=INTERNAL_ERROR, message="Handler returned an invalid result"))
+        except MCPError as refused:  # a result its serializer refuses: the SDK's answer
+            message = JSONRPCError(jsonrpc="2.0", id=request_id, error=refused.error)
         self._running.pop(request_key(request_id), None)  # answered: nothing to cancel or close any more
         await self._write(_line(message))
 
-    async def _outcome(self, spec: Any, args: dict[str, Any], origin: CallOrigin,
-                       token: int | str | None) -> CallToolResult:
+    async def _outcome(self, spec: Any, args: dict[str, Any], origin: CallOrigin, envelope: _Envelope) -> CallToolResult:
         """The call's result as the SDK's tool wrapper words it (a tool's error, or a crash: isError)."""
         dispatcher = self._dispatcher
-        notices = _Notices(self._write, token)
+        notices = _Notices(self._write, envelope.token)
         try:
-            with client_log.forwarding_to(_LineLog(notices, self._level)):
+            with client_log.forwarding_to(_LineLog(notices, envelope.log_levels)):
                 result = await dispatcher.run(spec.name, args, origin, sink=notices.progress)
             data, text = dispatcher.bounded_payload(result)
             return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
@@ -213,6 +272,23 @@ class QuickCalls:
                 task.cancel()
 
 
+def _read_envelope(params: dict[str, Any]) -> _Envelope | None:
+    """What the SDK reads from a 2026-07-28 call's `_meta` (its inbound ladder, its per-version params model,
+    the connection it builds from the envelope, the log opt-in); None when it would refuse the call. Only
+    `_meta` can make that refusal: the lane's calls have a string name and an object of arguments."""
+    route = classify_inbound_request({"method": "tools/call", "params": params})
+    if not isinstance(route, InboundModernRoute):
+        return None
+    try:
+        sdk_methods.validate_client_request("tools/call", route.protocol_version, params)
+    except Exception:  # the SDK words the refusal
+        return None
+    connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+    info = connection.client_params.client_info if connection.client_params is not None else None
+    client = info.name if info is not None and info.name else "default"
+    return _Envelope(route.protocol_version, client, allowed_log_levels(route.protocol_version, params["_meta"]), None)
+
+
 def _failed(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
@@ -222,13 +298,10 @@ def _line(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> str:
     return message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
 
 
-def _progress_token(params: dict[str, Any]) -> int | str | None | bool:
-    """The call's progress token (None: none asked); False when `_meta` holds anything else."""
-    meta = params.get("_meta")
-    if meta is None:
+def _token(meta: dict[str, Any] | None) -> int | str | None | bool:
+    """The call's progress token (None: none asked); False for one the lane leaves to the SDK."""
+    if not meta or "progressToken" not in meta:
         return None
-    if not isinstance(meta, dict) or set(meta) != {"progressToken"}:
-        return False
     token = meta["progressToken"]
     return token if isinstance(token, int | str) and not isinstance(token, bool) else False
 
@@ -258,11 +331,14 @@ class _Notices:
 
 
 class _LineLog(client_log.ClientLog):
-    """A quick call's forwarded log records: `notifications/message` at the session's level."""
+    """A quick call's forwarded log records: `notifications/message` at the levels its envelope receives."""
 
-    def __init__(self, notices: _Notices, threshold: str) -> None:
-        super().__init__(ctx=None, threshold=threshold)
-        self._notices = notices
+    def __init__(self, notices: _Notices, levels: frozenset[str]) -> None:
+        super().__init__(ctx=None, threshold=None)
+        self._notices, self._levels = notices, levels
+
+    def wants(self, level: str) -> bool:
+        return level in self._levels
 
     async def send(self, level: str, data: Any, logger: str) -> None:
         with contextlib.suppress(Exception):  # best effort, as ClientLog.send

@@ -191,7 +191,7 @@ def test_a_log_record_of_a_lane_call_reaches_the_client_as_the_sdk_sends_it(serv
 
     async def forward() -> None:
         params = sent[0]["params"]
-        with client_log.forwarding_to(_LineLog(_Notices(write, None), "info")):
+        with client_log.forwarding_to(_LineLog(_Notices(write, None), frozenset(client_log.LEVELS[1:]))):
             logging.getLogger(params["logger"]).warning(params["data"]["message"])
         await anyio.sleep(0.01)  # the send is a task of its own, as in the SDK path
 
@@ -199,8 +199,9 @@ def test_a_log_record_of_a_lane_call_reaches_the_client_as_the_sdk_sends_it(serv
     assert [json.loads(line) for line in lines] == sent[:1]
 
 
-def test_the_console_script_answers_quick_searches_in_the_lane(tmp_path: Path) -> None:
-    """Over real pipes: once the postings are loaded, a search is answered by the reader."""
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+def test_the_console_script_answers_quick_searches_in_the_lane(tmp_path: Path, era: str) -> None:
+    """Over real pipes, in either era: once the postings are loaded, a search is answered by the reader."""
     from tests.test_stdio import INITIALIZE, RawStdioServer
 
     docs = tmp_path / "docs"
@@ -208,14 +209,19 @@ def test_the_console_script_answers_quick_searches_in_the_lane(tmp_path: Path) -
     (docs / "a.txt").write_text("The lighthouse keeper wrote about storms.", encoding="utf-8")
     server = RawStdioServer(tmp_path, GENERALAGENT_ROOTS=str(docs), GENERALAGENT_LOG_LEVEL="DEBUG",
                             GENERALAGENT_SEARCH_MEMORY_MIN_CHUNKS="1")
+    call = search if era == PROTOCOL else modern
     try:
-        assert "result" in server.ask(INITIALIZE)
-        server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        assert not server.ask({**search(2, path="."), "params": {"name": "index_path", "arguments": {"path": "."}}}
-                              )["result"].get("isError")
+        if era == PROTOCOL:
+            assert "result" in server.ask(INITIALIZE)
+            server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        else:
+            assert server.ask(DISCOVER)["result"]["resultType"] == "complete"
+        index = call(2)
+        index["params"].update(name="index_path", arguments={"path": "."})
+        assert not server.ask(index)["result"].get("isError")
         deadline, n = time.monotonic() + 30, 3
         while "is answered by the stdio reader" not in server.stderr_path.read_text() and time.monotonic() < deadline:
-            answer = server.ask(search(n, query="lighthouse storms"))
+            answer = server.ask(call(n, query="lighthouse storms"))
             assert answer["result"]["structuredContent"]["hits"][0]["path"] == "a.txt"
             n += 1
             time.sleep(0.05)
@@ -326,4 +332,95 @@ def test_progress_reaches_the_client_as_in_the_sdk_path(server: Any, monkeypatch
     by_lane, taken = serve(server, calls, quick=True)
     progress = [[m for m in written if m.get("method") == "notifications/progress"] for written in (by_sdk, by_lane)]
     assert progress[0] == progress[1] and len(progress[0]) == 2 and taken == 2
+    assert answers(by_lane) == answers(by_sdk)
+
+
+# -- the 2026-07-28 era: every request carries its envelope in `_meta`; no handshake
+
+MODERN = "2026-07-28"
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "modern-test", "version": "1"}}
+DISCOVER = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": ENVELOPE}}
+
+
+def modern(request_id: Any, meta: dict[str, Any] | None = None, **arguments: Any) -> dict[str, Any]:
+    """A search_documents call in the 2026-07-28 era (the envelope, updated by `meta`)."""
+    return search(request_id, meta={**ENVELOPE, **(meta or {})}, **arguments)
+
+
+def test_modern_era_searches_are_answered_by_the_lane_as_the_sdk_answers_them(server: Any) -> None:
+    """Once the SDK answered the session's first request in the 2026 era (not before), enveloped quick
+    calls are taken: resultType and the serverInfo stamp as the SDK puts them."""
+    calls = [modern(1, query="storms"), modern("two", query="风暴"), modern(3, query="keeper", max_results=1),
+             DISCOVER, modern(4, {"progressToken": 4}, query="lighthouse storms")]
+    by_sdk, none = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    assert none == 0 and taken == 3  # the first answer settles the era
+    assert answers(by_lane) == answers(by_sdk)
+    result = answers(by_lane)["4"]["result"]
+    assert result["resultType"] == "complete" and "io.modelcontextprotocol/serverInfo" in result["_meta"]
+    assert result["structuredContent"]["hits"][0]["path"] == "doc0.txt"
+
+
+def test_what_the_lane_does_not_take_in_the_modern_era_goes_to_the_sdk(server: Any) -> None:
+    """No envelope, a broken or unsupported one, `_meta` beyond what the lane honours, initialize (refused
+    in this era), and an enveloped call in a 2025 session (refused there)."""
+    calls = [DISCOVER, search(1, query="storms"),
+             modern(2, {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}, query="storms"),
+             search(3, meta={k: v for k, v in ENVELOPE.items() if "Capabilities" not in k}, query="storms"),
+             modern(4, {"io.modelcontextprotocol/logLevel": "loud"}, query="storms"),
+             modern(5, {"io.modelcontextprotocol/clientInfo": "not an object"}, query="storms"),
+             modern(6, {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, query="storms"),
+             modern(7, {"progressToken": None}, query="storms"),
+             {**INIT, "id": 8}, modern(9, query="storms", mode="all"), modern(10, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    assert taken == 1  # only the last one
+    assert answers(by_lane) == answers(by_sdk)
+    assert all("error" in answers(by_lane)[key] for key in ("1", "2", "3", "8"))
+    legacy = [INIT, INITIALIZED, modern(1, query="storms"), search(2, query="storms")]
+    by_sdk, _ = serve(server, legacy, quick=False)
+    by_lane, taken = serve(server, legacy, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken == 1 and "error" in answers(by_lane)["1"]
+
+
+implementations = st.fixed_dictionaries({"name": st.text(max_size=8), "version": st.sampled_from(["1", "2.0"])},
+                                        optional={"title": st.text(max_size=4)}) | st.none() | st.just(["x"])
+envelopes = st.fixed_dictionaries(
+    {"io.modelcontextprotocol/protocolVersion": st.sampled_from([MODERN, MODERN, "2025-11-25", 7])},
+    optional={"io.modelcontextprotocol/clientCapabilities": st.just({}) | st.just({"sampling": {}}) | st.just(3),
+              "io.modelcontextprotocol/clientInfo": implementations,
+              "io.modelcontextprotocol/logLevel": st.sampled_from(["debug", "info", "warning", "error", "x", None]),
+              "progressToken": tokens})
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=st.lists(st.tuples(request_ids, arguments, envelopes), min_size=1, max_size=6,
+                      unique_by=lambda c: json.dumps(c[0])))
+def test_random_modern_calls_get_the_same_answers_with_and_without_the_lane(server: Any, calls: list[Any]) -> None:
+    messages = [DISCOVER, modern(-1, query="storms"), *(search(i, meta=meta, **args) for i, args, meta in calls)]
+    by_sdk, _ = serve(server, messages, quick=False)
+    by_lane, taken = serve(server, messages, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken >= 1
+
+
+@pytest.mark.parametrize("opt_in", [None, "debug", "warning", "error"])
+def test_modern_log_records_follow_the_requests_opt_in_as_in_the_sdk_path(
+        server: Any, monkeypatch: pytest.MonkeyPatch, opt_in: str | None) -> None:
+    """A forwarded warning reaches the client only when the request opted in at warning or below."""
+    import logging
+
+    from foundation.waiting import about_to_wait
+
+    def forward(_: dict[str, Any]) -> None:
+        about_to_wait()  # in a worker thread: the record is sent while the call runs
+        logging.getLogger("generalagent.index").warning("a forwarded record")
+
+    search_doing(server, monkeypatch, forward)
+    meta = {} if opt_in is None else {"io.modelcontextprotocol/logLevel": opt_in}
+    calls = [DISCOVER, modern(2, meta, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    notes = [[m for m in written if m.get("method") == "notifications/message"] for written in (by_sdk, by_lane)]
+    assert notes[0] == notes[1] and len(notes[0]) == int(opt_in in ("debug", "warning")) and taken == 1
     assert answers(by_lane) == answers(by_sdk)

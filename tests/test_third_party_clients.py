@@ -43,7 +43,8 @@ def server_env(tmp_path: Path) -> dict[str, str]:
         (docs / f"note{i:03d}.txt").write_text(f"Note {i}: the heron waits by the river {i}.\n" * 20, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
     env.update(GENERALAGENT_DATA_DIR=str(tmp_path / "data"), GENERALAGENT_ROOTS=str(workspace),
-               GENERALAGENT_TOOL_PROFILE="full")
+               GENERALAGENT_TOOL_PROFILE="full", GENERALAGENT_LOG_LEVEL="DEBUG",
+               GENERALAGENT_SEARCH_MEMORY_MIN_CHUNKS="1")  # in-memory postings: searches become quick calls
     return env
 
 
@@ -73,12 +74,25 @@ async def read_job_to_its_end(call: Callable[..., Awaitable[dict[str, Any]]]) ->
     return job
 
 
+async def searches_until_the_lane_takes_one(search: Callable[[], Awaitable[Any]], capfd: pytest.CaptureFixture[str]) -> None:
+    """The client's searches (its own wire format: envelope, nulls, progress token) are answered by the
+    stdio reader (mcp_server.stdio_fast) once the postings are loaded: the server's debug log says so."""
+    log = ""
+    for _ in range(200):
+        await search()
+        log += capfd.readouterr().err
+        if "search_documents (id" in log and "is answered by the stdio reader" in log:
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError("no search was answered by the stdio reader:\n" + log[-3000:])
+
+
 def every_argument(schema: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     """What a strict-mode model sends: every property, null for the ones it does not use."""
     return {name: given.get(name) for name in schema["properties"]}
 
 
-async def test_openai_agents_sdk_over_stdio(tmp_path: Path) -> None:
+async def test_openai_agents_sdk_over_stdio(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from agents.mcp import MCPServerStdio
     from agents.mcp.util import MCPUtil
 
@@ -100,6 +114,7 @@ async def test_openai_agents_sdk_over_stdio(tmp_path: Path) -> None:
         assert not indexed.is_error, indexed
         found = await call("search_documents", query="fox")
         assert not found.is_error and found.structured_content["hits"][0]["path"] == "fox.txt"
+        await searches_until_the_lane_takes_one(lambda: call("search_documents", query="fox"), capfd)
 
         async def structured(name: str, given: dict[str, Any]) -> dict[str, Any]:
             result = await call(name, **given)
@@ -116,7 +131,7 @@ async def test_openai_agents_sdk_over_stdio(tmp_path: Path) -> None:
     assert (tmp_path / "workspace" / "out.txt").read_text(encoding="utf-8") == "hello"
 
 
-async def test_pydantic_ai_over_stdio(tmp_path: Path) -> None:
+async def test_pydantic_ai_over_stdio(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from fastmcp.client.transports import StdioTransport
     from fastmcp.exceptions import ToolError
     from pydantic_ai.mcp import MCPToolset
@@ -144,6 +159,8 @@ async def test_pydantic_ai_over_stdio(tmp_path: Path) -> None:
         await toolset.direct_call_tool("index_path", {"path": "fox.txt"})
         found = await toolset.direct_call_tool("search_documents", {"query": "fox", "max_results": None})
         assert found["hits"][0]["path"] == "fox.txt"
+        await searches_until_the_lane_takes_one(
+            lambda: toolset.direct_call_tool("search_documents", {"query": "fox", "max_results": None}), capfd)
 
         await read_job_to_its_end(toolset.direct_call_tool)
 
