@@ -184,7 +184,7 @@ def in_process(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Ro
         out["search: Dispatcher.run"] = await atimed(search, n)
         out["todo_read: Dispatcher.run"] = await atimed(todo, n)
         for era, label in ((PROTOCOL, LANE), (MODERN_PROTOCOL, LANE_MODERN)):
-            out[f"search: {label}"] = await atimed(quick_lane(server, era, queries), n)
+            out[f"search: {label}"] = await atimed(await quick_lane(server, era, queries), n)
 
     anyio.run(run)
     return out
@@ -194,7 +194,7 @@ LANE = "stdio quick lane in-process (no pipes, no client)"
 LANE_MODERN = f"{LANE}, 2026-07-28"
 
 
-def quick_lane(server: Any, era: str, queries: list[str]) -> Callable[[int], Awaitable[object]]:
+async def quick_lane(server: Any, era: str, queries: list[str]) -> Callable[[int], Awaitable[object]]:
     """A search as the stdio reader answers a quick call (mcp_server.stdio_fast): the line parsed, checked,
     run and its answer written (nowhere), in `era`'s session: what our server adds without the pipes."""
     import anyio
@@ -206,6 +206,10 @@ def quick_lane(server: Any, era: str, queries: list[str]) -> Callable[[int], Awa
     async def write(line: str) -> None:
         answer.set()
 
+    from foundation.calls import CallOrigin
+
+    # a server that has answered a first call: the rules, the audit file and jieba are loaded
+    await server.dispatcher.run("search_documents", {"query": queries[0]}, CallOrigin(kind="client"))
     lane = QuickCalls(server, write)  # the session opens as the SDK would answer it
     meta = RawClient.envelope() if era == MODERN_PROTOCOL else None
     if meta is None:

@@ -78,6 +78,7 @@ def chunk_document(extracted: Extracted, options: ChunkingOptions | None = None)
 def _row_windows(text: str, rows: list[Unit], options: ChunkingOptions) -> Iterator[_Segment]:
     """Windows of whole consecutive rows up to max_chars, overlapping by the rows that fit in overlap_chars."""
     limit, n, i = options.max_chars, len(rows), 0
+    fresh = 0  # the window's first row that the window before did not hold (only such rows overlap again)
     while i < n:
         first = rows[i]
         j = i
@@ -91,11 +92,12 @@ def _row_windows(text: str, rows: list[Unit], options: ChunkingOptions) -> Itera
         k, following = j + 1, rows[j + 1]
         if following.end - following.start <= limit:  # a long row next starts afresh
             # the overlap: the last rows that fit in overlap_chars and still leave room for the next row
-            # (else the next window would end where this one does: a repeat with nothing new)
-            while (k - 1 > i and last.end - rows[k - 1].start <= options.overlap_chars
+            # (else the next window would end where this one does: a repeat with nothing new); a row this
+            # window repeats from the one before is not carried again (it would be in three windows)
+            while (k - 1 > max(i, fresh - 1) and last.end - rows[k - 1].start <= options.overlap_chars
                    and following.end - rows[k - 1].start <= limit):
                 k -= 1
-        i = k
+        i, fresh = k, j + 1
 
 
 def _make_chunk(text: str, index: int, start: int, end: int, unit: Unit) -> Chunk:

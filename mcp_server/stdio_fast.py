@@ -136,7 +136,11 @@ class QuickCalls:
         awaited = self._awaited.pop(key, None)
         if awaited is None and (self._modern or self._version is not None):
             return
-        result = json.loads(text).get("result")
+        try:
+            answer = json.loads(text)
+        except (ValueError, RecursionError):  # not ours to judge: the SDK wrote it
+            return
+        result = answer.get("result") if isinstance(answer, dict) else None
         if not isinstance(result, dict):
             return  # an error: nothing changed
         if awaited is None:
@@ -155,7 +159,11 @@ class QuickCalls:
             self._version = version
 
     def _take(self, message: dict[str, Any]) -> bool:
-        call = self._quick_call(message)
+        try:
+            call = self._quick_call(message)
+        except Exception:  # e.g. a `_meta` nested too deep to encode: the SDK answers it (the reader goes on)
+            log.debug("a tools/call the lane could not read goes to the SDK", exc_info=True)
+            return False
         if call is None:
             return False
         self.taken += 1

@@ -29,9 +29,45 @@ def test_raw_rows_for_our_server_and_the_bare_one(tmp_path: Path, monkeypatch: p
                         lambda *a: server_env(*a) | {"GENERALAGENT_SEARCH_MEMORY_MIN_CHUNKS": "1"})
     monkeypatch.setattr(mcp_overhead, "wait_for_postings_raw", waited)
     rows = mcp_overhead.over_raw(data, ws, QUERIES, 4)
-    assert searches == ["in memory"]  # the wait's phrase is still index_status's
-    assert list(rows) == [f"{tool}: {label}" for label in (mcp_overhead.RAW, mcp_overhead.BARE_RAW)
-                          for tool in ("search", "todo_read")]
+    assert searches == ["in memory", "in memory"]  # the wait's phrase is still index_status's (both eras)
+    assert list(rows) == [f"{tool}: {label}" for label in (mcp_overhead.RAW, mcp_overhead.RAW_MODERN,
+                                                           mcp_overhead.BARE_RAW) for tool in ("search", "todo_read")]
     assert all(p50 > 0 and p95 >= p50 and cpu >= 0 for p50, p95, cpu in rows.values())
     rows["search: the tool function"] = (1.0, 1.0, 1.0)
     assert "Server overhead over the SDK floor" in mcp_overhead.floor_lines(rows)[0]
+
+
+@pytest.fixture
+def tiny_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    data, ws = tmp_path / "data", tmp_path / "ws"
+    mcp_overhead.build_index(data, ws, analyze_chunks([Chunk(0, 0, len(text), text) for text in TEXTS]), 60)
+    server_env = mcp_overhead.server_env
+    monkeypatch.setattr(mcp_overhead, "WARM_UP", 2)
+    monkeypatch.setattr(mcp_overhead, "server_env",  # the postings kept in memory even for 60 chunks
+                        lambda *a: server_env(*a) | {"GENERALAGENT_SEARCH_MEMORY_MIN_CHUNKS": "1"})
+    return data, ws
+
+
+def test_the_quick_lane_rows_time_searches_the_lane_takes(tiny_index: tuple[Path, Path]) -> None:
+    import anyio
+
+    from foundation.settings import load_settings
+    from mcp_server.server import build_server
+    from tools.index_services import memory_index
+
+    data, ws = tiny_index
+    server, dispatcher = build_server(load_settings({"data_dir": data, "roots": [ws], "search_memory_min_chunks": 1},
+                                                    environ={}))
+    memory_index(dispatcher.runtime).build_now()
+
+    async def rows() -> list[mcp_overhead.Row]:
+        return [await mcp_overhead.atimed(await mcp_overhead.quick_lane(server, era, QUERIES), 4)
+                for era in (mcp_overhead.PROTOCOL, mcp_overhead.MODERN_PROTOCOL)]
+
+    assert all(p50 > 0 and p95 >= p50 for p50, p95, _ in anyio.run(rows))
+
+
+def test_third_party_rows(tiny_index: tuple[Path, Path]) -> None:
+    rows = mcp_overhead.over_third_party(*tiny_index, QUERIES, 4)
+    assert list(rows) == [f"search: {mcp_overhead.AGENTS}", f"search: {mcp_overhead.PYDANTIC_AI}"]
+    assert all(p50 > 0 and p95 >= p50 and cpu >= 0 for p50, p95, cpu in rows.values())

@@ -58,6 +58,7 @@ def test_xlsx_long_text_rows_fit_the_chunk_size(tmp_path: Path) -> None:
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(min_value=1, max_value=1200), min_size=1, max_size=60), st.integers(0, 150))
 @example(lengths=[1, 1, 48, 242], overlap=55)  # the overlap rows left no room for the next row: a repeat window
+@example(lengths=[186, 16, 42, 42, 186], overlap=91)  # rows a window repeats carried again: a row in 3 chunks
 def test_row_windows_for_any_row_lengths(lengths: list[int], overlap: int) -> None:
     lines = [f"m{i}|" + "w " * (n // 2) for i, n in enumerate(lengths)]
     text = "\n".join(lines)

@@ -424,3 +424,28 @@ def test_modern_log_records_follow_the_requests_opt_in_as_in_the_sdk_path(
     notes = [[m for m in written if m.get("method") == "notifications/message"] for written in (by_sdk, by_lane)]
     assert notes[0] == notes[1] and len(notes[0]) == int(opt_in in ("debug", "warning")) and taken == 1
     assert answers(by_lane) == answers(by_sdk)
+
+
+def test_a_call_the_lane_fails_to_read_goes_to_the_sdk_and_the_reader_goes_on(
+        server: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Reading a call must never stop the reader: a failure there (say, an envelope nested too deep to
+    encode as its cache key: RecursionError) leaves the call to the SDK, as without the lane."""
+    import logging
+
+    from mcp.shared.inbound import classify_inbound_request
+
+    import mcp_server.stdio_fast as lane
+
+    def too_deep(body: Any, **kwargs: Any) -> Any:
+        if "deep" in json.dumps(body):
+            raise RecursionError("maximum recursion depth exceeded")
+        return classify_inbound_request(body, **kwargs)
+
+    monkeypatch.setattr(lane, "classify_inbound_request", too_deep)
+    calls = [DISCOVER, modern(1, {"io.modelcontextprotocol/clientCapabilities": {"experimental": {"deep": {}}}},
+                              query="storms"), modern(2, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    with caplog.at_level(logging.DEBUG, logger="generalagent.server"):
+        by_lane, taken = serve(server, calls, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken == 1 and "result" in answers(by_lane)["1"]
+    assert "a tools/call the lane could not read goes to the SDK" in caplog.text

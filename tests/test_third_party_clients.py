@@ -74,17 +74,15 @@ async def read_job_to_its_end(call: Callable[..., Awaitable[dict[str, Any]]]) ->
     return job
 
 
-async def searches_until_the_lane_takes_one(search: Callable[[], Awaitable[Any]], capfd: pytest.CaptureFixture[str]) -> None:
+async def searches_until_the_lane_takes_one(search: Callable[[], Awaitable[Any]], server_log: Path) -> None:
     """The client's searches (its own wire format: envelope, nulls, progress token) are answered by the
     stdio reader (mcp_server.stdio_fast) once the postings are loaded: the server's debug log says so."""
-    log = ""
     for _ in range(200):
         await search()
-        log += capfd.readouterr().err
-        if "search_documents (id" in log and "is answered by the stdio reader" in log:
+        if "is answered by the stdio reader" in server_log.read_text(encoding="utf-8", errors="replace"):
             return
         await anyio.sleep(0.05)
-    raise AssertionError("no search was answered by the stdio reader:\n" + log[-3000:])
+    raise AssertionError("no search was answered by the stdio reader:\n" + server_log.read_text()[-3000:])
 
 
 def every_argument(schema: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
@@ -92,12 +90,14 @@ def every_argument(schema: dict[str, Any], given: dict[str, Any]) -> dict[str, A
     return {name: given.get(name) for name in schema["properties"]}
 
 
-async def test_openai_agents_sdk_over_stdio(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+async def test_openai_agents_sdk_over_stdio(tmp_path: Path) -> None:
     from agents.mcp import MCPServerStdio
     from agents.mcp.util import MCPUtil
 
-    env = server_env(tmp_path)
-    server = MCPServerStdio(params={"command": str(CONSOLE_SCRIPT), "args": ["serve"], "env": env},
+    env, server_log = server_env(tmp_path), tmp_path / "server.log"
+    # the console script as configured by a user; its stderr to a file (the library has no option for it)
+    exec_logging = ["-c", 'exec "$0" serve 2>"$1"', str(CONSOLE_SCRIPT), str(server_log)]
+    server = MCPServerStdio(params={"command": "/bin/sh", "args": exec_logging, "env": env},
                             client_session_timeout_seconds=120, name="generalagent")
     async with server:
         tools = {tool.name: tool for tool in await server.list_tools()}
@@ -114,7 +114,7 @@ async def test_openai_agents_sdk_over_stdio(tmp_path: Path, capfd: pytest.Captur
         assert not indexed.is_error, indexed
         found = await call("search_documents", query="fox")
         assert not found.is_error and found.structured_content["hits"][0]["path"] == "fox.txt"
-        await searches_until_the_lane_takes_one(lambda: call("search_documents", query="fox"), capfd)
+        await searches_until_the_lane_takes_one(lambda: call("search_documents", query="fox"), server_log)
 
         async def structured(name: str, given: dict[str, Any]) -> dict[str, Any]:
             result = await call(name, **given)
@@ -131,19 +131,19 @@ async def test_openai_agents_sdk_over_stdio(tmp_path: Path, capfd: pytest.Captur
     assert (tmp_path / "workspace" / "out.txt").read_text(encoding="utf-8") == "hello"
 
 
-async def test_pydantic_ai_over_stdio(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+async def test_pydantic_ai_over_stdio(tmp_path: Path) -> None:
     from fastmcp.client.transports import StdioTransport
     from fastmcp.exceptions import ToolError
     from pydantic_ai.mcp import MCPToolset
     from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 
-    env = server_env(tmp_path)
+    env, server_log = server_env(tmp_path), tmp_path / "server.log"
     logs: list[Any] = []
 
     async def on_log(message: Any) -> None:
         logs.append(message)
 
-    toolset = MCPToolset(StdioTransport(str(CONSOLE_SCRIPT), ["serve"], env=env), log_level="info",
+    toolset = MCPToolset(StdioTransport(str(CONSOLE_SCRIPT), ["serve"], env=env, log_file=server_log), log_level="info",
                          log_handler=on_log, tool_error_behavior="error", init_timeout=120, read_timeout=120)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # whether it could apply log_level on this era
@@ -160,7 +160,7 @@ async def test_pydantic_ai_over_stdio(tmp_path: Path, capfd: pytest.CaptureFixtu
         found = await toolset.direct_call_tool("search_documents", {"query": "fox", "max_results": None})
         assert found["hits"][0]["path"] == "fox.txt"
         await searches_until_the_lane_takes_one(
-            lambda: toolset.direct_call_tool("search_documents", {"query": "fox", "max_results": None}), capfd)
+            lambda: toolset.direct_call_tool("search_documents", {"query": "fox", "max_results": None}), server_log)
 
         await read_job_to_its_end(toolset.direct_call_tool)
 
