@@ -6,9 +6,11 @@ itself. A `tools/call` that the server can answer at once skips all that: the re
 dispatcher (which checks it with the approval gate, runs it, logs and bounds it, as for any call) and
 writes the answer. It is taken here only when all of this holds, else it goes to the SDK unchanged:
 
-- the SDK has settled the session's era, and no `initialize` or `logging/setLevel` request is still
-  waiting for its answer. 2025 era: the SDK answered `initialize` with a 2025 version. 2026-07-28 era:
-  the SDK answered a request with a 2026-era result (the serverInfo stamp it puts on those only);
+- the line parses as the SDK's transport parses it (pydantic-core's JSON, `stdio_pipes._parsed`);
+- the SDK has settled the session's era, no `initialize` or `logging/setLevel` request is still
+  waiting for its answer, and none ever shared its id with another request in flight. 2025 era: the
+  SDK answered `initialize` with a 2025 version. 2026-07-28 era: the SDK answered a request with a
+  2026-era result (the serverInfo stamp it puts on those only);
 - the message is a plain JSON-RPC request (id a number or string; params `name`, `arguments` and a
   `_meta` with nothing to honour beyond what the lane does): 2025 era, at most a `progressToken`;
   2026-07-28, the request's envelope (protocol version, client info and capabilities, log level
@@ -25,7 +27,8 @@ error or a crash is an isError result; log records the call forwards while it ru
 `notifications/message` at the session's level (2025) or at the request's opt-in (2026-07-28; none
 without one), and those sent once it is over are dropped; a `notifications/cancelled` naming a call
 still running here (7 or "7") cancels it, with no answer; at the end of input, calls still running get
-the "Connection closed" error.
+the "Connection closed" error; an answer the SDK's shaping fails on gets the error its dispatcher
+would send. Reading a call never stops the reader: whatever fails there leaves the call to the SDK.
 """
 
 from __future__ import annotations
@@ -35,14 +38,14 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from mcp.server.connection import Connection, allowed_log_levels
-from mcp.server.runner import ServerRunner
+from mcp.server.runner import ServerRunner, modern_error_data
 from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
@@ -58,6 +61,7 @@ from mcp_types import (
     TextContent,
 )
 from mcp_types import methods as sdk_methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from foundation.calls import CallOrigin
 from foundation.errors import GeneralAgentError
@@ -68,8 +72,9 @@ CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
 ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY,
                            LOG_LEVEL_META_KEY, "progressToken"})
 """The `_meta` keys of a 2026-07-28 call the lane honours (any other: the SDK's pipeline takes it)."""
-ENVELOPES_KEPT = 64
-"""Envelopes (clients, protocol versions) remembered as the SDK reads them; more: forgotten, read again."""
+ENVELOPES_KEPT, ENVELOPE_KEY_MAX = 64, 4096
+"""Envelopes (clients, protocol versions) remembered as the SDK reads them, each at most this long as JSON;
+more: forgotten, read again (a longer one: read on every call)."""
 log = logging.getLogger("generalagent.server")
 RESOLVED = ("ga_approval", "ga_human")
 """The approval and human-question parameters the SDK fills (never sent by a client)."""
@@ -103,8 +108,10 @@ class _Envelope:
 class QuickCalls:
     """Which client lines are quick calls answered here, and what the session's state allows (module doc)."""
 
-    def __init__(self, server: Any, write: Callable[[str], Awaitable[None]]) -> None:
-        self._server, self._write = server, write
+    def __init__(self, server: Any, write: Callable[[str], Awaitable[None]], in_flight: Collection[str] = ()) -> None:
+        """`in_flight`: the keys of the requests read and not answered yet (`stdio_pipes._InFlight.ids`), as
+        they stand when a message is given to `read`, before it is counted."""
+        self._server, self._write, self._in_flight = server, write, in_flight
         self._dispatcher = server.dispatcher
         self._serializer = ServerRunner(server._lowlevel_server, connection=None, lifespan_state=None)  # type: ignore[arg-type]
         self._version: str | None = None  # a 2025-era session's version, once initialize is answered
@@ -113,6 +120,7 @@ class QuickCalls:
         self._level = client_log.DEFAULT_LEVEL
         self._envelopes: dict[str, _Envelope | None] = {}  # a 2026-era `_meta` (no progress token) as read
         self._awaited: dict[str, tuple[str, Any]] = {}  # answers that change the session: id -> (what, value)
+        self._unsure = False  # a session-changing request shared its id with another one: which answer is whose?
         self._running: dict[str, asyncio.Task[None]] = {}  # calls not answered yet, by id
         self._tasks: set[asyncio.Task[None]] = set()  # every call's task until it ends (the loop keeps weak ones)
         self.taken = 0  # calls answered here
@@ -127,7 +135,9 @@ class QuickCalls:
         if method == "notifications/cancelled":
             self._cancel(message.get("params"))
         elif method in ("initialize", "logging/setLevel") and plain_request(message):
-            self._awaited[request_key(message["id"])] = (method, message.get("params", {}))  # none taken till answered
+            key = request_key(message["id"])
+            self._unsure |= key in self._awaited or key in self._in_flight  # the lane stays off for good
+            self._awaited[key] = (method, message.get("params", {}))  # none taken till answered
         return False
 
     def answered(self, key: str, text: str) -> None:
@@ -149,7 +159,8 @@ class QuickCalls:
             return
         method, params = awaited
         if method == "logging/setLevel":
-            self._level = str(params.get("level", self._level))
+            level = params.get("level") if isinstance(params, dict) else None
+            self._level = level if level in client_log.LEVELS else self._level
             return
         version = result.get("protocolVersion")
         if isinstance(version, str) and not self._modern:
@@ -178,13 +189,14 @@ class QuickCalls:
     def _quick_call(self, message: dict[str, Any]) -> tuple[Any, dict[str, Any], CallOrigin, _Envelope] | None:
         """(spec, arguments, origin, envelope) of a call this lane may answer (see the module doc), else None."""
         params = message.get("params")
-        if (self._awaited or not plain_request(message) or not isinstance(params, dict)
+        if (self._awaited or self._unsure or not plain_request(message) or not isinstance(params, dict)
                 or not CALL_PARAMS.issuperset(params)):
             return None
         envelope = self._modern_envelope(params) if self._modern else self._session_envelope(params.get("_meta"))
         if envelope is None:
             return None
-        name, arguments = params.get("name"), params.get("arguments") or {}
+        name, arguments = params.get("name"), params.get("arguments")
+        arguments = {} if arguments is None else arguments  # absent or null: none (any other non-object: the SDK)
         spec = self._dispatcher.specs.get(name) if isinstance(name, str) else None
         if (spec is None or spec.quick is None or name not in self._server.listed_by_profile
                 or not isinstance(arguments, dict) or not self._server.prompt_sync.unchanged()):
@@ -215,12 +227,13 @@ class QuickCalls:
         token = _token(meta)
         if token is False:
             return None
-        key = json.dumps({name: value for name, value in meta.items() if name != "progressToken"}, sort_keys=True)
-        if key not in self._envelopes:
+        envelope = {name: value for name, value in meta.items() if name != "progressToken"}
+        key = json.dumps(envelope, sort_keys=True)
+        found = self._envelopes[key] if key in self._envelopes else _read_envelope(envelope)
+        if key not in self._envelopes and len(key) <= ENVELOPE_KEY_MAX:
             if len(self._envelopes) >= ENVELOPES_KEPT:
                 self._envelopes.clear()
-            self._envelopes[key] = _read_envelope(params)
-        found = self._envelopes[key]
+            self._envelopes[key] = found
         return None if found is None else dataclasses.replace(found, token=token)
 
     def _validated(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -241,8 +254,8 @@ class QuickCalls:
         try:  # the SDK's own shaping: per-version sieve, cache hint, resultType and serverInfo stamp (2026)
             wire = self._serializer._serialize("tools/call", envelope.version, outcome)
             message: JSONRPCResponse | JSONRPCError = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire)
-        except MCPError as refused:  # a result its serializer refuses: the SDK's answer
-            message = JSONRPCError(jsonrpc="2.0", id=request_id, error=refused.error)
+        except Exception as exc:  # e.g. a result its serializer refuses: the SDK's answer
+            message = JSONRPCError(jsonrpc="2.0", id=request_id, error=_error_data(exc, envelope.version))
         self._running.pop(request_key(request_id), None)  # answered: nothing to cancel or close any more
         await self._write(_line(message))
 
@@ -280,10 +293,11 @@ class QuickCalls:
                 task.cancel()
 
 
-def _read_envelope(params: dict[str, Any]) -> _Envelope | None:
+def _read_envelope(meta: dict[str, Any]) -> _Envelope | None:
     """What the SDK reads from a 2026-07-28 call's `_meta` (its inbound ladder, its per-version params model,
-    the connection it builds from the envelope, the log opt-in); None when it would refuse the call. Only
-    `_meta` can make that refusal: the lane's calls have a string name and an object of arguments."""
+    the connection it builds from the envelope, the log opt-in); None when it would refuse the call. Read
+    with a name and arguments of the shape the lane takes (a string, an object), so only `_meta` decides."""
+    params = {"name": "tool", "arguments": {}, "_meta": meta}
     route = classify_inbound_request({"method": "tools/call", "params": params})
     if not isinstance(route, InboundModernRoute):
         return None
@@ -294,7 +308,18 @@ def _read_envelope(params: dict[str, Any]) -> _Envelope | None:
     connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
     info = connection.client_params.client_info if connection.client_params is not None else None
     client = info.name if info is not None and info.name else "default"
-    return _Envelope(route.protocol_version, client, allowed_log_levels(route.protocol_version, params["_meta"]), None)
+    return _Envelope(route.protocol_version, client, allowed_log_levels(route.protocol_version, meta), None)
+
+
+def _error_data(exc: Exception, version: str) -> ErrorData:
+    """The error the SDK answers for a handler's exception: its shared mapping, then its catch-all (2025 era:
+    code 0 with the text, as its JSON-RPC dispatcher; 2026: the modern entries' internal error)."""
+    if version in MODERN_PROTOCOL_VERSIONS:
+        return modern_error_data(exc)
+    found = handler_exception_to_error_data(exc)
+    if found is None:
+        log.exception("the quick call's answer could not be shaped")
+    return found if found is not None else ErrorData(code=0, message=str(exc))
 
 
 def _failed(text: str) -> CallToolResult:

@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
+import pydantic_core
+
 from mcp_server.stdio_fast import QuickCalls, request_key
 
 READ_BUFFER_BYTES = 1 << 20
@@ -60,8 +62,9 @@ class _InFlight:
     def read(self, message: Any) -> None:
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
-        if "id" in message:
-            self.ids.add(request_key(message["id"]))
+        request_id = message.get("id")
+        if isinstance(request_id, int | str) and not isinstance(request_id, bool):  # else the SDK answers none
+            self.ids.add(request_key(request_id))
         elif message["method"] == "notifications/cancelled" and isinstance(message.get("params"), dict):
             self._done(request_key(message["params"].get("requestId")))  # a cancelled request gets no answer
 
@@ -128,16 +131,19 @@ class _Lines:
                     await self._quick.close()
                 raise StopAsyncIteration
             message = _parsed(line)
+            taken = self._quick is not None and self._quick.read(message)  # before the message counts in flight
             self._in_flight.read(message)
-            if self._quick is None or not self._quick.read(message):
+            if not taken:
                 return line
             await asyncio.sleep(0)  # a burst of quick calls read at once lets the loop's other tasks run
 
 
 def _parsed(line: str) -> Any:
+    """The message on a line, parsed as the SDK's transport parses it (pydantic-core's JSON: the same
+    nesting limit, lone surrogates refused); None for a line it refuses (the SDK answers it, or not)."""
     try:
-        return json.loads(line)
-    except (ValueError, RecursionError):  # not JSON, or nested too deep: the SDK answers it
+        return pydantic_core.from_json(line)
+    except ValueError:
         return None
 
 
@@ -200,7 +206,7 @@ async def _on_loop(stdin: Any, stdout: Any, in_flight: _InFlight,
 
     output = _Output(write, writer.drain, in_flight)
     if getattr(server, "dispatcher", None) is not None:  # ours (any other MCPServer: the SDK answers all)
-        output.quick = QuickCalls(server, output.write_line)
+        output.quick = QuickCalls(server, output.write_line, in_flight.ids)
     return _Lines(readline, in_flight, output.quick), output, close
 
 

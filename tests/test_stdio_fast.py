@@ -78,7 +78,7 @@ def serve(server: Any, messages: list[Any], quick: bool,
         return None
 
     output = _Output(write, flush, in_flight)
-    lane = QuickCalls(server, output.write_line) if quick else None
+    lane = QuickCalls(server, output.write_line, in_flight.ids) if quick else None
     output.quick = lane
 
     async def run() -> None:
@@ -243,38 +243,67 @@ def slow_search(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     search_doing(server, monkeypatch, wait_a_second)
 
 
+@pytest.mark.parametrize("era", ["2025", "2026"])
 @pytest.mark.parametrize("named", [2, "2"])
 def test_a_running_call_cancelled_by_either_spelling_of_its_id_gets_no_answer(
-        server: Any, slow_search: None, named: Any) -> None:
+        server: Any, slow_search: None, named: Any, era: str) -> None:
+    opening, call = session(era)
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": named}}
-    calls = [INIT, INITIALIZED, search(2, query="storms"), cancel, search(3, query="keeper")]
-    by_sdk, _ = serve(server, calls, quick=False, at_once=frozenset({3, 4}))
-    by_lane, taken = serve(server, calls, quick=True, at_once=frozenset({3, 4}))
+    calls = [*opening, call(2, query="storms"), cancel, call(3, query="keeper")]
+    read_at_once = frozenset({len(opening) + 1, len(opening) + 2})
+    by_sdk, _ = serve(server, calls, quick=False, at_once=read_at_once)
+    by_lane, taken = serve(server, calls, quick=True, at_once=read_at_once)
     assert set(answers(by_lane)) == set(answers(by_sdk)) == {"0", "3"} and taken == 2
 
 
+@pytest.mark.parametrize("era", ["2025", "2026"])
 def test_at_the_end_of_input_a_call_still_running_is_answered_as_the_sdk_does(
-        server: Any, slow_search: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        server: Any, slow_search: None, monkeypatch: pytest.MonkeyPatch, era: str) -> None:
     import mcp_server.stdio_pipes as pipes
 
     monkeypatch.setattr(pipes, "EOF_WAIT_MAX_S", 0.2)
-    calls = [INIT, INITIALIZED, search(2, query="storms")]
-    by_sdk, _ = serve(server, calls, quick=False, at_once=frozenset({3}))
-    by_lane, taken = serve(server, calls, quick=True, at_once=frozenset({3}))
+    opening, call = session(era)
+    calls = [*opening, call(2, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False, at_once=frozenset({len(calls)}))
+    by_lane, taken = serve(server, calls, quick=True, at_once=frozenset({len(calls)}))
     assert answers(by_lane) == answers(by_sdk) and taken == 1
     assert answers(by_lane)["2"]["error"]["message"] == "Connection closed"
 
 
-def test_a_crash_after_the_tool_is_answered_as_the_sdk_does(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_a_crash_after_the_tool_is_answered_as_the_sdk_does(
+        server: Any, monkeypatch: pytest.MonkeyPatch, era: str) -> None:
     def broken(result: Any) -> Any:
         raise RuntimeError("a bug while bounding the result")
 
     monkeypatch.setattr(server.dispatcher, "bounded_payload", broken)
-    calls = [INIT, INITIALIZED, search(2, query="storms")]
+    opening, call = session(era)
+    calls = [*opening, call(2, query="storms")]
     by_sdk, _ = serve(server, calls, quick=False)
     by_lane, taken = serve(server, calls, quick=True)
     assert answers(by_lane) == answers(by_sdk) and taken == 1
     assert answers(by_lane)["2"]["result"]["isError"] is True
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_an_answer_that_cannot_be_shaped_is_the_sdks_error(
+        server: Any, monkeypatch: pytest.MonkeyPatch, era: str) -> None:
+    """The SDK's shaping fails (a bug, not a refusal): each era's catch-all error, on both paths."""
+    from mcp.server.runner import ServerRunner
+
+    shape = ServerRunner._serialize
+
+    def failing(self: Any, method: str, version: str, result: Any) -> Any:
+        if method == "tools/call":
+            raise RuntimeError("a bug while shaping the answer")
+        return shape(self, method, version, result)
+
+    monkeypatch.setattr(ServerRunner, "_serialize", failing)
+    opening, call = session(era)
+    calls = [*opening, call(2, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken == 1 and answers(by_lane)["2"]["error"]
 
 
 def test_session_lines_that_get_no_answer_do_not_stop_the_lane(server: Any) -> None:
@@ -316,7 +345,8 @@ def test_log_records_are_forwarded_as_in_the_sdk_path(server: Any, monkeypatch: 
         assert notes[0] == notes[1] and len(notes[0]) == int(in_thread) and taken == 1
 
 
-def test_progress_reaches_the_client_as_in_the_sdk_path(server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_progress_reaches_the_client_as_in_the_sdk_path(server: Any, monkeypatch: pytest.MonkeyPatch, era: str) -> None:
     """A call with a progress token is taken; the progress it reports (from a worker thread) goes out as
     the SDK sends it, and none without a token."""
     from foundation.waiting import about_to_wait
@@ -327,7 +357,8 @@ def test_progress_reaches_the_client_as_in_the_sdk_path(server: Any, monkeypatch
         kwargs["call"].report(2)
 
     search_doing(server, monkeypatch, report)
-    calls = [INIT, INITIALIZED, search(2, meta={"progressToken": "p"}, query="storms"), search(3, query="keeper")]
+    opening, call = session(era)
+    calls = [*opening, call(2, {"progressToken": "p"}, query="storms"), call(3, query="keeper")]
     by_sdk, _ = serve(server, calls, quick=False)
     by_lane, taken = serve(server, calls, quick=True)
     progress = [[m for m in written if m.get("method") == "notifications/progress"] for written in (by_sdk, by_lane)]
@@ -346,6 +377,11 @@ DISCOVER = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"
 def modern(request_id: Any, meta: dict[str, Any] | None = None, **arguments: Any) -> dict[str, Any]:
     """A search_documents call in the 2026-07-28 era (the envelope, updated by `meta`)."""
     return search(request_id, meta={**ENVELOPE, **(meta or {})}, **arguments)
+
+
+def session(era: str) -> tuple[list[Any], Callable[..., dict[str, Any]]]:
+    """The messages that open a session of `era` ("2025", "2026") and how a search is sent in it."""
+    return ([INIT, INITIALIZED], search) if era == "2025" else ([DISCOVER], modern)
 
 
 def test_modern_era_searches_are_answered_by_the_lane_as_the_sdk_answers_them(server: Any) -> None:
@@ -449,3 +485,69 @@ def test_a_call_the_lane_fails_to_read_goes_to_the_sdk_and_the_reader_goes_on(
         by_lane, taken = serve(server, calls, quick=True)
     assert answers(by_lane) == answers(by_sdk) and taken == 1 and "result" in answers(by_lane)["1"]
     assert "a tools/call the lane could not read goes to the SDK" in caplog.text
+
+
+def test_a_session_request_sharing_an_id_in_flight_turns_the_lane_off(server: Any) -> None:
+    """A setLevel whose id a ping still in flight holds: which answer is whose is unsure, so the lane stays
+    off (the SDK answers everything) and the reader goes on."""
+    ping = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
+    level = {"jsonrpc": "2.0", "id": 5, "method": "logging/setLevel", "params": {"level": "bogus"}}
+    calls = [INIT, INITIALIZED, ping, level, search(6, query="storms"), search(7, query="keeper")]
+    by_sdk, _ = serve(server, calls, quick=False, at_once=frozenset({3}))
+    by_lane, taken = serve(server, calls, quick=True, at_once=frozenset({3}))
+    assert answers(by_lane) == answers(by_sdk) and taken == 0 and "result" in answers(by_lane)["7"]
+
+
+def test_lines_the_sdk_cannot_parse_are_not_taken(server: Any) -> None:
+    """Parsed as the SDK parses (pydantic-core's JSON): a lone surrogate or nesting past its limit gets no
+    answer from the SDK, and none from the lane."""
+    deep = json.dumps(modern(3, {"io.modelcontextprotocol/clientCapabilities": {"experimental": {"x": "X"}}},
+                             query="storms")).replace('"X"', "[" * 250 + "]" * 250)
+    calls = [DISCOVER, json.dumps(modern(1, query="storms"))[:-2] + ', "s": "a\\ud800b"}}\n',
+             json.dumps(modern(2, {"io.modelcontextprotocol/clientInfo": {"name": "X", "version": "1"}},
+                               query="storms")).replace('"X"', '"a\\ud800b"') + "\n", deep + "\n",
+             modern(4, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken == 1 and set(answers(by_lane)) == {"0", "4"}
+    legacy = [INIT, INITIALIZED, json.dumps(search(1, {"progressToken": "X"}, query="storms")).replace(
+        '"X"', '"a\\ud800b"') + "\n", search(2, query="storms")]
+    by_sdk, _ = serve(server, legacy, quick=False)
+    by_lane, taken = serve(server, legacy, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken == 1 and set(answers(by_lane)) == {"0", "2"}
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_the_calling_clients_name_reaches_the_audit_log_as_in_the_sdk_path(server: Any, era: str) -> None:
+    opening, call = session(era)
+    named = {"io.modelcontextprotocol/clientInfo": {"name": "auditor", "version": "1"}} if era == "2026" else {}
+    calls = [*opening, call(2, named or None, query="storms"), call(3, named or None, query="keeper")]
+    origins = []
+    for quick in (False, True):
+        _, taken = serve(server, calls, quick=quick)
+        entries = server.dispatcher.gate.audit.read(2)
+        origins.append([(e["tool"], e["origin"]) for e in entries])
+    expected = "client:auditor" if era == "2026" else "client:lane-test"
+    assert origins[0] == origins[1] == [("search_documents", expected)] * 2 and taken == 2
+
+
+def test_a_session_opened_without_the_2026_envelope_never_takes_enveloped_calls(server: Any) -> None:
+    """A 2025 session may open with a ping (its empty result is no 2026-era answer); an enveloped call in it
+    is the SDK's to refuse."""
+    ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+    calls = [ping, INIT, INITIALIZED, modern(1, query="storms"), search(2, query="storms")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken == 1 and "error" in answers(by_lane)["1"]
+
+
+def test_a_refused_call_does_not_stop_later_calls_with_its_envelope(server: Any) -> None:
+    """The envelope is read once for all calls that carry it: a first call with a bad name or bad arguments
+    (the SDK's to refuse) does not keep the next ones from the lane."""
+    bad_name, bad_arguments = modern(1, query="storms"), modern(2, query="storms")
+    bad_name["params"]["name"], bad_arguments["params"]["arguments"] = 5, []
+    calls = [DISCOVER, bad_name, bad_arguments, modern(3, query="storms"), modern(4, query="keeper")]
+    by_sdk, _ = serve(server, calls, quick=False)
+    by_lane, taken = serve(server, calls, quick=True)
+    assert answers(by_lane) == answers(by_sdk) and taken == 2
+    assert "error" in answers(by_lane)["1"] and "error" in answers(by_lane)["2"]
