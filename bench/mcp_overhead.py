@@ -200,11 +200,12 @@ async def quick_lane(server: Any, era: str, queries: list[str]) -> Callable[[int
     import anyio
 
     from mcp_server.stdio_fast import QuickCalls
+    from mcp_server.stdio_pipes import ANSWER
 
     answer = anyio.Event()
 
     async def write(line: str) -> None:
-        if '"result"' in line or '"error"' in line[:80]:  # the answer (not a progress or log notification)
+        if ANSWER.match(line):  # the answer (not a progress or log notification)
             answer.set()
 
     from foundation.calls import CallOrigin
@@ -655,9 +656,9 @@ def latency_table(data: Path, ws: Path, queries: list[str], n: int, parts: list[
         lines.append(f"| {name} | {p50:.2f} | {p95:.2f} | {over} | {over_tool} | {check} | {cpu:.2f} | {over_cpu} |")
     lines.append("(CPU: this process for in-process and in-memory rows (client and server), the server process "
                  "for stdio, raw, HTTP and the third-party clients; it depends less on the machine's load than the "
-                 "wall times. The client's schema check: the Python SDK client re-validating each structured result against the tool's "
-                 "output schema (jsonschema), a mean; the raw client checks nothing. A bare MCPServer returns "
-                 "results computed beforehand: its \"over\" columns are over 0.)")
+                 "wall times. The client's schema check: the Python SDK client re-validating each structured result "
+                 "against the tool's output schema (jsonschema), a mean; the raw client checks nothing. A bare "
+                 "MCPServer returns results computed beforehand: its \"over\" columns are over 0.)")
     return lines + floor_lines(rows)
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from mcp.server.connection import Connection, allowed_log_levels
 from mcp.server.runner import ServerRunner, modern_error_data
-from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.dispatcher import as_request_id, coerce_request_id
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import (
@@ -89,8 +89,7 @@ def request_key(request_id: Any) -> str:
 def plain_request(message: dict[str, Any]) -> bool:
     """A JSON-RPC request the SDK accepts as one: version 2.0, an id that is a number or string, only the
     request's keys, params an object (what the lane takes, and whose answers it waits for)."""
-    request_id = message.get("id")
-    return (message.get("jsonrpc") == "2.0" and isinstance(request_id, int | str) and not isinstance(request_id, bool)
+    return (message.get("jsonrpc") == "2.0" and as_request_id(message.get("id")) is not None
             and REQUEST_KEYS.issuperset(message) and isinstance(message.get("params", {}), dict))
 
 
@@ -117,7 +116,7 @@ class QuickCalls:
         self._version: str | None = None  # a 2025-era session's version, once initialize is answered
         self._modern = False  # a 2026-07-28 session, once the SDK answered a request in that era
         self._client = "default"
-        self._level = client_log.DEFAULT_LEVEL
+        self._log_levels = _at_or_above(client_log.DEFAULT_LEVEL)  # a 2025 session's, as setLevel chose
         self._envelopes: dict[str, _Envelope | None] = {}  # a 2026-era `_meta` (no progress token) as read
         self._awaited: dict[str, tuple[str, Any]] = {}  # answers that change the session: id -> (what, value)
         self._unsure = False  # a session-changing request shared its id with another one: which answer is whose?
@@ -160,7 +159,7 @@ class QuickCalls:
         method, params = awaited
         if method == "logging/setLevel":
             level = params.get("level") if isinstance(params, dict) else None
-            self._level = level if level in client_log.LEVELS else self._level
+            self._log_levels = _at_or_above(level) if level in client_log.LEVELS else self._log_levels
             return
         version = result.get("protocolVersion")
         if isinstance(version, str) and not self._modern:
@@ -214,8 +213,7 @@ class QuickCalls:
         token = _token(meta)
         if token is False:
             return None
-        levels = frozenset(client_log.LEVELS[client_log.LEVELS.index(self._level):])
-        return _Envelope(self._version, self._client, levels, token)
+        return _Envelope(self._version, self._client, self._log_levels, token)
 
     def _modern_envelope(self, params: dict[str, Any]) -> _Envelope | None:
         """A 2026-07-28 call's envelope, read as the SDK reads it (None when its ladder or params model would
@@ -285,8 +283,9 @@ class QuickCalls:
                                                  error=ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))))
 
     def _cancel(self, params: Any) -> None:
-        if isinstance(params, dict) and isinstance(params.get("requestId"), int | str):
-            key = request_key(params["requestId"])
+        request_id = as_request_id(params.get("requestId")) if isinstance(params, dict) else None
+        if request_id is not None:
+            key = request_key(request_id)
             self._awaited.pop(key, None)  # a cancelled request gets no answer to wait for
             task = self._running.pop(key, None)
             if task is not None:
@@ -320,6 +319,10 @@ def _error_data(exc: Exception, version: str) -> ErrorData:
     if found is None:
         log.exception("the quick call's answer could not be shaped")
     return found if found is not None else ErrorData(code=0, message=str(exc))
+
+
+def _at_or_above(level: str) -> frozenset[str]:
+    return frozenset(client_log.LEVELS[client_log.LEVELS.index(level):])
 
 
 def _failed(text: str) -> CallToolResult:

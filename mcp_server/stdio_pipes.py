@@ -28,6 +28,7 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import pydantic_core
+from mcp.shared.dispatcher import as_request_id
 
 from mcp_server.stdio_fast import QuickCalls, request_key
 
@@ -37,7 +38,7 @@ CLOSE_WAIT_S = 30.0
 """How long the answers already written may take to reach a slow client before the server exits."""
 EOF_WAIT_MAX_S = 5.0
 """How long the end of input waits for the answers to the requests already read."""
-_ANSWER = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)"')
+ANSWER = re.compile(r'\{"jsonrpc":"2\.0","id":(-?\d+|"(?:[^"\\]|\\.)*"),"(?:result|error)"')
 """How the SDK writes a response (pydantic's field order: jsonrpc, id, result or error)."""
 
 
@@ -62,15 +63,15 @@ class _InFlight:
     def read(self, message: Any) -> None:
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
-        request_id = message.get("id")
-        if isinstance(request_id, int | str) and not isinstance(request_id, bool):  # else the SDK answers none
+        request_id = as_request_id(message.get("id"))
+        if request_id is not None:  # else the SDK answers none
             self.ids.add(request_key(request_id))
         elif message["method"] == "notifications/cancelled" and isinstance(message.get("params"), dict):
             self._done(request_key(message["params"].get("requestId")))  # a cancelled request gets no answer
 
     def written(self, text: str) -> str | None:
         """The id (as a key) of the request `text` answers, if it is an answer."""
-        found = _ANSWER.match(text)
+        found = ANSWER.match(text)
         if found is None:
             return None
         key = request_key(json.loads(found.group(1)))
