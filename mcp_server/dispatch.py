@@ -120,19 +120,22 @@ class Dispatcher:
             raise NotFound(f"Unknown tool {name!r}. Available: {', '.join(sorted(self.specs))}.") from None
 
     async def run(
-        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False
+        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False,
+        at_once: bool = False,
     ) -> BaseModel:
         """Check, run and time one call; returns the tool's result model or raises GeneralAgentError
-        (whose message never shows the server's data folder: see `redact_data_dir`)."""
+        (whose message never shows the server's data folder: see `redact_data_dir`). `at_once`: the caller
+        has just found `runs_at_once` true for this call (it is not asked again)."""
         try:
-            return await self._run(name, args, origin, sink, validate)
+            return await self._run(name, args, origin, sink, validate, at_once)
         except GeneralAgentError as exc:
             if not isinstance(exc, ApprovalRequired):  # its `approve` command is for the human
                 exc.args = (redact_data_dir(str(exc), self.runtime.settings.data_dir),)
             raise
 
     async def _run(
-        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False
+        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False,
+        at_once: bool = False,
     ) -> BaseModel:
         spec = self.spec(name)
         check_argument_sizes(args)
@@ -140,7 +143,7 @@ class Dispatcher:
             args = validate_arguments(spec, args)
         started = time.perf_counter()
         try:
-            result = await self._checked_and_invoked(spec, args, origin, sink)
+            result = await self._checked_and_invoked(spec, args, origin, sink, at_once)
         except GeneralAgentError as exc:
             log.info("tool %s failed after %.0f ms: %s", name, _ms(started), exc)
             raise
@@ -161,7 +164,7 @@ class Dispatcher:
         return result
 
     async def _checked_and_invoked(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin,
-                                   sink: Any) -> BaseModel:
+                                   sink: Any, at_once: bool = False) -> BaseModel:
         """The gate's check, then the tool. A sync tool behind a gate that can check from a thread runs
         in the same worker thread as its check (one crossing instead of two), or, when the call is quick
         and the gate allows it at once, on the event loop (no crossing); else one after the other."""
@@ -185,7 +188,7 @@ class Dispatcher:
             return spec.fn(**kwargs)
 
         result: Any = MustWait
-        if self.runs_at_once(spec, args, origin):
+        if at_once or self.runs_at_once(spec, args, origin):
             with contextlib.suppress(MustWait), on_the_loop():
                 result = checked_then_run()
         if result is MustWait:  # not quick, or it met something to wait for: (the rest) in a worker thread

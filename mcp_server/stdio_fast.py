@@ -263,7 +263,7 @@ class QuickCalls:
         notices = _Notices(self._write, envelope.token)
         try:
             with client_log.forwarding_to(_LineLog(notices, envelope.log_levels)):
-                result = await dispatcher.run(spec.name, args, origin, sink=notices.progress)
+                result = await dispatcher.run(spec.name, args, origin, sink=notices.progress, at_once=True)
             data, text = dispatcher.bounded_payload(result)
             return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
         except GeneralAgentError as exc:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_server.approval import audit
 from mcp_server.approval.audit import MASK, AuditLog, mask_args, mask_text
 from tests import approval_helpers as helpers
 from tests.conftest import connect
@@ -122,16 +123,17 @@ def test_state_files_are_private(data_dir: Path) -> None:
 PIECES = ["sk-", "proj-", "ghp_", "github_pat_", "xoxb-", "AKIA", "AIza", "eyJ", "Bearer ", "basic ", "://",
           "user:pw@", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "PASSWORD", "api_key",
           "TOKEN", "=", ": ", " ", "'", '"', "\n", "A1b2C3d4E5f6G7h8", "abcdefghij", "0123456789", "_", "-", ".",
-          "é", "密码"]
+          "é", "密码", "bearer ", "ſecret", "toKen", "pasſword", "acceſs_key", "baſic ", "İ", "ı", "ſ", "K", "Key",
+          "gho_", "ghu_", "ghs_", "ghr_", "rk-", "pk-", "ASIA", "APIKEY", "private_Key", "PRIVATEKEY", "accesskey",
+          "passwd", "SECRET", "xoxp-"]
 
 
 @settings(max_examples=400, deadline=None)
 @given(text=st.lists(st.sampled_from(PIECES), max_size=30).map("".join))
 def test_the_quick_check_masks_what_every_pattern_masks(text: str) -> None:
-    """mask_text skips text its one combined pattern does not match: the result is the same as
-    applying every pattern (random spellings assembled from the patterns' own pieces)."""
-    from mcp_server.approval import audit
-
+    """mask_text skips text without any of the patterns' literals, then text its one combined pattern does
+    not match: the result is the same as applying every pattern (random spellings assembled from the
+    patterns' own pieces, with the non-ASCII letters a case-blind pattern matches for ASCII ones)."""
     slow = text
     for pattern in audit._SECRET_VALUES:
         slow = pattern.sub(MASK, slow)
@@ -166,3 +168,14 @@ def test_only_patterns_that_keep_their_meaning_join_the_quick_check() -> None:
     for bad in (re.compile(r"(a)\1"), re.compile(r"(?P<k>a)(?P=k)"), re.compile("^a", re.MULTILINE)):
         with pytest.raises(ValueError):
             _scoped(bad)
+
+
+@pytest.mark.parametrize("index", range(len(audit._SECRET_VALUES) + 1))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_text_any_secret_pattern_matches_holds_one_of_its_literals(index: int, data: st.DataObject) -> None:
+    """The literal pre-check never skips text a secret pattern matches (hypothesis writes text each
+    pattern matches, in any case the pattern allows)."""
+    pattern = [*audit._SECRET_VALUES, audit._SECRET_ASSIGNMENT][index]
+    text = data.draw(st.from_regex(pattern))
+    assert audit._may_hold_secret(text), text

@@ -12,6 +12,7 @@ secret-looking strings anywhere are replaced by `***`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -71,18 +72,46 @@ _ANY_SECRET_VALUE = re.compile("|".join(_scoped(p) for p in _SECRET_VALUES))
 checked on its own): text that neither matches has nothing to mask."""
 
 
+_HINTS = ("-----BEGIN", "sk-", "rk-", "pk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "AKIA",
+          "ASIA", "AIza", "eyJ", "://")
+"""A literal that every match of a case-sensitive secret pattern contains (one per pattern, or per branch)."""
+_HINTS_ANY_CASE = ("bearer", "basic", "passw", "secret", "token", "apikey", "api_key", "privatekey", "private_key",
+                   "accesskey", "access_key")
+"""The same for the case-blind patterns (bearer/basic, the assignment), lower-cased."""
+_FOLDING = ("\u0130", "\u0131", "\u017f", "\u212a")
+"""The four non-ASCII letters a case-blind `re` pattern matches for ASCII ones (İ ı ſ K, the `re` docs)."""
+
+
+def _may_hold_secret(text: str) -> bool:
+    """False only when no secret pattern can match `text`: it holds none of their literals (substring
+    tests, ~3 us for a 100-character question, where the patterns' scan costs ~35 us)."""
+    for hint in _HINTS:
+        if hint in text:
+            return True
+    if not text.isascii() and any(letter in text for letter in _FOLDING):
+        return True  # rare: the patterns decide
+    folded = text.lower()
+    return any(hint in folded for hint in _HINTS_ANY_CASE)
+
+
 def mask_text(text: str) -> str:
     """Replace secret-looking substrings (keys, tokens, `PASSWORD=...`) with ***."""
-    if not _ANY_SECRET_VALUE.search(text) and not _SECRET_ASSIGNMENT.search(text):  # most text: two scans, not 11
+    if not _may_hold_secret(text) or (not _ANY_SECRET_VALUE.search(text) and not _SECRET_ASSIGNMENT.search(text)):
         return text
     for pattern in _SECRET_VALUES:
         text = pattern.sub(MASK, text)
     return _SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
 
 
+@functools.lru_cache(maxsize=1024)
+def _secret_key(key: str) -> bool:
+    """An argument name whose value is masked whole (names repeat: each is tested once)."""
+    return _SECRET_KEY.search(key) is not None
+
+
 def mask_args(value: Any, key: str | None = None) -> Any:
     """A bounded copy of tool arguments with secrets masked (for logs and the audit file)."""
-    if key is not None and _SECRET_KEY.search(key) and value not in (None, "", False):
+    if key is not None and _secret_key(key) and value not in (None, "", False):
         return MASK
     if isinstance(value, dict):
         items = list(value.items())[:_MAX_ITEMS]
