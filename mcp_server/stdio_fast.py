@@ -75,6 +75,10 @@ ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIE
 ENVELOPES_KEPT, ENVELOPE_KEY_MAX = 64, 4096
 """Envelopes (clients, protocol versions) remembered as the SDK reads them, each at most this long as JSON;
 more: forgotten, read again (a longer one: read on every call)."""
+STAND_IN: dict[str, Any] = {"\x00generalagent: structured content": 0}
+"""Shaped in place of an answer's structured content (`QuickCalls._shaped`)."""
+STAND_IN_JSON = json.dumps(STAND_IN, separators=(",", ":"))
+"""Its JSON text in a line: found in no JSON string (their quotes are escaped) and in no key the SDK writes."""
 log = logging.getLogger("generalagent.server")
 RESOLVED = ("ga_approval", "ga_human")
 """The approval and human-question parameters the SDK fills (never sent by a client)."""
@@ -248,29 +252,47 @@ class QuickCalls:
 
     async def _answer(self, request_id: int | str, spec: Any, args: dict[str, Any], origin: CallOrigin,
                       envelope: _Envelope) -> None:
-        outcome = await self._outcome(spec, args, origin, envelope)
-        try:  # the SDK's own shaping: per-version sieve, cache hint, resultType and serverInfo stamp (2026)
-            wire = self._serializer._serialize("tools/call", envelope.version, outcome)
+        outcome, structured_text = await self._outcome(spec, args, origin, envelope)
+        line = self._shaped(request_id, envelope.version, outcome, structured_text)
+        self._running.pop(request_key(request_id), None)  # answered: nothing to cancel or close any more
+        await self._write(line)
+
+    def _shaped(self, request_id: int | str, version: str, outcome: CallToolResult, structured_text: str | None) -> str:
+        """The answer's line as the SDK shapes it (per-version sieve, cache hint, resultType and serverInfo stamp
+        in 2026; a result it cannot shape: its error). `structured_text`, the JSON text of the structured content,
+        saves shaping the content itself (~0.08 ms for ten hits, walked twice): a stand-in is shaped and the text
+        put in its place, when the stand-in comes through the shaping as it went in, else the content is shaped."""
+        if structured_text is not None:
+            with contextlib.suppress(Exception):  # whatever fails here fails (or not) below, with the content
+                wire = self._serializer._serialize("tools/call", version, outcome.model_copy(
+                    update={"structured_content": STAND_IN}))
+                if wire.get("structuredContent") == STAND_IN:
+                    line = _line(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire))
+                    if line.count(STAND_IN_JSON) == 1:
+                        return line.replace(STAND_IN_JSON, structured_text, 1)
+        try:
+            wire = self._serializer._serialize("tools/call", version, outcome)
             message: JSONRPCResponse | JSONRPCError = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire)
         except Exception as exc:  # e.g. a result its serializer refuses: the SDK's answer
-            message = JSONRPCError(jsonrpc="2.0", id=request_id, error=_error_data(exc, envelope.version))
-        self._running.pop(request_key(request_id), None)  # answered: nothing to cancel or close any more
-        await self._write(_line(message))
+            message = JSONRPCError(jsonrpc="2.0", id=request_id, error=_error_data(exc, version))
+        return _line(message)
 
-    async def _outcome(self, spec: Any, args: dict[str, Any], origin: CallOrigin, envelope: _Envelope) -> CallToolResult:
-        """The call's result as the SDK's tool wrapper words it (a tool's error, or a crash: isError)."""
+    async def _outcome(self, spec: Any, args: dict[str, Any], origin: CallOrigin,
+                       envelope: _Envelope) -> tuple[CallToolResult, str | None]:
+        """The call's result as the SDK's tool wrapper words it (a tool's error, or a crash: isError), and the JSON
+        text of its structured content (the same as its text content: `Dispatcher.bounded_payload`)."""
         dispatcher = self._dispatcher
         notices = _Notices(self._write, envelope.token)
         try:
             with client_log.forwarding_to(_LineLog(notices, envelope.log_levels)):
                 result = await dispatcher.run(spec.name, args, origin, sink=notices.progress, at_once=True)
             data, text = dispatcher.bounded_payload(result)
-            return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+            return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data), text
         except GeneralAgentError as exc:
-            return _failed(f"Error executing tool {spec.name}: {exc}")
+            return _failed(f"Error executing tool {spec.name}: {exc}"), None
         except Exception:  # a crash: its text stays in the server's log
             log.exception("the quick call %s crashed", spec.name)
-            return _failed(f"Error executing tool {spec.name}")
+            return _failed(f"Error executing tool {spec.name}"), None
         finally:  # as in the SDK path: a record or progress sent once the call is over is dropped
             notices.closed = True
 

@@ -17,6 +17,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from mcp_server.stdio_fast import QuickCalls
 from mcp_server.stdio_pipes import _InFlight, _Lines, _Output
@@ -551,3 +552,44 @@ def test_a_refused_call_does_not_stop_later_calls_with_its_envelope(server: Any)
     by_lane, taken = serve(server, calls, quick=True)
     assert answers(by_lane) == answers(by_sdk) and taken == 2
     assert "error" in answers(by_lane)["1"] and "error" in answers(by_lane)["2"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(codec="utf-8"), max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(structured=st.dictionaries(st.text(max_size=12), json_values, max_size=6),
+       version=st.sampled_from(SUPPORTED_PROTOCOL_VERSIONS),
+       request_id=st.integers(0, 2**31) | st.text(max_size=8))
+def test_an_answer_shaped_with_the_stand_in_is_the_sdks_line(server: Any, structured: dict[str, Any], version: str,
+                                                             request_id: int | str) -> None:
+    """The lane shapes a stand-in for the structured content and puts the content's JSON text in its place:
+    the line is the one the SDK's shaping writes for the content itself (any JSON, any protocol version), and
+    the content itself is not shaped when the stand-in came through."""
+    from mcp.server.runner import ServerRunner
+    from mcp_types import CallToolResult, JSONRPCResponse, TextContent
+
+    from foundation.bounding import dumps
+    from mcp_server.stdio_fast import STAND_IN, _line
+
+    text = dumps(structured)
+    outcome = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    lane = QuickCalls(server, cast(Any, None))
+    shaped: list[Any] = []
+    shape = lane._serializer._serialize
+
+    def recorded(method: str, version: str, result: Any) -> Any:
+        shaped.append(result.structured_content)
+        return shape(method, version, result)
+
+    lane._serializer._serialize = recorded  # type: ignore[method-assign]
+    runner = ServerRunner(server._lowlevel_server, connection=None, lifespan_state=None)  # type: ignore[arg-type]
+    expected = _line(JSONRPCResponse(jsonrpc="2.0", id=request_id,
+                                     result=runner._serialize("tools/call", version, outcome)))
+    assert lane._shaped(request_id, version, outcome, text) == expected
+    kept = "structuredContent" in json.loads(expected)["result"]
+    assert shaped == ([STAND_IN] if kept else [STAND_IN, structured])

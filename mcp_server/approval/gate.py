@@ -231,7 +231,7 @@ class PolicyGate:
 
     def verdict(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Verdict:
         """The policy's decision for this call, plus the gate's own fail-closed escalations."""
-        text = canonical_json(args)
+        text = "" if spec.read_only else canonical_json(args)  # neither check below applies to a read-only call
         if self._could_self_approve(spec, text):
             return Verdict("deny", "Calls that mention approval ids or the approval command/page are refused: "
                            "only the human approves, outside the assistant.", "high", "approval.self-approval")
