@@ -17,13 +17,16 @@
      output schema and parses it, 1-3 ms a call): a minimal JSON-RPC client in this process writing one
      line per request to the server's stdin, against our server and against a bare SDK `MCPServer`
      returning our tools' results computed beforehand (the SDK's own floor for the same payloads); our
-     server also in the 2026-07-28 era (`server/discover`, the envelope on every request);
+     server also in the 2026-07-28 era (`server/discover`, the envelope on every request); the tool function
+     behind a plain pipe (`--serve-plain`: a query line in, the result's JSON out, no MCP: what any second
+     process costs); and the tool function in this process; their calls interleaved, BLOCK at a time;
    - `third-party`: the console script driven by the OpenAI Agents SDK (`MCPServerStdio`) and by
      pydantic-ai (`MCPToolset` over fastmcp), dev dependencies, with the strict-mode arguments a model
      sends (every property, null when unused); both speak the 2026-07-28 era.
    "MCP overhead" = transport p50 - in-process p50, shown over the bare search and over the tool function
    (for a bare MCPServer, whose tool does no work, over 0). "Server overhead over the SDK floor" = (our
-   server's raw-client p50 - the tool function's p50) - the bare MCPServer's raw-client p50.
+   server's raw-client p50 - the tool function's p50) - the bare MCPServer's raw-client p50; the raw rows'
+   summary line takes the tool function interleaved with them.
    The servers run this checkout's code (its root first on PYTHONPATH) and `--transports` picks the rows.
 2. Memory (`--rss-chunks N`, 0 to skip): a server over HTTP on an index of N replicated DEV chunks
    answers `--rss-queries` searches from 8 concurrent clients; its RSS (anonymous and file-backed),
@@ -156,22 +159,14 @@ def in_process(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Ro
     import anyio
 
     from foundation.calls import CallOrigin
-    from foundation.settings import load_settings
     from indexing.hybrid import searcher as make_searcher
-    from mcp_server.server import build_server
-    from tools.documents import search_documents
     from tools.index_services import index_store, memory_index, vector_worker
-    from tools.runtime import CallContext
 
-    settings = load_settings({"data_dir": data, "roots": [ws]}, environ={})
-    server, dispatcher = build_server(settings)
+    server, dispatcher = built_here(data, ws)
     rt = dispatcher.runtime
-    memory = memory_index(rt)
-    memory.build_now()
-    searcher = make_searcher(index_store(rt), memory, vector_worker(rt))
+    searcher = make_searcher(index_store(rt), memory_index(rt), vector_worker(rt))
     out = {"search: Searcher.search": timed(lambda i: searcher.search(queries[i % len(queries)], limit=11), n)}
-    call = CallContext(tool="search_documents", client_id="bench", session_id=None)
-    out["search: the tool function"] = timed(lambda i: search_documents(queries[i % len(queries)], rt=rt, call=call), n)
+    out["search: the tool function"] = timed(tool_function(rt, queries), n)
     origin = CallOrigin(kind="client", client_id="bench")
 
     async def run() -> None:
@@ -188,6 +183,26 @@ def in_process(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Ro
 
     anyio.run(run)
     return out
+
+
+def built_here(data: Path, ws: Path) -> tuple[Any, Any]:
+    """Our server and dispatcher in this process, the index's postings loaded."""
+    from foundation.settings import load_settings
+    from mcp_server.server import build_server
+    from tools.index_services import memory_index
+
+    server, dispatcher = build_server(load_settings({"data_dir": data, "roots": [ws]}, environ={}))
+    memory_index(dispatcher.runtime).build_now()
+    return server, dispatcher
+
+
+def tool_function(rt: Any, queries: list[str]) -> Callable[[int], Any]:
+    """The i-th search, by the tool function called directly."""
+    from tools.documents import search_documents
+    from tools.runtime import CallContext
+
+    call = CallContext(tool="search_documents", client_id="bench", session_id=None)
+    return lambda i: search_documents(queries[i % len(queries)], rt=rt, call=call)
 
 
 LANE = "stdio quick lane in-process (no pipes, no client)"
@@ -464,17 +479,6 @@ class RawClient:
             self.process.stdout.close()
 
 
-def raw_rows(client: RawClient, label: str, queries: list[str], n: int) -> dict[str, Row]:
-    def search(i: int) -> object:
-        return client.call_tool("search_documents", {"query": queries[i % len(queries)]})
-
-    def todo(i: int) -> object:
-        return client.call_tool("todo_read", {})
-
-    cpu = process_cpu(client.process.pid)
-    return {f"search: {label}": timed(search, n, cpu), f"todo_read: {label}": timed(todo, n, cpu)}
-
-
 def wait_for_postings_raw(client: RawClient, queries: list[str]) -> None:
     """`_wait_for_postings` through the raw client."""
     for _ in range(3):
@@ -489,33 +493,69 @@ def wait_for_postings_raw(client: RawClient, queries: list[str]) -> None:
 RAW = "raw JSON-RPC client, stdio"
 RAW_MODERN = "raw JSON-RPC client, stdio, 2026-07-28"
 BARE_RAW = "bare MCPServer, raw JSON-RPC client, stdio"
+PLAIN = "the tool function behind a plain pipe (no MCP), a line in, its JSON out"
+FN_HERE = "the tool function, in this process, interleaved with the stdio rows"
 
 
 def over_raw(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:
-    """Our server (the console script, as for the stdio rows) and a bare MCPServer (`--serve-bare`), each
-    a child process on stdio, driven by `RawClient`; CPU is the server process's."""
+    """Our server (the console script, as for the stdio rows) in both eras, the tool function behind a plain
+    pipe (`--serve-plain`) and a bare MCPServer (`--serve-bare`), each a child process on stdio, driven by
+    `RawClient` (the plain pipe by `PlainClient`), their calls interleaved (`interleaved`); CPU is the server
+    process's."""
     env = server_env(data, ws)
-    client = RawClient([str(SCRIPT), "serve"], env, ws, data.parent / "raw-stdio.log")
-    try:
-        wait_for_postings_raw(client, queries)
-        rows = raw_rows(client, RAW, queries, n)
-    finally:
-        client.close()
-    client = RawClient([str(SCRIPT), "serve"], env, ws, data.parent / "raw-modern-stdio.log", modern=True)
-    try:
-        wait_for_postings_raw(client, queries)
-        rows |= raw_rows(client, RAW_MODERN, queries, n)
-    finally:
-        client.close()
     asked = data.parent / "bare-queries.json"
     asked.write_text(json.dumps(queries[: n + WARM_UP], ensure_ascii=False), encoding="utf-8")
     bare = [sys.executable, "-m", "bench.mcp_overhead", "--serve-bare", str(data), str(ws), str(asked)]
-    client = RawClient(bare, env, ws, data.parent / "bare-stdio.log")
-    try:
-        rows |= raw_rows(client, BARE_RAW, queries, n)
-    finally:
-        client.close()
-    return rows
+    with contextlib.ExitStack() as stack:
+        ours = stack.enter_context(contextlib.closing(RawClient([str(SCRIPT), "serve"], env, ws,
+                                                                data.parent / "raw-stdio.log")))
+        modern = stack.enter_context(contextlib.closing(RawClient([str(SCRIPT), "serve"], env, ws,
+                                                                  data.parent / "raw-modern-stdio.log", modern=True)))
+        plain = stack.enter_context(contextlib.closing(PlainClient(data, ws)))
+        floor = stack.enter_context(contextlib.closing(RawClient(bare, env, ws, data.parent / "bare-stdio.log")))
+        for client in (ours, modern):
+            wait_for_postings_raw(client, queries)
+        searches = {f"search: {label}": client for label, client in ((RAW, ours), (RAW_MODERN, modern),
+                                                                      (BARE_RAW, floor))}
+        calls: dict[str, tuple[Callable[[int], object], Callable[[], float]]] = {
+            label: (_raw_search(client, queries), process_cpu(client.process.pid)) for label, client in searches.items()}
+        calls[f"search: {PLAIN}"] = (lambda i: plain.search(queries[i % len(queries)]), process_cpu(plain.process.pid))
+        calls[f"search: {FN_HERE}"] = (tool_function(built_here(data, ws)[1].runtime, queries), time.process_time)
+        rows = interleaved(calls, n)
+        return rows | interleaved({f"todo_read: {label}": (_raw_todo(client), process_cpu(client.process.pid))
+                                   for label, client in ((RAW, ours), (RAW_MODERN, modern), (BARE_RAW, floor))}, n)
+
+
+def _raw_search(client: RawClient, queries: list[str]) -> Callable[[int], object]:
+    return lambda i: client.call_tool("search_documents", {"query": queries[i % len(queries)]})
+
+
+def _raw_todo(client: RawClient) -> Callable[[int], object]:
+    return lambda i: client.call_tool("todo_read", {})
+
+
+BLOCK = 20
+"""Calls in a row before the next row's (`interleaved`): one call each in turn would leave every server's
+caches cold on every call (measured: all stdio rows +0.8 to +1.5 ms, the plain pipe's too)."""
+
+
+def interleaved(calls: dict[str, tuple[Callable[[int], object], Callable[[], float]]], n: int) -> dict[str, Row]:
+    """`timed` for several rows at once, BLOCK calls of each in turn (each entry: the call, the CPU clock of
+    whoever does its work): the machine's drifts hit every row alike."""
+    for i in range(WARM_UP):
+        for call, _ in calls.values():
+            call(i)
+    times: dict[str, list[float]] = {label: [] for label in calls}
+    cpu_used = dict.fromkeys(calls, 0.0)  # counted per block: this process's clock also runs the other rows' clients
+    for start in range(0, n, BLOCK):
+        for label, (call, cpu) in calls.items():
+            cpu_before = cpu()
+            for i in range(start, min(n, start + BLOCK)):
+                started = time.perf_counter()
+                call(i)
+                times[label].append((time.perf_counter() - started) * 1000)
+            cpu_used[label] += cpu() - cpu_before
+    return {label: (*percentiles(times[label]), cpu_used[label] * 1000 / n) for label in calls}
 
 
 AGENTS = "OpenAI Agents SDK (MCPServerStdio), stdio"
@@ -594,16 +634,53 @@ def serve_bare(data: Path, ws: Path, queries: list[str]) -> int:
     """`--serve-bare`: `minimal_server` for these queries on stdio (nothing but JSON-RPC on stdout)."""
     import contextlib
 
-    from foundation.settings import load_settings
-    from mcp_server.server import build_server
-    from tools.index_services import memory_index
-
     with contextlib.redirect_stdout(sys.stderr):  # stray prints while building must not reach the wire
-        _, dispatcher = build_server(load_settings({"data_dir": data, "roots": [ws]}, environ={}))
-        memory_index(dispatcher.runtime).build_now()
-        server = minimal_server(dispatcher.runtime, queries)
+        server = minimal_server(built_here(data, ws)[1].runtime, queries)
     server.run("stdio")
     return 0
+
+
+def serve_plain(data: Path, ws: Path) -> int:
+    """`--serve-plain`: the tool function behind a plain pipe, no MCP: a line {"query": ...} in, the result's
+    JSON (`model_dump_json`) out, in a blocking loop (the floor of any out-of-process call of the same
+    function: two processes, two pipe crossings, the result as JSON)."""
+    import contextlib
+
+    with contextlib.redirect_stdout(sys.stderr):
+        rt = built_here(data, ws)[1].runtime
+    out, asked = sys.stdout.buffer, [""]
+    search = tool_function(rt, asked)
+    for line in sys.stdin.buffer:
+        asked[:] = [json.loads(line)["query"]]
+        out.write(search(0).model_dump_json(by_alias=True).encode() + b"\n")
+        out.flush()
+    return 0
+
+
+class PlainClient:
+    """The client of `--serve-plain`: a query line out, a result line back, parsed with `json.loads`."""
+
+    def __init__(self, data: Path, ws: Path) -> None:
+        command = [sys.executable, "-m", "bench.mcp_overhead", "--serve-plain", str(data), str(ws)]
+        self.log = data.parent / "plain-pipe.log"
+        with self.log.open("wb") as err:
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                            env=server_env(data, ws), cwd=str(ws))
+
+    def search(self, query: str) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps({"query": query}).encode() + b"\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the plain pipe server stopped; its log is {self.log}")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(10)
 
 
 def start_http(data: Path, ws: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -666,10 +743,19 @@ def floor_lines(rows: dict[str, Row]) -> list[str]:
     """Our server's overhead over the SDK's floor, both measured with the raw client over stdio."""
     if f"search: {RAW}" not in rows:
         return []
-    (ours, _, ours_cpu), (fn, _, fn_cpu) = rows[f"search: {RAW}"], rows["search: the tool function"]
+    (ours, _, ours_cpu), (fn, _, fn_cpu) = rows[f"search: {RAW}"], rows.get(f"search: {FN_HERE}",
+                                                                           rows["search: the tool function"])
     (bare, _, bare_cpu), (todo, _, todo_cpu) = rows[f"search: {BARE_RAW}"], rows[f"todo_read: {RAW}"]
     bare_todo, _, bare_todo_cpu = rows[f"todo_read: {BARE_RAW}"]
-    return [f"Server overhead over the SDK floor (raw client, stdio; p50 ms, CPU ms per call): search = (our "
+    lines = []
+    if f"search: {PLAIN}" in rows:
+        (plain, _, plain_cpu), (modern, _, modern_cpu) = rows[f"search: {PLAIN}"], rows[f"search: {RAW_MODERN}"]
+        lines.append(f"Interleaved (raw client, stdio; p50 ms, the server's CPU ms per call): our server over the tool "
+                     f"function in this process, 2025 era {ours - fn:+.2f} ms, 2026-07-28 {modern - fn:+.2f} ms; the "
+                     f"plain pipe over it {plain - fn:+.2f} ms (what any second process costs); MCP over the plain "
+                     f"pipe, 2025 era {ours - plain:+.2f} ms (CPU {ours_cpu - plain_cpu:+.2f}), 2026-07-28 "
+                     f"{modern - plain:+.2f} ms (CPU {modern_cpu - plain_cpu:+.2f}).")
+    return lines + [f"Server overhead over the SDK floor (raw client, stdio; p50 ms, CPU ms per call): search = (our "
             f"server - the tool function) - bare MCPServer = ({ours:.2f} - {fn:.2f}) - {bare:.2f} = "
             f"{ours - fn - bare:+.2f} ms, CPU {ours_cpu - fn_cpu - bare_cpu:+.2f} ms; todo_read = our server - "
             f"bare MCPServer = {todo:.2f} - {bare_todo:.2f} = {todo - bare_todo:+.2f} ms, CPU "
@@ -741,7 +827,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=None, help="build the indexes here and keep them (re-used)")
     parser.add_argument("--serve-bare", nargs=3, type=Path, metavar=("DATA", "WS", "QUERIES"),
                         help=argparse.SUPPRESS)  # the bare MCPServer's child process (over_raw)
+    parser.add_argument("--serve-plain", nargs=2, type=Path, metavar=("DATA", "WS"),
+                        help=argparse.SUPPRESS)  # the plain pipe's child process (over_raw)
     args = parser.parse_args(argv)
+    if args.serve_plain:
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        return serve_plain(*args.serve_plain)
     if args.serve_bare:
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
         data, ws, asked = args.serve_bare

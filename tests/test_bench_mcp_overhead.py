@@ -15,7 +15,7 @@ TEXTS = ["The quarterly report covers revenue and costs.", "Meeting notes: the l
 QUERIES = ["quarterly revenue", "launch date", "search server installation", "travel refund"]
 
 
-def test_raw_rows_for_our_server_and_the_bare_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_raw_rows_for_our_server_the_plain_pipe_and_the_bare_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data, ws = tmp_path / "data", tmp_path / "ws"
     mcp_overhead.build_index(data, ws, analyze_chunks([Chunk(0, 0, len(text), text) for text in TEXTS]), 60)
     server_env, wait, searches = mcp_overhead.server_env, mcp_overhead.wait_for_postings_raw, []
@@ -30,11 +30,13 @@ def test_raw_rows_for_our_server_and_the_bare_one(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(mcp_overhead, "wait_for_postings_raw", waited)
     rows = mcp_overhead.over_raw(data, ws, QUERIES, 4)
     assert searches == ["in memory", "in memory"]  # the wait's phrase is still index_status's (both eras)
-    assert list(rows) == [f"{tool}: {label}" for label in (mcp_overhead.RAW, mcp_overhead.RAW_MODERN,
-                                                           mcp_overhead.BARE_RAW) for tool in ("search", "todo_read")]
+    ours = (mcp_overhead.RAW, mcp_overhead.RAW_MODERN, mcp_overhead.BARE_RAW)
+    assert list(rows) == [*(f"search: {label}" for label in ours), f"search: {mcp_overhead.PLAIN}",
+                          f"search: {mcp_overhead.FN_HERE}", *(f"todo_read: {label}" for label in ours)]
     assert all(p50 > 0 and p95 >= p50 and cpu >= 0 for p50, p95, cpu in rows.values())
     rows["search: the tool function"] = (1.0, 1.0, 1.0)
-    assert "Server overhead over the SDK floor" in mcp_overhead.floor_lines(rows)[0]
+    over_plain, over_floor = mcp_overhead.floor_lines(rows)
+    assert "MCP over the plain pipe" in over_plain and "Server overhead over the SDK floor" in over_floor
 
 
 @pytest.fixture
