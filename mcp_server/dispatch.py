@@ -28,8 +28,9 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
 
-from foundation.bounding import MAX_COMMAND_CHARS, bound_json
+from foundation.bounding import MAX_COMMAND_CHARS, bound_json, estimate_tokens
 from foundation.calls import CallOrigin
 from foundation.errors import (
     ApprovalRequired,
@@ -239,7 +240,16 @@ class Dispatcher:
 
     def bounded_payload(self, result: BaseModel) -> tuple[dict[str, Any], str]:
         """The structured content and its JSON text, both bounded by the result token limit."""
+        text = self.bounded_text(result)
+        if text is not None:
+            return from_json(text), text
         return bound_json(result.model_dump(mode="json", by_alias=True), self.runtime.settings.max_result_tokens)
+
+    def bounded_text(self, result: BaseModel) -> str | None:
+        """The result's JSON text when it fits the result token limit as it is, else None (`bounded_payload`
+        shrinks it). Written by pydantic-core in one pass; the structured content is this text parsed."""
+        text = result.model_dump_json(by_alias=True)
+        return text if estimate_tokens(text) <= self.runtime.settings.max_result_tokens else None
 
 
 async def _checked_by_gate(gate: Gate, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:

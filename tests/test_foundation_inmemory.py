@@ -6,7 +6,11 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
 
+from foundation.bounding import dumps, estimate_tokens
 from foundation.errors import InvalidInput
 from foundation.toolspec import ToolSpec
 from mcp_server import registry
@@ -69,8 +73,6 @@ async def test_crash_becomes_clear_error_and_server_survives(settings: Any, monk
 
 
 async def test_results_are_bounded(settings: Any) -> None:
-    from foundation.bounding import estimate_tokens
-
     dispatcher = Dispatcher(Runtime(settings), [ToolSpec(_huge, title="Huge", read_only=True)])
     from foundation.calls import CallOrigin
 
@@ -87,3 +89,34 @@ async def test_subagent_style_validation_names_the_problem(settings: Any) -> Non
     spec = ToolSpec(lambda: None, title="x", read_only=True, name_override="x")
     with pytest.raises(InvalidInput, match="Unknown argument .nope."):
         validate_arguments(spec, {"nope": 1})
+
+
+class _Loose(BaseModel):
+    name: str
+    score: float | None = None
+    items: list[Any] = []
+    extra: dict[str, Any] = {}
+
+
+_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=30)
+                       | st.floats(allow_nan=False, allow_infinity=False),
+                       lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=5), inner, max_size=5),
+                       max_leaves=40)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(), score=st.none() | st.floats(allow_nan=False, allow_infinity=False),
+       items=st.lists(_values, max_size=60), extra=st.dictionaries(st.text(max_size=8), _values, max_size=5),
+       limit=st.sampled_from([500, 2_000, 20_000]))
+def test_a_payload_is_the_models_json_and_its_text_or_shrunk_to_fit(
+        settings: Any, name: str, score: float | None, items: list[Any], extra: dict[str, Any], limit: int) -> None:
+    """bounded_payload: the structured content is what model_dump(mode="json") gives and the text its JSON,
+    when it fits the limit; else a shrunk copy marked truncated, within the limit (any JSON in any field)."""
+    result = _Loose(name=name, score=score, items=items, extra=extra)
+    dispatcher = Dispatcher(Runtime(settings.model_copy(update={"max_result_tokens": limit})), [])
+    data, text = dispatcher.bounded_payload(result)
+    assert text == dumps(data)
+    if estimate_tokens(dumps(result.model_dump(mode="json"))) <= limit:
+        assert data == result.model_dump(mode="json") and dispatcher.bounded_text(result) == text
+    else:
+        assert data["truncated"] is True and dispatcher.bounded_text(result) is None

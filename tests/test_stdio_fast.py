@@ -277,7 +277,7 @@ def test_a_crash_after_the_tool_is_answered_as_the_sdk_does(
     def broken(result: Any) -> Any:
         raise RuntimeError("a bug while bounding the result")
 
-    monkeypatch.setattr(server.dispatcher, "bounded_payload", broken)
+    monkeypatch.setattr(server.dispatcher, "bounded_text", broken)  # bounded_payload's first step
     opening, call = session(era)
     calls = [*opening, call(2, query="storms")]
     by_sdk, _ = serve(server, calls, quick=False)
@@ -590,6 +590,7 @@ def test_an_answer_shaped_with_the_stand_in_is_the_sdks_line(server: Any, struct
     runner = ServerRunner(server._lowlevel_server, connection=None, lifespan_state=None)  # type: ignore[arg-type]
     expected = _line(JSONRPCResponse(jsonrpc="2.0", id=request_id,
                                      result=runner._serialize("tools/call", version, outcome)))
-    assert lane._shaped(request_id, version, outcome, text) == expected
+    plain = CallToolResult(content=[TextContent(type="text", text=text)])  # as the lane's call leaves it
+    assert lane._shaped(request_id, version, plain, text) == expected
     kept = "structuredContent" in json.loads(expected)["result"]
     assert shaped == ([STAND_IN] if kept else [STAND_IN, structured])
