@@ -679,8 +679,12 @@ class PlainClient:
 
     def close(self) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(10)
+        self.process.stdin.close()  # end of input: the loop ends
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 def start_http(data: Path, ws: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -743,8 +747,8 @@ def floor_lines(rows: dict[str, Row]) -> list[str]:
     """Our server's overhead over the SDK's floor, both measured with the raw client over stdio."""
     if f"search: {RAW}" not in rows:
         return []
-    (ours, _, ours_cpu), (fn, _, fn_cpu) = rows[f"search: {RAW}"], rows.get(f"search: {FN_HERE}",
-                                                                           rows["search: the tool function"])
+    (ours, _, ours_cpu), (fn, _, fn_cpu) = rows[f"search: {RAW}"], (rows.get(f"search: {FN_HERE}")
+                                                                           or rows["search: the tool function"])
     (bare, _, bare_cpu), (todo, _, todo_cpu) = rows[f"search: {BARE_RAW}"], rows[f"todo_read: {RAW}"]
     bare_todo, _, bare_todo_cpu = rows[f"todo_read: {BARE_RAW}"]
     lines = []

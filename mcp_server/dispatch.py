@@ -241,8 +241,15 @@ class Dispatcher:
     def bounded_payload(self, result: BaseModel) -> tuple[dict[str, Any], str]:
         """The structured content and its JSON text, both bounded by the result token limit."""
         text = self.bounded_text(result)
-        if text is not None:
+        if text is None:
+            return self.shrunk_payload(result)
+        try:
             return from_json(text), text
+        except ValueError:  # nested past pydantic-core's parsing limit (200), not its writing one: the same JSON
+            return result.model_dump(mode="json", by_alias=True), text
+
+    def shrunk_payload(self, result: BaseModel) -> tuple[dict[str, Any], str]:
+        """`bounded_payload` of a result `bounded_text` found too long: lists and strings shrunk to fit."""
         return bound_json(result.model_dump(mode="json", by_alias=True), self.runtime.settings.max_result_tokens)
 
     def bounded_text(self, result: BaseModel) -> str | None:

@@ -21,8 +21,9 @@ writes the answer. It is taken here only when all of this holds, else it goes to
 - the skills and agent cards are unchanged (one stat), so no list_changed notification is due.
 
 The answer is built with the SDK's result types and its own serializer (per version; the 2026 era's
-resultType and serverInfo stamp), as its pipeline builds it (tests/test_stdio_fast.py compares the
-lines both write on random calls, in both eras, and on the edges below). As in the SDK path: a tool's
+resultType and serverInfo stamp), as its pipeline builds it, but for the structured content: a stand-in
+is shaped and the content's JSON text written in its place (`QuickCalls._shaped`; tests/test_stdio_fast.py
+compares the lines both write on random calls, in both eras, and on the edges below). As in the SDK path: a tool's
 error or a crash is an isError result; log records the call forwards while it runs reach the client as
 `notifications/message` at the session's level (2025) or at the request's opt-in (2026-07-28; none
 without one), and those sent once it is over are dropped; a `notifications/cancelled` naming a call
@@ -38,7 +39,8 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from mcp.server.connection import Connection, allowed_log_levels
@@ -76,9 +78,9 @@ ENVELOPE_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIE
 ENVELOPES_KEPT, ENVELOPE_KEY_MAX = 64, 4096
 """Envelopes (clients, protocol versions) remembered as the SDK reads them, each at most this long as JSON;
 more: forgotten, read again (a longer one: read on every call)."""
-STAND_IN: dict[str, Any] = {"\x00generalagent: structured content": 0}
+STAND_IN: Mapping[str, Any] = MappingProxyType({"\x00generalagent: structured content": 0})
 """Shaped in place of an answer's structured content (`QuickCalls._shaped`)."""
-STAND_IN_JSON = json.dumps(STAND_IN, separators=(",", ":"))
+STAND_IN_JSON = json.dumps(dict(STAND_IN), separators=(",", ":"))
 """Its JSON text in a line: found in no JSON string (their quotes are escaped) and in no key the SDK writes."""
 log = logging.getLogger("generalagent.server")
 RESOLVED = ("ga_approval", "ga_human")
@@ -266,13 +268,14 @@ class QuickCalls:
         if structured_text is not None:
             with contextlib.suppress(Exception):  # whatever fails here fails (or not) below, with the content
                 wire = self._serializer._serialize("tools/call", version, outcome.model_copy(
-                    update={"structured_content": STAND_IN}))
+                    update={"structured_content": dict(STAND_IN)}))
                 if wire.get("structuredContent") == STAND_IN:
                     line = _line(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire))
                     if line.count(STAND_IN_JSON) == 1:
                         return line.replace(STAND_IN_JSON, structured_text, 1)
-            outcome = outcome.model_copy(update={"structured_content": from_json(structured_text)})
         try:
+            if structured_text is not None:
+                outcome = outcome.model_copy(update={"structured_content": from_json(structured_text)})
             wire = self._serializer._serialize("tools/call", version, outcome)
             message: JSONRPCResponse | JSONRPCError = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire)
         except Exception as exc:  # e.g. a result its serializer refuses: the SDK's answer
@@ -290,7 +293,7 @@ class QuickCalls:
                 result = await dispatcher.run(spec.name, args, origin, sink=notices.progress, at_once=True)
             text = dispatcher.bounded_text(result)
             if text is None:  # too long: shrunk
-                text = dispatcher.bounded_payload(result)[1]
+                text = dispatcher.shrunk_payload(result)[1]
             return CallToolResult(content=[TextContent(type="text", text=text)]), text
         except GeneralAgentError as exc:
             return _failed(f"Error executing tool {spec.name}: {exc}"), None

@@ -120,3 +120,14 @@ def test_a_payload_is_the_models_json_and_its_text_or_shrunk_to_fit(
         assert data == result.model_dump(mode="json") and dispatcher.bounded_text(result) == text
     else:
         assert data["truncated"] is True and dispatcher.bounded_text(result) is None
+
+
+def test_a_payload_nested_deeper_than_json_parsing_allows_is_still_answered(settings: Any) -> None:
+    """pydantic-core writes JSON nested deeper (to ~254) than it parses (200): the structured content is then
+    the model's own dump, the text unchanged."""
+    deep: Any = "bottom"
+    for _ in range(220):
+        deep = [deep]
+    result = _Loose(name="deep", items=[deep])
+    data, text = Dispatcher(Runtime(settings), []).bounded_payload(result)
+    assert text == result.model_dump_json() and data == result.model_dump(mode="json")

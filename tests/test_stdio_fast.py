@@ -594,3 +594,37 @@ def test_an_answer_shaped_with_the_stand_in_is_the_sdks_line(server: Any, struct
     assert lane._shaped(request_id, version, plain, text) == expected
     kept = "structuredContent" in json.loads(expected)["result"]
     assert shaped == ([STAND_IN] if kept else [STAND_IN, structured])
+
+
+@pytest.mark.parametrize("change", ["alter", "drop", "fail"])
+def test_a_stand_in_the_shaping_changes_gets_the_content_shaped_itself(server: Any, change: str) -> None:
+    """A shaping that alters or drops the structured content, or refuses it (none in this SDK's versions):
+    the lane shapes the content itself, and its line is byte for byte the one the SDK's shaping writes."""
+    from mcp_types import CallToolResult, JSONRPCResponse, TextContent
+
+    from foundation.bounding import dumps
+    from mcp_server.stdio_fast import _line
+
+    structured = {"hits": [{"path": "a.txt", "score": 1.5, "text": "storms \u00e9 \x00"}], "total": 1}
+    text = dumps(structured)
+    lane = QuickCalls(server, cast(Any, None))
+    shape = lane._serializer._serialize
+
+    def changing(method: str, version: str, result: Any) -> Any:
+        wire = dict(shape(method, version, result))
+        if change == "fail":
+            raise ValueError("refused")
+        if change == "drop":
+            wire.pop("structuredContent", None)
+        else:
+            wire["structuredContent"] = {**wire["structuredContent"], "added": True}
+        return wire
+
+    lane._serializer._serialize = changing  # type: ignore[method-assign]
+    full = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    if change == "fail":
+        line = lane._shaped(5, PROTOCOL, CallToolResult(content=[TextContent(type="text", text=text)]), text)
+        assert json.loads(line)["error"]["message"] == "refused"
+        return
+    expected = _line(JSONRPCResponse(jsonrpc="2.0", id=5, result=changing("tools/call", PROTOCOL, full)))
+    assert lane._shaped(5, PROTOCOL, CallToolResult(content=[TextContent(type="text", text=text)]), text) == expected

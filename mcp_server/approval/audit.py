@@ -103,9 +103,13 @@ def mask_text(text: str) -> str:
     return _SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
 
 
-@functools.lru_cache(maxsize=1024)
 def _secret_key(key: str) -> bool:
-    """An argument name whose value is masked whole (names repeat: each is tested once)."""
+    """An argument name whose value is masked whole (names repeat: short ones are tested once)."""
+    return _short_secret_key(key) if len(key) <= 64 else _SECRET_KEY.search(key) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _short_secret_key(key: str) -> bool:
     return _SECRET_KEY.search(key) is not None
 
 
