@@ -468,15 +468,20 @@ class RawClient:
         return result
 
     def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()  # end of input: the server exits
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end_input(self.process)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def end_input(process: subprocess.Popen[bytes]) -> None:
+    """Close a child's stdin (a server on stdio exits at the end of input); killed if still running after 10 s."""
+    assert process.stdin is not None
+    process.stdin.close()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def wait_for_postings_raw(client: RawClient, queries: list[str]) -> None:
@@ -678,13 +683,7 @@ class PlainClient:
         return result
 
     def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()  # end of input: the loop ends
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end_input(self.process)
 
 
 def start_http(data: Path, ws: Path) -> tuple[subprocess.Popen[bytes], int]:
