@@ -300,13 +300,8 @@ def in_memory(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row
     import anyio
     from mcp.client import Client
 
-    from foundation.settings import load_settings
-    from mcp_server.server import build_server
-    from tools.index_services import memory_index
-
     async def run() -> dict[str, Row]:
-        server, dispatcher = build_server(load_settings({"data_dir": data, "roots": [ws]}, environ={}))
-        memory_index(dispatcher.runtime).build_now()
+        server, dispatcher = built_here(data, ws)
         async with Client(server, mode="legacy") as client:
             while any(thread.name == "warm-up" for thread in threading.enumerate()):
                 await anyio.sleep(0.1)  # the server's start-up warm-up (jieba, tiktoken) is not what is measured
