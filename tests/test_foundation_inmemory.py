@@ -16,6 +16,7 @@ from foundation.toolspec import ToolSpec
 from mcp_server import registry
 from mcp_server.dispatch import Dispatcher
 from tests.conftest import MODES, connect
+from tests.json_strategies import json_values
 from tools.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -98,10 +99,7 @@ class _Loose(BaseModel):
     extra: dict[str, Any] = {}
 
 
-_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=30)
-                       | st.floats(allow_nan=False, allow_infinity=False),
-                       lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=5), inner, max_size=5),
-                       max_leaves=40)
+_values = json_values(max_leaves=40)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

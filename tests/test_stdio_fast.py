@@ -21,6 +21,7 @@ from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from mcp_server.stdio_fast import QuickCalls
 from mcp_server.stdio_pipes import _InFlight, _Lines, _Output
+from tests.json_strategies import json_values
 
 PROTOCOL = "2025-11-25"
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -554,15 +555,8 @@ def test_a_refused_call_does_not_stop_later_calls_with_its_envelope(server: Any)
     assert "error" in answers(by_lane)["1"] and "error" in answers(by_lane)["2"]
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(st.characters(codec="utf-8"), max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20)
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(structured=st.dictionaries(st.text(max_size=12), json_values, max_size=6),
+@given(structured=st.dictionaries(st.text(max_size=12), json_values(), max_size=6),
        version=st.sampled_from(SUPPORTED_PROTOCOL_VERSIONS),
        request_id=st.integers(0, 2**31) | st.text(max_size=8))
 def test_an_answer_shaped_with_the_stand_in_is_the_sdks_line(server: Any, structured: dict[str, Any], version: str,
