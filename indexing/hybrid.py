@@ -54,10 +54,14 @@ class DenseRerank:
         self.weight_of = weight_of
         self.query_vector = queries or QueryVectors(provider)  # the server's (kept across searches) when given
 
+    def wants(self, query: Query) -> bool:
+        """True for the queries this stage re-ranks (natural language, no quoted phrase, a dense weight)."""
+        return query.mode == "natural" and not query.parsed.phrases and self.weight_of(query.text) > 0
+
     def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]:
-        weight = self.weight_of(query.text)
-        if query.mode != "natural" or query.parsed.phrases or len(scored) < 2 or weight <= 0:
+        if len(scored) < 2 or not self.wants(query):
             return scored
+        weight = self.weight_of(query.text)
         ids = [chunk_id for _, chunk_id in scored]
         found = self.vectors_of(ids)
         if len(found) < len(ids):

@@ -202,6 +202,9 @@ def test_chinese_queries_keep_the_lexical_order_without_embedding() -> None:
     rerank = DenseRerank(Refusing(), lambda ids: {i: vectors[i] for i in ids})
     scored = [(3.0, 1), (2.0, 2)]
     assert rerank(plan("如何修理汽车刹车"), scored) == scored  # zh weight 0: never below lexical
+    assert not rerank.wants(plan("如何修理汽车刹车"))  # so the search scores one page, not the re-rank's pool
+    assert not rerank.wants(plan('"car brakes" fixed')) and not rerank.wants(plan("car brakes", "all"))
+    assert rerank.wants(plan("how to fix car brakes"))
 
 
 def test_the_free_cores_are_counted_among_the_ones_this_process_may_use() -> None:

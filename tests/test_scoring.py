@@ -75,6 +75,41 @@ def test_rerank_stages_see_the_pool_and_decide_the_order(store: IndexStore) -> N
     assert got == best[::-1][:2]
 
 
+def test_a_stage_that_leaves_a_query_as_it_is_is_not_given_the_pool(store: IndexStore,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage's `wants(query)` False: the query is scored one page deep (not `candidates` deep) and
+    the stage is not called, so the hits are the plain searcher's; True: the stage gets the pool."""
+    import indexing.search as search_module
+
+    depths: list[int] = []
+    real_score = search_module.score
+
+    def counted(found: Candidates, parsed: object, want: int, p: object) -> list[Scored]:
+        depths.append(want)
+        return real_score(found, parsed, want, p)  # type: ignore[arg-type]
+
+    class Picky:
+        def __init__(self) -> None:
+            self.called: list[str] = []
+
+        def wants(self, query: Query) -> bool:
+            return "lighthouse" in query.text
+
+        def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]:
+            self.called.append(query.text)
+            return scored[::-1]
+
+    monkeypatch.setattr(search_module, "score", counted)
+    picky = Picky()
+    plain, staged = Searcher(store), Searcher(store, rerank=[picky])
+    expected = [h.chunk_id for h in plain.search("revenue growth", limit=2)]
+    depths.clear()
+    assert [h.chunk_id for h in staged.search("revenue growth", limit=2)] == expected
+    assert depths == [2] and picky.called == []
+    staged.search("revenue growth lighthouse", limit=2)
+    assert depths[-1] == staged.params.candidates and picky.called == ["revenue growth lighthouse"]
+
+
 def test_query_is_parsed_once_into_the_plan() -> None:
     assert plan('"revenue growth" margin').parsed.phrases == [["revenu", "growth"]]
     fts = plan('"revenue" AND growth*', "fts")
