@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from foundation.errors import SettingsError
+from foundation.waiting import about_to_wait
 
 if TYPE_CHECKING:
     import numpy as np
@@ -139,11 +140,17 @@ class QueryVectors:
         self._kept: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
+    def kept(self, text: str) -> bool:
+        """True when this text's vector is kept (asking for it now embeds nothing)."""
+        with self._lock:
+            return text in self._kept
+
     def __call__(self, text: str) -> np.ndarray:
         with self._lock:
             if text in self._kept:
                 self._kept.move_to_end(text)
                 return self._kept[text]
+        about_to_wait()  # embedding (a model's forward pass, or an HTTP request): never on the event loop
         vector: np.ndarray = self.provider.embed([text], query=True)[0]
         vector.setflags(write=False)  # shared by every caller of this text
         with self._lock:

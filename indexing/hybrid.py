@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from foundation.waiting import MustWait
 from indexing.analyzer import has_han
 from indexing.fusion import fuse, reorder
 from indexing.query import Query
@@ -40,6 +41,11 @@ def dense_weight(text: str) -> float:
     return DENSE_WEIGHT["zh" if has_han(text) else "en"]
 
 
+def reranks(query: Query, weight_of: Callable[[str], float] = dense_weight) -> bool:
+    """True for the queries the re-rank orders by meaning: natural language, no quoted phrase, a dense weight."""
+    return query.mode == "natural" and not query.parsed.phrases and weight_of(query.text) > 0
+
+
 class DenseRerank:
     """The re-rank stage (`Searcher(rerank=[...])`): the scorer's (score, chunk id) best first -> the same
     candidates in fused order. Natural-language queries without quoted phrases only."""
@@ -56,7 +62,7 @@ class DenseRerank:
 
     def wants(self, query: Query) -> bool:
         """True for the queries this stage re-ranks (natural language, no quoted phrase, a dense weight)."""
-        return query.mode == "natural" and not query.parsed.phrases and self.weight_of(query.text) > 0
+        return reranks(query, self.weight_of)
 
     def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]:
         if len(scored) < 2 or not self.wants(query):
@@ -68,6 +74,8 @@ class DenseRerank:
             return scored  # lexical until every candidate has its vector
         try:
             vector = self.query_vector(query.text)
+        except MustWait:  # a quick call whose query vector was dropped meanwhile: it moves to a worker thread
+            raise
         except Exception as exc:  # an unreachable endpoint must not break search: stay lexical
             log.warning("query embedding failed, searching lexically: %s", exc)
             return scored

@@ -66,13 +66,17 @@ def test_int8_rows_are_the_vectors_one_by_one(rows: list[tuple[bytes, float]], r
 
 
 def index_cars(folder: Path, store: IndexStore) -> IndexStore:
+    write_cars(folder)
+    Indexer(store).index_tree(folder)
+    return store
+
+
+def write_cars(folder: Path) -> None:
     (folder / "garage.md").write_text(
         "# Garage\n\nThe automobile needed new brakes; the mechanic fixed the automobile quickly.\n", encoding="utf-8"
     )
     (folder / "bikes.md").write_text("# Bikes\n\nRepair of bicycles: brakes and chains, repair after repair.\n",
                                      encoding="utf-8")
-    Indexer(store).index_tree(folder)
-    return store
 
 
 @pytest.mark.storage
@@ -165,6 +169,80 @@ def test_one_text_gets_the_cores_no_other_thread_runs_on() -> None:
     assert threads_for_one_text(2, None, cpus=2) == 2  # nothing known (no /proc/loadavg): the engine's own
     if Path("/proc/loadavg").exists():
         assert (runnable_now() or 0) >= 1  # the caller runs
+
+
+@pytest.mark.anyio
+async def test_a_search_with_nothing_to_embed_runs_on_the_loop_in_hybrid_mode(
+    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """Hybrid mode: a Chinese query (never embedded) and an English one whose vector is kept are quick calls,
+    run on the event loop; an English query asked for the first time embeds in a worker thread."""
+    import threading
+
+    from mcp.client import Client
+
+    from mcp_server.server import build_server
+    from tools.index_services import search_ready
+
+    if make_settings().database_url:
+        pytest.skip("quick calls are SQLite-only")
+    write_cars(workspace)
+    (workspace / "茶.md").write_text("# 绿茶\n\n绿茶用八十度的水冲泡，泡两分钟就不苦。\n", encoding="utf-8")
+    threads: list[str] = []
+    original = Searcher.search
+
+    def spied(self: Searcher, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Searcher, "search", spied)
+    server, dispatcher = build_server(make_settings(search_memory_min_chunks=1, **fake_embeddings.settings_overrides()))
+    async with Client(server, mode="legacy") as client:
+        assert not (await client.call_tool("index_path", {"path": "."})).is_error
+        for _ in range(600):  # the postings and the vectors are made in the background
+            status = (await client.call_tool("index_status", {})).structured_content
+            await client.call_tool("search_documents", {"query": "warm up"})
+            if status["vectors"] == "vectors: 3 of 3 chunks" and search_ready(dispatcher.runtime, "绿茶"):
+                break
+            await anyio.sleep(0.05)
+        asked = len(fake_embeddings.requests)
+        threads.clear()
+        tea = (await client.call_tool("search_documents", {"query": "绿茶怎么泡"})).structured_content
+        assert [Path(h["path"]).name for h in tea["hits"]] == ["茶.md"] and threads == ["MainThread"]
+        for expected in ("worker", "MainThread"):  # embedded (a worker thread), then its vector is kept
+            threads.clear()
+            found = (await client.call_tool("search_documents", {"query": "car brakes repair"})).structured_content
+            assert [Path(h["path"]).name for h in found["hits"]] == ["garage.md", "bikes.md"]  # meaning wins
+            assert (threads[-1] == "MainThread") == (expected == "MainThread"), threads
+        assert len(fake_embeddings.requests) == asked + 1  # one query embedded, once
+
+
+def test_a_query_vector_not_kept_is_never_embedded_on_the_event_loop() -> None:
+    from foundation.waiting import MustWait, on_the_loop
+    from indexing.embeddings import QueryVectors
+    from indexing.hybrid import DenseRerank
+    from indexing.query import plan
+
+    class Counting:
+        name = "counting"
+        asked: list[str] = []
+
+        def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+            self.asked += texts
+            return normalised(np.ones((len(texts), 2), dtype=np.float32))
+
+    provider = Counting()
+    queries = QueryVectors(provider)
+    with on_the_loop(), pytest.raises(MustWait):
+        queries("car brakes")
+    vectors = {1: np.array([1.0, 0.0], dtype=np.float32), 2: np.array([0.0, 1.0], dtype=np.float32)}
+    rerank = DenseRerank(provider, lambda ids: {i: vectors[i] for i in ids}, queries=queries)
+    with on_the_loop(), pytest.raises(MustWait):  # to a worker thread, not silently in the lexical order
+        rerank(plan("car brakes"), [(3.0, 1), (2.0, 2)])
+    assert provider.asked == [] and not queries.kept("car brakes")
+    queries("car brakes")  # in a worker thread: embedded and kept
+    with on_the_loop():
+        assert queries.kept("car brakes") and queries("car brakes") is not None and provider.asked == ["car brakes"]
 
 
 def test_query_vectors_are_kept_by_text_and_the_oldest_dropped() -> None:

@@ -195,12 +195,15 @@ def _result_paths(result: SearchResult) -> list[str]:
 def search_is_quick(rt: Runtime, args: dict[str, Any]) -> bool:
     """`ToolSpec.quick` of search_documents: a ranked natural-language search of everything, no quoted
     phrase (those go to the database's engine), one page of hits among the first 50, on an index whose
-    in-memory postings are loaded and current (a few ms, nothing to wait for)."""
+    in-memory postings are loaded and current, with no query to embed in hybrid mode (a few ms, nothing
+    to wait for)."""
     if args.get("use_regex") or args.get("group_by_document") or args.get("paths"):
         return False
     if args.get("mode", "natural") != "natural" or '"' in str(args.get("query", "")):
         return False
-    return args.get("offset", 0) + args.get("max_results", 10) <= QUICK_MAX_RANK and search_ready(rt)
+    query = args.get("query")
+    return (args.get("offset", 0) + args.get("max_results", 10) <= QUICK_MAX_RANK
+            and search_ready(rt, query if isinstance(query, str) else None))
 
 
 def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:

@@ -86,14 +86,26 @@ def _open_store(path: Path) -> IndexStore:
     return store
 
 
-def search_ready(rt: Runtime) -> bool:
-    """True when a lexical search will likely need nothing more to load: SQLite, no embedding re-rank
-    (it embeds the query), the index's in-memory postings loaded. Stale postings, or jieba's dictionary
-    not loaded yet, are met inside the search (`about_to_wait`): it then moves to a worker thread."""
-    if rt.settings.database_url or rt.settings.embedding_provider != "off":
+def search_ready(rt: Runtime, text: str | None = None) -> bool:
+    """True when a search will likely need nothing more to load: SQLite, the index's in-memory postings
+    loaded and, in hybrid mode, nothing to embed (`text`, a natural-language query, is one the re-rank
+    leaves lexical, or its vector is kept). Stale postings, jieba's dictionary not loaded yet or a query
+    vector dropped meanwhile are met inside the search (`about_to_wait`): it then moves to a worker thread."""
+    if rt.settings.database_url or not (rt.settings.embedding_provider == "off" or _embeds_nothing(rt, text)):
         return False
     memory = _MEMORY_INDEX.peek(rt)
     return memory is not None and memory.loaded
+
+
+def _embeds_nothing(rt: Runtime, text: str | None) -> bool:
+    """In hybrid mode: True when a natural-language search for `text` would embed nothing now."""
+    worker = _VECTOR_WORKER.peek(rt)  # None: not made yet (making it loads the model)
+    if text is None or worker is None:
+        return False
+    from indexing.hybrid import reranks
+    from indexing.query import plan
+
+    return not reranks(plan(text)) or worker.queries.kept(text)
 
 
 def index_jobs(rt: Runtime) -> JobRegistry:
