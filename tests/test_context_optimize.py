@@ -15,6 +15,7 @@ from context.optimize import Budget, optimize
 from context.tokens import counter_for
 from foundation.errors import InvalidInput
 from tests.context_checks import api_problems, is_subsequence, user_texts
+from tests.json_strategies import json_values
 
 COUNTER = counter_for(None)
 
@@ -277,11 +278,7 @@ def test_malformed_input_names_the_index(messages: list[Any], fragment: str) -> 
         parse(messages)
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20,
-)
+JSON = json_values(max_leaves=20)
 ROLE = st.sampled_from(["user", "assistant", "tool", "system", "developer", "bot", None])
 PART = st.fixed_dictionaries(
     {"type": st.sampled_from(["text", "tool_use", "tool_result", "image", "image_url", 3])},

@@ -16,6 +16,7 @@ from foundation.calls import CallOrigin
 from foundation.errors import ApprovalRequired, PolicyDenied
 from foundation.toolspec import ToolSpec
 from mcp_server.dispatch import Dispatcher
+from tests.json_strategies import json_values
 from tools.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -87,9 +88,7 @@ async def test_an_async_gate_is_awaited_first(settings: Any) -> None:
     assert gate.checked == 1 and len(ran) == 1
 
 
-JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=40)),
-                    lambda inner: st.one_of(st.lists(inner, max_size=6), st.dictionaries(st.text(max_size=8), inner, max_size=6)),
-                    max_leaves=40)
+JSON = json_values(max_leaves=40)
 
 
 def _size(value: Any) -> int:

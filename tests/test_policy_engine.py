@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_server.policy import Decision, PolicyContext, decide, load_rules
+from tests.json_strategies import json_values
 
 DEFAULTS = load_rules(None)
 
@@ -299,17 +300,13 @@ def test_internal_errors_become_ask(workspace: Path) -> None:
     assert (decision.action, decision.rule_id) == ("ask", "engine.error")
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=20,
-)
+ARG_VALUES = json_values(max_leaves=20, non_finite=True)
 SHELL_ALPHABET = st.sampled_from(list("abrmls -;|&<>()$`'\"\\\n{}*?~/.=#!0123456789") + ["rm", "sh -c ", "$(", "<(", "<<", "<<'E'", "\nE\n", "<<<"])
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tool=st.text(max_size=20) | st.sampled_from(["run_bash_command", "write_file", "read_file", "edit_file"]),
-       args=st.dictionaries(st.sampled_from(["command", "path", "content", "paths", "x"]), json_values, max_size=4),
+       args=st.dictionaries(st.sampled_from(["command", "path", "content", "paths", "x"]), ARG_VALUES, max_size=4),
        read_only=st.booleans())
 def test_fuzz_any_arguments_give_a_decision(tool: str, args: dict[str, Any], read_only: bool, workspace: Path) -> None:
     decision = decide(tool, args, make_ctx(workspace, read_only=read_only))
