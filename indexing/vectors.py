@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
+from foundation.waiting import about_to_wait
 from indexing.embeddings import EmbeddingProvider, QueryVectors, from_int8_rows, to_int8
 from indexing.store import put_meta
 
@@ -108,6 +109,7 @@ class VectorWorker:
                 return
             if self._complete_at == generation:
                 return
+            about_to_wait()  # starting a thread (it waits for the thread to run): not from the event loop
             self._stop.clear()
             self._thread = threading.Thread(target=self._run_logged, name="chunk-vectors", daemon=True)
             self._thread.start()

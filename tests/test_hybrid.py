@@ -181,6 +181,7 @@ async def test_a_search_with_nothing_to_embed_runs_on_the_loop_in_hybrid_mode(
 
     from mcp.client import Client
 
+    from indexing.embeddings import QueryVectors
     from mcp_server.server import build_server
     from tools.index_services import search_ready
 
@@ -209,12 +210,39 @@ async def test_a_search_with_nothing_to_embed_runs_on_the_loop_in_hybrid_mode(
         threads.clear()
         tea = (await client.call_tool("search_documents", {"query": "绿茶怎么泡"})).structured_content
         assert [Path(h["path"]).name for h in tea["hits"]] == ["茶.md"] and threads == ["MainThread"]
-        for expected in ("worker", "MainThread"):  # embedded (a worker thread), then its vector is kept
+        for on_loop in (False, True):  # embedded (wholly in a worker thread), then its vector is kept
             threads.clear()
             found = (await client.call_tool("search_documents", {"query": "car brakes repair"})).structured_content
             assert [Path(h["path"]).name for h in found["hits"]] == ["garage.md", "bikes.md"]  # meaning wins
-            assert (threads[-1] == "MainThread") == (expected == "MainThread"), threads
+            assert threads == ["MainThread"] if on_loop else threads and "MainThread" not in threads, threads
         assert len(fake_embeddings.requests) == asked + 1  # one query embedded, once
+        # a vector dropped between the quick test and the search: the call moves to a worker thread, and embeds
+        monkeypatch.setattr(QueryVectors, "kept", lambda self, text: True)
+        threads.clear()
+        found = (await client.call_tool("search_documents", {"query": "automobile brakes fixed"})).structured_content
+        assert [Path(h["path"]).name for h in found["hits"]] == ["garage.md", "bikes.md"]
+        assert threads[0] == "MainThread" and len(threads) == 2 and threads[1] != "MainThread", threads
+        assert len(fake_embeddings.requests) == asked + 2
+
+
+@pytest.mark.storage
+def test_the_worker_is_never_started_from_the_event_loop(
+    tmp_path: Path, fake_embeddings: FakeEmbeddings, backend: str, request: pytest.FixtureRequest  # noqa: F811
+) -> None:
+    from foundation.waiting import MustWait, on_the_loop
+
+    (tmp_path / "docs").mkdir()
+    store = index_cars(tmp_path / "docs", index_store_for(request, tmp_path, backend))
+    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL))
+    with on_the_loop(), pytest.raises(MustWait):  # a run is due: the search kicking it moves to a worker thread
+        worker.kick()
+    assert worker.vectors.progress() == (0, 2) and fake_embeddings.requests == []
+    worker.kick()  # from a worker thread: it runs
+    assert worker._thread is not None
+    worker._thread.join(30)
+    assert worker.vectors.progress() == (2, 2)
+    with on_the_loop():
+        worker.kick()  # nothing due (every chunk has its vector): nothing to start, no MustWait
 
 
 def test_a_query_vector_not_kept_is_never_embedded_on_the_event_loop() -> None:

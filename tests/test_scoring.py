@@ -80,9 +80,10 @@ def test_a_stage_that_leaves_a_query_as_it_is_is_not_given_the_pool(store: Index
     """A stage's `wants(query)` False: the query is scored one page deep (not `candidates` deep) and
     the stage is not called, so the hits are the plain searcher's; True: the stage gets the pool."""
     import indexing.search as search_module
+    from indexing.postings import MemoryIndex
+    from indexing.scoring import score as real_score
 
     depths: list[int] = []
-    real_score = search_module.score
 
     def counted(found: Candidates, parsed: object, want: int, p: object) -> list[Scored]:
         depths.append(want)
@@ -101,11 +102,17 @@ def test_a_stage_that_leaves_a_query_as_it_is_is_not_given_the_pool(store: Index
 
     monkeypatch.setattr(search_module, "score", counted)
     picky = Picky()
-    plain, staged = Searcher(store), Searcher(store, rerank=[picky])
-    expected = [h.chunk_id for h in plain.search("revenue growth", limit=2)]
-    depths.clear()
-    assert [h.chunk_id for h in staged.search("revenue growth", limit=2)] == expected
-    assert depths == [2] and picky.called == []
+    memory = MemoryIndex(store)
+    memory.build_now()
+    for engine in (None, memory):  # FTS5's candidates, the in-memory postings'
+        deep = Searcher(store, memory=engine, rerank=[lambda query, scored: scored])  # scored `candidates` deep
+        staged = Searcher(store, memory=engine, rerank=[picky])
+        for query in ("revenue growth", "growth", "the of"):
+            for limit, offset in ((1, 0), (2, 0), (3, 2)):
+                expected = [(h.chunk_id, h.score) for h in deep.search(query, limit=limit, offset=offset)]
+                depths.clear()
+                assert [(h.chunk_id, h.score) for h in staged.search(query, limit=limit, offset=offset)] == expected
+                assert depths in ([], [limit + offset]) and picky.called == []  # ([]: no candidates at all)
     staged.search("revenue growth lighthouse", limit=2)
     assert depths[-1] == staged.params.candidates and picky.called == ["revenue growth lighthouse"]
 

@@ -88,17 +88,20 @@ def _open_store(path: Path) -> IndexStore:
 
 def search_ready(rt: Runtime, text: str | None = None) -> bool:
     """True when a search will likely need nothing more to load: SQLite, the index's in-memory postings
-    loaded and, in hybrid mode, nothing to embed (`text`, a natural-language query, is one the re-rank
-    leaves lexical, or its vector is kept). Stale postings, jieba's dictionary not loaded yet or a query
-    vector dropped meanwhile are met inside the search (`about_to_wait`): it then moves to a worker thread."""
-    if rt.settings.database_url or not (rt.settings.embedding_provider == "off" or _embeds_nothing(rt, text)):
+    loaded and, in hybrid mode, nothing to embed: `text` (a natural-language query; without it, False in
+    hybrid mode) is one the re-rank leaves lexical, or its vector is kept. Stale postings, or a query
+    vector dropped meanwhile, are met inside the search (`about_to_wait`): it then moves to a worker thread."""
+    if rt.settings.database_url:
         return False
     memory = _MEMORY_INDEX.peek(rt)
-    return memory is not None and memory.loaded
+    if memory is None or not memory.loaded:
+        return False
+    return rt.settings.embedding_provider == "off" or _embeds_nothing(rt, text)
 
 
 def _embeds_nothing(rt: Runtime, text: str | None) -> bool:
-    """In hybrid mode: True when a natural-language search for `text` would embed nothing now."""
+    """In hybrid mode: True when a natural-language search for `text` would embed nothing now (its
+    analysis may need jieba's dictionary: not loaded yet, MustWait, so the search is not quick)."""
     worker = _VECTOR_WORKER.peek(rt)  # None: not made yet (making it loads the model)
     if text is None or worker is None:
         return False
