@@ -62,6 +62,24 @@ def settings(make_settings: Callable[..., Any]) -> Any:
     return make_settings()
 
 
+@pytest.fixture
+def search_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of the thread each `Searcher.search` of the test ran in, in order (MainThread: the event loop's)."""
+    import threading
+
+    from indexing.search import Searcher
+
+    threads: list[str] = []
+    original = Searcher.search
+
+    def spied(self: Searcher, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Searcher, "search", spied)
+    return threads
+
+
 @asynccontextmanager
 async def connect(settings: Any, mode: str = "legacy", **client_kwargs: Any) -> AsyncIterator[Any]:
     """An SDK client connected in memory to a freshly built server (`mode`: legacy or auto)."""

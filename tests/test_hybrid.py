@@ -71,6 +71,12 @@ def index_cars(folder: Path, store: IndexStore) -> IndexStore:
     return store
 
 
+def cars_store(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> IndexStore:
+    """The two car and bike texts in tmp_path/docs, indexed in the backend under test."""
+    (tmp_path / "docs").mkdir()
+    return index_cars(tmp_path / "docs", index_store_for(request, tmp_path, backend))
+
+
 def write_cars(folder: Path) -> None:
     (folder / "garage.md").write_text(
         "# Garage\n\nThe automobile needed new brakes; the mechanic fixed the automobile quickly.\n", encoding="utf-8"
@@ -83,8 +89,7 @@ def write_cars(folder: Path) -> None:
 def test_worker_resumes_cancels_and_follows_chunks(
     tmp_path: Path, fake_embeddings: FakeEmbeddings, backend: str, request: pytest.FixtureRequest  # noqa: F811
 ) -> None:
-    (tmp_path / "docs").mkdir()
-    store = index_cars(tmp_path / "docs", index_store_for(request, tmp_path, backend))
+    store = cars_store(tmp_path, backend, request)
     provider = OpenAIEmbeddings(fake_embeddings.base_url, MODEL)
     worker = VectorWorker(store, provider)
     worker.cancel()  # cancelled before it starts: nothing is embedded, nothing breaks
@@ -173,12 +178,11 @@ def test_one_text_gets_the_cores_no_other_thread_runs_on() -> None:
 
 @pytest.mark.anyio
 async def test_a_search_with_nothing_to_embed_runs_on_the_loop_in_hybrid_mode(
-    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings, search_threads: list[str],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Hybrid mode: a Chinese query (never embedded) and an English one whose vector is kept are quick calls,
     run on the event loop; an English query asked for the first time embeds in a worker thread."""
-    import threading
-
     from mcp.client import Client
 
     from indexing.embeddings import QueryVectors
@@ -189,14 +193,7 @@ async def test_a_search_with_nothing_to_embed_runs_on_the_loop_in_hybrid_mode(
         pytest.skip("quick calls are SQLite-only")
     write_cars(workspace)
     (workspace / "茶.md").write_text("# 绿茶\n\n绿茶用八十度的水冲泡，泡两分钟就不苦。\n", encoding="utf-8")
-    threads: list[str] = []
-    original = Searcher.search
-
-    def spied(self: Searcher, *args: Any, **kwargs: Any) -> Any:
-        threads.append(threading.current_thread().name)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Searcher, "search", spied)
+    threads = search_threads
     server, dispatcher = build_server(make_settings(search_memory_min_chunks=1, **fake_embeddings.settings_overrides()))
     async with Client(server, mode="legacy") as client:
         assert not (await client.call_tool("index_path", {"path": "."})).is_error
@@ -231,9 +228,7 @@ def test_the_worker_is_never_started_from_the_event_loop(
 ) -> None:
     from foundation.waiting import MustWait, on_the_loop
 
-    (tmp_path / "docs").mkdir()
-    store = index_cars(tmp_path / "docs", index_store_for(request, tmp_path, backend))
-    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL))
+    worker = VectorWorker(cars_store(tmp_path, backend, request), OpenAIEmbeddings(fake_embeddings.base_url, MODEL))
     with on_the_loop(), pytest.raises(MustWait):  # a run is due: the search kicking it moves to a worker thread
         worker.kick()
     assert worker.vectors.progress() == (0, 2) and fake_embeddings.requests == []

@@ -153,11 +153,10 @@ NEVER_QUICK: list[dict[str, Any]] = [{"paths": ["docs"]}, {"query": '"exact word
 
 
 async def test_search_runs_on_the_loop_and_moves_to_a_thread_to_forget_a_deleted_file(
-    make_settings: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    make_settings: Any, workspace: Path, search_threads: list[str]
 ) -> None:
     from mcp.client import Client
 
-    from indexing.search import Searcher
     from mcp_server.server import build_server
     from tools.documents import search_is_quick
     from tools.index_services import search_ready
@@ -166,14 +165,7 @@ async def test_search_runs_on_the_loop_and_moves_to_a_thread_to_forget_a_deleted
         pytest.skip("quick calls are SQLite-only (PostgreSQL reads are network round trips)")
     for name in ("kept", "gone"):
         (workspace / f"{name}.txt").write_text(f"The lighthouse keeper wrote about {name} storms.", encoding="utf-8")
-    threads: list[str] = []
-    original = Searcher.search
-
-    def spied(self: Searcher, *args: Any, **kwargs: Any) -> Any:
-        threads.append(threading.current_thread().name)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Searcher, "search", spied)
+    threads = search_threads
     server, dispatcher = build_server(make_settings(search_memory_min_chunks=1))
     async with Client(server, mode="legacy") as client:
         assert not (await client.call_tool("index_path", {"path": "."})).is_error
