@@ -41,11 +41,6 @@ def dense_weight(text: str) -> float:
     return DENSE_WEIGHT["zh" if has_han(text) else "en"]
 
 
-def reranks(query: Query, weight_of: Callable[[str], float] = dense_weight) -> bool:
-    """True for the queries the re-rank orders by meaning: natural language, no quoted phrase, a dense weight."""
-    return query.mode == "natural" and not query.parsed.phrases and weight_of(query.text) > 0
-
-
 class DenseRerank:
     """The re-rank stage (`Searcher(rerank=[...])`): the scorer's (score, chunk id) best first -> the same
     candidates in fused order. Natural-language queries without quoted phrases only."""
@@ -62,7 +57,7 @@ class DenseRerank:
 
     def wants(self, query: Query) -> bool:
         """True for the queries this stage re-ranks (natural language, no quoted phrase, a dense weight)."""
-        return reranks(query, self.weight_of)
+        return query.mode == "natural" and not query.parsed.phrases and self.weight_of(query.text) > 0
 
     def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]:
         if len(scored) < 2 or not self.wants(query):
