@@ -198,11 +198,17 @@ def built_here(data: Path, ws: Path) -> tuple[Any, Any]:
 
 def tool_function(rt: Any, queries: list[str]) -> Callable[[int], Any]:
     """The i-th search, by the tool function called directly."""
+    search = searching(rt)
+    return lambda i: search(queries[i % len(queries)])
+
+
+def searching(rt: Any) -> Callable[[str], Any]:
+    """A query's search by the tool function called directly (its SearchResult)."""
     from tools.documents import search_documents
     from tools.runtime import CallContext
 
     call = CallContext(tool="search_documents", client_id="bench", session_id=None)
-    return lambda i: search_documents(queries[i % len(queries)], rt=rt, call=call)
+    return lambda query: search_documents(query, rt=rt, call=call)
 
 
 LANE = "stdio quick lane in-process (no pipes, no client)"
@@ -327,14 +333,14 @@ def minimal_server(rt: Any, queries: list[str]) -> Any:
     from mcp.server import MCPServer
 
     from foundation.schemas import portable_schema
-    from tools.documents import SearchResult, search_documents
+    from tools.documents import SearchResult
     from tools.runtime import CallContext
     from tools.todos import TodoList
     from tools.todos import todo_read as real_todo_read
 
-    call = CallContext(tool="search_documents", client_id="bench", session_id=None)
-    results = {q: search_documents(q, rt=rt, call=call) for q in dict.fromkeys(queries)}
-    todo = real_todo_read(rt=rt, call=call)
+    computed = searching(rt)
+    results = {q: computed(q) for q in dict.fromkeys(queries)}
+    todo = real_todo_read(rt=rt, call=CallContext(tool="todo_read", client_id="bench", session_id=None))
 
     def search(query: str) -> SearchResult:
         return results[query]
@@ -648,11 +654,9 @@ def serve_plain(data: Path, ws: Path) -> int:
 
     with contextlib.redirect_stdout(sys.stderr):
         rt = built_here(data, ws)[1].runtime
-    out, asked = sys.stdout.buffer, [""]
-    search = tool_function(rt, asked)
+    out, search = sys.stdout.buffer, searching(rt)
     for line in sys.stdin.buffer:
-        asked[:] = [json.loads(line)["query"]]
-        out.write(search(0).model_dump_json(by_alias=True).encode() + b"\n")
+        out.write(search(json.loads(line)["query"]).model_dump_json(by_alias=True).encode() + b"\n")
         out.flush()
     return 0
 
