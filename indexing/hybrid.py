@@ -57,12 +57,16 @@ class DenseRerank:
 
     def wants(self, query: Query) -> bool:
         """True for the queries this stage re-ranks (natural language, no quoted phrase, a dense weight)."""
-        return query.mode == "natural" and not query.parsed.phrases and self.weight_of(query.text) > 0
+        return self._weight(query) > 0
+
+    def _weight(self, query: Query) -> float:
+        """The dense score's share for this query; 0 for an exact mode or a quoted phrase."""
+        return self.weight_of(query.text) if query.mode == "natural" and not query.parsed.phrases else 0.0
 
     def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]:
-        if len(scored) < 2 or not self.wants(query):
+        weight = self._weight(query)
+        if len(scored) < 2 or weight <= 0:
             return scored
-        weight = self.weight_of(query.text)
         ids = [chunk_id for _, chunk_id in scored]
         found = self.vectors_of(ids)
         if len(found) < len(ids):
