@@ -21,9 +21,11 @@ writes the answer. It is taken here only when all of this holds, else it goes to
 - the skills and agent cards are unchanged (one stat), so no list_changed notification is due.
 
 The answer is built with the SDK's result types and its own serializer (per version; the 2026 era's
-resultType and serverInfo stamp), as its pipeline builds it, but for the structured content: a stand-in
-is shaped and the content's JSON text written in its place (`QuickCalls._shaped`; tests/test_stdio_fast.py
-compares the lines both write on random calls, in both eras, and on the edges below). As in the SDK path: a tool's
+resultType and serverInfo stamp), as its pipeline builds it, but for its variable parts: stand-ins for the
+request id, the text and the structured content are shaped once per protocol version and each answer's
+JSON spliced into that line (`_Template`); any other answer is shaped on its own, with a stand-in for the
+structured content only (`QuickCalls._shaped`). tests/test_stdio_fast.py compares the lines both write on
+random calls, in both eras, and on the edges below. As in the SDK path: a tool's
 error or a crash is an isError result; log records the call forwards while it runs reach the client as
 `notifications/message` at the session's level (2025) or at the request's opt-in (2026-07-28; none
 without one), and those sent once it is over are dropped; a `notifications/cancelled` naming a call
@@ -39,6 +41,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -64,7 +67,7 @@ from mcp_types import (
 )
 from mcp_types import methods as sdk_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 
 from foundation.calls import CallOrigin
 from foundation.errors import GeneralAgentError
@@ -82,6 +85,8 @@ STAND_IN: Mapping[str, Any] = MappingProxyType({"\x00generalagent: structured co
 """Shaped in place of an answer's structured content (`QuickCalls._shaped`)."""
 STAND_IN_JSON = json.dumps(dict(STAND_IN), separators=(",", ":"))
 """Its JSON text in a line: found in no JSON string (their quotes are escaped) and in no key the SDK writes."""
+TEXT_STAND_IN, ID_STAND_IN = "\x00generalagent: text", "\x00generalagent: id"
+"""Shaped in place of an answer's text and its request id in the line kept per protocol version (`_Template`)."""
 log = logging.getLogger("generalagent.server")
 RESOLVED = ("ga_approval", "ga_human")
 """The approval and human-question parameters the SDK fills (never sent by a client)."""
@@ -125,6 +130,7 @@ class QuickCalls:
         self._client = "default"
         self._log_levels = _at_or_above(client_log.DEFAULT_LEVEL)  # a 2025 session's, as setLevel chose
         self._envelopes: dict[str, _Envelope | None] = {}  # a 2026-era `_meta` (no progress token) as read
+        self._templates: dict[str, _Template | None] = {}  # an answer's line per protocol version (None: none)
         self._awaited: dict[str, tuple[str, Any]] = {}  # answers that change the session: id -> (what, value)
         self._unsure = False  # a session-changing request shared its id with another one: which answer is whose?
         self._running: dict[str, asyncio.Task[None]] = {}  # calls not answered yet, by id
@@ -256,9 +262,24 @@ class QuickCalls:
     async def _answer(self, request_id: int | str, spec: Any, args: dict[str, Any], origin: CallOrigin,
                       envelope: _Envelope) -> None:
         outcome, structured_text = await self._outcome(spec, args, origin, envelope)
-        line = self._shaped(request_id, envelope.version, outcome, structured_text)
+        line = self._templated(request_id, envelope.version, outcome, structured_text)
+        if line is None:
+            line = self._shaped(request_id, envelope.version, outcome, structured_text)
         self._running.pop(request_key(request_id), None)  # answered: nothing to cancel or close any more
         await self._write(line)
+
+    def _templated(self, request_id: int | str, version: str, outcome: CallToolResult,
+                   structured_text: str | None) -> str | None:
+        """A plain answer's line (its text and structured content: the same JSON) filled into the line the SDK
+        shapes for stand-ins at this version, kept once shaped; None for any other answer, or when the shaping
+        does not carry the stand-ins through (then `_shaped` shapes it)."""
+        if (structured_text is None or type(request_id) not in (int, str)
+                or outcome != CallToolResult(content=[_plain_text(structured_text)])):
+            return None
+        if version not in self._templates:
+            self._templates[version] = _Template.shaped(self._serializer, version)
+        template = self._templates[version]
+        return None if template is None else template.filled(request_id, structured_text)
 
     def _shaped(self, request_id: int | str, version: str, outcome: CallToolResult, structured_text: str | None) -> str:
         """The answer's line as the SDK shapes it (per-version sieve, cache hint, resultType and serverInfo stamp
@@ -294,7 +315,7 @@ class QuickCalls:
             text = dispatcher.bounded_text(result)
             if text is None:  # too long: shrunk
                 text = dispatcher.shrunk_payload(result)[1]
-            return CallToolResult(content=[TextContent(type="text", text=text)]), text
+            return CallToolResult(content=[_plain_text(text)]), text
         except GeneralAgentError as exc:
             return _failed(f"Error executing tool {spec.name}: {exc}"), None
         except Exception:  # a crash: its text stays in the server's log
@@ -337,6 +358,44 @@ def _read_envelope(meta: dict[str, Any]) -> _Envelope | None:
     info = connection.client_params.client_info if connection.client_params is not None else None
     client = info.name if info is not None and info.name else "default"
     return _Envelope(route.protocol_version, client, allowed_log_levels(route.protocol_version, meta), None)
+
+
+class _Template:
+    """The line the SDK's shaping writes for a plain answer at one protocol version, cut where the request id,
+    the text and the structured content go: `filled` splices in each one's JSON (pydantic-core's, the writer
+    of the SDK's lines). Shaped once with stand-ins; kept only when the shaping carried each of them through
+    unchanged, to exactly one place in the line."""
+
+    def __init__(self, pieces: tuple[str, ...], slots: tuple[str, ...]) -> None:
+        self._pieces, self._slots = pieces, slots  # len(pieces) == len(slots) + 1
+
+    @classmethod
+    def shaped(cls, serializer: ServerRunner, version: str) -> _Template | None:
+        outcome = CallToolResult(content=[_plain_text(TEXT_STAND_IN)], structured_content=dict(STAND_IN))
+        try:
+            wire = serializer._serialize("tools/call", version, outcome)
+            line = _line(JSONRPCResponse(jsonrpc="2.0", id=ID_STAND_IN, result=wire))
+        except Exception:  # shaped per call instead (`_shaped`), which answers the SDK's error if it fails again
+            return None
+        if wire.get("structuredContent") != STAND_IN or wire.get("content") != [{"type": "text", "text": TEXT_STAND_IN}]:
+            return None
+        marks = {"id": to_json(ID_STAND_IN).decode(), "text": to_json(TEXT_STAND_IN).decode(), "structured": STAND_IN_JSON}
+        if any(line.count(mark) != 1 for mark in marks.values()):
+            return None
+        slots = tuple(sorted(marks, key=lambda slot: line.index(marks[slot])))
+        pieces = re.split("|".join(re.escape(marks[slot]) for slot in slots), line)
+        return cls(tuple(pieces), slots)
+
+    def filled(self, request_id: int | str, text: str) -> str:
+        values = {"id": to_json(request_id).decode(), "text": to_json(text).decode(), "structured": text}
+        parts = [self._pieces[0]]
+        for slot, piece in zip(self._slots, self._pieces[1:], strict=True):
+            parts += (values[slot], piece)
+        return "".join(parts)
+
+
+def _plain_text(text: str) -> TextContent:
+    return TextContent(type="text", text=text)
 
 
 def _error_data(exc: Exception, version: str) -> ErrorData:

@@ -622,3 +622,84 @@ def test_a_stand_in_the_shaping_changes_gets_the_content_shaped_itself(server: A
         return
     expected = _line(JSONRPCResponse(jsonrpc="2.0", id=5, result=changing("tools/call", PROTOCOL, full)))
     assert lane._shaped(5, PROTOCOL, CallToolResult(content=[TextContent(type="text", text=text)]), text) == expected
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(structured=st.dictionaries(st.text(st.characters(codec="utf-8"), max_size=12), json_values(), max_size=6),
+       version=st.sampled_from(SUPPORTED_PROTOCOL_VERSIONS),
+       request_id=st.integers() | st.text(st.characters(codec="utf-8"), max_size=8))
+def test_an_answer_filled_into_the_kept_line_is_the_sdks_line(server: Any, structured: dict[str, Any], version: str,
+                                                             request_id: int | str) -> None:
+    """A plain answer's line is the one kept for its protocol version with the id, the text and the structured
+    content spliced in: byte for byte the line the SDK writes (any JSON, any version, any id), and the SDK's
+    shaping runs once per version, not per answer."""
+    from mcp.server.runner import ServerRunner
+    from mcp_types import CallToolResult, JSONRPCResponse, TextContent
+
+    from foundation.bounding import dumps
+    from mcp_server.stdio_fast import _line
+
+    text = dumps(structured)
+    outcome = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    runner = ServerRunner(server._lowlevel_server, connection=None, lifespan_state=None)  # type: ignore[arg-type]
+    expected = _line(JSONRPCResponse(jsonrpc="2.0", id=request_id,
+                                     result=runner._serialize("tools/call", version, outcome)))
+    lane = QuickCalls(server, cast(Any, None))
+    shaped: list[str] = []
+    shape = lane._serializer._serialize
+
+    def counted(method: str, version: str, result: Any) -> Any:
+        shaped.append(version)
+        return shape(method, version, result)
+
+    lane._serializer._serialize = counted  # type: ignore[method-assign]
+    plain = CallToolResult(content=[TextContent(type="text", text=text)])  # as the lane's call leaves it
+    for _ in range(2):
+        assert lane._templated(request_id, version, plain, text) == expected
+    assert shaped == [version]
+
+
+@pytest.mark.parametrize("change", ["alter", "drop", "text", "fail"])
+def test_no_line_is_kept_when_the_shaping_changes_a_stand_in(server: Any, change: str) -> None:
+    """A shaping that alters, drops or refuses a stand-in (none in this SDK's versions): no line is kept for
+    that version, and each answer is shaped on its own (`_shaped`)."""
+    from mcp_types import CallToolResult, TextContent
+
+    lane = QuickCalls(server, cast(Any, None))
+    shape = lane._serializer._serialize
+
+    def changing(method: str, version: str, result: Any) -> Any:
+        wire = dict(shape(method, version, result))
+        if change == "fail":
+            raise ValueError("refused")
+        if change == "drop":
+            wire.pop("structuredContent", None)
+        elif change == "text":
+            wire["content"] = [{"type": "text", "text": "changed"}]
+        else:
+            wire["structuredContent"] = {**wire["structuredContent"], "added": True}
+        return wire
+
+    lane._serializer._serialize = changing  # type: ignore[method-assign]
+    plain = CallToolResult(content=[TextContent(type="text", text='{"a":1}')])
+    assert lane._templated(5, PROTOCOL, plain, '{"a":1}') is None
+    assert lane._templates == {PROTOCOL: None}
+
+
+def test_only_a_plain_answer_is_filled_into_the_kept_line(server: Any) -> None:
+    """An error, an answer with other content or a `_meta`, or an id that is neither a number nor a string:
+    shaped on its own."""
+    from mcp_types import CallToolResult, TextContent
+
+    lane = QuickCalls(server, cast(Any, None))
+    text = '{"a":1}'
+    plain = CallToolResult(content=[TextContent(type="text", text=text)])
+    assert lane._templated(5, PROTOCOL, plain, text) is not None
+    others = [CallToolResult(content=[TextContent(type="text", text=text)], is_error=True),
+              CallToolResult(content=[TextContent(type="text", text='{"b":2}')]),
+              CallToolResult(content=[TextContent(type="text", text=text)], _meta={"k": 1}),
+              CallToolResult(content=[TextContent(type="text", text=text), TextContent(type="text", text=text)])]
+    assert all(lane._templated(5, PROTOCOL, other, text) is None for other in others)
+    assert lane._templated(5, PROTOCOL, plain, None) is None
+    assert lane._templated(cast(Any, 5.0), PROTOCOL, plain, text) is None
+    assert lane._templated(cast(Any, True), PROTOCOL, plain, text) is None
