@@ -33,3 +33,8 @@ def on_the_loop() -> Iterator[None]:
         yield
     finally:
         _ON_THE_LOOP.reset(token)
+
+
+def running_on_the_loop() -> bool:
+    """True inside code marked `on_the_loop` (a quick call, on the event loop's thread)."""
+    return _ON_THE_LOOP.get()

@@ -5,6 +5,7 @@ the check; a failing quick test or gate just means the worker thread."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -261,3 +262,30 @@ def test_on_the_loop_jieba_is_never_loaded() -> None:
                           env={**os.environ, "PYTHONPATH": root})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:3] == ["['lighthous', 'storm']", "moved", "True"]
+
+
+# -- the real gate: the audit line of a call run on the loop is written after the call, never dropped
+
+
+async def test_the_audit_line_of_a_call_on_the_loop_follows_the_call(settings: Any) -> None:
+    """A quick call the policy allows at once is answered before its audit line is written (at the loop's
+    next turn, so the answer does not wait for it); a call in a worker thread has its line before it ends.
+    Either way each call gets exactly one line, in the order of the calls."""
+    from mcp_server.approval.audit import AuditLog
+    from mcp_server.approval.gate import PolicyGate
+
+    spec = ToolSpec(where, title="Where", read_only=True, quick=always)
+    audit = AuditLog(settings.data_dir)
+    gate = PolicyGate(settings, specs={"where": spec}, audit=audit)
+    gate.warm_up()
+    dispatcher = Dispatcher(Runtime(settings), [spec], gate=gate)
+    outcomes = lambda: [json.loads(line)["args"] for line in audit.lines()]  # noqa: E731
+    loop = threading.get_ident()
+    for n in range(3):
+        seen = await dispatcher.run("where", {}, ORIGIN)
+        assert seen.thread == loop and len(outcomes()) == 2 * n, "answered before its line is written"
+        await anyio.sleep(0)
+        assert len(outcomes()) == 2 * n + 1
+        seen = await dispatcher.run("where", {"wait": True}, ORIGIN)  # moved to a thread: the loop turned
+        assert seen.thread != loop and outcomes()[-2:] == [{}, {"wait": True}]
+    assert [json.loads(line)["outcome"] for line in audit.lines()] == ["allowed"] * 6

@@ -12,6 +12,8 @@ No argument of the call ever counts as consent.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -31,6 +33,7 @@ from foundation.errors import ApprovalRequired, PolicyDenied
 from foundation.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
 from foundation.storage import Database, open_database
 from foundation.toolspec import ToolSpec
+from foundation.waiting import running_on_the_loop
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
 from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, call_target, canonical_json
 
@@ -334,7 +337,7 @@ class PolicyGate:
         verdict = self.verdict_once(spec, args, origin)
         record = self._recorder(spec, args, verdict, origin)
         if verdict.action == "allow":
-            record("allowed")
+            _after_the_call(record)
             return
         if verdict.action != "ask":
             record("denied")
@@ -412,6 +415,17 @@ class PolicyGate:
         lines.append("After the user has approved, repeat exactly the same call once; changed arguments need a "
                      "new approval. You cannot approve it yourself.")
         return "\n".join(lines)
+
+
+def _after_the_call(record: Callable[[str], None]) -> None:
+    """An allowed call's audit line: written now, or at the event loop's next turn for a call checked on the
+    loop (a quick read-only call, which never waits): after the call, so that its answer does not wait for
+    the line's masking and file write (0.1-0.2 ms)."""
+    if running_on_the_loop():
+        with contextlib.suppress(RuntimeError):  # no loop running: written now
+            asyncio.get_running_loop().call_soon(record, "allowed")
+            return
+    record("allowed")
 
 
 def session_scope(spec: ToolSpec, args: dict[str, Any], verdict: Verdict) -> str:
