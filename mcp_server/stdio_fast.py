@@ -364,7 +364,8 @@ class _Template:
     """The line the SDK's shaping writes for a plain answer at one protocol version, cut where the request id,
     the text and the structured content go: `filled` splices in each one's JSON (pydantic-core's, the writer
     of the SDK's lines). Shaped once with stand-ins; kept only when the shaping carried each of them through
-    unchanged, to exactly one place in the line."""
+    unchanged, to exactly one place in the line. What else the shaping adds depends on the protocol version
+    and the server (its cache hints and serverInfo stamp, fixed for the server's life), not on the answer."""
 
     def __init__(self, pieces: tuple[str, ...], slots: tuple[str, ...]) -> None:
         self._pieces, self._slots = pieces, slots  # len(pieces) == len(slots) + 1

@@ -7,7 +7,8 @@ deny -> PolicyDenied. allow -> runs. ask -> runs only with a human's consent, gi
   3. a granted out-of-band approval (CLI or local HTTP page) that covers this call: exactly this
      call once (default), or the wider scope the human chose there (store.py: today/file/folder/tool).
 Otherwise the call is not executed: ApprovalRequired names an approval id and how to approve it.
-No argument of the call ever counts as consent.
+No argument of the call ever counts as consent. Every decision gets an audit line before the call
+runs, but for an allowed call checked on the event loop: its line follows the call (`_after_the_call`).
 """
 
 from __future__ import annotations
