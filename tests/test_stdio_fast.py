@@ -602,19 +602,7 @@ def test_a_stand_in_the_shaping_changes_gets_the_content_shaped_itself(server: A
     structured = {"hits": [{"path": "a.txt", "score": 1.5, "text": "storms \u00e9 \x00"}], "total": 1}
     text = dumps(structured)
     lane = QuickCalls(server, cast(Any, None))
-    shape = lane._serializer._serialize
-
-    def changing(method: str, version: str, result: Any) -> Any:
-        wire = dict(shape(method, version, result))
-        if change == "fail":
-            raise ValueError("refused")
-        if change == "drop":
-            wire.pop("structuredContent", None)
-        else:
-            wire["structuredContent"] = {**wire["structuredContent"], "added": True}
-        return wire
-
-    lane._serializer._serialize = changing  # type: ignore[method-assign]
+    changing = changed_shaping(lane, change)
     full = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
     if change == "fail":
         line = lane._shaped(5, PROTOCOL, CallToolResult(content=[TextContent(type="text", text=text)]), text)
@@ -666,21 +654,7 @@ def test_no_line_is_kept_when_the_shaping_changes_a_stand_in(server: Any, change
     from mcp_types import CallToolResult, TextContent
 
     lane = QuickCalls(server, cast(Any, None))
-    shape = lane._serializer._serialize
-
-    def changing(method: str, version: str, result: Any) -> Any:
-        wire = dict(shape(method, version, result))
-        if change == "fail":
-            raise ValueError("refused")
-        if change == "drop":
-            wire.pop("structuredContent", None)
-        elif change == "text":
-            wire["content"] = [{"type": "text", "text": "changed"}]
-        else:
-            wire["structuredContent"] = {**wire["structuredContent"], "added": True}
-        return wire
-
-    lane._serializer._serialize = changing  # type: ignore[method-assign]
+    changed_shaping(lane, change)
     plain = CallToolResult(content=[TextContent(type="text", text='{"a":1}')])
     assert lane._templated(5, PROTOCOL, plain, '{"a":1}') is None
     assert lane._templates == {PROTOCOL: None}
@@ -703,3 +677,24 @@ def test_only_a_plain_answer_is_filled_into_the_kept_line(server: Any) -> None:
     assert lane._templated(5, PROTOCOL, plain, None) is None
     assert lane._templated(cast(Any, 5.0), PROTOCOL, plain, text) is None
     assert lane._templated(cast(Any, True), PROTOCOL, plain, text) is None
+
+
+def changed_shaping(lane: QuickCalls, change: str) -> Callable[[str, str, Any], Any]:
+    """Make the lane's SDK shaping of an answer `change` it: refuse it ("fail"), drop its structured content
+    ("drop"), replace its text ("text") or add to its structured content ("alter"). Returns that shaping."""
+    shape = lane._serializer._serialize
+
+    def changing(method: str, version: str, result: Any) -> Any:
+        wire = dict(shape(method, version, result))
+        if change == "fail":
+            raise ValueError("refused")
+        if change == "drop":
+            wire.pop("structuredContent", None)
+        elif change == "text":
+            wire["content"] = [{"type": "text", "text": "changed"}]
+        else:
+            wire["structuredContent"] = {**wire["structuredContent"], "added": True}
+        return wire
+
+    lane._serializer._serialize = changing  # type: ignore[method-assign]
+    return changing
