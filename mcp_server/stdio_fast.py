@@ -82,7 +82,7 @@ ENVELOPES_KEPT, ENVELOPE_KEY_MAX = 64, 4096
 """Envelopes (clients, protocol versions) remembered as the SDK reads them, each at most this long as JSON;
 more: forgotten, read again (a longer one: read on every call)."""
 STAND_IN: Mapping[str, Any] = MappingProxyType({"\x00generalagent: structured content": 0})
-"""Shaped in place of an answer's structured content (`QuickCalls._shaped`)."""
+"""Shaped in place of an answer's structured content (`QuickCalls._shaped`, `_Template`)."""
 STAND_IN_JSON = json.dumps(dict(STAND_IN), separators=(",", ":"))
 """Its JSON text in a line: found in no JSON string (their quotes are escaped) and in no key the SDK writes."""
 TEXT_STAND_IN, ID_STAND_IN = "\x00generalagent: text", "\x00generalagent: id"
@@ -365,7 +365,7 @@ class _Template:
     the text and the structured content go: `filled` splices in each one's JSON (pydantic-core's, the writer
     of the SDK's lines). Shaped once with stand-ins; kept only when the shaping carried each of them through
     unchanged, to exactly one place in the line. What else the shaping adds depends on the protocol version
-    and the server (its cache hints and serverInfo stamp, fixed for the server's life), not on the answer."""
+    and the server (its serverInfo stamp, fixed for the server's life), not on the answer."""
 
     def __init__(self, pieces: tuple[str, ...], slots: tuple[str, ...]) -> None:
         self._pieces, self._slots = pieces, slots  # len(pieces) == len(slots) + 1

@@ -5,13 +5,14 @@ the check; a failing quick test or gate just means the worker thread."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import anyio
 import pytest
@@ -274,18 +275,43 @@ async def test_the_audit_line_of_a_call_on_the_loop_follows_the_call(settings: A
     from mcp_server.approval.audit import AuditLog
     from mcp_server.approval.gate import PolicyGate
 
-    spec = ToolSpec(where, title="Where", read_only=True, quick=always)
     audit = AuditLog(settings.data_dir)
-    gate = PolicyGate(settings, specs={"where": spec}, audit=audit)
+    gate = PolicyGate(settings, audit=audit)
     gate.warm_up()
-    dispatcher = Dispatcher(Runtime(settings), [spec], gate=gate)
     outcomes = lambda: [json.loads(line)["args"] for line in audit.lines()]  # noqa: E731
     loop = threading.get_ident()
     for n in range(3):
-        seen = await dispatcher.run("where", {}, ORIGIN)
+        seen = await run(settings, cast(Any, gate))
         assert seen.thread == loop and len(outcomes()) == 2 * n, "answered before its line is written"
         await anyio.sleep(0)
         assert len(outcomes()) == 2 * n + 1
-        seen = await dispatcher.run("where", {"wait": True}, ORIGIN)  # moved to a thread: the loop turned
+        seen = await run(settings, cast(Any, gate), wait=True)  # moved to a thread: the loop turned
         assert seen.thread != loop and outcomes()[-2:] == [{}, {"wait": True}]
     assert [json.loads(line)["outcome"] for line in audit.lines()] == ["allowed"] * 6
+
+
+@pytest.mark.parametrize("sink", ["waits", "fails"])
+async def test_the_line_after_the_call_is_written_off_the_loops_mark_and_its_failure_logged(
+        settings: Any, sink: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The deferred line is written outside the call's context (a sink may wait there), and a sink's failure
+    other than an OSError is logged by the gate, not raised into the event loop."""
+    from mcp_server.approval.audit import AuditLog
+    from mcp_server.approval.gate import PolicyGate
+
+    class Sink(AuditLog):
+        def append(self, lines: list[str]) -> None:
+            about_to_wait()  # MustWait if still marked as on the loop
+            if sink == "fails":
+                raise ValueError("a sink bug")
+            super().append(lines)
+
+    audit = Sink(settings.data_dir)
+    gate = PolicyGate(settings, audit=audit)
+    gate.warm_up()
+    failures: list[Any] = []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, context: failures.append(context))
+    seen = await run(settings, cast(Any, gate))
+    await anyio.sleep(0)
+    assert seen.thread == threading.get_ident() and failures == []
+    logged = [r for r in caplog.records if "could not write the audit line" in r.getMessage()]
+    assert len(list(audit.lines())) == (sink == "waits") and len(logged) == (sink == "fails")

@@ -8,13 +8,15 @@ deny -> PolicyDenied. allow -> runs. ask -> runs only with a human's consent, gi
      call once (default), or the wider scope the human chose there (store.py: today/file/folder/tool).
 Otherwise the call is not executed: ApprovalRequired names an approval id and how to approve it.
 No argument of the call ever counts as consent. Every decision gets an audit line before the call
-runs, but for an allowed call checked on the event loop: its line follows the call (`_after_the_call`).
+runs, but for an allowed call checked on the event loop: its line is written at the loop's next turn
+(`_after_the_call`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import os
@@ -420,13 +422,21 @@ class PolicyGate:
 
 def _after_the_call(record: Callable[[str], None]) -> None:
     """An allowed call's audit line: written now, or at the event loop's next turn for a call checked on the
-    loop (a quick read-only call, which never waits): after the call, so that its answer does not wait for
-    the line's masking and file write (0.1-0.2 ms)."""
+    loop (a quick read-only call): after its answer when it runs on the loop, so that the answer does not wait
+    for the line's masking and file write (0.1-0.2 ms); while it runs when it moved to a worker thread. The
+    line is written outside the call's context (not marked as on the loop: it may wait)."""
     if running_on_the_loop():
         with contextlib.suppress(RuntimeError):  # no loop running: written now
-            asyncio.get_running_loop().call_soon(record, "allowed")
+            asyncio.get_running_loop().call_soon(_recorded, record, context=contextvars.Context())
             return
     record("allowed")
+
+
+def _recorded(record: Callable[[str], None]) -> None:
+    try:
+        record("allowed")
+    except Exception:  # the call has run: its line's failure is the server's to report, not the loop's
+        log.exception("could not write the audit line of an allowed call")
 
 
 def session_scope(spec: ToolSpec, args: dict[str, Any], verdict: Verdict) -> str:
