@@ -23,9 +23,8 @@ writes the answer. It is taken here only when all of this holds, else it goes to
 The answer is built with the SDK's result types and its own serializer (per version; the 2026 era's
 resultType and serverInfo stamp), as its pipeline builds it, but for its variable parts: stand-ins for the
 request id, the text and the structured content are shaped once per protocol version and each answer's
-JSON spliced into that line (`_Template`); any other answer is shaped on its own, with a stand-in for the
-structured content only (`QuickCalls._shaped`). tests/test_stdio_fast.py compares the lines both write on
-random calls, in both eras, and on the edges below. As in the SDK path: a tool's
+JSON spliced into that line (`_Template`); any other answer is shaped on its own (`QuickCalls._shaped`).
+tests/test_stdio_fast.py compares the lines both write on random calls, in both eras, and on the edges below. As in the SDK path: a tool's
 error or a crash is an isError result; log records the call forwards while it runs reach the client as
 `notifications/message` at the session's level (2025) or at the request's opt-in (2026-07-28; none
 without one), and those sent once it is over are dropped; a `notifications/cancelled` naming a call
@@ -82,7 +81,7 @@ ENVELOPES_KEPT, ENVELOPE_KEY_MAX = 64, 4096
 """Envelopes (clients, protocol versions) remembered as the SDK reads them, each at most this long as JSON;
 more: forgotten, read again (a longer one: read on every call)."""
 STAND_IN: Mapping[str, Any] = MappingProxyType({"\x00generalagent: structured content": 0})
-"""Shaped in place of an answer's structured content (`QuickCalls._shaped`, `_Template`)."""
+"""Shaped in place of an answer's structured content (`_Template`)."""
 STAND_IN_JSON = json.dumps(dict(STAND_IN), separators=(",", ":"))
 """Its JSON text in a line: found in no JSON string (their quotes are escaped) and in no key the SDK writes."""
 TEXT_STAND_IN, ID_STAND_IN = "\x00generalagent: text", "\x00generalagent: id"
@@ -283,17 +282,8 @@ class QuickCalls:
 
     def _shaped(self, request_id: int | str, version: str, outcome: CallToolResult, structured_text: str | None) -> str:
         """The answer's line as the SDK shapes it (per-version sieve, cache hint, resultType and serverInfo stamp
-        in 2026; a result it cannot shape: its error), with `structured_text` (JSON) as its structured content.
-        Shaping the content itself costs ~0.08 ms for ten hits (walked twice): a stand-in is shaped and the text
-        put in its place, when the stand-in comes through the shaping as it went in; else the content is."""
-        if structured_text is not None:
-            with contextlib.suppress(Exception):  # whatever fails here fails (or not) below, with the content
-                wire = self._serializer._serialize("tools/call", version, outcome.model_copy(
-                    update={"structured_content": dict(STAND_IN)}))
-                if wire.get("structuredContent") == STAND_IN:
-                    line = _line(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire))
-                    if line.count(STAND_IN_JSON) == 1:
-                        return line.replace(STAND_IN_JSON, structured_text, 1)
+        in 2026; a result it cannot shape: its error), with `structured_text` (JSON) as its structured content:
+        an answer `_templated` does not fill (an error, or a shaping that does not carry its stand-ins through)."""
         try:
             if structured_text is not None:
                 outcome = outcome.model_copy(update={"structured_content": from_json(structured_text)})

@@ -559,16 +559,15 @@ def test_a_refused_call_does_not_stop_later_calls_with_its_envelope(server: Any)
 @given(structured=st.dictionaries(st.text(max_size=12), json_values(), max_size=6),
        version=st.sampled_from(SUPPORTED_PROTOCOL_VERSIONS),
        request_id=st.integers(0, 2**31) | st.text(max_size=8))
-def test_an_answer_shaped_with_the_stand_in_is_the_sdks_line(server: Any, structured: dict[str, Any], version: str,
-                                                             request_id: int | str) -> None:
-    """The lane shapes a stand-in for the structured content and puts the content's JSON text in its place:
-    the line is the one the SDK's shaping writes for the content itself (any JSON, any protocol version), and
-    the content itself is not shaped when the stand-in came through."""
+def test_an_answer_shaped_on_its_own_is_the_sdks_line(server: Any, structured: dict[str, Any], version: str,
+                                                      request_id: int | str) -> None:
+    """An answer the kept line does not take is shaped on its own, its structured content parsed from its JSON
+    text: the line is the one the SDK's shaping writes (any JSON, any protocol version), shaped once."""
     from mcp.server.runner import ServerRunner
     from mcp_types import CallToolResult, JSONRPCResponse, TextContent
 
     from foundation.bounding import dumps
-    from mcp_server.stdio_fast import STAND_IN, _line
+    from mcp_server.stdio_fast import _line
 
     text = dumps(structured)
     outcome = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
@@ -586,14 +585,13 @@ def test_an_answer_shaped_with_the_stand_in_is_the_sdks_line(server: Any, struct
                                      result=runner._serialize("tools/call", version, outcome)))
     plain = CallToolResult(content=[TextContent(type="text", text=text)])  # as the lane's call leaves it
     assert lane._shaped(request_id, version, plain, text) == expected
-    kept = "structuredContent" in json.loads(expected)["result"]
-    assert shaped == ([STAND_IN] if kept else [STAND_IN, structured])
+    assert shaped == [structured]
 
 
 @pytest.mark.parametrize("change", ["alter", "drop", "fail"])
-def test_a_stand_in_the_shaping_changes_gets_the_content_shaped_itself(server: Any, change: str) -> None:
+def test_an_answer_shaped_on_its_own_follows_a_changing_shaping(server: Any, change: str) -> None:
     """A shaping that alters or drops the structured content, or refuses it (none in this SDK's versions):
-    the lane shapes the content itself, and its line is byte for byte the one the SDK's shaping writes."""
+    the line the lane writes is byte for byte the one that shaping writes, or its error."""
     from mcp_types import CallToolResult, JSONRPCResponse, TextContent
 
     from foundation.bounding import dumps
