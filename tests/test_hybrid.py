@@ -248,7 +248,9 @@ def test_a_query_vector_not_kept_is_never_embedded_on_the_event_loop() -> None:
 
     class Counting:
         name = "counting"
-        asked: list[str] = []
+
+        def __init__(self) -> None:
+            self.asked: list[str] = []
 
         def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
             self.asked += texts
@@ -273,7 +275,9 @@ def test_query_vectors_are_kept_by_text_and_the_oldest_dropped() -> None:
 
     class Counting:
         name = "counting"
-        asked: list[str] = []
+
+        def __init__(self) -> None:
+            self.asked: list[str] = []
 
         def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
             assert query

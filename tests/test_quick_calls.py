@@ -278,15 +278,15 @@ async def test_the_audit_line_of_a_call_on_the_loop_follows_the_call(settings: A
     audit = AuditLog(settings.data_dir)
     gate = PolicyGate(settings, audit=audit)
     gate.warm_up()
-    outcomes = lambda: [json.loads(line)["args"] for line in audit.lines()]  # noqa: E731
+    logged_args = lambda: [json.loads(line)["args"] for line in audit.lines()]  # noqa: E731
     loop = threading.get_ident()
     for n in range(3):
         seen = await run(settings, cast(Any, gate))
-        assert seen.thread == loop and len(outcomes()) == 2 * n, "answered before its line is written"
+        assert seen.thread == loop and len(logged_args()) == 2 * n, "answered before its line is written"
         await anyio.sleep(0)
-        assert len(outcomes()) == 2 * n + 1
+        assert len(logged_args()) == 2 * n + 1
         seen = await run(settings, cast(Any, gate), wait=True)  # moved to a thread: the loop turned
-        assert seen.thread != loop and outcomes()[-2:] == [{}, {"wait": True}]
+        assert seen.thread != loop and logged_args()[-2:] == [{}, {"wait": True}]
     assert [json.loads(line)["outcome"] for line in audit.lines()] == ["allowed"] * 6
 
 
@@ -309,9 +309,14 @@ async def test_the_line_after_the_call_is_written_off_the_loops_mark_and_its_fai
     gate = PolicyGate(settings, audit=audit)
     gate.warm_up()
     failures: list[Any] = []
-    asyncio.get_running_loop().set_exception_handler(lambda loop, context: failures.append(context))
-    seen = await run(settings, cast(Any, gate))
-    await anyio.sleep(0)
+    loop = asyncio.get_running_loop()
+    handler = loop.get_exception_handler()
+    loop.set_exception_handler(lambda loop, context: failures.append(context))
+    try:
+        seen = await run(settings, cast(Any, gate))
+        await anyio.sleep(0)
+    finally:
+        loop.set_exception_handler(handler)
     assert seen.thread == threading.get_ident() and failures == []
     logged = [r for r in caplog.records if "could not write the audit line" in r.getMessage()]
     assert len(list(audit.lines())) == (sink == "waits") and len(logged) == (sink == "fails")
