@@ -240,23 +240,27 @@ def test_the_worker_is_never_started_from_the_event_loop(
         worker.kick()  # nothing due (every chunk has its vector): nothing to start, no MustWait
 
 
+class CountingQueries:
+    """An embedding provider for query texts that notes each text it embeds (a vector from the text's length)."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        assert query
+        self.asked += texts
+        return normalised(np.array([[len(t), 1.0] for t in texts], dtype=np.float32))
+
+
 def test_a_query_vector_not_kept_is_never_embedded_on_the_event_loop() -> None:
     from foundation.waiting import MustWait, on_the_loop
     from indexing.embeddings import QueryVectors
     from indexing.hybrid import DenseRerank
     from indexing.query import plan
 
-    class Counting:
-        name = "counting"
-
-        def __init__(self) -> None:
-            self.asked: list[str] = []
-
-        def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-            self.asked += texts
-            return normalised(np.ones((len(texts), 2), dtype=np.float32))
-
-    provider = Counting()
+    provider = CountingQueries()
     queries = QueryVectors(provider)
     with on_the_loop(), pytest.raises(MustWait):
         queries("car brakes")
@@ -273,18 +277,7 @@ def test_a_query_vector_not_kept_is_never_embedded_on_the_event_loop() -> None:
 def test_query_vectors_are_kept_by_text_and_the_oldest_dropped() -> None:
     from indexing.embeddings import QueryVectors
 
-    class Counting:
-        name = "counting"
-
-        def __init__(self) -> None:
-            self.asked: list[str] = []
-
-        def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-            assert query
-            self.asked += texts
-            return normalised(np.array([[len(t), 1.0] for t in texts], dtype=np.float32))
-
-    provider = Counting()
+    provider = CountingQueries()
     queries = QueryVectors(provider, size=2)
     first = queries("car brakes")
     assert np.array_equal(queries("car brakes"), first) and provider.asked == ["car brakes"]
