@@ -153,3 +153,37 @@ def test_bare_name_only_when_it_is_this_script_on_path(monkeypatch: Any, tmp_pat
     (other / "generalagent-mcp").chmod(0o755)
     monkeypatch.setenv("PATH", f"{other}:/usr/bin:/bin")  # another program of that name comes first
     assert cli_command() == str(CLI)
+
+
+def test_a_wider_grant_never_covers_a_high_risk_call(settings: Any, workspace: Path) -> None:
+    """A folder grant given for notes.md covered write_file .git/config, which the policy asks about every
+    time (high risk: it makes git run code); such calls are only ever granted one by one (round 3)."""
+    import anyio
+
+    from foundation.calls import CallOrigin
+    from foundation.errors import ApprovalRequired, Conflict
+    from mcp_server.approval.store import scope_choices
+    from mcp_server.server import build_server
+
+    _, dispatcher = build_server(settings)
+
+    async def write(path: str, content: str = "x") -> str | None:
+        try:
+            await dispatcher.run("write_file", {"path": path, "content": content}, CallOrigin())
+        except ApprovalRequired as exc:
+            return str(exc).split("Approval id: ")[1].split()[0]
+        return None
+
+    first = anyio.run(write, "notes.md")
+    assert first
+    with helpers.approvals(settings) as store:
+        store.decide(first, True, by="cli", scope="folder")
+    assert anyio.run(write, "todo.md") is None  # medium risk, in that folder: covered
+    assert anyio.run(write, ".git/config", "[core]\n\tfsmonitor = sh") is not None  # high risk: asked
+    assert not (workspace / ".git").exists()
+    high = anyio.run(write, ".bashrc")
+    assert high
+    with helpers.approvals(settings) as store:
+        assert [scope for scope, _ in scope_choices(store.get(high))] == ["once", "today"]
+        with pytest.raises(Conflict, match="does not apply"):
+            store.decide(high, True, by="cli", scope="tool")

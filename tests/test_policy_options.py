@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_server.policy import Decision, PolicyContext, decide, load_rules
+from mcp_server.policy.shell_exec import WRAPPER_OPTIONS
 from mcp_server.policy.shell_options import CommandSpec, check, resolve_long
 
 RULES = load_rules(None)
@@ -33,12 +34,30 @@ REPRODUCERS = [
     ("sort --outp=important.py x", "ask", "--output"),  # writes
     ("sort --o=.git/hooks/x payload", "ask", "--output"),
     ("sort --o=.bashrc payload", "ask", "--output"),
-    ("file -f/etc/hostname", "ask", "outside the workspace roots"),  # reads outside the roots
+    ("file -f/etc/hostname", "ask", "names are not checked"),  # reads outside the roots (and the names in it)
     ("file -m/etc/magic notes.txt", "ask", "outside the workspace roots"),
     ("du -X/etc/hostname .", "ask", "outside the workspace roots"),
     ("git ls-files -X/etc/hostname", "ask", "outside the workspace roots"),
     ("file -f/proc/1/environ", "deny", "secret store"),
     ("cat /proc/self/environ", "deny", "secret store"),
+    # round 3: a list of file names read from a file or stdin (the names inside were never checked)
+    ("printf '.env\\0' | sort --files0-from=-", "ask", "names are not checked"),  # printed the .env
+    ("printf '/etc/hostname\\0' | wc --files0-from=-", "ask", "names are not checked"),
+    ("du --files0=names.txt", "ask", "names are not checked"),
+    ("file -f list.txt", "ask", "names are not checked"),
+    ("sha256sum -c SHA256SUMS", "ask", "names are not checked"),
+    ("md5sum --check sums.md5", "ask", "names are not checked"),
+    ("sort --files0-from=/proc/1/environ", "deny", "secret store"),  # the list's own path is still checked
+    # round 3: a wrapper's own options (time wrote any text anywhere in the roots: .git/config, then git ran it)
+    ("\\time -a -o.git/config -f '[core]\\n\\tfsmonitor = sh' true", "ask", "can make later commands run code"),
+    ("/usr/bin/time --output=notes.txt ls", "ask", "writes notes.txt"),
+    ("nice time --o=/etc/x ls", "deny", "outside the workspace roots"),
+    ("timeout --unknown 5 ls", "ask", "not on the allow-list"),
+    ("ionice -p 1 ls", "ask", "changes other processes"),
+    # round 3: a program named like a safe one plus digits got that one's allow-list (diff3 -x FILE read FILE)
+    ("diff3 -x /etc/hostname a b", "ask", "diff3 is not on the allow-list"),
+    ("sort2 notes.txt", "ask", "sort2 is not on the allow-list"),
+    ("git --help log", "ask", "opens the manual"),  # man, or help.browser from the repository's config
 ]
 
 
@@ -49,9 +68,11 @@ def test_red_team_reproducers_no_longer_pass(command: str, action: str, why: str
     assert why in decision.reason, decision
 
 
-@pytest.mark.parametrize("command", ["sort -k2 -n notes.txt", "sort --rev notes.txt", "file -f list.txt",
+@pytest.mark.parametrize("command", ["sort -k2 -n notes.txt", "sort --rev notes.txt", "file -m magic notes.txt",
                                      "du -X exclude.txt -sh .", "git ls-files -X .gitignore", "head -n5 a",
-                                     "ls -lah --color=auto", "git log --oneline -n 3 --", "tail -n +2 a.csv"])
+                                     "ls -lah --color=auto", "git log --oneline -n 3 --", "tail -n +2 a.csv",
+                                     "python3.11 --version", "node18 -v", "time -p git status", "timeout -s KILL 5 ls",
+                                     "nice -n 5 ls", "stdbuf -oL ls", "sha256sum notes.txt"])
 def test_the_same_options_inside_the_roots_are_allowed(command: str) -> None:
     assert bash(command).action == "allow", bash(command)
 
@@ -61,8 +82,10 @@ def test_getopt_reading() -> None:
     assert resolve_long(sort, "--compr") == "--compress-program"
     assert resolve_long(sort, "--rev") == "--reverse"
     assert resolve_long(sort, "--s") is None  # ambiguous: --sort, --stable
-    parsed = check("file", ["-bf/abs/list", "x"], SPECS)
-    assert parsed.ok and parsed.paths == ["/abs/list"] and parsed.operands == ["x"]
+    parsed = check("file", ["-bm/abs/magic", "x"], SPECS)
+    assert parsed.ok and parsed.paths == ["/abs/magic"] and parsed.operands == ["x"]
+    listed = check("file", ["-bf/abs/list", "x"], SPECS)  # a risky option with a value: read, then refused
+    assert not listed.ok and listed.paths == ["/abs/list"]
     assert check("sort", ["--", "--output=x"], SPECS).operands == ["--output=x"]  # after --: a file name
     assert not check("git", ["-C", "/", "status"], SPECS).ok
     assert check("git", ["--no-pager", "log", "-3"], SPECS).ok
@@ -149,6 +172,42 @@ def test_path_option_values_outside_the_roots_are_never_allowed(name: str, outsi
     spelled = (f"{opt}={outside}" if opt.startswith("--") else f"{opt}{outside}") if attached else f"{opt} {outside}"
     decision = bash(f"{name} {spelled} notes.txt")
     assert decision.action != "allow", (name, spelled, decision)
+
+
+TRANSPARENT_WRAPPERS = sorted(WRAPPER_OPTIONS)
+
+
+@PROPERTY
+@given(wrapper=st.sampled_from(TRANSPARENT_WRAPPERS), long=UNKNOWN_LONG, short=UNKNOWN_SHORT,
+       use_long=st.booleans(), attached=st.sampled_from(["", "=v", "v"]), inner=st.sampled_from(["ls", "git status"]))
+def test_wrapper_options_off_their_list_are_never_allowed(wrapper: str, long: str, short: str, use_long: bool,
+                                                          attached: str, inner: str) -> None:
+    """The wrappers' own options are read like the safe commands' (`time --output=f` wrote f, round 3)."""
+    spec = WRAPPER_OPTIONS[wrapper]
+    if use_long:
+        word = long + ("=v" if attached == "=v" else "")
+        full = resolve_long(spec, long)
+        known_ok = full is not None and full not in spec.risky and full not in spec.paths
+    else:
+        word = f"-{short}{attached if attached == 'v' else ''}"
+        known_ok = f"-{short}" in spec.flags | spec.values
+    if known_ok:
+        return
+    duration = " 5" if wrapper == "timeout" else ""
+    decision = bash(f"{wrapper} {word}{duration} {inner}")
+    assert decision.action != "allow", (wrapper, word, decision)
+
+
+@PROPERTY
+@given(prefix=st.sampled_from(["", "nice ", "timeout 5 ", "env ", "command ", "\\", "/usr/bin/"]),
+       spelled=st.sampled_from(["-o {}", "-o{}", "--output={}", "--output {}", "--o={}", "--outp {}", "-ao {}",
+                                "-ao{}", "-pqo {}", "-f %e -o {}"]),
+       target=st.sampled_from(["notes.txt", ".git/config", ".bashrc", "/etc/x", "../x", "/srv/ws/src/a.py"]))
+def test_time_writing_its_report_is_never_allowed(prefix: str, spelled: str, target: str) -> None:
+    decision = bash(f"{prefix}time {spelled.format(target)} true")
+    assert decision.action != "allow", decision
+    if not target.startswith(("/srv/ws/", "notes", ".")):
+        assert decision.action == "deny", decision
 
 
 SHELL_ALPHABET = st.sampled_from(list("abcrmsfo -=/.'\"$`();|&<>{}*?[]~\\\n#!") + ["rm", "sort", "--o", "-f", "$(", "ls",

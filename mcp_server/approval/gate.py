@@ -38,7 +38,14 @@ from foundation.storage import Database, open_database
 from foundation.toolspec import ToolSpec
 from foundation.waiting import running_on_the_loop
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
-from mcp_server.approval.store import APPROVALS_FILE, ApprovalStore, call_hash, call_target, canonical_json
+from mcp_server.approval.store import (
+    APPROVALS_FILE,
+    WIDE_SCOPE_RISKS,
+    ApprovalStore,
+    call_hash,
+    call_target,
+    canonical_json,
+)
 
 log = logging.getLogger("generalagent.approval")
 
@@ -75,8 +82,9 @@ def small_arguments(args: dict[str, Any], limit: int = INLINE_ARGUMENT_CHARS) ->
             pending.extend(value)
     return True
 
-SESSION_GRANT_RISKS = ("low", "medium")
-"""Only these risks may be approved "for this session"; high and critical ones are asked every time."""
+SESSION_GRANT_RISKS = WIDE_SCOPE_RISKS
+"""Only these risks may be approved "for this session" (or by a wider out-of-band grant); high and critical
+ones are asked every time."""
 
 
 class ApprovalForm(BaseModel):
@@ -322,7 +330,7 @@ class PolicyGate:
         if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name,
                                                                  session_scope(spec, args, verdict)):
             return None
-        if self.store.has_grant(spec.name, args, call_target(args, self.roots(origin))):
+        if self.store.has_grant(spec.name, args, call_target(args, self.roots(origin)), verdict.risk):
             return None
         return approval_message(spec.name, args, verdict, scope_text(spec, verdict)), form_for(verdict)
 
@@ -374,7 +382,7 @@ class PolicyGate:
                 f"The user did not approve {spec.name} ({answer.choice}). Nothing was executed. Do not retry "
                 "it unless the user asks you to.")
         target = call_target(args, self.roots(origin))
-        granted = self.store.consume(spec.name, args, target)
+        granted = self.store.consume(spec.name, args, target, verdict.risk)
         if granted is not None:
             record("approved", approved_by=granted.approved_by, approval_id=granted.id, scope=granted.scope)
             return

@@ -13,6 +13,7 @@ decide), each bound to the approved call's tool and, for file/folder, to the fil
   file   - this tool on this file (the call's `path`), any arguments, for FILE_SCOPE_SECONDS;
   folder - this tool on files in this file's folder (and below), for FILE_SCOPE_SECONDS;
   tool   - this tool with any arguments, for TOOL_SCOPE_SECONDS.
+The wider scopes (file, folder, tool) are offered for, and cover, only low- and medium-risk calls.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ Scope = Literal["once", "today", "file", "folder", "tool"]
 SCOPES: tuple[Scope, ...] = ("once", "today", "file", "folder", "tool")
 FILE_SCOPE_SECONDS = 3600
 TOOL_SCOPE_SECONDS = 600
+WIDE_SCOPE_RISKS = ("low", "medium")
+"""Only calls of these risks are covered by a grant wider than the call itself (file, folder, tool), as only
+they may be approved for a session: a grant given for notes.md does not cover .git/hooks/x (high risk)."""
 
 
 def canonical_json(value: Any) -> str:
@@ -107,10 +111,13 @@ def call_target(args: dict[str, Any], roots: Sequence[Path]) -> str | None:
 
 
 def scope_choices(approval: Approval) -> list[tuple[Scope, str]]:
-    """The scopes a human may grant for `approval`, with a one-line description each."""
+    """The scopes a human may grant for `approval`, with a one-line description each (a high-risk call:
+    only this exact call)."""
     minutes = TOOL_SCOPE_SECONDS // 60
     out: list[tuple[Scope, str]] = [("once", "this exact call, once"),
                                     ("today", "this exact call, any number of times today")]
+    if approval.risk not in WIDE_SCOPE_RISKS:
+        return out
     if approval.target:
         hours = FILE_SCOPE_SECONDS // 3600
         out.append(("file", f"{approval.tool} on {approval.target}, any arguments, for {hours} h"))
@@ -150,12 +157,15 @@ class Approval:
     target: str | None = None  # the real file the call acts on (its path argument)
     scope_path: str | None = None  # the file or folder a file/folder grant covers
 
-    def covers(self, tool: str, digest: str, target: str | None) -> bool:
-        """True when this granted approval covers a call (tool, args hash, target file)."""
+    def covers(self, tool: str, digest: str, target: str | None, risk: str | None = None) -> bool:
+        """True when this granted approval covers a call (tool, args hash, target file, the call's risk:
+        a wider scope covers only low and medium ones; None: unknown, only the exact call)."""
         if tool != self.tool:
             return False
         if self.scope in ("once", "today"):
             return digest == self.args_hash
+        if risk not in WIDE_SCOPE_RISKS:
+            return False
         if self.scope == "tool":
             return True
         if target is None or self.scope_path is None:
@@ -277,27 +287,28 @@ class ApprovalStore:
 
         return self.database.wait_until(decided, CHANNEL, timeout) or self.get(approval_id)
 
-    def consume(self, tool: str, args: dict[str, Any], target: str | None = None) -> Approval | None:
+    def consume(self, tool: str, args: dict[str, Any], target: str | None = None,
+                risk: str | None = None) -> Approval | None:
         """The granted, unexpired approval that covers this call: an exact once-grant is used up (single
         use, also across processes); the wider scopes stay until they expire. Exact grants are preferred."""
-        for approval in self._covering(tool, args, target):
+        for approval in self._covering(tool, args, target, risk):
             if approval.scope != "once":
                 return approval
             if self._db.write(partial(_use_up, approval_id=approval.id)) == 1:
                 return approval
         return None
 
-    def has_grant(self, tool: str, args: dict[str, Any], target: str | None = None) -> bool:
-        return bool(self._covering(tool, args, target))
+    def has_grant(self, tool: str, args: dict[str, Any], target: str | None = None, risk: str | None = None) -> bool:
+        return bool(self._covering(tool, args, target, risk))
 
-    def _covering(self, tool: str, args: dict[str, Any], target: str | None) -> list[Approval]:
+    def _covering(self, tool: str, args: dict[str, Any], target: str | None, risk: str | None) -> list[Approval]:
         digest = call_hash(tool, args)
         granted = self._query(  # once/today grants cover only their own call: fetch those by hash
             "SELECT * FROM approvals WHERE tool=? AND status='granted' AND expires>? "
             "AND (args_hash=? OR scope IN ('file', 'folder', 'tool')) ORDER BY decided_at, id",
             (tool, time.time(), digest))
         order: dict[str, int] = {name: i for i, name in enumerate(SCOPES)}  # narrowest first
-        return sorted((a for a in granted if a.covers(tool, digest, target)), key=lambda a: order.get(a.scope, 9))
+        return sorted((a for a in granted if a.covers(tool, digest, target, risk)), key=lambda a: order.get(a.scope, 9))
 
     # -- per-session grants ("approve for this session"): this process only (see the class docstring)
 

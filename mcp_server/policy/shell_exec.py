@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
+from mcp_server.policy import shell_options
 from mcp_server.policy.model import ask, deny
+from mcp_server.policy.shell_options import CommandSpec
 from mcp_server.policy.shell_scan import (
     DECIDED,
     INLINE_DANGER,
@@ -314,30 +316,65 @@ def _env(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comm
     return result
 
 
-def _simple_wrapper(with_value: frozenset[str], transparent: bool = True, skip_operand: bool = False) -> object:
+def _options(name: str, flags: str = "", values: str = "", paths: str = "", risky: dict[str, str] | None = None,
+             numeric: bool = False) -> CommandSpec:
+    return CommandSpec(name, flags=frozenset(flags.split()), values=frozenset(values.split()),
+                       paths=frozenset(paths.split()), risky=risky or {}, numeric=numeric)
+
+
+WRAPPER_OPTIONS = {
+    "nice": _options("nice", "--help --version", "-n --adjustment", numeric=True),
+    "nohup": _options("nohup", "--help --version"),
+    "builtin": _options("builtin"),
+    "unbuffer": _options("unbuffer", "-p"),
+    "setsid": _options("setsid", "-c -f -w --ctty --fork --wait"),
+    "timeout": _options("timeout", "--foreground --preserve-status -v --verbose", "-s --signal -k --kill-after"),
+    "exec": _options("exec", "-c -l", "-a"),
+    "stdbuf": _options("stdbuf", "", "-i -o -e --input --output --error"),
+    "ionice": _options("ionice", "-t --ignore", "-c -n --class --classdata",
+                       risky={"-p": "changes other processes", "-P": "changes other processes",
+                              "-u": "changes other processes"}),
+    "busybox": _options("busybox"),
+    "toybox": _options("toybox"),
+    "command": _options("command", "-p"),
+    "time": _options("time", "-p -a -v -q --portability --append --verbose --quiet", "-f --format", "-o --output"),
+}
+"""The options each transparent wrapper may be given, read like its own getopt (abbreviations, bundles,
+attached values): any other option makes the wrapper ask (`time --output=f`, `time -of`: writes f)."""
+
+
+def _wrapper_inner(an: Scanner, name: str, args: Args, seg: Segment) -> tuple[Args, bool]:
+    """The wrapped command line and whether the wrapper's own options are all on its allow-list."""
+    spec = WRAPPER_OPTIONS.get(name) or _options(name)
+    parsed, start = shell_options.leading(spec, [w.text for w in args])
+    for value in parsed.paths:  # time -o FILE: the report is written there
+        an.write_target(_value_word(next((w for w in args if w.text.endswith(value)), args[0]), value), seg)
+    if not parsed.ok:
+        seg.note = seg.note or parsed.note
+        return _after_options(args, spec.values | spec.paths), False
+    return args[start:], not parsed.paths
+
+
+def _simple_wrapper(transparent: bool = True, skip_operand: bool = False) -> object:
     def handler(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
-        inner = _after_options(args, with_value)
+        inner, known = _wrapper_inner(an, name, args, seg)
         if skip_operand:
             inner = inner[1:]
-        return _wrap(an, inner, depth, seg, transparent)
+        return _wrap(an, inner, depth, seg, transparent and known)
 
     return handler
 
 
-for _names, _values, _transparent, _skip in (
-    (("nice",), {"-n", "--adjustment"}, True, False),
-    (("nohup", "builtin", "unbuffer", "setsid"), set(), True, False),
-    (("timeout",), {"-s", "--signal", "-k", "--kill-after"}, True, True),
-    (("exec",), {"-a"}, True, False),
-    (("stdbuf",), {"-i", "-o", "-e", "--input", "--output", "--error"}, True, False),
-    (("ionice",), {"-c", "-n", "-t", "--class", "--classdata"}, True, False),
-    (("busybox", "toybox"), set(), True, False),
+for _names, _transparent, _skip in (
+    (("nice", "nohup", "builtin", "unbuffer", "setsid", "exec", "stdbuf", "ionice", "busybox", "toybox", "time"),
+     True, False),
+    (("timeout",), True, True),
     (("chrt", "taskset", "numactl", "cgexec", "systemd-run", "flock", "nsenter", "chroot", "unshare", "firejail",
       "bwrap", "proxychains", "proxychains4", "torsocks", "strace", "ltrace", "valgrind", "perf", "gdb", "catchsegv",
       "faketime", "fakeroot", "caffeinate", "nocache", "parallel", "entr", "script", "run-parts", "doppler",
-      "dotenv", "op", "aws-vault", "npx", "pnpx", "bunx", "uvx", "pipx"), set(), False, False),
+      "dotenv", "op", "aws-vault", "npx", "pnpx", "bunx", "uvx", "pipx"), False, False),
 ):
-    handles(*_names, wrapper=True)(_simple_wrapper(frozenset(_values), _transparent, _skip))  # type: ignore[arg-type]
+    handles(*_names, wrapper=True)(_simple_wrapper(_transparent, _skip))  # type: ignore[arg-type]
 
 
 @handles("xargs", wrapper=True)
@@ -349,20 +386,13 @@ def _xargs(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Co
     return _wrap(an, inner, depth, seg, transparent=False)
 
 
-@handles("time", wrapper=True)
-def _time(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
-    for i, word in enumerate(args[:-1]):
-        if word.text in ("-o", "--output"):
-            an.write_target(args[i + 1], seg)
-    return _wrap(an, _after_options(args, frozenset({"-o", "--output", "-f", "--format"})), depth, seg, True)
-
-
 @handles("command", wrapper=True)
 def _command(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     if any(w.text in ("-v", "-V") for w in args[:2]):
         seg.safe = False  # a lookup, harmless, but not on the safe list
         return DECIDED
-    return _wrap(an, _after_options(args), depth, seg, True)
+    inner, known = _wrapper_inner(an, name, args, seg)
+    return _wrap(an, inner, depth, seg, known)
 
 
 __all__ = ["HANDLERS"]

@@ -36,7 +36,8 @@ class CommandSpec:
     values: frozenset[str] = frozenset()  # options with a value that is not a path: "-n", "--lines"
     paths: frozenset[str] = frozenset()  # options whose value is a path: "-f", "--exclude-from"
     optional: frozenset[str] = frozenset()  # options with an optional attached value: "--color[=WHEN]"
-    risky: Mapping[str, str] = field(default_factory=dict)  # known options that are not allowed -> why
+    risky: Mapping[str, str] = field(default_factory=dict)  # known options that are not allowed -> why (also
+    # listed in values/paths when it takes a value: read that way, its path still checked, then refused)
     operands: Operands = "paths"  # what non-option words are: paths (checked), text, or not allowed
     numeric: bool = False  # "-5" is allowed (head -5, git log -3)
     subcommands: bool = False  # the first operand names a sub-spec ("git" -> "git status")
@@ -160,6 +161,22 @@ def _long(spec: CommandSpec, args: list[str], i: int, out: Parsed) -> int:
     return i + 1
 
 
+def leading(spec: CommandSpec, args: list[str]) -> tuple[Parsed, int]:
+    """Read the options in front of the first operand, as a wrapper reads its own (`timeout -s KILL 5 cmd`,
+    `time -o f cmd`: getopt stopping at the first non-option word). Returns the reading and the index of
+    the first operand (the wrapped command, or the wrapper's own operand such as timeout's duration)."""
+    out = Parsed(spec=spec)
+    i = 0
+    while i < len(args) and out.ok:
+        word = args[i]
+        if word == "--":
+            return out, i + 1
+        if not word.startswith("-") or word == "-":
+            return out, i
+        i = _option(spec, args, i, out)
+    return out, i
+
+
 def resolve_long(spec: CommandSpec, given: str) -> str | None:
     """The long option `given` stands for: an exact name, else the one option it is a prefix of
     (GNU getopt_long abbreviations); None when unknown or ambiguous."""
@@ -181,6 +198,8 @@ def _next_value(spec: CommandSpec, opt: str, args: list[str], i: int, out: Parse
 def _value(spec: CommandSpec, opt: str, value: str, out: Parsed) -> None:
     if opt in spec.paths:
         out.paths.append(value)
+    if opt in spec.risky:  # a risky option that takes a value (its path is still checked for secrets)
+        out.refuse(_risky_note(spec, opt, opt))
 
 
 def _unknown(spec: CommandSpec, opt: str, word: str) -> str:
@@ -230,4 +249,4 @@ def _starts_expression(word: str) -> bool:
     return (word.startswith("-") and word != "-") or word in ("(", "!", ")", ",")
 
 
-__all__ = ["CommandSpec", "Parsed", "check", "resolve_long"]
+__all__ = ["CommandSpec", "Parsed", "check", "leading", "resolve_long"]

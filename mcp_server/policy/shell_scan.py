@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from mcp_server.policy import paths, shell_decode, shell_options
@@ -169,6 +169,13 @@ def _short(text: str, limit: int = 80) -> str:
 def _basename(text: str) -> str:
     name = text.rsplit("/", 1)[-1].lower()
     return name[:-4] if name.endswith(".exe") else name
+
+
+def _spec_name(name: str, specs: Mapping[str, object]) -> str:
+    """The allow-list a command name is read with: its own, or for a versioned interpreter (python3.11,
+    node18) its family's. Other names never borrow one (diff3 is not diff, sort1 is not sort)."""
+    family = _family(name)
+    return family if name not in specs and family in INTERPRETERS else name
 
 
 def _family(name: str) -> str:
@@ -358,13 +365,12 @@ class Scanner:
             return False
         if any(p.fullmatch(text) for p in shell.safe_commands):  # the user's own whole-command globs
             return name in shell.no_path_commands or all(self.path_inside(w) for w in words)
-        key = name if name in shell.commands else _family(name)
-        parsed = shell_options.check(key, words, shell.commands)
+        parsed = shell_options.check(_spec_name(name, shell.commands), words, shell.commands)
+        for value in parsed.paths:
+            self.secret(value)
         if not parsed.ok:
             seg.note = seg.note or parsed.note
             return False
-        for value in parsed.paths:
-            self.secret(value)
         outside = next((p for p in [*parsed.operands, *parsed.paths] if not self.path_inside(p, option=False)), None)
         if outside is not None:
             seg.note = seg.note or f"{_short(outside, 60)} is outside the workspace roots"
