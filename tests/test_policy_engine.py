@@ -360,3 +360,28 @@ def test_shipped_patterns_stay_linear_on_adversarial_input(name: str, ctx: Polic
     assert decision.action in ("ask", "deny")
     decision = decide("run_bash_command", {"command": ADVERSARIAL[name][:16_000]}, ctx)
     assert decision.action in ("ask", "deny") and decision.rule_id != "engine.error"
+
+
+# -- case: on a case-insensitive file system (macOS, Windows) `.ENV` is `.env` -----------------------
+
+CASE_CTX = make_ctx(Path("/srv/ws"))
+SECRET_PATHS = [".env", "config/.env.local", "id_rsa", "~/.ssh/id_ed25519", ".aws/credentials", "/etc/shadow"]
+EXEC_CONFIG_PATHS = [".git/config", ".git/hooks/pre-commit", ".bashrc", ".github/workflows/ci.yml", "x.pth"]
+
+
+def _recased(draw: st.DrawFn, text: str) -> str:
+    upper = draw(st.lists(st.booleans(), min_size=len(text), max_size=len(text)))
+    return "".join(c.upper() if up else c for c, up in zip(text, upper, strict=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_secrets_and_exec_config_in_any_letter_case_are_never_allowed(data: st.DataObject) -> None:
+    """Round 3: `read_file .ENV` and `cat ID_RSA` were allowed, `write_file .GIT/config` asked as a plain write
+    (so a user's allow rule or a folder grant covered it): the same files on macOS and Windows."""
+    secret = _recased(data.draw, data.draw(st.sampled_from(SECRET_PATHS)))
+    assert decide("read_file", {"path": secret}, dataclasses.replace(CASE_CTX, read_only=True)).action == "deny"
+    assert decide("run_bash_command", {"command": f"cat {secret}"}, CASE_CTX).action == "deny"
+    config = _recased(data.draw, data.draw(st.sampled_from(EXEC_CONFIG_PATHS)))
+    decision = decide("write_file", {"path": config, "content": "x"}, CASE_CTX)
+    assert (decision.action, decision.rule_id) == ("ask", "files.exec_config"), (config, decision)

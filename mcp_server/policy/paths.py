@@ -56,13 +56,15 @@ def is_protected(path: str, protected: tuple[str, ...]) -> bool:
 
 
 def _candidates(text: str, normalized: str | None, roots: tuple[str, ...]) -> list[str]:
+    """The path as written, resolved and root-relative, each also lower-cased: on a case-insensitive
+    file system (macOS, Windows) `.ENV` and `.GIT/config` are `.env` and `.git/config`."""
     out = [text.replace(os.sep, "/")]
     if normalized is not None:
         out.append(normalized.replace(os.sep, "/"))
         for root in roots:
             if normalized != root and within(normalized, root):
                 out.append(normalized[len(root.rstrip(os.sep)) + 1 :].replace(os.sep, "/"))
-    return out
+    return out + [c.lower() for c in out if c.lower() != c]
 
 
 def matches_any(matchers: MatcherSet, text: str, normalized: str | None, roots: tuple[str, ...]) -> bool:
