@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.retrieval_cv [--eval DIR] [--lang zh,en] [--folds 5] [--no-docs]
                                            [--variants NAME,...] [--fts-path] [--chunking MAX:OVERLAP,...]
+    .venv/bin/python -m bench.retrieval_cv --lang en --dense DIR [--dense-all] [--dense-depth 20,50,100]
+                                           [--dense-fusion min-max,z-score,...] [--dense-union N]
 
 The DEV queries are split into folds by article (every question of an article in one fold;
 articles in sha256 order, each to the fold with the fewest questions so far). For each language
@@ -14,6 +16,11 @@ the best MRR@10 on the OTHER folds and reports it on the held-out fold; "wins" c
 where a variant's R@1 beats / falls below ours (the default). The index is the whole corpus for every fold (the
 README's protocol); only the queries are split. `--chunking` adds document-view rows ranked by ours
 over the articles chunked with other `chunk_max_chars:chunk_overlap_chars` (one index each).
+
+`--dense DIR` prints the hybrid table instead (passage view): the re-rank of the lexical top
+`--dense-depth` at each dense weight, per score normalisation of `--dense-fusion`, with a tuned row
+(the weight chosen on the training folds) per depth and normalisation; "wins" there count against
+the product's hybrid (min-max, top 50, indexing.hybrid.DENSE_WEIGHT).
 """
 
 from __future__ import annotations
@@ -50,8 +57,11 @@ from bench.retrieval import (
     tantivy_ranker,
     timed_ranks,
 )
-from bench.retrieval_variants import GROUPS, VARIANTS, Variant, dense_variants, stemming
+from bench.retrieval_variants import FUSIONS, GROUPS, VARIANTS, Variant, dense_name, dense_variants, stemming
+from indexing.hybrid import DENSE_WEIGHT
 from indexing.model import ChunkingOptions
+from indexing.query import Mode
+from indexing.search import ChunkHit, PathFilter, Searcher
 from indexing.vectors import chunk_text
 
 Ranks = list[int | None]
@@ -105,10 +115,13 @@ class Table:
     rows: dict[str, Ranks]
     ms: dict[str, float]
     notes: dict[str, str]
+    reference: str = "ours"  # the row the "folds +/-" column compares with
 
-    def render(self, reference: str = "ours") -> str:
+    def render(self) -> str:
+        reference = self.reference
         head = " | ".join(f"f{i + 1} R@1 / MRR" for i in range(self.k))
-        lines = [f"\n### {self.title}\n", f"| system | {head} | R@1 mean ± sd | MRR@10 mean ± sd | folds +/- R@1 | ms/q |",
+        lines = [f"\n### {self.title}\n", f"| system | {head} | R@1 mean ± sd | MRR@10 mean ± sd | "
+                 f"folds +/- R@1 against {reference} | ms/q |",
                  "|---|" + "---|" * (self.k + 4)]
         ref = per_fold(self.rows[reference], self.folds, self.k) if reference in self.rows else None
         for name, ranks in self.rows.items():
@@ -132,9 +145,9 @@ def add(table: Table, name: str, result: tuple[Ranks, float]) -> None:
     table.rows[name], table.ms[name] = result
 
 
-def add_tuned(table: Table) -> None:
-    """A held-out row per variant group: the member chosen on the training folds."""
-    for group, members in GROUPS.items():
+def add_tuned(table: Table, groups: dict[str, list[str]] | None = None) -> None:
+    """A held-out row per variant group (default: GROUPS): the member chosen on the training folds."""
+    for group, members in (GROUPS if groups is None else groups).items():
         present = {m: table.rows[m] for m in members if m in table.rows}
         if len(present) > 1:
             ranks, chosen = held_out(present, table.folds, table.k)
@@ -166,32 +179,58 @@ def passage_table(lang: str, corpus: list[dict], queries: list[dict], args: argp
 
 def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
     """The hybrid rows on a sample of `--dense-sample` queries per fold: lexical (ours), and the
-    re-rank of the lexical top `--dense-depth` at each dense weight (1.0: dense order alone)."""
+    re-rank of the lexical top `--dense-depth` at each dense weight (1.0: dense order alone), for each
+    normalisation of `--dense-fusion` (and, with `--dense-union`, of a candidate union with the dense top).
+    "folds +/-" compares with the product's hybrid (min-max, top 50, the language's DENSE_WEIGHT)."""
     folds = fold_of(queries, args.folds)
     picked = sample(queries, folds, args.dense_sample)
     queries, folds = [queries[i] for i in picked], [folds[i] for i in picked]
+    depths = [int(d) for d in args.dense_depth.split(",")]
+    fusions = args.dense_fusion.split(",")
     table = Table(f"{lang} passage view, hybrid re-rank of the lexical top {args.dense_depth} "
                   f"({len(queries)} DEV queries{' sampled by fold' if args.dense_sample > 0 else ''})",
-                  folds, args.folds, {}, {}, {})
+                  folds, args.folds, {}, {}, {}, dense_name(DENSE_WEIGHT[lang]) if DENSE_WEIGHT[lang] > 0 else "ours")
     store = build_passage_index(corpus, work / f"{lang}-dense.sqlite3")
-    lexical = served_searcher(store, None, not args.fts_path)
+    lexical = Remembered(served_searcher(store, None, not args.fts_path))
     add(table, "ours", timed_ranks(passage_rank_of(lexical), queries))
     by_id = {p["id"]: p for p in corpus}
     if args.dense_all:
         needed = set(by_id)
     else:
-        needed = {h.path[len("/eval/"):] for q in queries for h in lexical.rank(q["query"], want=args.dense_depth)}
+        needed = {h.path[len("/eval/"):] for q in queries for h in lexical.rank(q["query"], want=max(depths))}
     texts = {pid: chunk_text(by_id[pid].get("title", "").replace("_", " "), by_id[pid]["text"]) for pid in sorted(needed)}
     passages = cached_vectors(args.dense / lang, "passage", list(texts.values()), query=False)
     asked = cached_vectors(args.dense / lang, "query", [q["query"] for q in queries], query=True)
     vectors = {pid: passages[text] for pid, text in texts.items()}
-    for v in dense_variants(vectors, asked, store, args.dense_depth):
-        add(table, v.name, timed_ranks(passage_rank_of(v.adapt(lexical)), queries))
+    groups: dict[str, list[str]] = {}
+    for union in sorted({0, args.dense_union}):
+        for depth in depths:
+            for fusion in fusions:
+                variants, group = dense_variants(vectors, asked, store, depth, fusion, union)
+                groups.update(group)
+                for v in variants:
+                    add(table, v.name, timed_ranks(passage_rank_of(v.adapt(lexical)), queries))
     if args.dense_all:
         add(table, "dense alone (whole corpus, exact cosine)", timed_ranks(dense_rank_of(vectors, asked), queries))
     store.close()
-    add_tuned(table)
+    add_tuned(table, groups)
     return table
+
+
+class Remembered(Searcher):
+    """A searcher that ranks each (query, depth) once: every hybrid row re-ranks the same lexical candidates."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        super().__init__(searcher.store, searcher.params)
+        self.engines = searcher.engines
+        self.ranked: dict[tuple[str, int], list[ChunkHit]] = {}
+
+    def rank(self, text: str, *, mode: Mode = "natural", want: int = 10, paths: PathFilter | None = None) -> list[ChunkHit]:
+        if mode != "natural" or paths is not None:
+            return super().rank(text, mode=mode, want=want, paths=paths)
+        if (text, want) not in self.ranked:
+            self.ranked[text, want] = super().rank(text, want=want)
+        return self.ranked[text, want]
 
 
 def dense_rank_of(vectors: dict[str, Any], asked: dict[str, Any]) -> Callable[[dict], int | None]:  # type: ignore[type-arg]
@@ -298,7 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dense", type=Path, default=None, metavar="DIR",
                         help="instead: the hybrid table (passage view), local-model vectors cached in DIR")
     parser.add_argument("--dense-sample", type=int, default=0, help="queries per fold for --dense (0: all)")
-    parser.add_argument("--dense-depth", type=int, default=50, help="lexical candidates re-ranked")
+    parser.add_argument("--dense-depth", default="50", help="lexical candidates re-ranked (comma-separated: one row set each)")
+    parser.add_argument("--dense-fusion", default="min-max",
+                        help=f"comma-separated normalisations before the mix, of {', '.join(FUSIONS)}")
+    parser.add_argument("--dense-union", type=int, default=0, metavar="N",
+                        help="also rows whose candidates add the N passages nearest by cosine (needs --dense-all)")
     parser.add_argument("--dense-all", action="store_true",
                         help="embed every passage (not only the candidates) and add the dense-alone row")
     parser.add_argument("--articles", type=int, default=0,
@@ -307,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunking", default="", metavar="MAX:OVERLAP,...",
                         help="document-view rows over the articles chunked with these chunk_max_chars:chunk_overlap_chars")
     args = parser.parse_args(argv)
+    if args.dense_union and not args.dense_all:
+        parser.error("--dense-union needs --dense-all (the nearest passages come from every passage's vector)")
     started = time.perf_counter()
     for lang in args.lang.split(","):
         corpus = load_jsonl(args.eval / lang / "corpus.jsonl")
