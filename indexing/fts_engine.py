@@ -71,9 +71,11 @@ class FtsEngine:
         ).fetchall()
         kept = [int(ranked[at][0]) for at in allowed(self.store, [d for _, d in ranked], scope)]
         if len(kept) < n and len(ranked) == wide:
+            # `+rowid`: the scope is a filter on the match's rows, not a rowid lookup (FTS5 would run the
+            # MATCH once per chunk in scope, each a scan of the terms' postings: minutes for a large file)
             docs, extra = scope.documents_sql()
             ids = conn.execute(
-                f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN (SELECT id FROM chunks "
+                f"SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? AND +rowid IN (SELECT id FROM chunks "
                 f"WHERE doc_id IN {docs}) {self._order()} LIMIT {int(n)}",
                 [match, *extra],
             ).fetchall()

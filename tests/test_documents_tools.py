@@ -145,3 +145,18 @@ async def test_search_file_applies_the_configured_file_limits(make_settings: Any
     async with connect(make_settings(max_file_bytes=100)) as client:
         result = await client.call_tool("search_file", {"path": "notes.txt", "query": "revenue"})
     assert result.is_error and "notes.txt" in result.content[0].text
+
+
+async def test_search_inside_a_large_file_is_not_quadratic(make_settings: Any, workspace: Path, backend: str) -> None:
+    """A search inside one file of many chunks (search_file on a large file, or search_documents(paths=)),
+    whose word is better matched in another file: the scoped FTS5 query scans the word's postings once
+    (a 16 MB log took over three minutes: one scan of the postings per chunk of the file)."""
+    settings = make_settings(chunk_max_chars=50, chunk_overlap_chars=0, chunk_min_chars=0)
+    (workspace / "dense.txt").write_text("heron heron heron heron.\n\n" * 400, encoding="utf-8")
+    (workspace / "log.txt").write_text("".join(f"entry {i} saw a heron today.\n\n" for i in range(24_000)),
+                                       encoding="utf-8")
+    async with connect(settings) as client:
+        await call(client, "index_path", {"path": "."})
+        with anyio.fail_after(10):  # under a second; half a minute when each chunk in scope rescanned the postings
+            found = await call(client, "search_documents", {"query": "heron", "paths": ["log.txt"], "max_results": 3})
+    assert [h["path"] for h in found["hits"]] == ["log.txt"] * 3
