@@ -290,7 +290,10 @@ def serve_socket(sock: socket.socket, server: Any, settings: Settings, host: str
     bound = sock.getsockname()
     config = uvicorn.Config(app, host=host, port=bound[1], log_level=settings.log_level.lower(), log_config=None,
                             timeout_graceful_shutdown=grace)
-    anyio.run(partial(uvicorn.Server(config).serve, sockets=[sock]))
+    try:
+        anyio.run(partial(uvicorn.Server(config).serve, sockets=[sock]))
+    finally:
+        stop_runs(server)
 
 
 def run_stdio(server: Any) -> None:
@@ -308,3 +311,15 @@ def run_stdio(server: Any) -> None:
         anyio.run(serve)
     except* (BrokenPipeError, ConnectionResetError):  # the client stopped reading our answers
         log.warning("stdout was closed by the client; the server stops")
+    finally:
+        stop_runs(server)
+
+
+def stop_runs(server: Any) -> None:
+    """The server process stops: the index runs it started stop with it and are recorded as interrupted
+    (else they meet the interpreter's shut-down thread pools and are recorded as failed)."""
+    from tools.index_services import stop_index_jobs
+
+    runtime = getattr(server, "runtime", None)
+    if runtime is not None:
+        stop_index_jobs(runtime)

@@ -150,3 +150,34 @@ async def test_client_timeout_leaves_an_honest_state(settings: Any, workspace: P
         assert again["state"] == "done" and again["indexed"] + again["unchanged"] == 300
         final = (await call(client, "index_status", {"path": "big"}))["path_status"]
         assert final["fresh"] is True and final["partial"] is False
+
+
+async def test_stdio_server_that_stops_records_its_run_as_interrupted(tmp_path: Path, workspace: Path) -> None:
+    """Over stdio a background run ends with the server process: the client goes away mid-run, and the
+    next server says the run was interrupted, with what to do. (It was left "running", shown as interrupted
+    with no error and 0 seconds, or recorded as failed with "RuntimeError: cannot schedule new futures after
+    shutdown" when it met the interpreter's shut-down thread pools.)"""
+    import os
+    import sys
+
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    many_files(workspace / "big", 1500, size=3000)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}  # PYTHONPATH: this checkout
+    env.update(GENERALAGENT_DATA_DIR=str(tmp_path / "data"), GENERALAGENT_ROOTS=str(workspace))
+    params = StdioServerParameters(command=str(Path(sys.executable).with_name("generalagent-mcp")), args=["serve"],
+                                   env=env)
+    with (tmp_path / "stderr.txt").open("w") as err:
+        async with Client(stdio_client(params, errlog=err)) as client:
+            started = await call(client, "index_path", {"path": "big", "wait": False})
+            with anyio.fail_after(120):
+                while (await call(client, "index_status", {}))["jobs"][0]["files_done"] < 10:
+                    await anyio.sleep(0.05)
+        async with Client(stdio_client(params, errlog=err)) as client:
+            status = (await call(client, "index_status", {"path": "big"}))["path_status"]
+    job = status["job"]
+    assert job["id"] == started["job_id"] and job["state"] == "interrupted", job
+    assert "server stopped" in job["error"] and "index_path again" in job["error"]
+    assert 0 < job["files_done"] < job["files_total"] == 1500 and job["seconds"] > 0
+    assert status["partial"] is True and status["files"] == job["indexed"]

@@ -47,6 +47,7 @@ class IndexJob:
     finished: threading.Event = field(default_factory=threading.Event)
     saved_at: float = 0.0
     held: ExitStack = field(default_factory=ExitStack)  # the path's cross-process lock
+    server_stopping: bool = False  # set by JobRegistry.close: the run is stopped, not cancelled by a caller
 
     def snapshot(self) -> JobRow:
         """The row with the counts so far."""
@@ -129,6 +130,10 @@ class JobRegistry:
             error = f"{type(exc).__name__}: {str(exc)[:300]}"
             raise
         finally:
+            if job.server_stopping and state != "done":  # whatever it met on the way out (a pool shut down)
+                state, error = "interrupted", (
+                    f"The server stopped after {job.row.done} of {job.row.total} files; those are kept. "
+                    "Run index_path again to continue (indexed files are skipped).")
             self._finish(job, state, error)
 
     def start_background(self, job: IndexJob, work: Work) -> None:
@@ -136,6 +141,8 @@ class JobRegistry:
         def target() -> None:
             try:
                 self.run(job, work, lambda: False, lambda done, total, message: None)
+            except Cancelled:  # recorded (cancelled or interrupted); nothing went wrong
+                pass
             except Exception:
                 log.exception("index job %s for %s failed", job.row.id, job.row.path)
 
@@ -195,10 +202,12 @@ class JobRegistry:
             return not free
 
     def close(self) -> None:
-        """Cancel the running jobs (they record themselves as cancelled) and wait a little for them."""
+        """The server stops: stop the running jobs at their next file (they record themselves as
+        interrupted, their files so far kept) and wait a little for them."""
         with self._lock:
             jobs = list(self._live.values())
         for job in jobs:
+            job.server_stopping = True
             job.cancel.set()
         for job in jobs:
             job.finished.wait(CLOSE_WAIT_S)

@@ -116,6 +116,13 @@ def index_jobs(rt: Runtime) -> JobRegistry:
     return _INDEX_JOBS.of(rt)
 
 
+def stop_index_jobs(rt: Runtime) -> None:
+    """The server stops: its index runs stop too and say so (interrupted), when it has any."""
+    jobs = _INDEX_JOBS.peek(rt)
+    if jobs is not None:
+        jobs.close()
+
+
 def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
              session_id: str | None = None) -> Indexer:
     from indexing.indexer import Indexer
