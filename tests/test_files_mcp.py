@@ -95,3 +95,20 @@ async def test_read_pdf_pages_through_the_client(settings: Any, mode: str, works
         rest = await client.call_tool("read_file", {"path": "r.pdf", "offset": first.structured_content["next_offset"]})
         assert "Page 12 text" in rest.structured_content["content"]
         assert rest.structured_content["next_offset"] is None
+
+
+async def test_edit_file_on_a_document_never_suggests_replacing_it(settings: Any, workspace: Path) -> None:
+    """edit_file on a PDF is refused before its bytes are read as text (an uncompressed PDF decodes as UTF-8,
+    and its raw bytes were edited), and the error does not point at write_file, which would replace the
+    document by plain text; a text file in another encoding is still pointed there, with the cost."""
+    from tests.docgen import make_pdf
+
+    make_pdf(workspace / "r.pdf", [["Quarterly figures"]])
+    (workspace / "latin.txt").write_bytes("caf\xe9 \xff\n".encode("latin-1"))
+    async with connect(settings, elicitation_callback=elicitation_answer("accept")) as client:
+        pdf = await client.call_tool("edit_file", {"path": "r.pdf", "old_string": "%PDF-", "new_string": "%TXT-"})
+        assert pdf.is_error and "PDF document" in pdf.content[0].text and "new file" in pdf.content[0].text
+        assert "replace it with write_file" not in pdf.content[0].text
+        text = await client.call_tool("edit_file", {"path": "latin.txt", "old_string": "caf", "new_string": "x"})
+        assert text.is_error and "write_file" in text.content[0].text and "U+FFFD" in text.content[0].text
+    assert (workspace / "r.pdf").read_bytes().startswith(b"%PDF-")

@@ -356,6 +356,13 @@ class EditFileResult(BaseModel):
 
 
 def _read_utf8(fd: int, path: str) -> tuple[str, bool]:
+    from indexing.extract import DOCUMENT_EXTENSIONS
+
+    kind = DOCUMENT_EXTENSIONS.get(Path(path).suffix.lower())
+    if kind is not None:  # its bytes may even decode (an uncompressed PDF); never edit or replace them as text
+        raise InvalidInput(f"{path!r} is a {kind.upper()} document, not a text file; edit_file and write_file "
+                           "change text files only. Read it with read_file; to change it, write the edited "
+                           "text to a new file (e.g. a .md) and leave the document as it is.")
     size = os.fstat(fd).st_size
     if size > MAX_EDIT_BYTES:
         raise LimitExceeded(f"{path!r} is {size} bytes; edit_file edits files up to {MAX_EDIT_BYTES} bytes. "
@@ -365,8 +372,9 @@ def _read_utf8(fd: int, path: str) -> tuple[str, bool]:
     try:
         return raw[3 if bom else 0 :].decode("utf-8"), bom
     except UnicodeDecodeError:
-        raise InvalidInput(f"{path!r} is not UTF-8 text; edit_file edits UTF-8 text only "
-                           "(read it with read_file, then replace it with write_file).") from None
+        raise InvalidInput(f"{path!r} is not UTF-8 text; edit_file edits UTF-8 text only (read it with read_file, "
+                           "then replace it with write_file; bytes that read_file showed as U+FFFD are then "
+                           "replaced for good).") from None
 
 
 def _count_or_raise(text: str, old: str, path: str, replace_all: bool) -> int:
