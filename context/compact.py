@@ -355,7 +355,11 @@ def _llm_body(
     report: CompactReport,
 ) -> str | None:
     if summarizer is None:
-        report.fallback_reason = "No LLM endpoint is configured (set GENERALAGENT_LLM_BASE_URL and _MODEL)."
+        report.fallback_reason = (
+            "No LLM endpoint is configured: set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL (or, for "
+            "compact_context alone, GENERALAGENT_LLM_CHAT_BASE_URL and GENERALAGENT_LLM_CHAT_MODEL) and, if the "
+            "endpoint needs one, its API key in the server's environment, then restart the server."
+        )
         return None
     prompt = COMPACT_PROMPT if strategy == "compact" else SUMMARIZE_PROMPT
     if options.instructions:

@@ -108,3 +108,20 @@ async def test_compact_through_mcp_with_fake_llm(
             "compact_context", {"messages": make_transcript(200), "context_window": 16_000}
         )
         assert not result.is_error and result.structured_content["report"]["source"] == "fallback"
+
+
+async def test_compact_without_an_endpoint_names_settings_that_exist(settings: Any) -> None:
+    """The fallback reason tells the user what to set, in variable names that work as printed."""
+    import re
+
+    from foundation.settings import Settings
+
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 3000}
+                for i in range(24)]
+    async with connect(settings) as client:
+        result = await client.call_tool("compact_context", {"messages": messages, "context_window": 8000})
+    assert not result.is_error, result.content[0].text
+    reason = result.structured_content["report"]["fallback_reason"]
+    named = set(re.findall(r"\b[A-Z_]*GENERALAGENT_[A-Z_]+", reason))
+    assert {"GENERALAGENT_LLM_BASE_URL", "GENERALAGENT_LLM_MODEL"} <= named, reason
+    assert named <= {f"GENERALAGENT_{field.upper()}" for field in Settings.model_fields}, reason
