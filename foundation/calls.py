@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
@@ -75,3 +76,17 @@ class ToolCatalogView(Protocol):
         ...
 
     async def notify_changed(self, origin: CallOrigin | None) -> bool: ...
+
+
+class SecretPaths(Protocol):
+    """The approval policy's secret-path rule (the data read_file's secret check uses, the user's rules
+    file included), handed down so that the index never holds nor finds what a read would have to ask for."""
+
+    def rule(self, path: str, roots: tuple[Path, ...]) -> str | None:
+        """For an absolute path seen from these workspace roots: the id of the rule that makes it a
+        secret (as a read of it would be decided), or None."""
+        ...
+
+    def key(self) -> str:
+        """Changes when the rules do (other secret patterns): an index is checked again then."""
+        ...

@@ -7,6 +7,9 @@ are expired first (`IndexStore.ensure_chunking`), so their files are read and ch
 Each file is written in one transaction, so an interrupted run leaves every file fully indexed
 or absent. The document a path pointed at before is deleted when
 no other path uses it (orphan cleanup). Bad files are recorded with their reason and skipped.
+Secrets (`SecretFilter`: the approval policy's secret paths) are never read nor written; paths that
+became secrets (indexed by an older version, or before the rules said so) are forgotten once per
+rules (`drop_secrets`), and a file to be read is checked first.
 For folders, the next file is extracted in the background while the current one is analysed and
 written, and indexed paths under the folder whose files are gone are removed.
 """
@@ -28,20 +31,21 @@ from typing import Any
 from foundation.errors import Cancelled, GeneralAgentError, LimitExceeded
 from foundation.safe_open import opened
 from indexing.analyzer import analyze
-from indexing.model import Chunk, ChunkingOptions, Extracted, ExtractionLimits
-from indexing.store import AnalyzedChunk, IndexStore
+from indexing.model import Chunk, ChunkingOptions, Extracted, ExtractionLimits, SecretFilter
+from indexing.store import AnalyzedChunk, IndexStore, put_meta
 
 _log = logging.getLogger("generalagent.index")  # per-file failures reach the client's MCP log
 Progress = Callable[[int, int, str], None]
 ShouldCancel = Callable[[], bool]
 _HASH_BLOCK = 1 << 20
 _UNEXPECTED = "could not be indexed"  # an unexpected failure: retried on the next run
+SECRETS_CHECKED = "secrets_checked"  # meta: the SecretFilter.key the whole index was last checked with
 
 
 @dataclass
 class FileOutcome:
     path: str
-    status: str  # "indexed" | "deduplicated" | "unchanged" | "failed"
+    status: str  # "indexed" | "deduplicated" | "unchanged" | "failed" | "secret" (reason: the rule's id)
     chunks: int = 0
     reason: str = ""
 
@@ -53,12 +57,15 @@ class IndexReport:
     removed: int = 0
     failed: list[FileOutcome] = field(default_factory=list)
     skipped: int = 0  # unsupported file types
+    secrets: int = 0  # files the approval policy treats as secrets: not indexed
     chunks_added: int = 0
     truncated: bool = False  # the folder walk stopped at its entry limit
 
     def add(self, outcome: FileOutcome) -> None:
         if outcome.status == "unchanged":
             self.unchanged += 1
+        elif outcome.status == "secret":
+            self.secrets += 1
         elif outcome.status == "failed":
             self.failed.append(outcome)
             _log.warning("not indexed: %s (%s)", outcome.path, outcome.reason[:200])
@@ -81,6 +88,7 @@ class _Prepared:
     analyzed: list[AnalyzedChunk] | None = None  # the chunks' terms, made in the read-ahead thread
     error: str = ""
     unchanged: bool = False
+    secret: str = ""  # the id of the rule that makes it a secret: not read, not indexed
 
 
 def file_digest(path: Path, max_bytes: int, fd: int) -> str:
@@ -152,10 +160,12 @@ class Indexer:
     def __init__(
         self, store: IndexStore, limits: ExtractionLimits | None = None, chunking: ChunkingOptions | None = None,
         should_cancel: ShouldCancel | None = None, opener: Callable[[Path], int] | None = None,
+        secrets: SecretFilter | None = None,
     ) -> None:
         """`opener(path) -> fd` opens each file once (default: no symlink as the last component;
         tools pass a race-free opener confined to the workspace roots); everything read from a
-        file (size, hash, text) comes from that one descriptor."""
+        file (size, hash, text) comes from that one descriptor. `secrets`: paths never indexed
+        (indexed ones are forgotten here, once per `secrets.key`)."""
         self.opener = opener or open_plain
         self.store = store
         self.limits = limits or ExtractionLimits()
@@ -164,6 +174,33 @@ class Indexer:
 
         store.ensure_chunking(chunking_key(self.chunking))  # documents chunked otherwise are read again
         self.should_cancel = should_cancel or (lambda: False)
+        self.secrets = secrets
+        self._checked = False  # the whole index was checked for secrets by this indexer
+        self.drop_secrets()
+
+    # -- secrets -------------------------------------------------------------------------------
+
+    def secret_rule(self, path: Path | str) -> str | None:
+        """The id of the rule that makes `path` a secret (a symlink: its own path or its target's), or None."""
+        return self.secrets.rule(path) if self.secrets is not None else None
+
+    def drop_secrets(self, again: bool = False) -> int:
+        """Forget every indexed path that is a secret by the current rules: once per rules (`secrets.key`, kept
+        in the index), as files are checked before they are read, or `again` (a search met one: written by
+        an older version meanwhile). Returns how many were forgotten."""
+        if self.secrets is None or self._checked:
+            return 0
+        if not again and self.store.get_meta(SECRETS_CHECKED) == self.secrets.key:
+            return 0
+        self._checked = True
+        found = [row.path for row in self.store.all_files() if self.secret_rule(row.path)]  # outside the write
+        with self.store.write() as conn:
+            for path in found:
+                self.store.drop_if_orphan(conn, self.store.unlink_file(conn, path))
+            put_meta(conn, SECRETS_CHECKED, self.secrets.key)
+        if found:
+            _log.warning("forgot %d indexed secret files (the approval policy's secret paths)", len(found))
+        return len(found)
 
     # -- one file ------------------------------------------------------------------------------
 
@@ -190,6 +227,9 @@ class Indexer:
         same = row is not None and row.size == prep.size and row.mtime_ns == prep.mtime_ns
         if row is not None and same and not (row.error or "").startswith(_UNEXPECTED):
             prep.unchanged, prep.error = True, row.error or ""  # known-bad files are not re-read until changed
+            return prep
+        if rule := self.secret_rule(prep.path):
+            prep.secret = rule
             return prep
         try:
             with opened(self.opener(prep.path)) as fd:
@@ -227,6 +267,9 @@ class Indexer:
     def _write(self, conn: Any, prep: _Prepared) -> FileOutcome:
         """Record one read file inside the caller's write transaction `conn`."""
         key = str(prep.path)
+        if prep.secret:  # never written; an entry from before goes
+            self.store.drop_if_orphan(conn, self.store.unlink_file(conn, key))
+            return FileOutcome(key, "secret", reason=prep.secret)
         if prep.unchanged:
             if prep.error:
                 return FileOutcome(key, "failed", reason=prep.error + " (file unchanged since)")

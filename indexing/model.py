@@ -6,7 +6,24 @@ For plain-text files `Extracted.text` is exactly the decoded file content.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SecretFilter:
+    """Paths the index never holds (the approval policy's secret paths). `named(path)`: the id of the rule
+    that makes an absolute path a secret, or None; `key` changes when the rules do (the whole index is
+    checked again then)."""
+
+    named: Callable[[str], str | None]
+    key: str
+
+    def rule(self, path: str | os.PathLike[str]) -> str | None:
+        """The rule making `path` a secret: by its own name or, for a symlink, its target's."""
+        text = os.fspath(path)
+        return self.named(text) or (self.named(os.path.realpath(text)) if os.path.islink(text) else None)
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from foundation.settings import Settings
+
+if TYPE_CHECKING:
+    from tools.runtime import Runtime
 
 
 def cli_settings(settings: Settings) -> Settings:
     """The settings for a person's command: the whole file system when no roots are configured."""
     return settings if settings.roots else settings.model_copy(update={"roots": (Path("/"),)})
+
+
+def cli_runtime(settings: Settings) -> Runtime:
+    """The runtime of a person's command, with the approval policy's secret paths (never indexed, never
+    found: the index is the server's too)."""
+    from mcp_server.secret_paths import loaded_on_first_use
+    from tools.runtime import Runtime
+
+    rt = Runtime(cli_settings(settings))
+    rt.secret_paths = loaded_on_first_use(settings)
+    return rt
 
 
 def shown_path(path: str) -> str:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from foundation.settings import Settings
-from mcp_server.cli_common import cli_settings, shown_path
+from mcp_server.cli_common import cli_runtime, shown_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,14 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from tools.index_tools import index_path
-    from tools.runtime import CallContext, Runtime
+    from tools.runtime import CallContext
 
     if args.rebuild:
         return _rebuild(settings)
     if not args.path:
         print("generalagent-mcp index: give a PATH to index (or --rebuild).", file=sys.stderr)
         return 2
-    rt = Runtime(cli_settings(settings))
+    rt = cli_runtime(settings)
     call = CallContext(tool="index_path")
     call.sink, call.portal = _progress, _call_sync
     try:
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     print(file=sys.stderr)
     print(
         f"{shown_path(result.path)}: {result.indexed} indexed, {result.unchanged} unchanged, {result.removed} removed, "
-        f"{len(result.failed)} failed, {result.skipped} skipped (unsupported); "
+        f"{len(result.failed)} failed, {result.skipped} skipped (unsupported), {result.secrets} skipped as secrets; "
         f"{result.chunks_added} chunks added in {result.seconds:.1f} s"
     )
     for failed in result.failed:
@@ -54,9 +54,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def _rebuild(settings: Settings) -> int:
     from indexing.analyzer import analyze
     from tools.index_services import index_store
-    from tools.runtime import Runtime
 
-    rt = Runtime(cli_settings(settings))
+    rt = cli_runtime(settings)
     try:
         count = index_store(rt).rebuild(analyze)
     finally:

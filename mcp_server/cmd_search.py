@@ -6,7 +6,7 @@ import argparse
 import textwrap
 
 from foundation.settings import Settings
-from mcp_server.cli_common import cli_settings, shown_path
+from mcp_server.cli_common import cli_runtime, shown_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,9 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from tools.documents import Hit, search_documents
-    from tools.runtime import CallContext, Runtime
+    from tools.runtime import CallContext
 
-    rt = Runtime(cli_settings(settings))
+    rt = cli_runtime(settings)
     try:
         result = search_documents(
             args.query, paths=args.path, max_results=max(1, min(50, args.max_results)), use_regex=args.regex,

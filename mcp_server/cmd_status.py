@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from foundation.settings import Settings
-from mcp_server.cli_common import cli_settings, shown_path
+from mcp_server.cli_common import cli_runtime, shown_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,9 +16,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
     from tools.index_tools import index_status
-    from tools.runtime import CallContext, Runtime
+    from tools.runtime import CallContext
 
-    rt = Runtime(cli_settings(settings))
+    rt = cli_runtime(settings)
     try:
         path = str(Path(args.path).absolute()) if args.path else None
         st = index_status(path, rt=rt, call=CallContext(tool="index_status"))
@@ -33,6 +33,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         fresh = "" if ps.fresh is None else (", up to date" if ps.fresh else ", changed since")
         print(f"{shown_path(ps.path)}: {state}{fresh}" + (f", {ps.chunks} chunks" if ps.chunks is not None else "")
               + (f", {ps.files} files ({ps.stale} stale, {ps.failed} failed)" if ps.files is not None else "")
+              + (f", {ps.secrets} skipped as secrets" if ps.secrets else "")
               + (f", at {ps.indexed_at}" if ps.indexed_at else ""))
         if ps.error:
             print(f"  error: {ps.error}")

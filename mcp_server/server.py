@@ -35,6 +35,7 @@ from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
 from mcp_server.http_state import SharedKeyCodec, SharedToolLists
 from mcp_server.prompts import install_prompts
+from mcp_server.secret_paths import PolicySecretPaths
 from mcp_server.tool_surface import CheckedTool, SessionToolServer
 from tools.runtime import Runtime
 
@@ -286,6 +287,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
                       sandboxed=shell_sandboxed(settings), database=lambda: runtime.database)
     dispatcher = Dispatcher(runtime, registry.TOOLS, gate=gate)
     runtime.tool_runner = dispatcher  # sub-agents dispatch their tool calls through it
+    runtime.secret_paths = PolicySecretPaths(lambda: gate.rules)  # what read_file asks for is never indexed
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:

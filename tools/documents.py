@@ -17,12 +17,12 @@ from pydantic import (
     PrivateAttr,
 )
 
-from foundation.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound
+from foundation.errors import ExtractionError, InvalidInput, LimitExceeded, NotFound, PathNotAllowed
 from foundation.globs import GlobPattern
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
 from foundation.safe_open import opened
 from foundation.schemas import OmitNone
-from indexing.model import ExtractionLimits
+from indexing.model import ExtractionLimits, SecretFilter
 from tools.runtime import CallContext, Runtime
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
@@ -30,10 +30,12 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.store import IndexStore
 from tools.index_services import (
     forget_paths,
+    forget_secrets,
     index_store,
     indexer_for,
     memory_index,
     search_ready,
+    secret_filter,
     vector_worker,
 )
 
@@ -146,7 +148,8 @@ def search_documents(
     from indexing.hybrid import searcher as make_searcher
 
     searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
-    for _ in range(2):  # once more when hits of deleted files were dropped from the index
+    secrets = secret_filter(rt, roots)
+    for _ in range(3):  # again when hits of deleted files or of secrets were dropped from the index
         if use_regex:
             result = _regex_result(searcher, query, scope, max_results, offset, roots)
         elif group_by_document:
@@ -159,8 +162,9 @@ def search_documents(
                 query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
                 next_offset=offset + max_results if len(hits) > max_results else None,
             )
-        if not _forget_deleted(rt, _result_paths(result), call):
+        if not _forget_unwanted(rt, _result_paths(result), secrets):
             break
+    _drop_secret_hits(result, secrets)
     if not result.hits and not result.documents:
         result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
     if not paths:
@@ -206,13 +210,30 @@ def search_is_quick(rt: Runtime, args: dict[str, Any]) -> bool:
             and search_ready(rt, query if isinstance(query, str) else None))
 
 
-def _forget_deleted(rt: Runtime, paths: list[str], call: CallContext) -> bool:
-    """Drop from the index the hit files that are gone from disk; True when any was."""
+def _forget_unwanted(rt: Runtime, paths: list[str], secrets: SecretFilter | None) -> bool:
+    """Drop from the index the hit files that are gone from disk and, when a hit is a secret (indexed by an
+    older version, or before the rules said so), every indexed secret; True when anything was."""
     gone = sorted({p for p in paths if p and not os.path.exists(p)})
-    if not gone:
-        return False
-    forget_paths(rt, gone)
-    return True
+    if gone:
+        forget_paths(rt, gone)
+    met_secret = any(_is_secret(secrets, p) for p in paths if p)
+    if met_secret:  # all at once: a document's next path may be one too (files with equal bytes share it)
+        forget_secrets(rt)
+    return bool(gone) or met_secret
+
+
+def _is_secret(secrets: SecretFilter | None, path: str) -> bool:
+    return secrets is not None and secrets.rule(path) is not None
+
+
+def _drop_secret_hits(result: SearchResult, secrets: SecretFilter | None) -> None:
+    """Whatever is left of secrets (one searched again found more) is never returned."""
+    if secrets is None:
+        return
+    result.hits = [h for h in result.hits if not _is_secret(secrets, h._abs_path)]
+    if result.documents is not None:
+        result.documents = [d for d in result.documents
+                            if not any(_is_secret(secrets, h._abs_path) for h in d.matched_chunks + d.context_chunks)]
 
 
 def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | None:
@@ -361,6 +382,9 @@ def search_file(
             note=None if hits else _no_hits_note(None, query, "regex" if use_regex else mode, None, 0),
         )
     outcome = indexer_for(rt, call).index_file(real)
+    if outcome.status == "secret":
+        raise PathNotAllowed(f"{shown} looks like a secret (rule {outcome.reason}); it is not indexed. "
+                             "read_file asks the user for it.")
     if outcome.status == "failed":
         raise ExtractionError(f"{shown} cannot be searched: {outcome.reason}")
     from indexing.search import PathFilter, Searcher

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from foundation.paths import fd_allowed, roots_for
 from foundation.safe_open import open_inside
-from indexing.model import ChunkingOptions
+from indexing.model import ChunkingOptions, SecretFilter
 from tools.index_jobs import JobRegistry
 from tools.runtime import CallContext, Runtime, Service
 
@@ -134,7 +134,15 @@ def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Cal
     roots = roots_for(s, session_id)
     allowed = fd_allowed(s, roots)
     return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel,
-                   opener=lambda path: open_inside(path, roots, allowed))
+                   opener=lambda path: open_inside(path, roots, allowed), secrets=secret_filter(rt, roots))
+
+
+def secret_filter(rt: Runtime, roots: tuple[Path, ...]) -> SecretFilter | None:
+    """The approval policy's secret paths as seen from `roots` (None without a policy: tools alone)."""
+    policy = rt.secret_paths
+    if policy is None:
+        return None
+    return SecretFilter(named=lambda path: policy.rule(path, roots), key=policy.key())
 
 
 def forget_paths(rt: Runtime, paths: list[str], before: Callable[[], None] | None = None,
@@ -152,6 +160,11 @@ def forget_paths(rt: Runtime, paths: list[str], before: Callable[[], None] | Non
     with store.write() as conn:
         for doc_id in store.orphan_documents():
             store.drop_if_orphan(conn, doc_id)
+
+
+def forget_secrets(rt: Runtime) -> None:
+    """Forget every indexed path that is a secret (a search met one: the index was made by an older version)."""
+    indexer_for(rt).drop_secrets(again=True)
 
 
 def warm_up_search(rt: Runtime) -> None:

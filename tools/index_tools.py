@@ -16,7 +16,7 @@ from pydantic import (
     Field,
 )
 
-from foundation.errors import NotFound
+from foundation.errors import NotFound, PathNotAllowed
 from foundation.paths import display_path, resolve_path, roots_for
 from foundation.schemas import OmitNone
 from tools.index_jobs import IndexJob, Progress, Work
@@ -32,10 +32,12 @@ from tools.index_services import (
     index_store,
     indexer_for,
     memory_index,
+    secret_filter,
     vector_worker,
 )
 
 STATUS_WALK_MAX = 20_000  # index_status counts unindexed files among this many folder entries
+SecretRule = Callable[[str], str | None]  # the id of the rule that makes a path a secret, or None
 
 
 # -- index_path ------------------------------------------------------------------------------------
@@ -57,6 +59,8 @@ class IndexResult(OmitNone):
     removed: int = Field(description="Index entries dropped because their files are gone.")
     failed: list[FailedFile] = Field(description="Files that could not be indexed, with the reason.")
     skipped: int = Field(description="Files of unsupported types.")
+    secrets: int = Field(default=0, description="Files skipped as secrets (keys, credentials, .env: what read_file "
+                                                "asks the user for); never indexed.")
     chunks_added: int
     seconds: float
     note: str | None = None
@@ -75,9 +79,12 @@ def index_path(
     call: CallContext,
 ) -> IndexResult:
     """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
-    skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped."""
+    skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped.
+    Secrets (keys, credentials, .env files) are never indexed."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
+    if not real.is_dir():
+        _refuse_secret(rt, real, path, roots)
     jobs = index_jobs(rt)
     job, joined = jobs.claim(str(real), background=not wait)
     if joined:
@@ -91,6 +98,18 @@ def index_path(
                                          "its progress. search_documents finds files as they are indexed.")
     jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
     return _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
+
+
+def _refuse_secret(rt: Runtime, real: Path, shown: str, roots: tuple[Path, ...]) -> None:
+    """A file the approval policy treats as a secret is not indexed (an entry from before is forgotten)."""
+    secrets = secret_filter(rt, roots)
+    rule = secrets.rule(real) if secrets is not None else None
+    if rule is None:
+        return
+    if index_store(rt).file_row(str(real)) is not None:
+        forget_paths(rt, [str(real)])
+    raise PathNotAllowed(f"{shown} looks like a secret (rule {rule}); it is not indexed. "
+                         "read_file asks the user for it.")
 
 
 def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None) -> Work:
@@ -116,15 +135,26 @@ def _index_result(job: IndexJob, roots: tuple[Path, ...], note: str | None = Non
         note = "The folder walk stopped at its file limit; index sub-folders separately."
     if len(report.failed) > 50:
         note = f"{len(report.failed)} files failed; the first 50 are listed."
+    if report.secrets:
+        note = _join(note, _secrets_note(report.secrets))
     if row.state == "running" and job.finished.is_set():
         row = job.row
     return IndexResult(
         path=display_path(Path(row.path), roots), job_id=row.id, state=row.state, files_done=row.done,
         files_total=row.total, indexed=report.indexed, unchanged=report.unchanged, removed=report.removed,
-        failed=failed, skipped=report.skipped, chunks_added=report.chunks_added,
+        failed=failed, skipped=report.skipped, secrets=report.secrets, chunks_added=report.chunks_added,
         seconds=round((row.finished_at or time.time()) - row.started_at, 2), note=note,
         skill_hint=hint,  # skills: the file-type hint
     )
+
+
+def _secrets_note(count: int) -> str:
+    files = "1 file" if count == 1 else f"{count} files"
+    return f"{files} skipped as secrets (keys, credentials, .env: read_file asks the user for them); not indexed."
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    return " ".join(x for x in (a, b) if x) or None
 
 
 # -- index_status ----------------------------------------------------------------------------------
@@ -158,6 +188,7 @@ class PathStatus(OmitNone):
     stale: int | None = Field(default=None, description="For folders: indexed files changed or deleted since.")
     failed: int | None = Field(default=None, description="For folders: files that could not be indexed.")
     not_indexed: int | None = Field(default=None, description="For folders: supported files on disk not indexed.")
+    secrets: int | None = Field(default=None, description="For folders: files skipped as secrets (never indexed).")
     job: JobInfo | None = Field(default=None, description="The last index run of this path (or a folder above).")
     note: str | None = None
 
@@ -199,7 +230,8 @@ def index_status(
     if path:
         real = resolve_path(rt.settings, path, session_id=call.session_id)
         job = index_jobs(rt).covering(str(real))
-        status.path_status = _path_status(store, real, display_path(real, roots))
+        secrets = secret_filter(rt, roots)
+        status.path_status = _path_status(store, real, display_path(real, roots), secrets.rule if secrets else None)
         _apply_job(status.path_status, _job_info(job, roots) if job else None)
     return status
 
@@ -234,7 +266,7 @@ def _apply_job(status: PathStatus, job: JobInfo | None) -> None:
         )
 
 
-def _path_status(store: IndexStore, real: Path, shown: str) -> PathStatus:
+def _path_status(store: IndexStore, real: Path, shown: str, secret: SecretRule | None) -> PathStatus:
     row = store.file_row(str(real))
     if row is not None:
         chunks = None
@@ -245,27 +277,39 @@ def _path_status(store: IndexStore, real: Path, shown: str) -> PathStatus:
             path=shown, indexed=row.error is None, fresh=_fresh(row.path, row.size, row.mtime_ns),
             indexed_at=_iso(row.indexed_at), chunks=chunks, error=row.error,
         )
+    if not real.is_dir():
+        rule = secret(str(real)) if secret is not None else None
+        note = f"{shown} looks like a secret (rule {rule}); it is not indexed." if rule else None
+        return PathStatus(path=shown, indexed=False, note=note)
     rows = store.files_under(str(real))
-    missing = _not_indexed(real, {r.path for r in rows}) if real.is_dir() else 0
+    missing, secrets = _not_indexed(real, {r.path for r in rows}, secret)
     if not rows:
         note = f"{missing} supported files here are not indexed; run index_path." if missing else None
-        return PathStatus(path=shown, indexed=False, not_indexed=missing if real.is_dir() else None, note=note)
+        return PathStatus(path=shown, indexed=False, not_indexed=missing, secrets=secrets, note=note)
     stale = sum(not _fresh(r.path, r.size, r.mtime_ns) for r in rows[:20_000])
     return PathStatus(
         path=shown, indexed=True, fresh=stale == 0 and missing == 0, files=len(rows), stale=stale,
         failed=sum(r.error is not None for r in rows), indexed_at=_iso(max(r.indexed_at for r in rows)),
-        not_indexed=missing,
+        not_indexed=missing, secrets=secrets,
         note=f"{missing} supported files are not indexed yet; run index_path to add them." if missing else None,
     )
 
 
-def _not_indexed(folder: Path, indexed: set[str]) -> int:
-    """Supported files under `folder` (first STATUS_WALK_MAX entries) that the index does not have."""
+def _not_indexed(folder: Path, indexed: set[str], secret: SecretRule | None) -> tuple[int, int]:
+    """Supported files under `folder` (first STATUS_WALK_MAX entries) that the index does not have: those
+    to be indexed, and the secrets (never indexed)."""
     from foundation.filewalk import FileWalk
     from indexing.extract import is_supported
 
-    walk = FileWalk(folder, max_depth=64, max_entries=STATUS_WALK_MAX)
-    return sum(1 for e in walk if is_supported(e.path) and str(e.path) not in indexed)
+    missing = secrets = 0
+    for entry in FileWalk(folder, max_depth=64, max_entries=STATUS_WALK_MAX):
+        if not is_supported(entry.path) or str(entry.path) in indexed:
+            continue
+        if secret is not None and secret(str(entry.path)):
+            secrets += 1
+        else:
+            missing += 1
+    return missing, secrets
 
 
 def _fresh(path: str, size: int, mtime_ns: int) -> bool:

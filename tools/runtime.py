@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from foundation.calls import CallOrigin, ToolCatalogView, ToolRunner
+from foundation.calls import CallOrigin, SecretPaths, ToolCatalogView, ToolRunner
 from foundation.errors import Cancelled, NotConfigured
 from foundation.settings import Settings
 from foundation.storage import Database, open_database
@@ -43,6 +43,8 @@ class Runtime:
         self.settings = settings
         self.tool_runner: ToolRunner | None = None  # the dispatch point (sub-agents run tools through it)
         self.catalog: ToolCatalogView | None = None  # tool tiers (what is listed, enable more)
+        # the policy's secret paths: never indexed, never found (None: no policy, as in tests of tools alone)
+        self.secret_paths: SecretPaths | None = None
         self._services: dict[Service[Any], Any] = {}
         self._lock = threading.RLock()
         self._database: Database | None = None
