@@ -195,3 +195,67 @@ def test_seatbelt_profile_shape(tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
     profile = seatbelt_profile(spec)
     assert "(deny file-write*)" in profile and "(deny network*)" in profile and "(deny file-read* file-write*" in profile
+
+
+def _git_out(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd)}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_git_config_and_hooks_cannot_be_planted_but_git_works(rt: Runtime, workspace: Path) -> None:
+    """Defence in depth: even a command the policy wrongly let through cannot change a root's git config or
+    hooks (which a later git run outside the sandbox would execute), nor swap the whole .git folder; git
+    status/diff/add/commit/log work as before."""
+    _git(workspace, "init", "-q")
+    config = (workspace / ".git" / "config").read_text()
+    hooks = sorted(p.name for p in (workspace / ".git" / "hooks").iterdir())
+    (workspace / "a.txt").write_text("a\n")
+    plant = run(rt, "echo '[core]' >> .git/config; echo '\tfsmonitor = touch pwned' >> .git/config; "
+                    "echo 'touch pwned' > .git/hooks/pre-commit; rm -rf .git/hooks; mv .git/config .git/c; "
+                    "mv .git .git-old; mkdir -p evil/.git; echo ok > plain.txt")
+    assert (workspace / ".git" / "config").read_text() == config, plant
+    assert sorted(p.name for p in (workspace / ".git" / "hooks").iterdir()) == hooks
+    assert not (workspace / ".git-old").exists() and (workspace / "plain.txt").is_file()
+    used = run(rt, "git status --short && git add a.txt && git -c user.name=t -c user.email=t@example.com "
+                   "commit -qm first && echo b >> a.txt && git diff --stat && git log --oneline && git status --short")
+    assert used.exit_code == 0, used
+    assert "first" in used.stdout and "a.txt" in used.stdout
+    assert "first" in _git_out(workspace, "log", "--oneline")
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_a_worktrees_git_file_and_its_git_folders_stay_put(make_settings: Any, workspace: Path,
+                                                            tmp_path: Path) -> None:
+    """A root that is a git worktree: its `.git` file (naming the git folder) is read-only, and so are
+    the config and hooks of the repository it leads to."""
+    _git(workspace, "init", "-q")
+    (workspace / "a.txt").write_text("a\n")
+    _git(workspace, "add", "a.txt")
+    _git(workspace, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "first")
+    tree = tmp_path / "tree"
+    _git(workspace, "worktree", "add", "-q", str(tree))
+    rt = Runtime(make_settings(bash_enabled=True, roots=[tree, workspace]))
+    gitfile = (tree / ".git").read_text()
+    result = run(rt, f"echo 'gitdir: {tree}/evil' > .git; echo '[core]' >> {workspace}/.git/config; "
+                     f"touch {workspace}/.git/hooks/post-checkout; git status --short; echo ok > b.txt")
+    assert (tree / ".git").read_text() == gitfile and "[core]\n[core]" not in (workspace / ".git/config").read_text()
+    assert not (workspace / ".git" / "hooks" / "post-checkout").exists() and (tree / "b.txt").is_file(), result
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_missing_rules_agents_and_skills_paths_cannot_be_made(make_settings: Any, workspace: Path) -> None:
+    """What the file tools refuse to write stays unwritable from the sandbox even before it exists (an
+    empty read-only placeholder holds its place while the command runs, and is gone afterwards)."""
+    (workspace / "skills2" / "s").mkdir(parents=True)
+    (workspace / "skills2" / "s" / "SKILL.md").write_text("# skill\n")
+    missing = [workspace / "policy.toml", workspace / "agents.toml", workspace / "cfg" / "skills.toml",
+               workspace / "skills"]
+    settings = make_settings(bash_enabled=True, policy_file=missing[0], agents_file=missing[1],
+                             skills_file=missing[2], skills_dirs=[missing[3], workspace / "skills2"])
+    result = run(Runtime(settings), "echo 'allow = [\"*\"]' > policy.toml; echo x > agents.toml; mkdir -p cfg; "
+                                    "echo x > cfg/skills.toml; mkdir -p skills/evil; echo x > skills2/s/SKILL.md; "
+                                    "mkdir skills2/evil; echo ok > other.txt")
+    assert not any(os.path.lexists(p) for p in missing), result
+    assert (workspace / "skills2" / "s" / "SKILL.md").read_text() == "# skill\n"
+    assert not (workspace / "skills2" / "evil").exists() and (workspace / "other.txt").is_file()

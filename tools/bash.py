@@ -28,7 +28,15 @@ from foundation.errors import InvalidInput, NotConfigured
 from foundation.paths import roots_for, server_data_dirs
 from foundation.settings import Settings
 from tools.runtime import CallContext, Runtime
-from tools.sandbox import SandboxSpec, sandbox_status, secret_paths, wrap
+from tools.sandbox import (
+    SandboxSpec,
+    git_guards,
+    placeholders,
+    remove_placeholders,
+    sandbox_status,
+    secret_paths,
+    wrap,
+)
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
 SECRET_VALUE = re.compile(
@@ -168,15 +176,25 @@ def run_bash_command(
     roots = roots_for(rt.settings, call.session_id)
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
         spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)))
-        return _run(command_argv(command, spec), spec, timeout, call)
+        made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
+        try:
+            return _run(command_argv(command, spec), spec, timeout, call)
+        finally:
+            remove_placeholders(made)
 
 
 def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path) -> SandboxSpec:
     """What a command may see and change: the roots (the first is the working folder), a private
-    HOME; not the server's data folder or secret stores; the rules/agents files stay read-only."""
-    protected = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file) if p)
+    HOME; not the server's data folder or secret stores; what the file tools may not write stays
+    read-only (the rules, agents and skills files, skill folders: existing or not), and so do each root's
+    git config and hooks."""
+    files = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file, settings.skills_file)
+                  if p)
+    folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
+    pinned, git_files, git_folders = git_guards(roots)
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=(*server_data_dirs(settings), *secret_paths()),
-                       read_only=protected, network=settings.bash_network)
+                       read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,
+                       network=settings.bash_network)
 
 
 def command_argv(command: str, spec: SandboxSpec) -> list[str]:

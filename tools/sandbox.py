@@ -5,7 +5,12 @@ runs can do, so that a hole in the command parser is harmless:
 
 - the workspace roots are writable, the rest of the file system is read-only;
 - the server's data folder, secret stores (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gcloud, ...) and
-  /run (docker and agent sockets) are not visible; the rules and agents files stay read-only;
+  /run (docker and agent sockets) are not visible; the rules, agents and skills files and the skill
+  folders stay read-only (a missing one too: an empty read-only placeholder holds its place while the
+  command runs, removed after it);
+- a root's git config and hooks stay read-only and its `.git` cannot be renamed or replaced (git commands
+  still work: objects, refs and the index are written as usual), so a command cannot plant git config or
+  hooks that a later git run outside the sandbox would execute;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
 - a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`);
 - the command dies with the server (--die-with-parent) and cannot reach the terminal (--new-session).
@@ -17,10 +22,12 @@ in it: bubblewrap can fail inside some containers); it is checked once and cache
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -59,9 +66,56 @@ class SandboxSpec:
     cwd: Path
     home: Path  # a private, empty folder used as HOME (writable)
     hidden: tuple[Path, ...] = ()  # not visible at all (folders and files)
-    read_only: tuple[Path, ...] = ()  # files inside the roots that must stay read-only
+    read_only: tuple[Path, ...] = ()  # files inside the roots that must stay read-only (missing ones too)
     network: bool = False
     extra_writable: tuple[Path, ...] = ()
+    read_only_folders: tuple[Path, ...] = ()  # folders likewise (a missing one cannot be made either)
+    pinned: tuple[Path, ...] = ()  # folders that stay writable but cannot be renamed, removed or replaced (.git)
+
+
+def git_guards(roots: Iterable[Path]) -> tuple[tuple[Path, ...], tuple[Path, ...], tuple[Path, ...]]:
+    """What keeps a root's git configuration out of a command's reach: (pinned: its git folders; read-only
+    files: config, config.worktree and a `.git` file naming the git folder; read-only folders: hooks).
+    Only what exists; a worktree's or submodule's `.git` file leads to its git folder and the common one."""
+    pinned: list[Path] = []
+    files: list[Path] = []
+    folders: list[Path] = []
+    for root in roots:
+        dot = root / ".git"
+        if dot.is_symlink():
+            continue
+        if dot.is_dir():
+            gitdirs = [dot]
+        elif dot.is_file():
+            files.append(dot)
+            gitdirs = _gitfile_dirs(dot)
+        else:
+            continue
+        for gitdir in gitdirs:
+            pinned.append(gitdir)
+            files += [f for f in (gitdir / "config", gitdir / "config.worktree") if f.is_file()]
+            folders += [d for d in (gitdir / "hooks",) if d.is_dir() and not d.is_symlink()]
+    return tuple(dict.fromkeys(pinned)), tuple(dict.fromkeys(files)), tuple(dict.fromkeys(folders))
+
+
+def _gitfile_dirs(dot: Path) -> list[Path]:
+    """The git folder a `.git` file names (`gitdir: ...`) and its common folder (`commondir`), resolved."""
+    try:
+        text = dot.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return []
+    line = next((ln for ln in text.splitlines() if ln.startswith("gitdir:")), None)
+    if line is None:
+        return []
+    gitdir = Path(os.path.realpath(dot.parent / line[len("gitdir:"):].strip()))
+    if not gitdir.is_dir():
+        return []
+    out = [gitdir]
+    with contextlib.suppress(OSError):
+        common = (gitdir / "commondir").read_text(encoding="utf-8", errors="replace").strip()
+        if common and (found := Path(os.path.realpath(gitdir / common))).is_dir():
+            out.append(found)
+    return out
 
 
 def secret_paths(home: Path | None = None) -> tuple[Path, ...]:
@@ -99,6 +153,53 @@ def _hide_args(paths: Iterable[Path]) -> list[str]:
     return args
 
 
+def _writable_place(path: Path, writable: Iterable[Path]) -> bool:
+    """A command could change `path` (it lies in a writable folder): read-only is needed."""
+    return any(path != w and path.is_relative_to(w) for w in writable)
+
+
+def placeholders(spec: SandboxSpec) -> list[tuple[Path, bool]]:
+    """Where a missing read-only path is held by an empty read-only placeholder: its topmost missing
+    folder (True: a folder) or the path itself (False: a file). bubblewrap creates these on the host as
+    mount points; `remove_placeholders` removes them after the command."""
+    writable = {*spec.roots, *spec.extra_writable}
+    out: dict[Path, bool] = {}
+    for path, folder in [*((p, False) for p in spec.read_only), *((p, True) for p in spec.read_only_folders)]:
+        if os.path.lexists(path) or not _writable_place(path, writable):
+            continue
+        top = path
+        while not os.path.lexists(top.parent) and _writable_place(top.parent, writable):
+            top = top.parent
+        out.setdefault(top, folder or top != path)
+    return list(out.items())
+
+
+def remove_placeholders(made: Iterable[tuple[Path, bool]]) -> None:
+    """Remove the placeholders bubblewrap left (only while they are still empty: nothing else is touched)."""
+    for path, folder in made:
+        with contextlib.suppress(OSError):
+            if folder:
+                path.rmdir()  # only an empty folder
+            elif (info := path.lstat()) and stat.S_ISREG(info.st_mode) and info.st_size == 0 \
+                    and stat.S_IMODE(info.st_mode) == 0o444:  # as bubblewrap makes a file mount point
+                path.unlink()
+
+
+def _read_only_args(spec: SandboxSpec, writable: list[Path]) -> list[str]:
+    """Pinned folders bound onto themselves (a mount point cannot be renamed or removed), then the
+    read-only files and folders; missing ones get an empty read-only placeholder."""
+    args: list[str] = []
+    for path in spec.pinned:
+        if path.is_dir() and _writable_place(path, writable):
+            args += ["--bind", str(path), str(path)]
+    for path in [*spec.read_only, *spec.read_only_folders]:
+        if os.path.lexists(path) and _writable_place(path, writable):
+            args += ["--ro-bind", str(path), str(path)]
+    for path, folder in placeholders(spec):
+        args += ["--tmpfs", str(path), "--remount-ro", str(path)] if folder else ["--ro-bind", "/dev/null", str(path)]
+    return args
+
+
 def _resolv_conf_args() -> list[str]:
     """/etc/resolv.conf often links into /run (hidden): bind its target back, read-only."""
     target = Path(os.path.realpath("/etc/resolv.conf"))
@@ -124,8 +225,7 @@ def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> 
     for path in writable:  # a root inside a hidden folder (the default workspace in the data dir)
         if _inside(path, hidden):
             args += ["--bind", str(path), str(path)]
-    for path in _existing(spec.read_only):
-        args += ["--ro-bind", str(path), str(path)]
+    args += _read_only_args(spec, writable)
     args += ["--bind", str(spec.home), str(spec.home), "--chdir", str(spec.cwd), "--", *argv]
     return args
 
@@ -155,8 +255,10 @@ def seatbelt_profile(spec: SandboxSpec) -> str:
         inner = [r for r in spec.roots if _inside(r, hidden)]
         if inner:
             lines.append(f"(allow file-read* file-write* {_sb_paths(inner)})")
-    for path in _existing(spec.read_only):
+    for path in [*spec.read_only, *spec.pinned]:  # a pinned folder itself: not renamed nor removed
         lines.append(f"(deny file-write* (literal {_sb_string(os.path.realpath(path))}))")
+    if spec.read_only_folders:
+        lines.append(f"(deny file-write* {_sb_paths(spec.read_only_folders)})")
     lines.append("(deny process-info* (target others))")
     if not spec.network:
         lines.append("(deny network*)")
