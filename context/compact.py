@@ -4,7 +4,9 @@ The summary comes from the configured LLM (a `Summarizer` callable, injected) or
 missing or fails, from code (a truncation fallback, reported as such). Either way the open todo
 list and the user's constraint sentences are appended verbatim by code. Incremental: an earlier
 summary (ours, found in the system messages, or passed in from the store) is folded into the new
-one, with the seed's triggers for `auto`. Pure apart from the injected summarizer.
+one, with the seed's triggers for `auto`; those triggers only decide when compaction is optional:
+a conversation over its context window is always compacted, and a result still over the window
+says what is too big (`fits_window`, `reason`). Pure apart from the injected summarizer.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class CompactOptions:
 @dataclass
 class CompactReport:
     action: str = "compacted"  # compacted | skipped
-    reason: str = ""
+    reason: str = ""  # why skipped; and why the result is still over the window (when it is)
     strategy: str = "auto"
     source: str = "none"  # llm | fallback | none
     fallback_reason: str | None = None
@@ -87,6 +89,7 @@ class CompactReport:
     tokens_before_estimated: bool = False
     tokens_after: int = 0
     ratio: float = 1.0
+    fits_window: bool = True
     old_messages: int = 0
     recent_messages: int = 0
     summary_tokens: int = 0
@@ -183,10 +186,12 @@ def _recent(
     return chosen[::-1]
 
 
-def _skip_reason(parts: Split, counter: Counter, options: CompactOptions) -> str | None:
+def _skip_reason(parts: Split, counter: Counter, options: CompactOptions, tokens: int) -> str | None:
+    """Why not to compact (None: compact). The auto triggers apply only while the conversation fits
+    its window: one that does not is compacted however few its messages."""
     if not parts.old:
         return "Nothing old to summarise: every message fits in the recent part."
-    if options.force or options.strategy != "auto":
+    if options.force or options.strategy != "auto" or tokens > options.context_window:
         return None
     if parts.previous is None:
         total = len(parts.old) + len(parts.recent)
@@ -219,10 +224,11 @@ def compact(
     report.tokens_before, report.tokens_before_estimated = total_tokens(counter, msgs, parts.counted, {})
     report.incremental = parts.previous is not None
     report.old_messages, report.recent_messages = len(parts.old), len(parts.recent)
-    skip = _skip_reason(parts, counter, options)
+    skip = _skip_reason(parts, counter, options, report.tokens_before)
     if skip is not None:
         report.action, report.reason, report.strategy = "skipped", skip, options.strategy
-        return _finish(carryover.api_shape(parts.clean, options.fmt), counter, report), report, None
+        out = _finish(carryover.api_shape(parts.clean, options.fmt), counter, report)
+        return out, _fit(out, counter, options.context_window, None, report), None
     strategy = _resolve(options.strategy, parts, counter)
     report.strategy = strategy
     body = _llm_body(parts, counter, options, strategy, summarizer, report)
@@ -231,17 +237,56 @@ def compact(
         report.source = "fallback"
     summary = _with_carryover(body, parts, prior, report, counter, options.context_window)
     summary_msg = Msg("system", summary, changed=True)
-    recent = _trim_recent(carryover.strip_reminders(parts.recent), counter)
-    limit = int(options.context_window * RECENT_MAX_SHARE)
-    recent = keep_last_user(parts.clean, recent, counter, limit, report.words)
-    first = _first_kept(parts.clean, recent, counter, options.context_window)
-    out = carryover.api_shape([*parts.system, summary_msg, *first, *recent], options.fmt)
+    kept = _kept(parts, summary_msg, counter, options.context_window, report.words)
+    out = carryover.api_shape([*parts.system, summary_msg, *kept], options.fmt)
     report.summary_tokens = counter.count(summary)
     report.covered_sources = _covered(parts)
     out = _finish(out, counter, report)
     if report.tokens_after >= report.tokens_before:  # e.g. a forced compaction of a few short messages
-        return _not_smaller(parts, counter, report, options), report, None
-    return out, report, summary
+        out = _not_smaller(parts, counter, report, options)
+        return out, _fit(out, counter, options.context_window, None, report), None
+    return out, _fit(out, counter, options.context_window, summary_msg, report), summary
+
+
+_FIT_ADVICE = {
+    "system messages": "The system messages take the most: shorten them.",
+    "summary": "The summary takes the most: strategy='summarize' makes a short one.",
+    "newest user message": "The newest user message takes the most: shorten it.",
+    "other kept messages": "The messages kept verbatim take the most (up to half the window, or keep_recent_tokens "
+    "when larger): lower keep_recent_tokens.",
+}
+
+
+def _fit(out: list[Msg], counter: Counter, window: int, summary: Msg | None, report: CompactReport) -> CompactReport:
+    """Sets `fits_window`; when the result is still over the window, `reason` says what it is made of."""
+    report.fits_window = report.tokens_after <= window
+    if report.fits_window:
+        return report
+    newest = next((m for m in reversed(out) if m.role == "user"), None)
+    sizes = dict.fromkeys(_FIT_ADVICE, 0)
+    for msg in out:
+        part = "summary" if msg is summary else "system messages" if msg.role == "system" else (
+            "newest user message" if msg is newest else "other kept messages")
+        sizes[part] += message_tokens(counter, msg)
+    parts = ", ".join(f"{name} {n}" for name, n in sizes.items() if n)
+    advice = _FIT_ADVICE[max(sizes, key=lambda k: sizes[k])]
+    note = (f"Still over context_window: {report.tokens_after} tokens for a window of {window} ({parts}). "
+            f"{advice} Or use a model with a larger window.")
+    report.reason = f"{report.reason} {note}".strip()
+    return report
+
+
+def _kept(parts: Split, summary: Msg, counter: Counter, window: int, words: WordsReport) -> list[Msg]:
+    """The first request and the recent messages, kept after the summary. The newest user message,
+    when it is not among the recent ones, is cut to the room left in the window (at most half of it)."""
+    recent = _trim_recent(carryover.strip_reminders(parts.recent), counter)
+    first = _first_kept(parts.clean, recent, counter, window)
+    newest = next((m for m in reversed(parts.clean) if m.role == "user"), None)
+    if first and newest is not None and first[0].source == newest.source:
+        first = []  # the first request is also the newest: keep_last_user keeps it
+    used = sum(message_tokens(counter, m) for m in [*parts.system, summary, *first, *recent])
+    limit = min(int(window * RECENT_MAX_SHARE), window - used)
+    return [*first, *keep_last_user(parts.clean, recent, counter, limit, words)]
 
 
 def _not_smaller(parts: Split, counter: Counter, report: CompactReport, options: CompactOptions) -> list[Msg]:
@@ -476,8 +521,8 @@ def says_something(content: Any) -> bool:
 
 def _first_kept(clean: list[Msg], recent: list[Msg], counter: Counter, window: int) -> list[Msg]:
     """The first user request, verbatim apart from big pasted blobs, when it is not in `recent`
-    (the recent part as sent, after `keep_last_user`: when the first request is also the newest
-    one it is there already, maybe as a cut copy, so matched by source and not by identity)."""
+    (matched by source and not by identity: a message there may be a cut copy; when it is also the
+    newest user message, `_kept` leaves it to `keep_last_user`)."""
     first = first_request(clean)
     if first is None or any(m.role == "user" and m.source == first.source for m in recent):
         return []

@@ -33,10 +33,12 @@ REMINDER_CLOSE = "</system-reminder>"
 
 
 def system_text(system_prompt: str, now: datetime | None = None) -> str:
-    """The system prompt with the current UTC time (minute precision) appended last."""
+    """The system prompt with the current UTC time (minute precision) appended last (a blank
+    prompt adds nothing: the time alone, no leading blank line)."""
     moment = (now or datetime.now(UTC)).astimezone(UTC)
-    stamp = moment.strftime("%Y-%m-%d %H:%M")
-    return f"{system_prompt.rstrip()}\n\nCurrent date and time: {stamp} UTC"
+    stamp = f"Current date and time: {moment.strftime('%Y-%m-%d %H:%M')} UTC"
+    prompt = system_prompt.rstrip()
+    return f"{prompt}\n\n{stamp}" if prompt else stamp
 
 
 def text_hash(text: str) -> str:
@@ -89,7 +91,8 @@ def reminder_block(reminders: list[Reminder]) -> str:
 
 
 def attach(msgs: list[Msg], block: str, fmt: str) -> list[Msg]:
-    """Append the reminder block to the newest user message, or add a trailing user message."""
+    """Append the reminder block to the newest user message (a blank one is replaced by it), or add
+    a trailing user message."""
     if not msgs or msgs[-1].role != "user":
         if fmt == "openai":
             return [*msgs, Msg("user", block, changed=True)]
@@ -98,7 +101,7 @@ def attach(msgs: list[Msg], block: str, fmt: str) -> list[Msg]:
         return [*msgs, Msg("user", [{"type": "text", "text": block}], source=source, changed=True)]
     last = msgs[-1]
     if isinstance(last.content, str):
-        new_content: Any = f"{last.content}\n\n{block}"
+        new_content: Any = f"{last.content}\n\n{block}" if last.content.strip() else block
     else:
         new_content = [*(last.content or []), {"type": "text", "text": block}]
     return [*msgs[:-1], with_content(last, new_content)]

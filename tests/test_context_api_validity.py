@@ -5,11 +5,12 @@ for the chat APIs: tool chains whole, no empty messages, a user turn first (Anth
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from context.compact import CompactOptions, Summarizer, compact
@@ -163,3 +164,52 @@ def test_compact_output_is_valid_for_the_chat_apis(
         assert report.tokens_after < report.tokens_before
     else:
         assert report.action == "skipped" and summary is None
+
+
+FILLER = ["alpha", "beta", "parser.py", "fix", "你好", "世界", "Stick to Node 20.", "log line 42 failed"]
+SIZES = st.sampled_from([0, 3, 60, 600, 2500, 9000])  # words
+
+
+def _filler(seed: int, words: int) -> str:
+    return " ".join(FILLER[(seed + 7 * k) % len(FILLER)] for k in range(words))
+
+
+@st.composite
+def oversized(draw: Any) -> list[dict[str, Any]]:
+    """Short transcripts (1-24 turns) with messages of very different sizes, maybe a big system prompt."""
+    out: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        out.append({"role": "system", "content": _filler(draw(st.integers(0, 9)), draw(SIZES))})
+    for k in range(draw(st.integers(1, 24))):
+        role = draw(st.sampled_from(["user", "assistant", "chain"]))
+        text = _filler(draw(st.integers(0, 9)), draw(SIZES))
+        if role != "chain":
+            out.append({"role": role, "content": text})
+            continue
+        fn = {"name": "run", "arguments": "{}"}
+        out.append({"role": "assistant", "content": None, "tool_calls": [{"id": f"c{k}", "type": "function", "function": fn}]})
+        out.append({"role": "tool", "tool_call_id": f"c{k}", "content": text})
+    return out
+
+
+_PART = re.compile(r"(system messages|summary|newest user message|other kept messages) (\d+)")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=oversized(), window=st.integers(1000, 8000), keep=st.one_of(st.none(), st.integers(0, 12_000)))
+def test_auto_compaction_of_a_conversation_over_its_window(messages: Any, window: int, keep: int | None) -> None:
+    """Over its window, auto compaction is never skipped by the message-count or new-tokens triggers: the
+    result fits (with the code's summary: no LLM), or the report says it does not and what it is made of."""
+    out, report, summary = compact(parse(messages).messages, COUNTER, CompactOptions("auto", window, keep), None)
+    assume(report.tokens_before > window)
+    event(f"{report.action}, {'fits' if report.fits_window else 'still over'}")
+    assert "the first summary is made at" not in report.reason and "since the last summary" not in report.reason
+    if report.action == "skipped":  # only when compacting cannot help
+        assert report.reason.startswith(("Nothing old to summarise", "Not compacted")) and summary is None
+    else:
+        assert report.source == "fallback" and report.fallback_reason and summary is not None
+    assert report.fits_window == (report.tokens_after <= window)
+    if not report.fits_window:
+        head = f"Still over context_window: {report.tokens_after} tokens for a window of {window} ("
+        assert head in report.reason, report.reason
+        assert sum(int(n) for _, n in _PART.findall(report.reason)) == report.tokens_after, report.reason

@@ -4,6 +4,7 @@ incremental triggers and stored summaries."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -202,3 +203,32 @@ def test_the_first_request_is_the_first_user_message_that_says_something() -> No
     spoken = parse([{"role": "user", "content": audio}, {"role": "user", "content": "and beta"}], None)
     found = first_request(spoken.messages)
     assert found is not None and found.content == audio  # a request without text still asks something
+
+
+def test_a_result_still_over_the_window_says_what_is_too_big() -> None:
+    """A system prompt bigger than the window: compaction cannot make it fit, and the report says so,
+    with the parts' sizes (they add up to tokens_after) and what to change."""
+    messages = [{"role": "system", "content": "Follow the house rules. " + "rule " * 9000}]
+    messages += [{"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i} " + "word " * 2000}
+                 for i in range(12)]
+    transcript = parse(messages)
+    out, report, summary = compact(transcript.messages, COUNTER, CompactOptions(context_window=8000), None)
+    assert report.action == "compacted" and summary is not None and not report.fits_window
+    assert report.reason.startswith(f"Still over context_window: {report.tokens_after} tokens for a window of 8000")
+    assert "The system messages take the most: shorten them." in report.reason
+    sizes = re.findall(r"(system messages|summary|newest user message|other kept messages) (\d+)", report.reason)
+    assert sum(int(n) for _, n in sizes) == report.tokens_after
+
+
+def test_a_newest_message_over_the_window_is_cut_to_the_room_left() -> None:
+    """The newest user message alone exceeds the window and a long reply follows it: the message is cut
+    in the middle to the room the summary, the first request and the reply leave, and the result fits."""
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i} " + "word " * 300}
+                for i in range(6)]
+    messages.append({"role": "user", "content": "Please read this. " + "log line failed " * 2000})
+    messages.append({"role": "assistant", "content": "It failed because " + "the cache was cold " * 485})
+    out, report, _ = compact(parse(messages).messages, COUNTER, CompactOptions(context_window=4000), None)
+    assert (report.action, report.reason, report.fits_window) == ("compacted", "", True)
+    assert report.tokens_after <= 4000 and [m.role for m in out[-2:]] == ["user", "assistant"]
+    newest = str(out[-2].content)
+    assert newest.startswith("Please read this.") and "the newest user message was over the budget" in newest

@@ -4,13 +4,18 @@ emits every reminder exactly once."""
 from __future__ import annotations
 
 import hashlib
+import re
+import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from foundation.errors import InvalidInput
+from tests.context_checks import chat_api_problems
 from tools.context_assemble import assemble
 from tools.runtime import CallContext, Runtime
 
@@ -38,9 +43,9 @@ def _turn(rt: Runtime, messages: list[dict[str, Any]], now: datetime, **kw: Any)
     return assemble(
         rt,
         CallContext(tool="assemble_context"),
-        "You are a helpful agent.",
+        args.get("system_prompt", "You are a helpful agent."),
         messages,
-        "conv",
+        args.get("conversation_id", "conv"),
         args["tools"],
         args["skills"],
         args["files"],
@@ -130,3 +135,37 @@ def test_trailing_user_message_and_anthropic(rt: Runtime) -> None:
 def test_system_messages_in_the_list_are_refused(rt: Runtime) -> None:
     with pytest.raises(InvalidInput, match="system_prompt"):
         _turn(rt, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], T0)
+
+
+BLANK = st.sampled_from(["", " ", "\n", " \t\n\n  "])
+TEXT = st.lists(st.sampled_from(["alpha", "beta", "你好", "Stick to Node 20.", "- item"]), min_size=1, max_size=6).map(" ".join)
+# A piece never starts with a blank line of its own (that would not come from joining); it may be
+# blank, or end with newlines and spaces.
+PIECE = st.one_of(BLANK, st.tuples(TEXT, st.sampled_from(["", "\n", "\n\n", "  ", "\n \n"])).map("".join))
+BLANK_START = re.compile(r"\A[ \t]*(\n|\Z)")
+BLANK_END = re.compile(r"\n[ \t]*\Z")
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    return [str(b.get("text", "")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prompt=PIECE, last=PIECE, fmt=st.sampled_from(["openai", "anthropic"]), remind=st.booleans())
+def test_joining_adds_no_blank_lines_at_the_edges(rt: Runtime, prompt: str, last: str, fmt: str, remind: bool) -> None:
+    """The system text (prompt + time) and a user message with reminders appended: no text the joining
+    made starts or ends with a blank line, and a blank system prompt contributes nothing."""
+    messages = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"}]
+    messages.append({"role": "user", "content": last})
+    result = _turn(rt, messages, T0, system_prompt=prompt, conversation_id=uuid.uuid4().hex, fmt=fmt,
+                   files=["a.txt"] if remind else None)
+    system = result.system if fmt == "anthropic" else result.messages[0]["content"]
+    assert system.startswith(prompt.rstrip() or "Current date and time:")
+    made = [system] + [t for m in result.messages if m not in messages for t in _texts(m["content"])]
+    for text in made:
+        assert not BLANK_START.match(text) and not BLANK_END.search(text), repr(text)
+    assert len(result.reminders) == remind
+    if remind or last.strip():  # a blank last message is the caller's, unless the reminder replaced it
+        assert chat_api_problems([m for m in result.messages if m["role"] != "system"], result.system, fmt) == []

@@ -125,3 +125,29 @@ async def test_compact_without_an_endpoint_names_settings_that_exist(settings: A
     named = set(re.findall(r"\b[A-Z_]*GENERALAGENT_[A-Z_]+", reason))
     assert {"GENERALAGENT_LLM_BASE_URL", "GENERALAGENT_LLM_MODEL"} <= named, reason
     assert named <= {f"GENERALAGENT_{field.upper()}" for field in Settings.model_fields}, reason
+
+
+async def test_auto_compacts_a_short_conversation_over_its_window(settings: Any) -> None:
+    """12 messages of about 36k tokens for an 8,000-token window: the auto triggers (20+ messages) only
+    decide when compaction is optional; without an endpoint the code's summary is used, and it fits."""
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 3000}
+                for i in range(12)]
+    async with connect(settings) as client:
+        result = await client.call_tool("compact_context", {"messages": messages, "context_window": 8000})
+    assert not result.is_error, result.content[0].text
+    report = result.structured_content["report"]
+    assert (report["action"], report["source"], report["reason"]) == ("compacted", "fallback", "")
+    assert report["tokens_before"] > 30_000 and report["tokens_after"] <= 8000 and report["fits_window"]
+    assert "Made without an LLM" in result.structured_content["messages"][0]["content"]
+
+
+async def test_assemble_with_an_empty_system_prompt(settings: Any) -> None:
+    """A blank system prompt adds nothing: the system message is the time alone, no leading blank line."""
+    async with connect(settings) as client:
+        for prompt in ("", "  \n"):
+            result = await client.call_tool(
+                "assemble_context", {"system_prompt": prompt, "messages": [{"role": "user", "content": "hi"}]}
+            )
+            assert not result.is_error, result.content[0].text
+            system = result.structured_content["messages"][0]
+            assert system["role"] == "system" and system["content"].startswith("Current date and time: ")

@@ -112,3 +112,24 @@ async def test_edit_file_on_a_document_never_suggests_replacing_it(settings: Any
         text = await client.call_tool("edit_file", {"path": "latin.txt", "old_string": "caf", "new_string": "x"})
         assert text.is_error and "write_file" in text.content[0].text and "U+FFFD" in text.content[0].text
     assert (workspace / "r.pdf").read_bytes().startswith(b"%PDF-")
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "what"),
+    [
+        ("logo.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "a PNG image"),
+        ("blob.bin", bytes(range(256)) * 10, "NUL bytes"),
+        ("report.dat", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "rename it to .pdf"),
+        ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512), "save it as DOCX, XLSX or PPTX"),
+    ],
+)
+async def test_read_file_on_a_binary_file_says_what_it_is(
+    settings: Any, workspace: Path, name: str, data: bytes, what: str
+) -> None:
+    """A read says the file is binary, what it is, and where text comes from; not that it was not indexed."""
+    (workspace / name).write_bytes(data)
+    async with connect(settings) as client:
+        result = await client.call_tool("read_file", {"path": name})
+    text = result.content[0].text
+    assert result.is_error and f"{name} is binary, not text" in text and what in text, text
+    assert "PDF, DOCX, XLSX and PPTX" in text and "index" not in text, text

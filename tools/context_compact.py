@@ -34,7 +34,11 @@ from tools.runtime import CallContext, Runtime
 
 class CompactReportModel(SizeReport):
     action: str = Field(description="compacted, or skipped (see reason).")
-    reason: str = Field(description="Why it was skipped (empty when compacted).")
+    reason: str = Field(
+        description="Why it was skipped; and, when the result is still over context_window, what it is made "
+        "of and what to change (empty when compacted to fit)."
+    )
+    fits_window: bool = Field(description="True when tokens_after <= context_window (else see reason).")
     strategy: str = Field(description="compact (detailed, sectioned) or summarize (short).")
     source: str = Field(description="llm, fallback (made by code after an LLM problem) or none.")
     fallback_reason: str | None = Field(description="Why the LLM was not used (null when it was).")
@@ -88,7 +92,8 @@ def compact_context(
     strategy: Annotated[
         Literal["auto", "compact", "summarize"],
         Field(
-            description="compact: detailed sectioned summary; summarize: short (<200 words); auto: by size."
+            description="compact: detailed sectioned summary; summarize: short (<200 words); auto: by size, "
+            "and only when needed (over context_window, 20+ messages, or enough new since the last summary)."
         ),
     ] = "auto",
     context_window: WindowParam = 128_000,
@@ -115,7 +120,8 @@ def compact_context(
     """Replace the older part of a conversation by a summary (via the configured LLM endpoint):
     returns [system..., summary, first request, recent...]. Open todos and every sentence the user
     wrote that the summary left out are carried over verbatim by code. Without an LLM, or when it fails, falls back to truncation
-    and says so. auto re-summarises only when enough is new."""
+    and says so. auto always compacts a conversation over context_window; else it waits for 20+ messages, and
+    re-summarises only when enough is new."""
     key = dict(
         m=messages,
         s=system,

@@ -108,7 +108,7 @@ def _extract_fd(
     if size > limits.max_file_bytes:
         raise LimitExceeded(
             f"{path.name} is {size / 2**20:,.1f} MiB, over the {limits.max_file_bytes / 2**20:,.0f} MiB limit "
-            "(max_file_bytes); raise the limit to index it."
+            "(max_file_bytes); raise the limit to read or index it."
         )
     if size == 0:
         return Extracted(text="", units=[], kind=kind, warnings=["file is empty"])

@@ -37,7 +37,7 @@ class TextBuilder:
             self.full = True
             self.warnings.append(
                 f"text truncated at {self.max_chars:,} characters (max_extracted_chars); "
-                "the rest of the document is not indexed"
+                "the rest of the document is left out"
             )
         if text:
             self.parts.append(sep + text)

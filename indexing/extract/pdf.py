@@ -24,7 +24,7 @@ def extract_pdf(path: Path, limits: ExtractionLimits, source: IO[bytes] | None =
     try:
         doc = pymupdf.open(stream=source.read(), filetype="pdf") if source else pymupdf.open(path, filetype="pdf")
     except Exception as exc:  # FileDataError, RuntimeError: MuPDF gives several
-        raise ExtractionError(f"{name} is not a readable PDF (corrupt or damaged); not indexed.") from exc
+        raise ExtractionError(f"{name} is not a readable PDF (corrupt or damaged).") from exc
     with doc:
         if doc.needs_pass:
             raise ExtractionError(

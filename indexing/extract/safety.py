@@ -49,7 +49,7 @@ def check_office_zip(path: Path, kind: str, limits: ExtractionLimits, source: IO
 def _check_entries(name: str, kind: str, infos: list[zipfile.ZipInfo], limits: ExtractionLimits) -> None:
     if len(infos) > limits.max_zip_entries:
         raise LimitExceeded(
-            f"{name} has {len(infos):,} zip entries, over the limit of {limits.max_zip_entries:,}; not indexed."
+            f"{name} has {len(infos):,} zip entries, over the limit of {limits.max_zip_entries:,}."
         )
     if not any(i.filename.startswith(OOXML_MAIN_PART[kind]) for i in infos):
         raise ExtractionError(f"{name} is a zip file but not a {kind.upper()} document (no {OOXML_MAIN_PART[kind]} part).")

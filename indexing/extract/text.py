@@ -27,7 +27,6 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 _CONTROL = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27))
 _NOT_CONTROL = bytes(b for b in range(256) if b not in _CONTROL)
 _SAMPLE = 64 * 1024
-_BINARY_MAGIC = (b"%PDF-", b"PK\x03\x04", b"\xd0\xcf\x11\xe0", b"\x7fELF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff")
 MARKDOWN_EXTENSIONS = {".md", ".markdown", ".mdown", ".mkd"}
 
 
@@ -50,7 +49,7 @@ def extract_text_file(path: Path, limits: ExtractionLimits, fd: int | None = Non
         text = text[: limits.max_extracted_chars]
         warnings.append(
             f"text truncated at {limits.max_extracted_chars:,} characters (max_extracted_chars); "
-            "the rest of the file is not indexed"
+            "the rest of the file is left out"
         )
     if not text:
         warnings.append("file is empty")
@@ -111,22 +110,30 @@ def _utf16_without_bom(sample: bytes) -> str | None:
     return None
 
 
-_DOCUMENT_MAGIC = (
-    (b"%PDF-", "a PDF, not text (rename it to .pdf to index it)"),
-    (b"PK\x03\x04", "a zip container (DOCX/XLSX/PPTX or an archive), not text"),
+_BINARY_KINDS = (
+    (b"%PDF-", "a PDF saved under another extension: rename it to .pdf and its text is extracted"),
+    (b"PK\x03\x04", "a zip file: a DOCX, XLSX or PPTX saved under another extension (rename it to that "
+     "extension and its text is extracted), or an archive (unpack it first)"),
+    (b"\xd0\xcf\x11\xe0", "a legacy Office file (.doc, .xls, .ppt): save it as DOCX, XLSX or PPTX and its text "
+     "is extracted"),
+    (b"\x7fELF", "an executable program"),
+    (b"\x89PNG", "a PNG image"),
+    (b"GIF8", "a GIF image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
 )
+_TEXT_SOURCES = "Text comes only from text files and from PDF, DOCX, XLSX and PPTX documents."
 
 
 def _refuse_binary(data: bytes, name: str) -> None:
+    """ExtractionError saying what the file is (by its magic bytes, when known) and where text comes from."""
     sample = data[:_SAMPLE]
-    for magic, what in _DOCUMENT_MAGIC:
-        if sample.startswith(magic):
-            raise ExtractionError(f"{name} looks binary: it is {what}. Not indexed.")
-    if sample.startswith(_BINARY_MAGIC) or b"\x00" in sample:
-        raise ExtractionError(f"{name} looks binary (it contains NUL bytes), not text; it was not indexed.")
-    controls = len(sample) - len(sample.translate(None, _CONTROL))
-    if controls > max(8, len(sample) // 20):
-        raise ExtractionError(f"{name} looks binary (many control bytes), not text; it was not indexed.")
+    what = next((kind for magic, kind in _BINARY_KINDS if sample.startswith(magic)), None)
+    if what is None and b"\x00" in sample:
+        what = "it contains NUL bytes"
+    if what is None and len(sample) - len(sample.translate(None, _CONTROL)) > max(8, len(sample) // 20):
+        what = "many control bytes"
+    if what is not None:
+        raise ExtractionError(f"{name} is binary, not text ({what}). {_TEXT_SOURCES}")
 
 
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")

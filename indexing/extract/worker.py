@@ -88,12 +88,12 @@ def _handle(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] |
         return (
             "memory",
             f"{path.name} needs more memory to read than the extraction limit "
-            f"({limits.max_worker_memory_bytes / 2**30:.1f} GiB); not indexed.",
+            f"({limits.max_worker_memory_bytes / 2**30:.1f} GiB).",
         )
     except RecursionError:
-        return ("error", "ExtractionError", f"{path.name} is nested too deeply to read; not indexed.")
+        return ("error", "ExtractionError", f"{path.name} is nested too deeply to read.")
     except Exception as exc:  # any parser failure is a per-file error, never a crash
-        return ("error", "ExtractionError", f"{path.name} could not be read ({type(exc).__name__}: {exc}); not indexed.")
+        return ("error", "ExtractionError", f"{path.name} could not be read ({type(exc).__name__}: {exc}).")
 
 
 def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
@@ -254,7 +254,7 @@ def _unpack(reply: tuple[Any, ...], path: Path, limits: ExtractionLimits) -> Ext
     if status == "timeout":
         raise LimitExceeded(
             f"{path.name} took longer than {limits.timeout_seconds:g} s to read (file_timeout_seconds); "
-            "not indexed. Raise the limit if the file is just large."
+            "raise the limit if the file is just large."
         )
     if status == "cancelled":
         raise Cancelled(f"Reading {path.name} was cancelled.")
