@@ -18,6 +18,14 @@ TRUNCATION_NOTE = (
 )
 
 
+def past_end_note(offset: int, total: int, items: str) -> str | None:
+    """The note of an empty page that starts after the last of `total` items (`items`: e.g. '37 files');
+    None for any other page."""
+    if offset == 0 or offset < total:
+        return None
+    return f"Offset {offset} is past the end: {items}. Start again from offset 0."
+
+
 def estimate_tokens(text: str) -> int:
     """A cheap, deliberately high estimate: ~3.5 ASCII chars per token, 1.3 tokens per other char."""
     ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))

@@ -13,7 +13,7 @@ result types, PathFilter, RankParams and rank_lines from here (re-exported from 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from foundation.waiting import about_to_wait
 from indexing.engine import CandidateEngine
@@ -33,6 +33,8 @@ from indexing.store import IndexStore
 
 if TYPE_CHECKING:
     from indexing.postings import MemoryIndex
+
+MAX_DOCUMENT_POOL = 8192  # chunks ranked at most for one page of documents (group_by_document)
 
 
 class RerankStage(Protocol):
@@ -79,20 +81,33 @@ class Searcher:
     def search_documents(
         self, text: str, *, mode: Mode = "natural", limit: int = 10, offset: int = 0,
         paths: PathFilter | None = None, per_document: int = 3, context_chars: int = 0,
-    ) -> list[DocumentHit]:
-        """Documents ranked by their best chunk, each with its top chunks and the best one's neighbours."""
-        ranked = self.rank(text, mode=mode, want=max(self.params.candidates, 5 * (offset + limit)), paths=paths)
-        groups: dict[int, DocumentHit] = {}
-        for hit in ranked:
-            group = groups.setdefault(hit.doc_id, DocumentHit(hit.doc_id, "", "", hit.score))
-            if len(group.matched) < per_document:
-                group.matched.append(hit)
-        docs = list(groups.values())[offset : offset + limit]
+    ) -> DocumentPage:
+        """Documents ranked by their best chunk, each with its top chunks and the best one's neighbours.
+        The documents come from a pool of the best chunks; when it is full but holds fewer than
+        `offset + limit` documents (one long file can fill it), it doubles, up to `MAX_DOCUMENT_POOL`
+        chunks. A query whose first pool holds enough documents is ranked from that pool alone."""
+        groups, pool_cap = self._documents(text, mode, offset + limit, paths, per_document)
+        docs = groups[offset : offset + limit]
         for doc in docs:
             self.attach(doc.matched, paths, context_chars)
             doc.path, doc.doc_hash = doc.matched[0].path, doc.matched[0].doc_hash
             doc.context = neighbours(self.store, doc.matched[0], {h.index for h in doc.matched})
-        return docs
+        return DocumentPage(docs, pool_cap, len(groups))
+
+    def _documents(
+        self, text: str, mode: Mode, need: int, paths: PathFilter | None, per_document: int
+    ) -> tuple[list[DocumentHit], int | None]:
+        """The documents of the best chunks, at least `need` of them when that many match; and the
+        chunks grouped when the pool stopped at `MAX_DOCUMENT_POOL` short of `need` (else None)."""
+        want = max(self.params.candidates, 5 * need)
+        while True:
+            ranked = self.rank(text, mode=mode, want=want, paths=paths)
+            groups = _by_document(ranked, per_document)
+            if len(groups) >= need or len(ranked) < want:
+                return groups, None
+            if 2 * want > MAX_DOCUMENT_POOL:
+                return groups, len(ranked)
+            want *= 2
 
     def rank(self, text: str, *, mode: Mode = "natural", want: int = 10, paths: PathFilter | None = None) -> list[ChunkHit]:
         """The best `want` chunks (at least one when any matches), best first, with path and hash."""
@@ -120,6 +135,26 @@ class Searcher:
     def attach(self, found: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:
         """Fill in missing paths and hashes and, when asked, the text around each hit."""
         attach(self.store, found, paths, context_chars)
+
+
+class DocumentPage(NamedTuple):
+    """One page of `Searcher.search_documents`. `pool_cap`: set (to the chunks grouped) when the best
+    `MAX_DOCUMENT_POOL` chunks held too few documents for the page: more documents may match.
+    `pooled`: the documents those chunks came from."""
+
+    documents: list[DocumentHit]
+    pool_cap: int | None
+    pooled: int
+
+
+def _by_document(ranked: list[ChunkHit], per_document: int) -> list[DocumentHit]:
+    """Ranked chunks grouped by document, documents in the order of their best chunk."""
+    groups: dict[int, DocumentHit] = {}
+    for hit in ranked:
+        group = groups.setdefault(hit.doc_id, DocumentHit(hit.doc_id, "", "", hit.score))
+        if len(group.matched) < per_document:
+            group.matched.append(hit)
+    return list(groups.values())
 
 
 def _database_engine(store: IndexStore, params: RankParams) -> CandidateEngine:

@@ -160,3 +160,105 @@ async def test_search_inside_a_large_file_is_not_quadratic(make_settings: Any, w
         with anyio.fail_after(10):  # under a second; half a minute when each chunk in scope rescanned the postings
             found = await call(client, "search_documents", {"query": "heron", "paths": ["log.txt"], "max_results": 3})
     assert [h["path"] for h in found["hits"]] == ["log.txt"] * 3
+
+
+def heronry(workspace: Path, small: int = 50) -> None:
+    """One file of 400 chunks saying 'heron' four times each (they fill the best chunks) and `small`
+    files saying it once."""
+    (workspace / "dense.txt").write_text("heron heron heron heron.\n\n" * 400, encoding="utf-8")
+    for i in range(small):
+        (workspace / f"s{i:02d}.txt").write_text(f"note {i}: a heron stood by the lake today.\n", encoding="utf-8")
+
+
+async def grouped_pages(client: Any, query: str, per_page: int) -> list[dict[str, Any]]:
+    """Every page of a grouped search, following next_offset."""
+    pages = [await call(client, "search_documents", {"query": query, "group_by_document": True, "max_results": per_page})]
+    while pages[-1]["next_offset"] is not None:
+        pages.append(await call(client, "search_documents", {
+            "query": query, "group_by_document": True, "max_results": per_page, "offset": pages[-1]["next_offset"]}))
+    return pages
+
+
+async def in_memory(client: Any) -> None:
+    """Wait until searches use the in-memory postings (built in the background after a first search)."""
+    await call(client, "search_documents", {"query": "heron"})
+    for _ in range(200):
+        if (await call(client, "index_status", {}))["search"] == "in memory":
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError("the in-memory postings were not built")
+
+
+@pytest.mark.parametrize("memory", [False, True], ids=["database", "memory"])
+async def test_grouped_search_reaches_past_one_large_file(make_settings: Any, workspace: Path, memory: bool) -> None:
+    """When the best chunks all come from one long file, the grouped search looks further down until the
+    page is full: every file that holds the word is found, each once, and next_offset says there is more
+    (it said null after one document: only the best ~250 chunks, all of the long file, were grouped).
+    Both engines: the database's and the in-memory postings."""
+    heronry(workspace)
+    settings = make_settings(chunk_max_chars=50, chunk_overlap_chars=0, chunk_min_chars=0,
+                             search_memory_min_chunks=1 if memory else 2_000)  # 450 chunks here
+    async with connect(settings) as client:
+        await call(client, "index_path", {"path": "."})
+        if memory:
+            await in_memory(client)
+        first = await call(client, "search_documents", {"query": "heron", "group_by_document": True, "max_results": 50})
+        assert len(first["documents"]) == 50 and first["next_offset"] == 50 and first["note"] is None
+        assert first["documents"][0]["path"] == "dense.txt"
+        pages = await grouped_pages(client, "heron", 7)
+    paths = [d["path"] for page in pages for d in page["documents"]]
+    assert len(paths) == len(set(paths)) == 51  # no file repeated or skipped across pages
+    assert [d["path"] for d in first["documents"]] == paths[:50]
+
+
+async def test_grouped_search_says_when_its_pool_ran_out(
+    make_settings: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When even the largest pool of chunks holds too few documents, the page says that more may match
+    and how to reach them, instead of next_offset null alone (which claims the end)."""
+    import indexing.search
+
+    monkeypatch.setattr(indexing.search, "MAX_DOCUMENT_POOL", 300)  # a pool of 255 chunks cannot double
+    heronry(workspace, small=5)
+    async with connect(make_settings(chunk_max_chars=50, chunk_overlap_chars=0, chunk_min_chars=0)) as client:
+        await call(client, "index_path", {"path": "."})
+        found = await call(client, "search_documents", {"query": "heron", "group_by_document": True, "max_results": 50})
+        past = await call(client, "search_documents",  # its pool of 260 chunks cannot double either
+                          {"query": "heron", "group_by_document": True, "max_results": 50, "offset": 1})
+    assert [d["path"] for d in found["documents"]] == ["dense.txt"] and found["next_offset"] is None
+    assert "255 best-matching passages come from 1 document only" in found["note"] and "paths" in found["note"]
+    assert past["documents"] == [] and "more documents may match" in past["note"] and "past" not in past["note"]
+
+
+async def test_grouped_first_page_keeps_its_ranking(make_settings: Any, workspace: Path) -> None:
+    """A query whose first pool of chunks (full: more chunks match) already holds a page of documents is
+    ranked from that pool alone: documents in the order of their best chunk, as the passage search ranks
+    them (the document view's numbers depend on this order)."""
+    filler = "word " * 20
+    for i in range(20):  # file i: one chunk saying 'heron' i + 1 times, four saying it once, all as long
+        best = "heron " * (i + 1) + "word " * (20 - i)
+        (workspace / f"f{i:02d}.txt").write_text(
+            "\n\n".join([best] + [f"heron {filler}"] * 4) + "\n", encoding="utf-8"
+        )
+    async with connect(make_settings(chunk_max_chars=140, chunk_overlap_chars=0, chunk_min_chars=0)) as client:
+        await call(client, "index_path", {"path": "."})
+        status = await call(client, "index_status", {})
+        grouped = await call(client, "search_documents", {"query": "heron", "group_by_document": True, "max_results": 5})
+        hits = await call(client, "search_documents", {"query": "heron", "max_results": 20})
+    assert status["chunks"] == 100  # 100 chunks match; the first pool of a 5-document page is 50 of them
+    by_best_chunk = list(dict.fromkeys(h["path"] for h in hits["hits"]))[:5]
+    assert [d["path"] for d in grouped["documents"]] == by_best_chunk == [f"f{i:02d}.txt" for i in (19, 18, 17, 16, 15)]
+    assert grouped["next_offset"] == 5
+
+
+async def test_index_status_of_a_path_that_does_not_exist(settings: Any, workspace: Path) -> None:
+    """A path with nothing on disk and nothing indexed is said not to exist (it read indexed: false alone,
+    as for a file not indexed yet)."""
+    (workspace / "a.md").write_text("hello lighthouse\n", encoding="utf-8")
+    async with connect(settings) as client:
+        await call(client, "index_path", {"path": "."})
+        status = (await call(client, "index_status", {"path": "no/such/report.pdf"}))["path_status"]
+        here = (await call(client, "index_status", {"path": "a.md"}))["path_status"]
+    assert status["indexed"] is False and "does not exist" in status["note"]
+    assert "list_workspace_files" in status["note"] and "job" not in status
+    assert here["indexed"] and "note" not in here

@@ -306,6 +306,23 @@ def test_list_paging_and_errors(rt: Runtime, call: CallContext, workspace: Path)
         files.list_workspace_files("..", rt=rt, call=call)
 
 
+@pytest.mark.anyio
+async def test_a_page_past_the_end_says_so(settings: Any, workspace: Path) -> None:
+    """A listing paged past its end says where the end is (it was an empty page, total aside, no word)."""
+    from tests.conftest import connect
+
+    for i in range(37):
+        (workspace / f"f{i:02}.txt").write_text("x")
+    async with connect(settings) as client:
+        listed = (await client.call_tool("list_workspace_files", {"offset": 500})).structured_content
+        found = (await client.call_tool("find_files", {"pattern": "f0*.txt", "offset": 10})).structured_content
+        inside = (await client.call_tool("list_workspace_files", {"offset": 30})).structured_content
+    assert listed["entries"] == [] and listed["next_offset"] is None
+    assert listed["note"] == "Offset 500 is past the end: 37 entries. Start again from offset 0."
+    assert found["matches"] == [] and found["note"] == "Offset 10 is past the end: 10 matches. Start again from offset 0."
+    assert len(inside["entries"]) == 7 and inside["note"] is None
+
+
 # -- find_files -------------------------------------------------------------------------------
 
 

@@ -115,6 +115,26 @@ def test_forget_by_id_and_query_and_paging(rt: Runtime) -> None:
     assert list_memories(rt=rt).total == 3
 
 
+@pytest.mark.anyio
+async def test_a_page_past_the_end_says_so(make_settings: Any, tmp_path: Path) -> None:
+    """list_memories paged past the end says where the end is (it was an empty page with no word)."""
+    from tests.conftest import connect
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[permissions]\nallow = ["remember"]\n')
+    async with connect(make_settings(policy_file=policy)) as client:
+        for i, word in enumerate(["billing", "search", "auth"]):
+            fact = {"fact": f"The {word} service uses port {8000 + i}", "category": "ports" if i else None}
+            assert not (await client.call_tool("remember", fact)).is_error
+        past = (await client.call_tool("list_memories", {"offset": 40})).structured_content
+        ports = (await client.call_tool("list_memories", {"offset": 2, "category": "ports"})).structured_content
+        last = (await client.call_tool("list_memories", {"offset": 2})).structured_content
+    assert past["facts"] == [] and past["next_offset"] is None
+    assert past["note"] == "Offset 40 is past the end: 3 facts. Start again from offset 0."
+    assert ports["note"] == "Offset 2 is past the end: 2 facts in category 'ports'. Start again from offset 0."
+    assert len(last["facts"]) == 1 and last["note"] is None
+
+
 def test_store_survives_reopen_and_rejects_bad_input(data_dir: Path, database_url: str | None) -> None:
     from foundation.storage import open_database
 

@@ -116,7 +116,7 @@ def test_paging_context_and_grouping(searcher: Searcher) -> None:
     assert not {h.chunk_id for h in first} & {h.chunk_id for h in second}
     hit = searcher.search("topic7", context_chars=30)[0]
     assert hit.before and hit.after and len(hit.before) <= 30 and len(hit.after) <= 30
-    docs = searcher.search_documents("lighthouses revenue", limit=3)
+    docs = searcher.search_documents("lighthouses revenue", limit=3).documents
     assert len({d.doc_id for d in docs}) == len(docs)
     long_doc = next(d for d in docs if d.path.endswith("long.md"))
     assert 1 <= len(long_doc.matched) <= 3 and long_doc.context

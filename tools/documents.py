@@ -102,7 +102,10 @@ class SearchResult(BaseModel):
     mode: str
     hits: list[Hit] = Field(default_factory=list)
     documents: list[DocumentResult] | None = Field(default=None, description="With group_by_document.")
-    next_offset: int | None = Field(default=None, description="Pass as offset for more results; null at the end.")
+    next_offset: int | None = Field(
+        default=None,
+        description="Pass as offset for more results; null at the end (unless a note says more may match).",
+    )
     note: str | None = None
 
 
@@ -165,7 +168,7 @@ def search_documents(
         if not _forget_unwanted(rt, _result_paths(result), secrets):
             break
     _drop_secret_hits(result, secrets)
-    if not result.hits and not result.documents:
+    if not result.hits and not result.documents and result.note is None:
         result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
     if not paths:
         result.note = _join(result.note, _outside_roots_note(store, roots))
@@ -177,7 +180,7 @@ def _grouped_result(
     roots: tuple[Path, ...],
 ) -> SearchResult:
     limit, offset = page
-    docs = searcher.search_documents(
+    docs, pool_cap, pooled = searcher.search_documents(
         query, mode=mode, limit=limit + 1, offset=offset, paths=scope, context_chars=context_chars
     )
     models = [
@@ -189,7 +192,18 @@ def _grouped_result(
         for d in docs[:limit]
     ]
     more = len(docs) > limit
-    return SearchResult(query=query, mode=mode, documents=models, next_offset=offset + limit if more else None)
+    return SearchResult(
+        query=query, mode=mode, documents=models, next_offset=offset + limit if more else None,
+        note=None if pool_cap is None else _pool_cap_note(pool_cap, pooled),
+    )
+
+
+def _pool_cap_note(chunks: int, documents: int) -> str:
+    """Why a grouped page ends early: its documents come from the best `chunks` passages only."""
+    found = "1 document" if documents == 1 else f"{documents} documents"
+    return (f"The {chunks} best-matching passages come from {found} only; more documents may "
+            "match further down. To reach them, narrow the search with paths (folders or globs without the "
+            "files that hold most matches) or page through passages with group_by_document=false.")
 
 
 def _result_paths(result: SearchResult) -> list[str]:

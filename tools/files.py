@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from foundation.bounding import dumps, estimate_tokens
+from foundation.bounding import dumps, estimate_tokens, past_end_note
 from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 from foundation.filewalk import walk_files
 from foundation.globs import GlobPattern
@@ -522,8 +522,13 @@ def list_workspace_files(
     end = offset + len(page)
     return ListFilesResult(
         directory=display_path(real, roots), roots=[str(r) for r in roots], entries=[_entry(it) for it in page],
-        total=len(items), next_offset=end if end < len(items) else None, note=note,
+        total=len(items), next_offset=end if end < len(items) else None,
+        note=" ".join(filter(None, (_past_end(offset, len(items), ("entry", "entries")), note))) or None,
     )
+
+
+def _past_end(offset: int, total: int, nouns: tuple[str, str]) -> str | None:
+    return past_end_note(offset, total, f"{total} {nouns[total != 1]}")
 
 
 class FindFilesResult(BaseModel):
@@ -567,7 +572,8 @@ def find_files(
     end = offset + len(page)
     return FindFilesResult(
         matches=[FileEntry(name=name, type="file", size=size, modified=_when(mtime)) for mtime, name, size in page],
-        total_matches=len(found), next_offset=end if end < len(found) else None, note=_walk_note(walk),
+        total_matches=len(found), next_offset=end if end < len(found) else None,
+        note=" ".join(filter(None, (_past_end(offset, len(found), ("match", "matches")), _walk_note(walk)))) or None,
     )
 
 

@@ -232,7 +232,8 @@ def index_status(
         job = index_jobs(rt).covering(str(real))
         secrets = secret_filter(rt, roots)
         status.path_status = _path_status(store, real, display_path(real, roots), secrets.rule if secrets else None)
-        _apply_job(status.path_status, _job_info(job, roots) if job else None)
+        if status.path_status.indexed or real.exists():  # a last run says nothing of a path that is nowhere
+            _apply_job(status.path_status, _job_info(job, roots) if job else None)
     return status
 
 
@@ -277,15 +278,22 @@ def _path_status(store: IndexStore, real: Path, shown: str, secret: SecretRule |
             path=shown, indexed=row.error is None, fresh=_fresh(row.path, row.size, row.mtime_ns),
             indexed_at=_iso(row.indexed_at), chunks=chunks, error=row.error,
         )
-    if not real.is_dir():
-        rule = secret(str(real)) if secret is not None else None
-        note = f"{shown} looks like a secret (rule {rule}); it is not indexed." if rule else None
-        return PathStatus(path=shown, indexed=False, note=note)
+    rule = secret(str(real)) if secret is not None and not real.is_dir() else None
+    if rule:
+        return PathStatus(path=shown, indexed=False, note=f"{shown} looks like a secret (rule {rule}); it is not indexed.")
     rows = store.files_under(str(real))
-    missing, secrets = _not_indexed(real, {r.path for r in rows}, secret)
+    if not rows and not real.exists():
+        return PathStatus(
+            path=shown, indexed=False,
+            note=f"{shown} does not exist: no file or folder there, and nothing under it is indexed. "
+                 "Check the path with list_workspace_files or find_files.",
+        )
+    missing, secrets = _not_indexed(real, {r.path for r in rows}, secret) if real.is_dir() else (0, 0)
     if not rows:
         note = f"{missing} supported files here are not indexed; run index_path." if missing else None
-        return PathStatus(path=shown, indexed=False, not_indexed=missing, secrets=secrets, note=note)
+        folder = real.is_dir()  # a file's own counts: none
+        return PathStatus(path=shown, indexed=False, not_indexed=missing if folder else None,
+                          secrets=secrets if folder else None, note=note)
     stale = sum(not _fresh(r.path, r.size, r.mtime_ns) for r in rows[:20_000])
     return PathStatus(
         path=shown, indexed=True, fresh=stale == 0 and missing == 0, files=len(rows), stale=stale,

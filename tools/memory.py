@@ -20,6 +20,7 @@ from context.memory import (
 )
 from context.messages import parse
 from context.tokens import counter_for
+from foundation.bounding import past_end_note
 from foundation.errors import GeneralAgentError, InvalidInput, NotFound
 from foundation.schemas import TEXT_MESSAGE_SCHEMA
 from tools.index_services import embedding_provider
@@ -220,6 +221,7 @@ class MemoryPage(BaseModel):
     total: int = Field(description="How many facts match.")
     offset: int = Field(description="Offset of this page.")
     next_offset: int | None = Field(description="Pass as offset for the next page (null: last page).")
+    note: str | None = None
 
 
 def list_memories(
@@ -232,6 +234,8 @@ def list_memories(
     """List remembered facts, newest first, one page at a time."""
     facts, total = memory_store(rt).page(offset, limit, category)
     end = offset + len(facts)
+    counted = f"{total} {'fact' if total == 1 else 'facts'}" + (f" in category {category!r}" if category else "")
     return MemoryPage(
-        facts=[_model(f) for f in facts], total=total, offset=offset, next_offset=end if end < total else None
+        facts=[_model(f) for f in facts], total=total, offset=offset, next_offset=end if end < total else None,
+        note=past_end_note(offset, total, counted),
     )
