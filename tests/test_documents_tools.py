@@ -262,3 +262,20 @@ async def test_index_status_of_a_path_that_does_not_exist(settings: Any, workspa
     assert status["indexed"] is False and "does not exist" in status["note"]
     assert "list_workspace_files" in status["note"] and "job" not in status
     assert here["indexed"] and "note" not in here
+
+
+async def test_index_status_of_a_deleted_folder_still_indexed(settings: Any, workspace: Path) -> None:
+    """A folder deleted from disk whose files are still indexed is reported as indexed and stale (not as a
+    path that does not exist, nor as a file never indexed), so that the caller knows to clean up."""
+    import shutil
+
+    (workspace / "gone").mkdir()
+    (workspace / "gone" / "a.md").write_text("hello lighthouse\n", encoding="utf-8")
+    (workspace / "gone" / "b.md").write_text("hello harbour\n", encoding="utf-8")
+    async with connect(settings) as client:
+        await call(client, "index_path", {"path": "."})
+        shutil.rmtree(workspace / "gone")
+        status = (await call(client, "index_status", {"path": "gone"}))["path_status"]
+    assert status["indexed"] is True and status["fresh"] is False, status
+    assert status["files"] == 2 and status["stale"] == 2
+    assert "does not exist" not in status.get("note", "")
