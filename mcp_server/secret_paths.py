@@ -25,6 +25,7 @@ class PolicySecretPaths:
         # the rules never change while the server runs: answers are kept (each search checks its hits,
         # ~0.1 ms a path otherwise)
         self._kept = functools.lru_cache(maxsize=8192)(self._rule)
+        self._key: str | None = None
 
     def rule(self, path: str, roots: tuple[Path, ...]) -> str | None:
         return self._kept(path, roots)
@@ -36,9 +37,11 @@ class PolicySecretPaths:
         return found.rule_id if found is not None else None
 
     def key(self) -> str:
-        rules = self._rules()
-        text = json.dumps([rules.secret_deny.sources, rules.secret_ask.sources])
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        if self._key is None:  # the rules never change while the server runs
+            rules = self._rules()
+            text = json.dumps([rules.secret_deny.sources, rules.secret_ask.sources])
+            self._key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return self._key
 
 
 def loaded_on_first_use(settings: Settings) -> PolicySecretPaths:

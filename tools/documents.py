@@ -8,6 +8,7 @@ stores real absolute paths and results show them relative to their root.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -22,7 +23,7 @@ from foundation.globs import GlobPattern
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
 from foundation.safe_open import opened
 from foundation.schemas import OmitNone
-from indexing.model import ExtractionLimits, SecretFilter
+from indexing.model import ExtractionLimits
 from tools.runtime import CallContext, Runtime
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
@@ -35,7 +36,7 @@ from tools.index_services import (
     indexer_for,
     memory_index,
     search_ready,
-    secret_filter,
+    secret_hits,
     vector_worker,
 )
 
@@ -151,7 +152,7 @@ def search_documents(
     from indexing.hybrid import searcher as make_searcher
 
     searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
-    secrets = secret_filter(rt, roots)
+    is_secret = secret_hits(rt, roots)
     for _ in range(3):  # again when hits of deleted files or of secrets were dropped from the index
         if use_regex:
             result = _regex_result(searcher, query, scope, max_results, offset, roots)
@@ -165,9 +166,10 @@ def search_documents(
                 query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
                 next_offset=offset + max_results if len(hits) > max_results else None,
             )
-        if not _forget_unwanted(rt, _result_paths(result), secrets):
+        if not _forget_unwanted(rt, _result_paths(result), is_secret):
             break
-    _drop_secret_hits(result, secrets)
+    else:  # the last search still met deleted files or secrets
+        _drop_secret_hits(result, is_secret)
     if not result.hits and not result.documents and result.note is None:
         result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
     if not paths:
@@ -224,30 +226,26 @@ def search_is_quick(rt: Runtime, args: dict[str, Any]) -> bool:
             and search_ready(rt, query if isinstance(query, str) else None))
 
 
-def _forget_unwanted(rt: Runtime, paths: list[str], secrets: SecretFilter | None) -> bool:
+def _forget_unwanted(rt: Runtime, paths: list[str], is_secret: Callable[[str], bool] | None) -> bool:
     """Drop from the index the hit files that are gone from disk and, when a hit is a secret (indexed by an
     older version, or before the rules said so), every indexed secret; True when anything was."""
     gone = sorted({p for p in paths if p and not os.path.exists(p)})
     if gone:
         forget_paths(rt, gone)
-    met_secret = any(_is_secret(secrets, p) for p in paths if p)
+    met_secret = is_secret is not None and any(is_secret(p) for p in paths if p)
     if met_secret:  # all at once: a document's next path may be one too (files with equal bytes share it)
         forget_secrets(rt)
     return bool(gone) or met_secret
 
 
-def _is_secret(secrets: SecretFilter | None, path: str) -> bool:
-    return secrets is not None and secrets.rule(path) is not None
-
-
-def _drop_secret_hits(result: SearchResult, secrets: SecretFilter | None) -> None:
+def _drop_secret_hits(result: SearchResult, is_secret: Callable[[str], bool] | None) -> None:
     """Whatever is left of secrets (one searched again found more) is never returned."""
-    if secrets is None:
+    if is_secret is None:
         return
-    result.hits = [h for h in result.hits if not _is_secret(secrets, h._abs_path)]
+    result.hits = [h for h in result.hits if not is_secret(h._abs_path)]
     if result.documents is not None:
         result.documents = [d for d in result.documents
-                            if not any(_is_secret(secrets, h._abs_path) for h in d.matched_chunks + d.context_chunks)]
+                            if not any(is_secret(h._abs_path) for h in d.matched_chunks + d.context_chunks)]
 
 
 def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | None:

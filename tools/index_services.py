@@ -145,6 +145,29 @@ def secret_filter(rt: Runtime, roots: tuple[Path, ...]) -> SecretFilter | None:
     return SecretFilter(named=lambda path: policy.rule(path, roots), key=policy.key())
 
 
+HIT_VERDICTS_KEPT = 16_384
+"""Search hits' secret verdicts kept per runtime (the rules never change while it runs)."""
+
+
+def secret_hits(rt: Runtime, roots: tuple[Path, ...]) -> Callable[[str], bool] | None:
+    """Whether an indexed path found by a search is a secret (None without a policy). Each path's verdict is
+    kept: a hit's indexed text is what its path held when it was indexed (the indexer checks again then)."""
+    secrets = secret_filter(rt, roots)
+    if secrets is None:
+        return None
+    kept = _HIT_VERDICTS.of(rt).setdefault(roots, {})
+
+    def is_secret(path: str) -> bool:
+        found = kept.get(path)
+        if found is None:
+            if len(kept) >= HIT_VERDICTS_KEPT:
+                kept.clear()
+            found = kept[path] = secrets.rule(path) is not None
+        return found
+
+    return is_secret
+
+
 def forget_paths(rt: Runtime, paths: list[str], before: Callable[[], None] | None = None,
                  after: Callable[[int], None] | None = None) -> None:
     """Drop these indexed paths (a document goes with its last path), then every document no file uses.
@@ -185,6 +208,7 @@ def warm_up_search(rt: Runtime) -> None:
 _INDEX_STORE: Service[IndexStore] = Service(lambda rt: open_index(rt.database, rt.data_dir))
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
 _INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt), rt.database))
+_HIT_VERDICTS: Service[dict[tuple[Path, ...], dict[str, bool]]] = Service(lambda rt: {})
 
 
 def vector_worker(rt: Runtime) -> VectorWorker | None:
