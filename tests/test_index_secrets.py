@@ -5,6 +5,7 @@ by an older version is cleaned up. Real files, the real SDK client in memory, bo
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,19 @@ def test_no_spelling_of_a_secret_is_ever_found(settings: Any, workspace: Path, s
                 assert paths == {f"{case}/notes.md"}
 
     anyio.run(run)
+
+
+async def test_a_workspace_inside_an_area_an_ask_pattern_covers_is_indexed(make_settings: Any, workspace: Path,
+                                                                          data_dir: Path) -> None:
+    """As the default workspace under /root (the shipped `^/root` ask pattern, when run as root): a pattern
+    covering the whole workspace made every file a secret, so nothing was indexed (and an index made before
+    was emptied). Its files are indexed; names that are secrets anywhere still are not."""
+    covering = "^" + re.escape(workspace.resolve().parent.as_posix())
+    (data_dir / "policy.toml").write_text(f"version = 1\n[secrets]\nask = ['{covering}']\n")
+    write(workspace, "docs/readme.md")
+    write(workspace, "docs/credentials.json")
+    async with connect(make_settings()) as client:
+        report = await call(client, "index_path", {"path": "docs"})
+        assert report["indexed"] == 1 and report["secrets"] == 1
+        for paths in await found_paths(client):
+            assert paths == {"docs/readme.md"}

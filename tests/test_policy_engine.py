@@ -4,6 +4,7 @@ and totality (hypothesis: any input gives a Decision, never an exception)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -385,3 +386,49 @@ def test_secrets_and_exec_config_in_any_letter_case_are_never_allowed(data: st.D
     config = _recased(data.draw, data.draw(st.sampled_from(EXEC_CONFIG_PATHS)))
     decision = decide("write_file", {"path": config, "content": "x"}, CASE_CTX)
     assert (decision.action, decision.rule_id) == ("ask", "files.exec_config"), (config, decision)
+
+
+# -- a workspace inside an area an ask pattern covers (the default workspace under /root, run as root) --------
+
+ROOT_HOME_WS = Path("/root/.local/share/generalagent-mcp/workspaces/default")
+UNDER_ROOT = make_ctx(ROOT_HOME_WS, read_only=True)
+ELSEWHERE = make_ctx(Path("/srv/ws"), read_only=True)
+SEGMENTS = ["a.md", "notes", "src", "credentials.json", "secrets.yaml", ".env", ".env.example", ".ssh", "id_rsa",
+            "key.pem", ".npmrc", "root", "Root", ".aws", "report.PDF", "..", "."]
+
+
+def test_a_workspace_under_root_reads_its_own_files_and_still_guards_secrets() -> None:
+    """`^/root` (an ask pattern for root's home) made every file of a workspace under /root a secret: each
+    read asked, and the index (which holds no secret) held nothing. Inside the root only the patterns that
+    do not cover the root itself apply to absolute spellings; names still count, and so does outside."""
+    cases = [("notes/a.md", "allow"), (f"{ROOT_HOME_WS}/notes/a.md", "allow"), ("credentials.json", "ask"),
+             ("cfg/secrets.yaml", "ask"), (".env", "deny"), (".ssh/id_rsa", "deny"), ("/root/notes.md", "ask"),
+             ("/root/.aws/credentials", "deny"), (f"{ROOT_HOME_WS}/../other/a.md", "ask")]
+    for path, action in cases:
+        assert decide("read_file", {"path": path}, UNDER_ROOT).action == action, path
+    shell = dataclasses.replace(UNDER_ROOT, read_only=False)
+    assert decide("run_bash_command", {"command": "cat notes/a.md"}, shell).action == "allow"
+    assert decide("run_bash_command", {"command": "cat /root/notes.md"}, shell).action != "allow"
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=4), absolute=st.booleans())
+def test_where_a_workspace_lies_does_not_change_the_verdicts_on_its_files(parts: list[str], absolute: bool) -> None:
+    """Any path spelled inside the workspace (relative or absolute) gets the same verdict whether the
+    workspace lies under /root or under /srv."""
+    relative = "/".join(parts)
+    spelled = {ctx: f"{ctx.roots[0]}/{relative}" if absolute else relative for ctx in (UNDER_ROOT, ELSEWHERE)}
+    here, there = (decide("read_file", {"path": spelled[c]}, c) for c in (UNDER_ROOT, ELSEWHERE))
+    climbs_out = os.path.normpath(relative).split("/")[0] == ".."  # outside: where it lies matters
+    assert (here.action, here.rule_id) == (there.action, there.rule_id) or climbs_out, (relative, here, there)
+
+
+def test_a_user_pattern_that_covers_the_root_still_meets_its_files_by_their_relative_path(tmp_path: Path) -> None:
+    """A root named like a user's ask pattern: its absolute spellings are not held to it (every file would
+    ask), but the root-relative path still is."""
+    rules = user_rules(tmp_path, "[secrets]\nask = ['secret']\n")
+    ctx = make_ctx(Path("/srv/secret-project"), rules=rules, read_only=True)
+    assert decide("read_file", {"path": "src/main.py"}, ctx).action == "allow"
+    assert decide("read_file", {"path": "/srv/secret-project/src/main.py"}, ctx).action == "allow"
+    assert decide("read_file", {"path": "config/secret.txt"}, ctx).action == "ask"
+    assert decide("read_file", {"path": "/srv/secret-project/config/secret.txt"}, ctx).action == "ask"

@@ -80,6 +80,18 @@ def secret_check(rules: Rules, text: str, norm: str | None, roots: tuple[str, ..
     if matches_any(rules.secret_deny, text, norm, roots):
         return deny(f"Reading {text!r} is not allowed (a secret store: keys, credentials, tokens).", "critical",
                     f"{layer}.secret_denied")
-    if matches_any(rules.secret_ask, text, norm, roots):
+    if _asks_as_secret(rules.secret_ask, text, norm, roots):
         return ask(f"{text!r} looks like a secret (keys, credentials, .env).", "high", f"{layer}.secret_read")
     return None
+
+
+def _asks_as_secret(asks: MatcherSet, text: str, norm: str | None, roots: tuple[str, ...]) -> bool:
+    """The ask patterns, but for a path inside a workspace root its absolute spellings are not held to the
+    patterns that cover the root itself: the user chose to work there (under /root, `^/root` would make
+    every file of the workspace a secret). Its root-relative spelling meets every pattern."""
+    if not asks:
+        return False
+    root = next((r for r in roots if norm is not None and within(norm, r)), None)
+    placed = asks if root is None else asks.not_covering(root.replace(os.sep, "/"))
+    return any((placed if os.path.isabs(candidate) else asks).search(candidate) is not False
+               for candidate in _candidates(text, norm, roots))

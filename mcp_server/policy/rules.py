@@ -34,6 +34,7 @@ _PATTERN_ID = re.compile(r"[a-z0-9_]+")
 
 
 LONG_TEXT_CHARS = 64 * 1024
+NOT_COVERING_KEPT = 64  # places (workspace roots) whose narrowed pattern sets are kept
 """Texts longer than this are searched with the `regex` package in concurrent mode, which releases the
 GIL: a 4 MB argument then never holds up other clients' calls while the patterns scan it."""
 
@@ -74,10 +75,12 @@ class Matcher:
 class MatcherSet:
     """Several regexes searched as one (one alternation per engine): "does any of them match?"."""
 
-    __slots__ = ("sources", "_combined")
+    __slots__ = ("sources", "_combined", "_each", "_not_covering")
 
     def __init__(self, matchers: list[Matcher]) -> None:
         self.sources: tuple[str, ...] = tuple(m.source for m in matchers)
+        self._each = tuple(matchers)
+        self._not_covering: dict[str, MatcherSet] = {}
         combined: list[Matcher] = []
         for timeout in (None, USER_PATTERN_TIMEOUT):
             group = [m for m in matchers if m._timeout == timeout]
@@ -102,6 +105,17 @@ class MatcherSet:
             if hit is None or hit:
                 return hit
         return False
+
+    def not_covering(self, place: str) -> MatcherSet:
+        """These patterns but those found in `place` itself (or its lower-cased spelling); a user pattern
+        that runs out of time there stays. Kept per place (a server has a few workspace roots)."""
+        found = self._not_covering.get(place)
+        if found is None:
+            found = MatcherSet([m for m in self._each
+                                if m.search(place) is False and m.search(place.lower()) is False])
+            if len(self._not_covering) < NOT_COVERING_KEPT:
+                self._not_covering[place] = found
+        return found
 
     def __bool__(self) -> bool:
         return bool(self.sources)
