@@ -58,6 +58,7 @@ class IndexReport:
     failed: list[FileOutcome] = field(default_factory=list)
     skipped: int = 0  # unsupported file types
     secrets: int = 0  # files the approval policy treats as secrets: not indexed
+    secrets_denied: int = 0  # of which read_file refuses outright (a `*.secret_denied` rule), not asks for
     chunks_added: int = 0
     truncated: bool = False  # the folder walk stopped at its entry limit
 
@@ -66,6 +67,7 @@ class IndexReport:
             self.unchanged += 1
         elif outcome.status == "secret":
             self.secrets += 1
+            self.secrets_denied += outcome.reason.endswith("secret_denied")
         elif outcome.status == "failed":
             self.failed.append(outcome)
             _log.warning("not indexed: %s (%s)", outcome.path, outcome.reason[:200])

@@ -109,6 +109,11 @@ async def test_edit_file_on_a_document_never_suggests_replacing_it(settings: Any
         pdf = await client.call_tool("edit_file", {"path": "r.pdf", "old_string": "%PDF-", "new_string": "%TXT-"})
         assert pdf.is_error and "PDF document" in pdf.content[0].text and "new file" in pdf.content[0].text
         assert "replace it with write_file" not in pdf.content[0].text
+        # what it says of write_file is true: write_file does replace a document by plain text
+        assert "write_file would replace the whole document by plain text" in pdf.content[0].text
+        make_pdf(workspace / "copy.pdf", [["Quarterly figures"]])
+        wrote = await client.call_tool("write_file", {"path": "copy.pdf", "content": "plain"})
+        assert not wrote.is_error and (workspace / "copy.pdf").read_bytes() == b"plain"
         text = await client.call_tool("edit_file", {"path": "latin.txt", "old_string": "caf", "new_string": "x"})
         assert text.is_error and "write_file" in text.content[0].text and "U+FFFD" in text.content[0].text
     assert (workspace / "r.pdf").read_bytes().startswith(b"%PDF-")

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from foundation.errors import PathNotAllowed
 from tests.approval_helpers import elicitation_answer
 from tests.conftest import MODES, connect
 
@@ -82,10 +83,52 @@ async def test_an_explicit_secret_file_is_refused_with_the_fix(settings: Any, wo
             result = await client.call_tool("index_path", {"path": rel})
             assert result.is_error
             assert (f"{rel} looks like a secret (rule files.secret_read); it is not indexed. read_file asks the "
-                    "user for it.") in result.content[0].text
+                    "user for it; the user can approve the read.") in result.content[0].text
             status = (await call(client, "index_status", {"path": rel}))["path_status"]
             assert status["indexed"] is False and "looks like a secret" in status["note"]
         assert (await call(client, "index_status", {}))["files"] == 0
+
+
+async def test_what_read_file_does_with_a_skipped_secret_follows_its_rule(make_settings: Any, workspace: Path,
+                                                                        data_dir: Path) -> None:
+    """A secret store (a deny rule: here the user's) is one read_file refuses too, with nothing for the user to
+    approve; a secret-looking file (an ask rule) is one read_file asks the user for. The refusal and the run's
+    note say which (they said "read_file asks the user" of both)."""
+    from mcp_server.cli_common import cli_runtime
+    from tests.docgen import make_pdf
+    from tools.documents import search_file
+    from tools.index_tools import index_path
+    from tools.runtime import CallContext
+
+    (data_dir / "policy.toml").write_text("version = 1\n[secrets]\ndeny = ['(^|/)vault[^/]*$']\n")
+    project(workspace)
+    write(workspace, "stores/vault.md")
+    write(workspace, "stores/vault-old.md")
+    make_pdf(workspace / "vault.pdf", [[f"{SECRET} value"]])
+    settings = make_settings()
+    async with connect(settings) as client:
+        report = await call(client, "index_path", {"path": "."})
+        assert report["secrets"] == 6 and report["indexed"] == 1
+        assert ("6 files skipped as secrets (keys, credentials, .env); not indexed. For 3 of them read_file asks "
+                "the user for them; the user can approve the read. For the other 3 read_file refuses them too "
+                "(secret stores); the user cannot approve reading them through the assistant.") in report["note"]
+        only = await call(client, "index_path", {"path": "stores"})
+        assert only["note"] == ("2 files skipped as secrets (keys, credentials, .env); not indexed. read_file "
+                                "refuses them too (secret stores); the user cannot approve reading them through "
+                                "the assistant.")
+    rt = cli_runtime(settings)  # the tools alone, with the policy's secret paths (the gate refuses these before)
+    try:
+        for shown, tool in (
+            ("stores/vault.md", lambda: index_path("stores/vault.md", rt=rt, call=CallContext(tool="index_path"))),
+            ("vault.pdf", lambda: search_file("vault.pdf", SECRET, rt=rt, call=CallContext(tool="search_file"))),
+        ):
+            with pytest.raises(PathNotAllowed) as refused:
+                tool()
+            assert str(refused.value) == (f"{shown} looks like a secret (rule files.secret_denied); it is not "
+                                          "indexed. read_file refuses it too (a secret store); the user cannot "
+                                          "approve reading it through the assistant.")
+    finally:
+        rt.close()
 
 
 def index_as_an_older_version(settings: Any) -> int:

@@ -225,6 +225,27 @@ def test_git_config_and_hooks_cannot_be_planted_but_git_works(rt: Runtime, works
 
 
 @pytest.mark.usefixtures("need_sandbox")
+def test_a_git_config_write_that_fails_says_why_and_what_to_do(rt: Runtime, workspace: Path) -> None:
+    """`git config`, `git remote add`, `git branch -m` and a hook write fail in the sandbox; the result says that
+    the sandbox keeps git config and hooks read-only and what to do instead (edit_file, or the user runs it)."""
+    from tools.bash import GIT_GUARD_NOTE
+
+    _git(workspace, "init", "-q")
+    for command in ["git config user.email t@example.com", "git remote add origin https://example.com/r.git",
+                    "git checkout -q -b a && git branch -m a b", "echo 'touch pwned' > .git/hooks/pre-commit"]:
+        result = run(rt, command)
+        assert result.exit_code and result.note == GIT_GUARD_NOTE, (command, result)
+    for command in ["git status --short", "touch /usr/pwned", "echo x > .git/../missing/x"]:  # not a guarded path
+        result = run(rt, command)
+        assert result.note is None, (command, result)
+    store = workspace / "store"  # a git folder not called .git, named by the root's .git file: matched by its path
+    subprocess.run(["rm", "-rf", str(workspace / ".git")], check=True)
+    _git(workspace, "init", "-q", f"--separate-git-dir={store}")
+    result = run(rt, "git config user.name t")
+    assert str(store / "config") in result.stderr and result.note == GIT_GUARD_NOTE, result
+
+
+@pytest.mark.usefixtures("need_sandbox")
 def test_a_worktrees_git_file_and_its_git_folders_stay_put(make_settings: Any, workspace: Path,
                                                             tmp_path: Path) -> None:
     """A root that is a git worktree: its `.git` file (naming the git folder) is read-only, and so are

@@ -48,6 +48,10 @@ DROPPED_PREFIXES = ("GENERALAGENT_",)
 STDOUT_HEAD, STDOUT_TAIL = 12_000, 6_000
 STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
 EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children may keep the pipes
+GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system")  # a write to a read-only bind mount
+GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
+GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only: change them with edit_file "
+                  "(which asks the user) or ask the user to run the command.")
 
 
 def scrubbed_env(environ: Mapping[str, str], workspace: Path, home: Path) -> dict[str, str]:
@@ -108,6 +112,7 @@ class BashResult(BaseModel):
     output_truncated: bool
     duration_ms: int
     cwd: str
+    note: str | None = None
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -162,7 +167,7 @@ def run_bash_command(
     call: CallContext,
 ) -> BashResult:
     """Run a bash command in the workspace root (no stdin, secrets removed from the environment);
-    it and its children are killed at the timeout."""
+    it and its children are killed at the timeout. The repository's git config and hooks are read-only."""
     if not rt.settings.bash_enabled:
         from foundation.command import cli_command
 
@@ -178,9 +183,12 @@ def run_bash_command(
         spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)))
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
         try:
-            return _run(command_argv(command, spec), spec, timeout, call)
+            result = _run(command_argv(command, spec), spec, timeout, call)
         finally:
             remove_placeholders(made)
+    if sandbox_status().available and _hit_git_guard(result, spec):
+        result.note = GIT_GUARD_NOTE
+    return result
 
 
 def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path) -> SandboxSpec:
@@ -195,6 +203,16 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path) -> San
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=(*server_data_dirs(settings), *secret_paths()),
                        read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,
                        network=settings.bash_network)
+
+
+def _hit_git_guard(result: BashResult, spec: SandboxSpec) -> bool:
+    """Whether the command failed writing a root's read-only git config or hooks (stderr names one of them,
+    as given or resolved, and the error a read-only bind mount gives)."""
+    if not result.exit_code or not any(error in result.stderr for error in GIT_GUARD_ERRORS):
+        return False
+    guarded = [p for p in (*spec.read_only, *spec.read_only_folders) if p.parent in spec.pinned]
+    names = {*GIT_GUARD_NAMES, *(str(p) for p in guarded), *(os.path.relpath(p, spec.cwd) for p in guarded)}
+    return any(name in result.stderr for name in names)
 
 
 def command_argv(command: str, spec: SandboxSpec) -> list[str]:

@@ -37,6 +37,7 @@ from tools.index_services import (
     memory_index,
     search_ready,
     secret_hits,
+    secret_refusal,
     vector_worker,
 )
 
@@ -395,8 +396,7 @@ def search_file(
         )
     outcome = indexer_for(rt, call).index_file(real)
     if outcome.status == "secret":
-        raise PathNotAllowed(f"{shown} looks like a secret (rule {outcome.reason}); it is not indexed. "
-                             "read_file asks the user for it.")
+        raise PathNotAllowed(secret_refusal(shown, outcome.reason))
     if outcome.status == "failed":
         raise ExtractionError(f"{shown} cannot be searched: {outcome.reason}")
     from indexing.search import PathFilter, Searcher

@@ -360,9 +360,10 @@ def _read_utf8(fd: int, path: str) -> tuple[str, bool]:
 
     kind = DOCUMENT_EXTENSIONS.get(Path(path).suffix.lower())
     if kind is not None:  # its bytes may even decode (an uncompressed PDF); never edit or replace them as text
-        raise InvalidInput(f"{path!r} is a {kind.upper()} document, not a text file; edit_file and write_file "
-                           "change text files only. Read it with read_file; to change it, write the edited "
-                           "text to a new file (e.g. a .md) and leave the document as it is.")
+        raise InvalidInput(f"{path!r} is a {kind.upper()} document, not a text file; edit_file edits text files "
+                           "only, and write_file would replace the whole document by plain text. Read it with "
+                           "read_file; to change it, write the edited text to a new file (e.g. a .md) and leave "
+                           "the document as it is.")
     size = os.fstat(fd).st_size
     if size > MAX_EDIT_BYTES:
         raise LimitExceeded(f"{path!r} is {size} bytes; edit_file edits files up to {MAX_EDIT_BYTES} bytes. "

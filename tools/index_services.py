@@ -149,6 +149,29 @@ HIT_VERDICTS_KEPT = 16_384
 """Search hits' secret verdicts kept per runtime (the rules never change while it runs)."""
 
 
+def secret_refusal(shown: str, rule: str) -> str:
+    """Why `shown` is not indexed, and what read_file does with it: refuses it too (a `*.secret_denied` rule: a
+    secret store) or asks the user for it (`*.secret_read`)."""
+    return f"{shown} looks like a secret (rule {rule}); it is not indexed. {_read_file_does(rule, 1)}"
+
+
+def secrets_note(count: int, denied: int) -> str:
+    """What an index run says of the `count` files it skipped as secrets, `denied` of them secret stores."""
+    said = f"{'1 file' if count == 1 else f'{count} files'} skipped as secrets (keys, credentials, .env); not indexed."
+    if denied and count > denied:
+        return (f"{said} For {count - denied} of them {_read_file_does('secret_read', 2)} For the other {denied} "
+                f"{_read_file_does('secret_denied', 2)}")
+    return f"{said} {_read_file_does('secret_denied' if denied else 'secret_read', count)}"
+
+
+def _read_file_does(rule: str, count: int) -> str:
+    it = "it" if count == 1 else "them"
+    if rule.endswith("secret_denied"):
+        store = "a secret store" if count == 1 else "secret stores"
+        return f"read_file refuses {it} too ({store}); the user cannot approve reading {it} through the assistant."
+    return f"read_file asks the user for {it}; the user can approve the read."
+
+
 def secret_hits(rt: Runtime, roots: tuple[Path, ...]) -> Callable[[str], bool] | None:
     """Whether an indexed path found by a search is a secret (None without a policy). Each path's verdict is
     kept: a hit's indexed text is what its path held when it was indexed (the indexer checks again then)."""

@@ -33,6 +33,8 @@ from tools.index_services import (
     indexer_for,
     memory_index,
     secret_filter,
+    secret_refusal,
+    secrets_note,
     vector_worker,
 )
 
@@ -59,8 +61,7 @@ class IndexResult(OmitNone):
     removed: int = Field(description="Index entries dropped because their files are gone.")
     failed: list[FailedFile] = Field(description="Files that could not be indexed, with the reason.")
     skipped: int = Field(description="Files of unsupported types.")
-    secrets: int = Field(default=0, description="Files skipped as secrets (keys, credentials, .env: what read_file "
-                                                "asks the user for); never indexed.")
+    secrets: int = Field(default=0, description="Files skipped as secrets (keys, credentials, .env); never indexed.")
     chunks_added: int
     seconds: float
     note: str | None = None
@@ -108,8 +109,7 @@ def _refuse_secret(rt: Runtime, real: Path, shown: str, roots: tuple[Path, ...])
         return
     if index_store(rt).file_row(str(real)) is not None:
         forget_paths(rt, [str(real)])
-    raise PathNotAllowed(f"{shown} looks like a secret (rule {rule}); it is not indexed. "
-                         "read_file asks the user for it.")
+    raise PathNotAllowed(secret_refusal(shown, rule))
 
 
 def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None) -> Work:
@@ -136,7 +136,7 @@ def _index_result(job: IndexJob, roots: tuple[Path, ...], note: str | None = Non
     if len(report.failed) > 50:
         note = f"{len(report.failed)} files failed; the first 50 are listed."
     if report.secrets:
-        note = _join(note, _secrets_note(report.secrets))
+        note = _join(note, secrets_note(report.secrets, report.secrets_denied))
     if row.state == "running" and job.finished.is_set():
         row = job.row
     return IndexResult(
@@ -146,11 +146,6 @@ def _index_result(job: IndexJob, roots: tuple[Path, ...], note: str | None = Non
         seconds=round((row.finished_at or time.time()) - row.started_at, 2), note=note,
         skill_hint=hint,  # skills: the file-type hint
     )
-
-
-def _secrets_note(count: int) -> str:
-    files = "1 file" if count == 1 else f"{count} files"
-    return f"{files} skipped as secrets (keys, credentials, .env: read_file asks the user for them); not indexed."
 
 
 def _join(a: str | None, b: str | None) -> str | None:

@@ -10,7 +10,9 @@ runs can do, so that a hole in the command parser is harmless:
   command runs, removed after it);
 - a root's git config and hooks stay read-only and its `.git` cannot be renamed or replaced (git commands
   still work: objects, refs and the index are written as usual), so a command cannot plant git config or
-  hooks that a later git run outside the sandbox would execute;
+  hooks that a later git run outside the sandbox would execute. Only the repository a root itself is (its
+  own `.git` at the root, and the git folders a `.git` file there names) is guarded; repositories nested
+  deeper in a root (`root/proj/.git`) are not;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
 - a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`);
 - the command dies with the server (--die-with-parent) and cannot reach the terminal (--new-session).
