@@ -190,8 +190,14 @@ async def test_an_index_run_forgets_secrets_indexed_before(make_settings: Any, w
 
 async def test_secret_patterns_of_the_users_rules_file_count(make_settings: Any, workspace: Path,
                                                              data_dir: Path) -> None:
-    (data_dir / "policy.toml").write_text("version = 1\n[secrets]\nask = ['(^|/)tokens[^/]*\\.md$']\n")
-    write(workspace, "docs/tokens-prod.md")
+    await only_the_readme_is_indexed(make_settings, workspace, data_dir, "(^|/)tokens[^/]*\\.md$", "docs/tokens-prod.md")
+
+
+async def only_the_readme_is_indexed(make_settings: Any, workspace: Path, data_dir: Path, ask_pattern: str,
+                                     secret: str) -> None:
+    """With `ask_pattern` in the user's [secrets] ask list: docs/readme.md is indexed and found, `secret` is not."""
+    (data_dir / "policy.toml").write_text(f"version = 1\n[secrets]\nask = ['{ask_pattern}']\n")
+    write(workspace, secret)
     write(workspace, "docs/readme.md")
     async with connect(make_settings()) as client:
         report = await call(client, "index_path", {"path": "docs"})
@@ -282,11 +288,4 @@ async def test_a_workspace_inside_an_area_an_ask_pattern_covers_is_indexed(make_
     covering the whole workspace made every file a secret, so nothing was indexed (and an index made before
     was emptied). Its files are indexed; names that are secrets anywhere still are not."""
     covering = "^" + re.escape(workspace.resolve().parent.as_posix())
-    (data_dir / "policy.toml").write_text(f"version = 1\n[secrets]\nask = ['{covering}']\n")
-    write(workspace, "docs/readme.md")
-    write(workspace, "docs/credentials.json")
-    async with connect(make_settings()) as client:
-        report = await call(client, "index_path", {"path": "docs"})
-        assert report["indexed"] == 1 and report["secrets"] == 1
-        for paths in await found_paths(client):
-            assert paths == {"docs/readme.md"}
+    await only_the_readme_is_indexed(make_settings, workspace, data_dir, covering, "docs/credentials.json")
