@@ -64,7 +64,7 @@ def _candidates(text: str, normalized: str | None, roots: tuple[str, ...]) -> li
         for root in roots:
             if normalized != root and within(normalized, root):
                 out.append(normalized[len(root.rstrip(os.sep)) + 1 :].replace(os.sep, "/"))
-    return out + [c.lower() for c in out if c.lower() != c]
+    return list(dict.fromkeys([*out, *(c.lower() for c in out)]))  # once each (as written is often as resolved)
 
 
 def matches_any(matchers: MatcherSet, text: str, normalized: str | None, roots: tuple[str, ...]) -> bool:
