@@ -31,7 +31,7 @@ from typing import Any
 from bench.retrieval import DEFAULT_EVAL, load_jsonl
 from indexing.analyzer import analyze, jieba_tokenizer
 from indexing.indexer import Indexer, analyze_chunks
-from indexing.model import Chunk, ChunkingOptions, Extracted, Unit
+from indexing.model import Chunk, ChunkingOptions, Extracted, SecretFilter, Unit
 from indexing.postings import MemoryIndex
 from indexing.search import Searcher
 from indexing.store import AnalyzedChunk, IndexStore
@@ -130,7 +130,7 @@ def bench_indexing(work: Path, dirs: dict[str, Path]) -> list[str]:
             seg_runs.append(time.perf_counter() - started)
             store = IndexStore(work / f"speed-{fmt}-{run}.sqlite3")
             started = time.perf_counter()
-            report = Indexer(store).index_tree(folder)
+            report = Indexer(store, secrets=server_secrets(folder, work)).index_tree(folder)
             ours_runs.append(time.perf_counter() - started)
             assert not report.failed, report.failed[:3]
             store.close()
@@ -320,6 +320,16 @@ async def _first_search(data: Path, root: Path) -> tuple[float, float]:
             result = await client.call_tool("search_documents", {"query": "营收增长 revenue growth"})
             assert not result.is_error, result.content
             return time.perf_counter() - started, ready
+
+
+def server_secrets(root: Path, work: Path) -> SecretFilter:
+    """The secret filter the server gives its indexer (the shipped rules; `root` the workspace), so that
+    the bench times the same work as `index_path`."""
+    from foundation.settings import load_settings
+    from mcp_server.secret_paths import loaded_on_first_use
+
+    policy = loaded_on_first_use(load_settings({"data_dir": work / "bench-data"}, environ={}))
+    return SecretFilter(named=lambda path: policy.rule(path, (root,)), key=policy.key())
 
 
 def bench_first_search(work: Path, eval_dir: Path) -> list[str]:
