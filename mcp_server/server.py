@@ -36,7 +36,7 @@ from mcp_server.dispatch import Dispatcher, arguments_fit
 from mcp_server.http_state import SharedKeyCodec, SharedToolLists
 from mcp_server.prompts import install_prompts
 from mcp_server.secret_paths import PolicySecretPaths
-from mcp_server.tool_surface import CheckedTool, SessionToolServer
+from mcp_server.tool_surface import CheckedTool, SessionToolServer, connection_of
 from tools.runtime import Runtime
 
 log = logging.getLogger("generalagent.server")
@@ -63,7 +63,7 @@ def origin_from_context(ctx: Context) -> CallOrigin:
     client_id, session_id = "default", None
     try:
         request_context = ctx.request_context
-        session_id = getattr(request_context, "session_id", None)
+        session_id = getattr(connection_of(request_context), "session_id", None)  # None on stdio
         params = request_context.session.client_params
         if params is not None and params.client_info is not None:
             client_id = params.client_info.name or client_id

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -283,3 +284,22 @@ def test_the_http_server_parses_requests_with_httptools() -> None:
     config = uvicorn.Config(app=lambda scope, receive, send: None, log_config=None)
     config.load()
     assert config.http_protocol_class is HttpToolsProtocol
+
+
+@pytest.mark.anyio
+async def test_each_http_session_has_its_own_workspace(server: HttpServer) -> None:
+    """Without roots, each 2025-era HTTP session works in `<data dir>/workspaces/<session>/` (README), so
+    a second client's files are not the first one's (both used `workspaces/default`)."""
+    from mcp.client import Client
+
+    async def workspace(client: Client) -> str:
+        missing = await client.call_tool("read_file", {"path": "missing.txt"})
+        assert missing.is_error
+        found = re.search(r"in the workspace \(([^)]*)\)", missing.content[0].text)
+        assert found, missing.content[0].text
+        return found.group(1)
+
+    async with Client(server.url, mode="legacy") as first, Client(server.url, mode="legacy") as second:
+        one, two = await workspace(first), await workspace(second)
+        assert one != two
+        assert Path(one).parent == Path(two).parent and Path(one).parent.name == "workspaces"
