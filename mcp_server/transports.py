@@ -125,15 +125,23 @@ class HeaderCheckMiddleware:
             if name == "host":
                 host = parse_authority(text)
                 if host is None or host[0] not in self.hosts or seen_host:
-                    return 421, "Invalid Host header"
+                    return 421, self._refusal("Host")
                 seen_host, text = True, host[0] + (f":{host[1]}" if host[1] is not None else "")
             elif name == "origin":
                 origin = parse_origin(text)
                 if origin is None or origin[1] not in self.hosts:
-                    return 403, "Invalid Origin header"
+                    return 403, self._refusal("Origin")
                 text = f"{origin[0]}://{origin[1]}:{origin[2]}"
             out.append((key, text.encode("latin-1")))
-        return out if seen_host else (421, "Invalid Host header")
+        return out if seen_host else (421, self._refusal("Host"))
+
+    @staticmethod
+    def _refusal(header: str) -> str:
+        """Why a request was refused and how to allow a name on purpose (the names are not listed)."""
+        return (f"Invalid {header} header: this server only answers requests whose {header} names a loopback "
+                "address (127.0.0.1, localhost, [::1]) or a name in GENERALAGENT_HTTP_ALLOWED_HOSTS "
+                "(DNS-rebinding protection). To use another name, add it there (or serve --allow-host) "
+                "and restart the server.")
 
 
 def transport_security(settings: Settings, host: str) -> Any:
@@ -177,8 +185,9 @@ class BearerTokenMiddleware:
 
         for key, value in scope.get("headers", []):
             if key == b"authorization":
-                given = value.decode("latin-1")
-                return hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode())
+                scheme, _, credentials = value.decode("latin-1").strip().partition(" ")
+                given = credentials.strip() if scheme.lower() == "bearer" else ""  # the scheme ignores case
+                return hmac.compare_digest(given.encode(), self.token.encode())
         return False
 
 

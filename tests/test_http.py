@@ -192,12 +192,14 @@ ERAS = [pytest.param(INIT_BODY, MCP_HEADERS, id="2025-11-25"), pytest.param(DISC
 def test_foreign_origin_is_forbidden(server: HttpServer, body: str, base: dict[str, str]) -> None:
     status, answer = request(server.port, "POST", "/mcp", body, {**base, "Origin": "http://evil.example"})
     assert status == 403, answer
+    assert b"GENERALAGENT_HTTP_ALLOWED_HOSTS" in answer, answer  # says what to do
 
 
 @pytest.mark.parametrize(("body", "base"), ERAS)
 def test_foreign_host_is_misdirected(server: HttpServer, body: str, base: dict[str, str]) -> None:
     status, answer = request(server.port, "POST", "/mcp", body, {**base, "Host": f"evil.example:{server.port}"})
     assert status == 421, answer
+    assert b"GENERALAGENT_HTTP_ALLOWED_HOSTS" in answer, answer
 
 
 def test_modern_discover_from_loopback_is_answered(server: HttpServer) -> None:
@@ -223,6 +225,13 @@ def test_token_required(token_server: HttpServer, authorization: str | None) -> 
     status, body = request(token_server.port, "POST", "/mcp", INIT_BODY, headers)
     assert status == 401, body
     assert b"GENERALAGENT_HTTP_TOKEN" in body
+
+
+@pytest.mark.parametrize("authorization", [f"bearer {TOKEN}", f"BEARER  {TOKEN}"])
+def test_token_scheme_is_case_insensitive(token_server: HttpServer, authorization: str) -> None:
+    """The auth scheme is case-insensitive (RFC 9110 11.1), so `bearer <token>` is the same credential."""
+    status, body = request(token_server.port, "POST", "/mcp", INIT_BODY, {**MCP_HEADERS, "Authorization": authorization})
+    assert status == 200, body
 
 
 def test_token_server_health_needs_no_token(token_server: HttpServer) -> None:
