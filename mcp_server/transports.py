@@ -109,9 +109,7 @@ class HeaderCheckMiddleware:
         if scope["type"] == "http" and not any(path == p or path.startswith(p + "/") for p in self.skip):
             checked = self._check(scope)
             if isinstance(checked, tuple):
-                from starlette.responses import PlainTextResponse
-
-                await PlainTextResponse(checked[1], status_code=checked[0])(scope, receive, send)
+                await refusal_response(*checked)(scope, receive, send)
                 return
             scope = {**scope, "headers": checked}
         await self.app(scope, receive, send)
@@ -144,6 +142,15 @@ class HeaderCheckMiddleware:
                 "and restart the server.")
 
 
+def refusal_response(status: int, message: str) -> Any:
+    """A refused HTTP request as a JSON-RPC error body (id null): MCP clients show its message, where
+    they hide any other body behind 'Server returned an error response'."""
+    from starlette.responses import JSONResponse
+
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001 if status == 401 else -32600, "message": message}}
+    return JSONResponse(body, status_code=status)
+
+
 def transport_security(settings: Settings, host: str) -> Any:
     """DNS-rebinding protection, always passed explicitly (the SDK leaves it off otherwise)."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -169,13 +176,9 @@ class BearerTokenMiddleware:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope.get("path") not in self.open_paths and not self._authorized(scope):
-            from starlette.responses import JSONResponse
-
-            response = JSONResponse(
-                {"error": "unauthorized", "message": "Send Authorization: Bearer <GENERALAGENT_HTTP_TOKEN>."},
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            response = refusal_response(401, "Unauthorized: send the header Authorization: Bearer "
+                                        "<GENERALAGENT_HTTP_TOKEN> (the token the server was started with).")
+            response.headers["WWW-Authenticate"] = "Bearer"
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)

@@ -227,6 +227,26 @@ def test_token_required(token_server: HttpServer, authorization: str | None) -> 
     assert b"GENERALAGENT_HTTP_TOKEN" in body
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_sdk_client_without_token_is_told_what_to_send(token_server: HttpServer, mode: str) -> None:
+    """The 401 body is a JSON-RPC error, so MCP clients show its message (they hid it as 'Server returned
+    an error response')."""
+    from mcp.client import Client
+
+    with pytest.raises(Exception) as refused:
+        async with Client(token_server.url, mode=mode) as client:
+            await client.list_tools()
+    assert any("GENERALAGENT_HTTP_TOKEN" in str(e) for e in leaf_errors(refused.value)), repr(refused.value)
+
+
+def leaf_errors(error: BaseException) -> list[BaseException]:
+    """The errors inside (nested) exception groups, or the error itself."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
+    return [error]
+
+
 @pytest.mark.parametrize("authorization", [f"bearer {TOKEN}", f"BEARER  {TOKEN}"])
 def test_token_scheme_is_case_insensitive(token_server: HttpServer, authorization: str) -> None:
     """The auth scheme is case-insensitive (RFC 9110 11.1), so `bearer <token>` is the same credential."""
