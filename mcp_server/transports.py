@@ -142,6 +142,34 @@ class HeaderCheckMiddleware:
                 "and restart the server.")
 
 
+class BodyLimitMessage:
+    """The SDK answers a body over the limit with a bare 413 'Request body too large'; this says which
+    limit and what to do, as a JSON-RPC error (the SDK's own body is dropped)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replaced = False
+
+        async def send_or_replace(message: Any) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                replaced = True
+                response = refusal_response(413, (
+                    f"Request body too large: this server accepts at most {self.limit} bytes "
+                    "(GENERALAGENT_HTTP_MAX_BODY_BYTES). Send less in one call (split the input, or pass a "
+                    "workspace file's path instead of its content), or raise the limit and restart the server."))
+                await response(scope, receive, send)
+            elif not replaced:
+                await send(message)
+
+        await self.app(scope, receive, send_or_replace)
+
+
 def refusal_response(status: int, message: str) -> Any:
     """A refused HTTP request as a JSON-RPC error body (id null): MCP clients show its message, where
     they hide any other body behind 'Server returned an error response'."""
@@ -206,7 +234,8 @@ def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = Fa
         max_request_body_size=settings.http_max_body_bytes,
         host=host,
     )
-    app = HeaderCheckMiddleware(app, allowed_host_names(settings) | _bound_name(host))
+    app = HeaderCheckMiddleware(BodyLimitMessage(app, settings.http_max_body_bytes),
+                                allowed_host_names(settings) | _bound_name(host))
     return BearerTokenMiddleware(app, settings.http_token) if settings.http_token else app
 
 

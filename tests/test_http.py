@@ -212,8 +212,10 @@ def test_modern_discover_from_loopback_is_answered(server: HttpServer) -> None:
 def test_body_over_the_limit_is_rejected(server: HttpServer, chunked: bool) -> None:
     padding = "x" * 70_000  # the fixture's limit is 65536 bytes
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"pad": padding}}})
-    status, _ = request(server.port, "POST", "/mcp", body, MCP_HEADERS, chunked=chunked)
+    status, answer = request(server.port, "POST", "/mcp", body, MCP_HEADERS, chunked=chunked)
     assert status == 413
+    assert b"GENERALAGENT_HTTP_MAX_BODY_BYTES" in answer and b"65536" in answer, answer  # says what to do
+    assert json.loads(answer)["error"]["message"]  # a JSON-RPC error, which MCP clients show
     assert request(server.port, "GET", "/health")[0] == 200  # still serving
 
 
