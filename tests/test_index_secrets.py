@@ -5,7 +5,6 @@ by an older version is cleaned up. Real files, the real SDK client in memory, bo
 from __future__ import annotations
 
 import itertools
-import re
 from pathlib import Path
 from typing import Any
 
@@ -282,10 +281,18 @@ def test_no_spelling_of_a_secret_is_ever_found(settings: Any, workspace: Path, s
     anyio.run(run)
 
 
-async def test_a_workspace_inside_an_area_an_ask_pattern_covers_is_indexed(make_settings: Any, workspace: Path,
-                                                                          data_dir: Path) -> None:
-    """As the default workspace under /root (the shipped `^/root` ask pattern, when run as root): a pattern
-    covering the whole workspace made every file a secret, so nothing was indexed (and an index made before
-    was emptied). Its files are indexed; names that are secrets anywhere still are not."""
-    covering = "^" + re.escape(workspace.resolve().parent.as_posix())
-    await only_the_readme_is_indexed(make_settings, workspace, data_dir, covering, "docs/credentials.json")
+def test_the_default_workspace_of_the_root_user_is_not_a_secret() -> None:
+    """Run as root, the default workspace lies under /root, which the shipped `^/root` ask pattern covers: every
+    file there was a secret, so nothing was indexed (and an index made before was emptied). The index's own
+    check (the server's `PolicySecretPaths`) finds only what is a secret anywhere; /root's other files stay."""
+    from mcp_server.policy import load_rules
+    from mcp_server.secret_paths import PolicySecretPaths
+
+    shipped = load_rules(None)
+    secrets = PolicySecretPaths(lambda: shipped)
+    root = Path("/root/.local/share/generalagent-mcp/workspaces/default")
+    assert secrets.rule(f"{root}/notes/plan.md", (root,)) is None
+    assert secrets.rule(f"{root}/credentials.json", (root,)) == "files.secret_read"
+    assert secrets.rule(f"{root}/.env", (root,)) == "files.secret_denied"
+    assert secrets.rule("/root/notes.md", (root,)) == "files.secret_read"
+    assert secrets.rule("/root/notes.md", (Path("/root"),)) == "files.secret_read"  # root's home itself: asked

@@ -423,12 +423,18 @@ def test_where_a_workspace_lies_does_not_change_the_verdicts_on_its_files(parts:
     assert (here.action, here.rule_id) == (there.action, there.rule_id) or climbs_out, (relative, here, there)
 
 
-def test_a_user_pattern_that_covers_the_root_still_meets_its_files_by_their_relative_path(tmp_path: Path) -> None:
-    """A root named like a user's ask pattern: its absolute spellings are not held to it (every file would
-    ask), but the root-relative path still is."""
-    rules = user_rules(tmp_path, "[secrets]\nask = ['secret']\n")
-    ctx = make_ctx(Path("/srv/secret-project"), rules=rules, read_only=True)
-    assert decide("read_file", {"path": "src/main.py"}, ctx).action == "allow"
-    assert decide("read_file", {"path": "/srv/secret-project/src/main.py"}, ctx).action == "allow"
-    assert decide("read_file", {"path": "config/secret.txt"}, ctx).action == "ask"
-    assert decide("read_file", {"path": "/srv/secret-project/config/secret.txt"}, ctx).action == "ask"
+def test_the_users_own_patterns_and_a_root_that_is_the_area_itself_are_never_narrowed(tmp_path: Path) -> None:
+    """Only shipped patterns are narrowed, and only for a root below the top of the area they cover: a user's
+    `^/srv/app(/|$)|/keys/` keeps its `/keys/` branch inside /srv/app, and a root that is /root itself keeps
+    every file of root's home asking (shell histories, credentials files)."""
+    rules = user_rules(tmp_path, "[secrets]\nask = ['^/srv/app(/|$)|/keys/', '^/srv/data(?!/public)']\n")
+    app = make_ctx(Path("/srv/app"), rules=rules, read_only=True)
+    for path in ("keys/k", "/srv/app/keys/k", "src/main.py", "/srv/app/src/main.py"):
+        assert decide("read_file", {"path": path}, app).action == "ask", path
+    data = make_ctx(Path("/srv/data"), rules=rules, read_only=True)
+    assert decide("read_file", {"path": "/srv/data/private/x"}, data).action == "ask"
+    home = make_ctx(Path("/root"), read_only=True)
+    for path in ("/root/.bash_history", ".cargo/credentials.toml", "/root/notes.md"):
+        assert decide("read_file", {"path": path}, home).action == "ask", path
+    shell = dataclasses.replace(home, read_only=False)
+    assert decide("run_bash_command", {"command": "cat .bash_history"}, shell).action != "allow"

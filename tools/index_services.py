@@ -146,7 +146,7 @@ def secret_filter(rt: Runtime, roots: tuple[Path, ...]) -> SecretFilter | None:
 
 
 HIT_VERDICTS_KEPT = 16_384
-"""Search hits' secret verdicts kept per runtime (the rules never change while it runs)."""
+"""Search hits' secret verdicts kept per runtime, all sessions' roots together (the rules never change while it runs)."""
 
 
 def secret_refusal(shown: str, rule: str) -> str:
@@ -178,14 +178,14 @@ def secret_hits(rt: Runtime, roots: tuple[Path, ...]) -> Callable[[str], bool] |
     secrets = secret_filter(rt, roots)
     if secrets is None:
         return None
-    kept = _HIT_VERDICTS.of(rt).setdefault(roots, {})
+    kept = _HIT_VERDICTS.of(rt)  # one bound for every session's roots
 
     def is_secret(path: str) -> bool:
-        found = kept.get(path)
+        found = kept.get((roots, path))
         if found is None:
             if len(kept) >= HIT_VERDICTS_KEPT:
                 kept.clear()
-            found = kept[path] = secrets.rule(path) is not None
+            found = kept[(roots, path)] = secrets.rule(path) is not None
         return found
 
     return is_secret
@@ -231,7 +231,7 @@ def warm_up_search(rt: Runtime) -> None:
 _INDEX_STORE: Service[IndexStore] = Service(lambda rt: open_index(rt.database, rt.data_dir))
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
 _INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt), rt.database))
-_HIT_VERDICTS: Service[dict[tuple[Path, ...], dict[str, bool]]] = Service(lambda rt: {})
+_HIT_VERDICTS: Service[dict[tuple[tuple[Path, ...], str], bool]] = Service(lambda rt: {})
 
 
 def vector_worker(rt: Runtime) -> VectorWorker | None:

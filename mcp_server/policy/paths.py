@@ -87,8 +87,9 @@ def secret_check(rules: Rules, text: str, norm: str | None, roots: tuple[str, ..
 
 def _asks_as_secret(asks: MatcherSet, text: str, norm: str | None, roots: tuple[str, ...]) -> bool:
     """The ask patterns, but for a path inside a workspace root its absolute spellings are not held to the
-    patterns that cover the root itself: the user chose to work there (under /root, `^/root` would make
-    every file of the workspace a secret). Its root-relative spelling meets every pattern."""
+    shipped patterns that cover an area holding the root below its top (`MatcherSet.not_covering`): the user
+    chose to work there (in /root/ws, `^/root` would make every file a secret). Its root-relative spelling
+    meets every pattern."""
     if not asks:
         return False
     root = next((r for r in roots if norm is not None and within(norm, r)), None)

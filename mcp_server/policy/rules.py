@@ -10,6 +10,7 @@ every pattern compiled, so `decide` does no parsing.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -61,6 +62,11 @@ class Matcher:
         except TimeoutError:
             return None
 
+    @property
+    def shipped(self) -> bool:
+        """One of the shipped rules' patterns (the user's own run under a time bound)."""
+        return self._timeout is None
+
     def _gil_free(self) -> Any:
         if self._released is None:
             import regex
@@ -107,18 +113,24 @@ class MatcherSet:
         return False
 
     def not_covering(self, place: str) -> MatcherSet:
-        """These patterns but those found in `place` itself (or its lower-cased spelling); a user pattern
-        that runs out of time there stays. Kept per place (a server has a few workspace roots)."""
+        """These patterns but the shipped ones that cover an area holding the folder `place` below its top:
+        found in `place` and in its parent (either letter case). `^/root(/|$)` goes for /root/ws but stays
+        for /root itself; the user's own patterns all stay. Kept per place (a server has a few roots)."""
         found = self._not_covering.get(place)
         if found is None:
-            found = MatcherSet([m for m in self._each
-                                if m.search(place) is False and m.search(place.lower()) is False])
+            parent = posixpath.dirname(place.rstrip("/")) or "/"
+            found = MatcherSet([m for m in self._each if not (m.shipped and _found(m, place) and _found(m, parent))])
             if len(self._not_covering) < NOT_COVERING_KEPT:
                 self._not_covering[place] = found
         return found
 
     def __bool__(self) -> bool:
         return bool(self.sources)
+
+
+def _found(matcher: Matcher, text: str) -> bool:
+    """Found in `text` or in its lower-cased spelling."""
+    return matcher.search(text) is True or matcher.search(text.lower()) is True
 
 
 def _scoped_flags(source: str) -> str:
