@@ -23,12 +23,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-import anyio.from_thread
 from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmptyResult, SetLevelRequestParams
 
 from mcp_server.eras import is_modern
+from mcp_server.loop_calls import run_on_loop
 from mcp_server.tool_surface import session_state
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -83,7 +83,7 @@ def send_to_client(level: str, message: str, logger: str = "generalagent") -> No
         loop = asyncio.get_running_loop()
     except RuntimeError:  # a worker thread of a sync tool
         with contextlib.suppress(Exception):
-            anyio.from_thread.run(target.send, level, data, logger)
+            run_on_loop(target.send, level, data, logger)
         return
     task = loop.create_task(target.send(level, data, logger))
     _pending.add(task)

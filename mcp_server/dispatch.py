@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
@@ -45,6 +44,7 @@ from foundation.paths import MAX_PATH_CHARS
 from foundation.toolspec import ToolSpec, validate_arguments, validation_summary
 from foundation.waiting import MustWait, on_the_loop
 from mcp_server.client_log import asend_to_client, send_to_client
+from mcp_server.loop_calls import run_on_loop
 from tools.runtime import CallContext, Runtime
 
 log = logging.getLogger("generalagent.dispatch")
@@ -195,7 +195,7 @@ class Dispatcher:
             with contextlib.suppress(MustWait), on_the_loop():
                 result = checked_then_run()
         if result is MustWait:  # not quick, or it met something to wait for: (the rest) in a worker thread
-            call.portal = anyio.from_thread.run
+            call.portal = run_on_loop
             result = await _run_in_thread(checked_then_run, {}, call)
         if isinstance(result, _Refused):
             await _announce_refusal(spec, result.error)
@@ -222,7 +222,7 @@ class Dispatcher:
         kwargs, call = self._prepared(spec, args, origin, sink)
         if _shape(spec.fn).is_async:
             return await _run_async(spec.fn, kwargs, call)  # type: ignore[no-any-return]
-        call.portal = anyio.from_thread.run
+        call.portal = run_on_loop
         return await _run_in_thread(spec.fn, kwargs, call)  # type: ignore[no-any-return]
 
     def _prepared(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin,

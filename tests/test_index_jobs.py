@@ -57,7 +57,7 @@ async def test_cancelled_run_is_partial_and_the_next_run_continues(settings: Any
                 tg.start_soon(lambda: client.call_tool("index_path", {"path": "big"}, progress_callback=on_progress))
         status = await settled_status(client, "big")
         job = status["job"]
-        assert job["state"] == "cancelled" and 0 < job["files_done"] < job["files_total"] == 300
+        assert job["state"] == "cancelled" and 0 < job["files_done"] < job["files_total"] == 300, job
         assert status["partial"] is True and status["fresh"] is False
         assert "index_path again" in status["note"]
         assert status["files"] == job["indexed"] and status["not_indexed"] == 300 - job["indexed"]

@@ -366,9 +366,9 @@ class PolicyGate:
             return
         answer = origin.approval_answer
         if answer is None and origin.kind == "subagent":
-            import anyio.from_thread
+            from mcp_server.loop_calls import run_on_loop
 
-            answer = anyio.from_thread.run(elicit_through, origin.mcp_context, spec, args, verdict)
+            answer = run_on_loop(elicit_through, origin.mcp_context, spec, args, verdict)
         if isinstance(answer, ApprovalAnswer) and answer.call_hash == call_hash(spec.name, args):
             if answer.choice == "approve_session" and verdict.risk in SESSION_GRANT_RISKS:
                 self.store.grant_session(key, spec.name, scope)
