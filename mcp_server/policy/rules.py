@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from foundation.errors import SettingsError
+from mcp_server.policy.anchors import opens_at_slash, search_from_slashes
 from mcp_server.policy.model import Action, Risk
 from mcp_server.policy.shell_options import CommandSpec
 
@@ -43,19 +44,22 @@ GIL: a 4 MB argument then never holds up other clients' calls while the patterns
 class Matcher:
     """A compiled regex; user patterns run under a time bound (the `regex` package's timeout)."""
 
-    __slots__ = ("source", "_compiled", "_timeout", "_released")
+    __slots__ = ("source", "_compiled", "_timeout", "_released", "_at_slashes")
 
     def __init__(self, source: str, compiled: Any, timeout: float | None) -> None:
         self.source = source
         self._compiled = compiled
         self._timeout = timeout
         self._released: Any = None  # the same pattern compiled by `regex`, for long texts
+        self._at_slashes = timeout is None and opens_at_slash(compiled)  # tried at the start and slashes only
 
     def search(self, text: str) -> bool | None:
         """True/False, or None when a user pattern ran out of time (callers treat that as "ask")."""
         if self._timeout is None:
             if len(text) > LONG_TEXT_CHARS:
                 return self._gil_free().search(text, concurrent=True) is not None
+            if self._at_slashes:
+                return search_from_slashes(self._compiled, text)
             return self._compiled.search(text) is not None
         try:
             return self._compiled.search(text, timeout=self._timeout, concurrent=True) is not None
@@ -88,8 +92,10 @@ class MatcherSet:
         self._each = tuple(matchers)
         self._not_covering: dict[str, MatcherSet] = {}
         combined: list[Matcher] = []
-        for timeout in (None, USER_PATTERN_TIMEOUT):
-            group = [m for m in matchers if m._timeout == timeout]
+        shipped = [m for m in matchers if m._timeout is None]
+        at_slashes = [m for m in shipped if m._at_slashes]  # one alternation searched from slashes
+        for timeout, group in ((None, at_slashes), (None, [m for m in shipped if not m._at_slashes]),
+                               (USER_PATTERN_TIMEOUT, [m for m in matchers if m._timeout is not None])):
             if not group:
                 continue
             alternation = "|".join(f"(?:{_scoped_flags(m.source)})" for m in group)
