@@ -90,3 +90,8 @@ class SecretPaths(Protocol):
     def key(self) -> str:
         """Changes when the rules do (other secret patterns): an index is checked again then."""
         ...
+
+    def store(self, path: str, roots: tuple[Path, ...]) -> bool:
+        """Whether an absolute path is a secret store (a deny rule: no tool may read it; `rule` gives the id
+        of this rule or of an ask rule). Not kept: for callers that keep their own answers."""
+        ...

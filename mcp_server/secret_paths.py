@@ -36,6 +36,11 @@ class PolicySecretPaths:
         found = secret_check(self._rules(), path, normalize(path, None, shell=False), root_strings(roots), "files")
         return found.rule_id if found is not None else None
 
+    def store(self, path: str, roots: tuple[Path, ...]) -> bool:
+        from mcp_server.policy.paths import matches_any, normalize, root_strings
+
+        return matches_any(self._rules().secret_deny, path, normalize(path, None, shell=False), root_strings(roots))
+
     def key(self) -> str:
         if self._key is None:  # the rules never change while the server runs
             rules = self._rules()

@@ -280,3 +280,31 @@ def test_missing_rules_agents_and_skills_paths_cannot_be_made(make_settings: Any
     assert not any(os.path.lexists(p) for p in missing), result
     assert (workspace / "skills2" / "s" / "SKILL.md").read_text() == "# skill\n"
     assert not (workspace / "skills2" / "evil").exists() and (workspace / "other.txt").is_file()
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("need_sandbox")
+async def test_secret_stores_in_the_workspace_cannot_be_read(make_settings: Any, workspace: Path) -> None:
+    """Commands the policy allows without asking read what nobody named (`grep -r`, `cat *`): the secret
+    stores inside the workspace (the policy's deny patterns) cannot be read, found anew as they appear;
+    other files, and those the policy only asks for, stay readable."""
+    for name in (".env", "id_rsa", "app/.env.production", "app/.ssh/config", "deep/a/b/.netrc"):
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(f"API_KEY={MARKER}\n")
+    (workspace / "notes.txt").write_text("API_KEY is read from .env\n")
+    (workspace / "app" / "credentials.json").write_text('{"API_KEY": "asked-for"}\n')
+    (workspace / "app" / "link.txt").symlink_to(workspace / "id_rsa")
+    commands = ["grep -r API_KEY .", "cat *", "cat app/*", "grep -R API_KEY app", "ls -aR app"]
+    async with connect(make_settings(bash_enabled=True)) as client:
+        said = [await client.call_tool("run_bash_command", {"command": c}) for c in commands]
+        (workspace / "late").mkdir()
+        (workspace / "late" / ".env.local").write_text(f"API_KEY={MARKER}\n")
+        said.append(await client.call_tool("run_bash_command", {"command": "grep -r API_KEY late"}))
+    out = "\n".join(r.structured_content["stdout"] + r.structured_content["stderr"] for r in said if not r.is_error)
+    assert len([r for r in said if not r.is_error]) == len(commands) + 1, [r.content for r in said]
+    assert MARKER not in out
+    assert "notes.txt:API_KEY is read from .env" in out and "asked-for" in out
+    assert (workspace / ".env").read_text() == f"API_KEY={MARKER}\n"  # hidden, not changed
+    last = said[-1].structured_content
+    assert last["exit_code"] == 2 and "late/.env.local: Permission denied" in last["stderr"]
+    assert last["note"].startswith("Shell commands cannot read the secret stores in the workspace (late/.env.local, ")

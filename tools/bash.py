@@ -16,8 +16,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated
 
@@ -25,9 +27,9 @@ from pydantic import BaseModel, Field
 
 from foundation.bounding import MAX_COMMAND_CHARS
 from foundation.errors import InvalidInput, NotConfigured
-from foundation.paths import roots_for, server_data_dirs
+from foundation.paths import display_path, roots_for, server_data_dirs
 from foundation.settings import Settings
-from tools.runtime import CallContext, Runtime
+from tools.runtime import CallContext, Runtime, Service
 from tools.sandbox import (
     SandboxSpec,
     git_guards,
@@ -37,6 +39,7 @@ from tools.sandbox import (
     secret_paths,
     wrap,
 )
+from tools.secret_scan import MAX_ENTRIES, SecretScan, SecretScanResult
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
 SECRET_VALUE = re.compile(
@@ -50,6 +53,9 @@ STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
 EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children may keep the pipes
 GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system")  # a write to a read-only bind mount
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
+SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
+SCAN_LIMIT_NOTE = (f"The workspace has over {MAX_ENTRIES:,} files and folders; secret stores beyond the first "
+                   f"{MAX_ENTRIES:,} are not hidden from shell commands.")
 GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only: change them with edit_file "
                   "(which asks the user) or ask the user to run the command.")
 
@@ -167,7 +173,8 @@ def run_bash_command(
     call: CallContext,
 ) -> BashResult:
     """Run a bash command in the workspace root (no stdin, secrets removed from the environment);
-    it and its children are killed at the timeout. The repository's git config and hooks are read-only."""
+    it and its children are killed at the timeout. The repository's git config and hooks are read-only;
+    secret stores in the workspace (.env files, private keys, .ssh) cannot be read."""
     if not rt.settings.bash_enabled:
         from foundation.command import cli_command
 
@@ -179,8 +186,9 @@ def run_bash_command(
         raise InvalidInput(f"The command must be at most {MAX_COMMAND_CHARS} characters without NUL bytes; "
                            "write longer scripts to a file and run that.")
     roots = roots_for(rt.settings, call.session_id)
+    found = workspace_secrets(rt, roots) if sandbox_status().available else SecretScanResult((), True)
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
-        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)))
+        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found.secrets)
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
         try:
             result = _run(command_argv(command, spec), spec, timeout, call)
@@ -188,19 +196,55 @@ def run_bash_command(
             remove_placeholders(made)
     if sandbox_status().available and _hit_git_guard(result, spec):
         result.note = GIT_GUARD_NOTE
+    elif found.secrets and result.exit_code:
+        result.note = hidden_secrets_note(found.secrets, roots, result.stderr + result.stdout)
+    if not found.complete:
+        result.note = " ".join(filter(None, [result.note, SCAN_LIMIT_NOTE]))
     return result
 
 
-def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path) -> SandboxSpec:
+def workspace_secrets(rt: Runtime, roots: tuple[Path, ...]) -> SecretScanResult:
+    """The secret stores inside `roots` (the policy's deny patterns), hidden from every command."""
+    policy = rt.secret_paths
+    if policy is None:
+        return SecretScanResult((), True)
+    scans = _SECRET_SCANS.of(rt)
+    with scans.lock:
+        scan = scans.kept.pop(roots, None) or SecretScan(lambda path: policy.store(path, roots))
+        scans.kept[roots] = scan  # the most recent last
+        while len(scans.kept) > SCANS_KEPT:
+            scans.kept.pop(next(iter(scans.kept)))
+    return scan.scan(roots)
+
+
+def warm_up_secret_scan(rt: Runtime) -> None:
+    """The first walk of the default workspace, at start-up (about 65 µs a file) instead of in the first command."""
+    if rt.settings.bash_enabled and sandbox_status().available:
+        workspace_secrets(rt, roots_for(rt.settings, None))
+
+
+def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], output: str) -> str:
+    """What a failed command is told of the secret stores it could not read (those its output names first)."""
+    def named(name: str) -> bool:
+        return re.search(rf"(?<![\w./-])(\./)?{re.escape(name)}(?![\w./-])", output) is not None
+
+    names = sorted((display_path(p, roots) for p in hidden), key=lambda name: not named(name))
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return (f"Shell commands cannot read the secret stores in the workspace ({', '.join(names[:3])}{more}); the "
+            "approval policy lets no tool read them. A program that needs them has to be run by the user.")
+
+
+def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
+                 workspace_secrets: tuple[Path, ...] = ()) -> SandboxSpec:
     """What a command may see and change: the roots (the first is the working folder), a private
-    HOME; not the server's data folder or secret stores; what the file tools may not write stays
-    read-only (the rules, agents and skills files, skill folders: existing or not), and so do each root's
-    git config and hooks."""
+    HOME; not the server's data folder, secret stores or the secret stores inside the roots; what the
+    file tools may not write stays read-only (the rules, agents and skills files, skill folders: existing
+    or not), and so do each root's git config and hooks."""
     files = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file, settings.skills_file)
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     pinned, git_files, git_folders = git_guards(roots)
-    return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=(*server_data_dirs(settings), *secret_paths()),
+    return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=(*server_data_dirs(settings), *secret_paths(), *workspace_secrets),
                        read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,
                        network=settings.bash_network)
 
@@ -246,3 +290,12 @@ def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) ->
         stdout_bytes=out.total, stderr_bytes=err.total, output_truncated=out.truncated or err.truncated,
         duration_ms=int((time.monotonic() - started) * 1000), cwd=str(workspace),
     )
+
+
+@dataclass
+class _SecretScans:
+    kept: dict[tuple[Path, ...], SecretScan] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_SECRET_SCANS: Service[_SecretScans] = Service(lambda rt: _SecretScans())

@@ -13,6 +13,8 @@ runs can do, so that a hole in the command parser is harmless:
   hooks that a later git run outside the sandbox would execute. Only the repository a root itself is (its
   own `.git` at the root, and the git folders a `.git` file there names) is guarded; repositories nested
   deeper in a root (`root/proj/.git`) are not;
+- the secret stores inside the roots (`tools/secret_scan.py`: the policy's deny patterns, `.env`, keys) cannot be
+  read: each is covered by an empty device (a folder: an empty folder), like the ones under HOME;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
 - a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`);
 - the command dies with the server (--die-with-parent) and cannot reach the terminal (--new-session).
