@@ -108,5 +108,5 @@ RESOURCES: list[ResourceSpec] = [
 ]
 
 WARMUPS: list[Callable[[Runtime], None]] = [index_services.warm_up_search, context_common.warm_up_tokens,
-                                            bash.warm_up_secret_scan]
+                                            bash.warm_up_workspace_scan]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

@@ -265,6 +265,30 @@ def test_a_worktrees_git_file_and_its_git_folders_stay_put(make_settings: Any, w
 
 
 @pytest.mark.usefixtures("need_sandbox")
+def test_repositories_nested_in_a_root_and_submodules_are_guarded_too(rt: Runtime, workspace: Path) -> None:
+    """A repository deeper in a root (`proj/.git`) and a submodule (a `.git` file naming a folder under the
+    parent's `.git/modules`): their config, hooks and `.git` stay put, and git works in them."""
+    proj, sub = workspace / "vendor" / "proj", workspace / "lib"
+    proj.mkdir(parents=True)
+    _git(proj, "init", "-q")
+    (proj / "a.txt").write_text("a\n")
+    _git(workspace, "init", "-q")
+    modules = workspace / ".git" / "modules" / "lib"
+    modules.parent.mkdir(parents=True)
+    _git(workspace, "init", "-q", f"--separate-git-dir={modules}", str(sub))
+    before = {p: p.read_text() for p in (proj / ".git/config", modules / "config", sub / ".git")}
+    plant = run(rt, "echo '[core]' >> vendor/proj/.git/config; git -C vendor/proj config core.fsmonitor 'touch x'; "
+                    "touch vendor/proj/.git/hooks/pre-commit; mv vendor/proj/.git vendor/proj/.gitx; "
+                    "git -C lib config core.hooksPath /tmp; echo 'gitdir: /tmp/evil' > lib/.git; echo ok > b.txt")
+    assert {p: p.read_text() for p in before} == before, plant
+    assert not (proj / ".git/hooks/pre-commit").exists() and (proj / ".git").is_dir()
+    assert (workspace / "b.txt").is_file() and "vendor/proj/.git/config: Read-only" in plant.stderr
+    used = run(rt, "cd vendor/proj && git add a.txt && git -c user.name=t -c user.email=t@example.com commit -qm one "
+                   "&& git log --oneline && cd ../../lib && git status --short")
+    assert used.exit_code == 0 and "one" in used.stdout, used
+
+
+@pytest.mark.usefixtures("need_sandbox")
 def test_missing_rules_agents_and_skills_paths_cannot_be_made(make_settings: Any, workspace: Path) -> None:
     """What the file tools refuse to write stays unwritable from the sandbox even before it exists (an
     empty read-only placeholder holds its place while the command runs, and is gone afterwards)."""

@@ -39,7 +39,7 @@ from tools.sandbox import (
     secret_paths,
     wrap,
 )
-from tools.secret_scan import MAX_ENTRIES, SecretScan, SecretScanResult
+from tools.workspace_scan import MAX_ENTRIES, WorkspaceScan, WorkspaceScanResult
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
 SECRET_VALUE = re.compile(
@@ -53,6 +53,7 @@ STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
 EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children may keep the pipes
 GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system")  # a write to a read-only bind mount
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
+MAX_REPOS = 256  # repositories in the roots whose git config and hooks are guarded (the walk's order)
 SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
 SCAN_LIMIT_NOTE = (f"The workspace has over {MAX_ENTRIES:,} files and folders; secret stores beyond the first "
                    f"{MAX_ENTRIES:,} are not hidden from shell commands.")
@@ -186,9 +187,9 @@ def run_bash_command(
         raise InvalidInput(f"The command must be at most {MAX_COMMAND_CHARS} characters without NUL bytes; "
                            "write longer scripts to a file and run that.")
     roots = roots_for(rt.settings, call.session_id)
-    found = workspace_secrets(rt, roots) if sandbox_status().available else SecretScanResult((), True)
+    found = scan_workspace(rt, roots) if sandbox_status().available else WorkspaceScanResult((), (), True)
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
-        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found.secrets)
+        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found)
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
         try:
             result = _run(command_argv(command, spec), spec, timeout, call)
@@ -203,24 +204,27 @@ def run_bash_command(
     return result
 
 
-def workspace_secrets(rt: Runtime, roots: tuple[Path, ...]) -> SecretScanResult:
-    """The secret stores inside `roots` (the policy's deny patterns), hidden from every command."""
+def scan_workspace(rt: Runtime, roots: tuple[Path, ...]) -> WorkspaceScanResult:
+    """The secret stores inside `roots` (the policy's deny patterns), hidden from every command, and the
+    repositories in them, whose git config and hooks stay read-only."""
     policy = rt.secret_paths
-    if policy is None:
-        return SecretScanResult((), True)
-    scans = _SECRET_SCANS.of(rt)
+
+    def is_secret(path: str) -> bool:
+        return policy is not None and policy.store(path, roots)
+
+    scans = _WORKSPACE_SCANS.of(rt)
     with scans.lock:
-        scan = scans.kept.pop(roots, None) or SecretScan(lambda path: policy.store(path, roots))
+        scan = scans.kept.pop(roots, None) or WorkspaceScan(is_secret)
         scans.kept[roots] = scan  # the most recent last
         while len(scans.kept) > SCANS_KEPT:
             scans.kept.pop(next(iter(scans.kept)))
     return scan.scan(roots)
 
 
-def warm_up_secret_scan(rt: Runtime) -> None:
-    """The first walk of the default workspace, at start-up (about 65 µs a file) instead of in the first command."""
+def warm_up_workspace_scan(rt: Runtime) -> None:
+    """The first walk of the default workspace, at start-up (about 25 µs a file) instead of in the first command."""
     if rt.settings.bash_enabled and sandbox_status().available:
-        workspace_secrets(rt, roots_for(rt.settings, None))
+        scan_workspace(rt, roots_for(rt.settings, None))
 
 
 def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], output: str) -> str:
@@ -235,16 +239,18 @@ def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], outpu
 
 
 def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
-                 workspace_secrets: tuple[Path, ...] = ()) -> SandboxSpec:
+                 scanned: WorkspaceScanResult | None = None) -> SandboxSpec:
     """What a command may see and change: the roots (the first is the working folder), a private
-    HOME; not the server's data folder, secret stores or the secret stores inside the roots; what the
-    file tools may not write stays read-only (the rules, agents and skills files, skill folders: existing
-    or not), and so do each root's git config and hooks."""
+    HOME; not the server's data folder, secret stores or the secret stores inside the roots (`scanned`);
+    what the file tools may not write stays read-only (the rules, agents and skills files, skill folders:
+    existing or not), and so do the git config and hooks of each root and of the repositories in them."""
     files = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file, settings.skills_file)
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
-    pinned, git_files, git_folders = git_guards(roots)
-    return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=(*server_data_dirs(settings), *secret_paths(), *workspace_secrets),
+    found = scanned or WorkspaceScanResult((), (), True)
+    pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *found.repos[:MAX_REPOS]]))
+    hidden = (*server_data_dirs(settings), *secret_paths(), *found.secrets)
+    return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden,
                        read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,
                        network=settings.bash_network)
 
@@ -293,9 +299,9 @@ def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) ->
 
 
 @dataclass
-class _SecretScans:
-    kept: dict[tuple[Path, ...], SecretScan] = field(default_factory=dict)
+class _WorkspaceScans:
+    kept: dict[tuple[Path, ...], WorkspaceScan] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_SECRET_SCANS: Service[_SecretScans] = Service(lambda rt: _SecretScans())
+_WORKSPACE_SCANS: Service[_WorkspaceScans] = Service(lambda rt: _WorkspaceScans())

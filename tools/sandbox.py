@@ -8,12 +8,12 @@ runs can do, so that a hole in the command parser is harmless:
   /run (docker and agent sockets) are not visible; the rules, agents and skills files and the skill
   folders stay read-only (a missing one too: an empty read-only placeholder holds its place while the
   command runs, removed after it);
-- a root's git config and hooks stay read-only and its `.git` cannot be renamed or replaced (git commands
-  still work: objects, refs and the index are written as usual), so a command cannot plant git config or
-  hooks that a later git run outside the sandbox would execute. Only the repository a root itself is (its
-  own `.git` at the root, and the git folders a `.git` file there names) is guarded; repositories nested
-  deeper in a root (`root/proj/.git`) are not;
-- the secret stores inside the roots (`tools/secret_scan.py`: the policy's deny patterns, `.env`, keys) cannot be
+- the git config and hooks of a root's repository and of those nested in the roots (`root/proj/.git`,
+  submodules; tools/workspace_scan.py finds them) stay read-only and their `.git` cannot be renamed or
+  replaced (git commands still work: objects, refs and the index are written as usual), so a command cannot
+  plant git config or hooks that a later git run outside the sandbox would execute. The git folders a
+  `.git` file names are guarded too; a repository made by the command itself is not (it holds nothing yet);
+- the secret stores inside the roots (`tools/workspace_scan.py`: the policy's deny patterns, `.env`, keys) cannot be
   read: each is covered by an empty device (a folder: an empty folder), like the ones under HOME;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
 - a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`);

@@ -1,5 +1,5 @@
-"""The walk that finds the secret stores inside the workspace roots for the shell sandbox to hide: it
-finds what a full walk finds (random trees, symlinks, nested roots), lists again only the folders whose
+"""The walk that finds the secret stores (to hide) and the repositories (to guard) inside the workspace roots
+for the shell sandbox: it finds what a full walk finds (random trees, symlinks, nested roots), lists again only the folders whose
 ctime moved (a restored mtime does not hide a change), and stops at its entry limit saying so."""
 
 from __future__ import annotations
@@ -11,22 +11,25 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.secret_scan import SecretScan
+from tools.workspace_scan import WorkspaceScan
 
 SECRET_NAMES = {".env", "id_rsa", ".ssh"}
-NAMES = st.sampled_from([".env", "id_rsa", ".ssh", "a", "b", ".hidden", "notes.txt", "env", "x.env"])
+NAMES = st.sampled_from([".env", "id_rsa", ".ssh", "a", "b", ".hidden", "notes.txt", "env", "x.env", ".git"])
 
 
 def is_secret(path: str) -> bool:
     return os.path.basename(path) in SECRET_NAMES
 
 
-def full_walk(roots: list[Path]) -> set[Path]:
-    """What the scan must find: every secret entry (a symlink's target when it or its target is one),
-    under folders that are not secrets themselves."""
+def full_walk(roots: list[Path]) -> tuple[set[Path], set[Path]]:
+    """What the scan must find: every secret entry (a symlink's target when it or its target is one), and
+    every folder holding a `.git` that is not a symlink, under folders that are not secrets themselves."""
     found: set[Path] = set()
+    repos: set[Path] = set()
     for root in roots:
         for folder, dirs, files in os.walk(os.path.realpath(root)):
+            if ".git" in dirs + files and not os.path.islink(os.path.join(folder, ".git")):
+                repos.add(Path(folder))
             for name in [*dirs, *files]:
                 path = os.path.join(folder, name)
                 if os.path.islink(path):
@@ -36,7 +39,7 @@ def full_walk(roots: list[Path]) -> set[Path]:
                 elif is_secret(path):
                     found.add(Path(path))
             dirs[:] = [d for d in dirs if not is_secret(d) and not os.path.islink(os.path.join(folder, d))]
-    return found
+    return found, repos
 
 
 TREES = st.lists(st.tuples(st.lists(NAMES, min_size=1, max_size=4), st.sampled_from(["file", "dir", "link"])),
@@ -65,7 +68,8 @@ def test_finds_what_a_full_walk_finds(tmp_path_factory: object, tree: list[tuple
     root = Path(os.path.realpath(tmp_path_factory.mktemp("scan")))  # type: ignore[attr-defined]
     build(root, tree)
     roots = [root, root / "a"] if nested and (root / "a").is_dir() else [root]
-    assert set(SecretScan(is_secret).scan(roots).secrets) == full_walk(roots)
+    scanned = WorkspaceScan(is_secret).scan(roots)
+    assert (set(scanned.secrets), set(scanned.repos)) == full_walk(roots)
 
 
 def test_lists_again_only_the_folders_that_changed(tmp_path: Path) -> None:
@@ -73,7 +77,7 @@ def test_lists_again_only_the_folders_that_changed(tmp_path: Path) -> None:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
     checked: list[str] = []
-    scan = SecretScan(lambda path: checked.append(path) or is_secret(path), settled_ns=0)
+    scan = WorkspaceScan(lambda path: checked.append(path) or is_secret(path), settled_ns=0)
     assert scan.scan([tmp_path]).secrets == (tmp_path / "a/b/.env",)
     first = len(checked)
     assert first == 7  # every entry once
@@ -94,5 +98,5 @@ def test_stops_at_its_entry_limit_and_says_so(tmp_path: Path) -> None:
     for i in range(30):
         (tmp_path / f"f{i}").write_text("x")
     (tmp_path / ".env").write_text("x")
-    assert SecretScan(is_secret, max_entries=100).scan([tmp_path]).complete
-    assert not SecretScan(is_secret, max_entries=10).scan([tmp_path]).complete
+    assert WorkspaceScan(is_secret, max_entries=100).scan([tmp_path]).complete
+    assert not WorkspaceScan(is_secret, max_entries=10).scan([tmp_path]).complete
