@@ -61,6 +61,8 @@ class Verdict:
 
 
 SHIPPED_RULES = Path(__file__).resolve().parent.parent / "policy" / "default_rules.toml"  # (policy not imported)
+ACTION_RANK = {"allow": 0, "ask": 1, "deny": 2}
+RISK_RANK = {"low": 0, "medium": 1, "high": 2, "critical": 3}
 MEMO_SIZE = 256  # verdicts kept between a call's elicitation resolver and its check
 MEMO_SECONDS = 30.0
 INLINE_ARGUMENT_CHARS = 4096
@@ -255,11 +257,26 @@ class PolicyGate:
         try:
             decision = self._decision(spec.name, args, self.policy_context(spec, origin))
             found = Verdict(str(decision.action), str(decision.reason), str(decision.risk), str(decision.rule_id))
+            found = self._through_links(spec, args, origin, found)
         except Exception as exc:  # the policy must never fail open
             log.exception("policy decision failed for %s", spec.name)
             return Verdict("ask", f"The policy could not decide ({type(exc).__name__}); asking instead.",
                            "high", "gate.policy-error")
         return self._escalate(spec, args, found)
+
+    def _through_links(self, spec: ToolSpec, args: dict[str, Any], origin: Any, found: Verdict) -> Verdict:
+        """The policy reads paths as written; a symlink in the roots may lead to a secret store or a protected
+        file. When resolving the call's path arguments changes them, that call is decided too, and the
+        stricter verdict wins."""
+        roots = self.roots(origin)
+        resolved = resolved_path_args(args, self.rules.path_keys, roots[0]) if roots else None
+        if found.action == "deny" or resolved is None:
+            return found
+        decision = self._decision(spec.name, resolved, self.policy_context(spec, origin))
+        if _severity(str(decision.action), str(decision.risk)) <= _severity(found.action, found.risk):
+            return found
+        return Verdict(str(decision.action), f"{decision.reason} (a symlink in the path leads there)",
+                       str(decision.risk), str(decision.rule_id))
 
     def _could_self_approve(self, spec: ToolSpec, text: str) -> bool:
         """A state-changing call that spells the approve command/page, or a destructive one (shell, file
@@ -526,3 +543,29 @@ def _session_workspace(data_dir: Path, session_id: str | None) -> Path:
     from foundation.paths import default_workspace
 
     return default_workspace(data_dir, session_id)
+
+
+def resolved_path_args(args: dict[str, Any], keys: tuple[str, ...], cwd: Path) -> dict[str, Any] | None:
+    """`args` with each path argument (`keys`) replaced by its real path, or None when no symlink changed any."""
+    out, changed = dict(args), False
+    for key in keys:
+        value = args.get(key)
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else []
+        real = [_real_path(text, cwd) if isinstance(text, str) else text for text in texts]
+        if real != list(texts):
+            out[key] = real[0] if isinstance(value, str) else real
+            changed = True
+    return out if changed else None
+
+
+def _real_path(text: str, cwd: Path) -> str:
+    """The real path `text` names (relative to `cwd`), or `text` itself when resolving changes nothing."""
+    if not text or "\x00" in text or text.startswith("~"):
+        return text
+    written = os.path.normpath(os.path.join(cwd, text))
+    real = os.path.realpath(written)
+    return real if real != written else text
+
+
+def _severity(action: str, risk: str) -> tuple[int, int]:
+    return ACTION_RANK.get(action, 1), RISK_RANK.get(risk, 2)
