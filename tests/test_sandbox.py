@@ -9,8 +9,10 @@ where a missing install step (scripts/sandbox.sh) must fail the run.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -180,11 +182,14 @@ def test_bwrap_argv_shape(tmp_path: Path) -> None:
     root.mkdir(parents=True)
     rules = root / "policy.toml"
     rules.write_text("")
-    spec = SandboxSpec(roots=(tmp_path, root), cwd=root, home=tmp_path, hidden=(data,), read_only=(rules,))
+    (root / ".env").write_text("")
+    spec = SandboxSpec(roots=(tmp_path, root), cwd=root, home=tmp_path, hidden=(data,), read_only=(rules,),
+                       covered=(root / ".env",))
     argv = bwrap_argv(["true"], spec, "bwrap")
     joined = " ".join(argv)
     assert "--share-net" not in argv and "--die-with-parent" in argv and "--new-session" in argv
     assert joined.index(f"--tmpfs {data}") < joined.rindex(f"--bind {root} {root}") < joined.index(f"--ro-bind {rules}")
+    assert joined.rindex(f"--bind {tmp_path} {tmp_path}") < joined.index(f"--ro-bind /dev/null {root / '.env'}")
     assert argv[-2:] == ["--", "true"]
     assert "--share-net" in bwrap_argv(["true"], SandboxSpec(roots=(root,), cwd=root, home=tmp_path, network=True))
 
@@ -195,6 +200,13 @@ def test_seatbelt_profile_shape(tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
     profile = seatbelt_profile(spec)
     assert "(deny file-write*)" in profile and "(deny network*)" in profile and "(deny file-read* file-write*" in profile
+    data = tmp_path / "data"  # the default workspace in the hidden data folder, with a secret store in it
+    (data / "ws").mkdir(parents=True)
+    (data / "ws" / ".env").write_text("")
+    spec = SandboxSpec(roots=(data / "ws",), cwd=data / "ws", home=tmp_path, hidden=(data,), covered=(data / "ws/.env",))
+    lines = seatbelt_profile(spec).splitlines()
+    allow_root = next(i for i, line in enumerate(lines) if line.startswith("(allow file-read*"))
+    assert any(".env" in line and line.startswith("(deny file-read*") for line in lines[allow_root:])
 
 
 def _git_out(cwd: Path, *args: str) -> str:
@@ -262,6 +274,32 @@ def test_a_worktrees_git_file_and_its_git_folders_stay_put(make_settings: Any, w
                      f"touch {workspace}/.git/hooks/post-checkout; git status --short; echo ok > b.txt")
     assert (tree / ".git").read_text() == gitfile and "[core]\n[core]" not in (workspace / ".git/config").read_text()
     assert not (workspace / ".git" / "hooks" / "post-checkout").exists() and (tree / "b.txt").is_file(), result
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("need_sandbox")
+async def test_secret_stores_stay_covered_in_the_default_workspace_and_planted_git_folders(
+        make_settings: Any) -> None:
+    """The default workspace lies in the data folder, which the sandbox hides and then binds the workspace back:
+    the covers of its secret stores come after that bind (the data folder outside /tmp, as on a real machine;
+    under /tmp the hiding is skipped). A `.git` file naming a folder that is not a git folder pins nothing."""
+    data = Path(tempfile.mkdtemp(prefix="ga-sandbox-", dir="/var/tmp"))
+    try:
+        settings = make_settings(bash_enabled=True, data_dir=data, roots=[])
+        async with connect(settings) as client:
+            first = await client.call_tool("run_bash_command", {"command": "pwd"})
+            root = Path(first.structured_content["cwd"])
+            assert root.is_relative_to(data), first
+            for name in (".env", "sub/.ssh/config", "deep/.netrc"):
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / name).write_text(f"API_KEY={MARKER}\n")
+            (root / "sub" / ".git").write_text("gitdir: .ssh\n")
+            (root / "deep" / ".git").write_text("gitdir: .\n")
+            said = await client.call_tool("run_bash_command", {"command": "grep -r API_KEY .; cat *; echo end"})
+        out = said.structured_content["stdout"] + said.structured_content["stderr"]
+        assert said.structured_content["stdout"].rstrip().endswith("end") and MARKER not in out, out
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
 
 
 @pytest.mark.usefixtures("need_sandbox")

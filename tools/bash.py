@@ -249,8 +249,8 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     found = scanned or WorkspaceScanResult((), (), True)
     pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *found.repos[:MAX_REPOS]]))
-    hidden = (*server_data_dirs(settings), *secret_paths(), *found.secrets)
-    return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden,
+    hidden = (*server_data_dirs(settings), *secret_paths())
+    return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,
                        network=settings.bash_network)
 

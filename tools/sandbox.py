@@ -75,6 +75,7 @@ class SandboxSpec:
     extra_writable: tuple[Path, ...] = ()
     read_only_folders: tuple[Path, ...] = ()  # folders likewise (a missing one cannot be made either)
     pinned: tuple[Path, ...] = ()  # folders that stay writable but cannot be renamed, removed or replaced (.git)
+    covered: tuple[Path, ...] = ()  # secret stores inside the roots: unreadable, mounted after everything else
 
 
 def git_guards(roots: Iterable[Path]) -> tuple[tuple[Path, ...], tuple[Path, ...], tuple[Path, ...]]:
@@ -112,7 +113,7 @@ def _gitfile_dirs(dot: Path) -> list[Path]:
     if line is None:
         return []
     gitdir = Path(os.path.realpath(dot.parent / line[len("gitdir:"):].strip()))
-    if not gitdir.is_dir():
+    if not (gitdir / "HEAD").is_file():  # not a git folder (a planted `gitdir: .ssh` names any folder)
         return []
     out = [gitdir]
     with contextlib.suppress(OSError):
@@ -230,7 +231,10 @@ def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> 
         if _inside(path, hidden):
             args += ["--bind", str(path), str(path)]
     args += _read_only_args(spec, writable)
-    args += ["--bind", str(spec.home), str(spec.home), "--chdir", str(spec.cwd), "--", *argv]
+    args += ["--bind", str(spec.home), str(spec.home)]
+    covered = sorted({Path(os.path.realpath(p)) for p in _existing(spec.covered)}, key=lambda p: len(p.parts))
+    args += _hide_args(covered)  # last: no later bind of a root or a git folder lays the real files back
+    args += ["--chdir", str(spec.cwd), "--", *argv]
     return args
 
 
@@ -259,6 +263,8 @@ def seatbelt_profile(spec: SandboxSpec) -> str:
         inner = [r for r in spec.roots if _inside(r, hidden)]
         if inner:
             lines.append(f"(allow file-read* file-write* {_sb_paths(inner)})")
+    if covered := _existing(spec.covered):  # after the roots' allow: secret stores in them stay unreadable
+        lines.append(f"(deny file-read* file-write* {_sb_paths(covered)})")
     for path in [*spec.read_only, *spec.pinned]:  # a pinned folder itself: not renamed nor removed
         lines.append(f"(deny file-write* (literal {_sb_string(os.path.realpath(path))}))")
     if spec.read_only_folders:
