@@ -282,8 +282,12 @@ async def test_secret_stores_stay_covered_in_the_default_workspace_and_planted_g
         make_settings: Any) -> None:
     """The default workspace lies in the data folder, which the sandbox hides and then binds the workspace back:
     the covers of its secret stores come after that bind (the data folder outside /tmp, as on a real machine;
-    under /tmp the hiding is skipped). A `.git` file naming a folder that is not a git folder pins nothing."""
+    under /tmp the hiding is skipped). A `.git` file naming a folder that is not a git folder pins nothing; a
+    linked folder leading out of the workspace is checked too."""
     data = Path(tempfile.mkdtemp(prefix="ga-sandbox-", dir="/var/tmp"))
+    outside = Path(tempfile.mkdtemp(prefix="ga-outside-", dir="/var/tmp"))
+    (outside / "deeper").mkdir()
+    (outside / "deeper" / ".env").write_text(f"API_KEY={MARKER}\n")
     try:
         settings = make_settings(bash_enabled=True, data_dir=data, roots=[])
         async with connect(settings) as client:
@@ -295,11 +299,14 @@ async def test_secret_stores_stay_covered_in_the_default_workspace_and_planted_g
                 (root / name).write_text(f"API_KEY={MARKER}\n")
             (root / "sub" / ".git").write_text("gitdir: .ssh\n")
             (root / "deep" / ".git").write_text("gitdir: .\n")
-            said = await client.call_tool("run_bash_command", {"command": "grep -r API_KEY .; cat *; echo end"})
+            (root / "ext").symlink_to(outside)
+            said = await client.call_tool("run_bash_command",
+                                          {"command": "grep -r API_KEY .; grep -R API_KEY ext; cat *; echo end"})
         out = said.structured_content["stdout"] + said.structured_content["stderr"]
         assert said.structured_content["stdout"].rstrip().endswith("end") and MARKER not in out, out
     finally:
         shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 @pytest.mark.usefixtures("need_sandbox")
@@ -370,3 +377,22 @@ async def test_secret_stores_in_the_workspace_cannot_be_read(make_settings: Any,
     last = said[-1].structured_content
     assert last["exit_code"] == 2 and "late/.env.local: Permission denied" in last["stderr"]
     assert last["note"].startswith("Shell commands cannot read the secret stores in the workspace (late/.env.local, ")
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_a_workspace_the_walk_cannot_cover_refuses_commands(rt: Runtime, workspace: Path) -> None:
+    """Fail closed: a folder the walk cannot list (here a path past PATH_MAX, made through relative paths)
+    could hold a secret store the sandbox would not cover, so no command runs, and the error says what to do."""
+    from foundation.errors import LimitExceeded
+
+    fd = os.open(workspace, os.O_RDONLY)
+    try:
+        for _ in range(45):
+            os.mkdir("d" * 100, dir_fd=fd)
+            inner = os.open("d" * 100, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    with pytest.raises(LimitExceeded, match="cannot run in this workspace.*narrower workspace root"):
+        run(rt, "echo hi")

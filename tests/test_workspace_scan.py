@@ -22,31 +22,46 @@ def is_secret(path: str) -> bool:
 
 
 def full_walk(roots: list[Path]) -> tuple[set[Path], set[Path]]:
-    """What the scan must find: every secret entry (a symlink's target when it or its target is one), and
-    every folder holding a `.git` that is not a symlink, under folders that are not secrets themselves."""
+    """What the scan must find, restated recursively: every secret entry (a symlink's target when it or its
+    target is one) and every folder holding a `.git` that is not a symlink, in the folders reached from the
+    roots through sub-folders and linked folders (each once), not through secret ones nor `.git` folders."""
     found: set[Path] = set()
     repos: set[Path] = set()
+    seen: set[str] = set()
+
+    def visit(folder: str) -> None:
+        if folder in seen:
+            return
+        seen.add(folder)
+        names = os.listdir(folder)
+        if ".git" in names and not os.path.islink(os.path.join(folder, ".git")):
+            repos.add(Path(folder))
+        for name in names:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                target = os.path.realpath(path)
+                if is_secret(path) or is_secret(target):
+                    found.add(Path(target))
+                elif os.path.isdir(target):
+                    visit(target)
+            elif is_secret(path):
+                found.add(Path(path))
+            elif os.path.isdir(path) and name != ".git":
+                visit(path)
+
     for root in roots:
-        for folder, dirs, files in os.walk(os.path.realpath(root)):
-            if ".git" in dirs + files and not os.path.islink(os.path.join(folder, ".git")):
-                repos.add(Path(folder))
-            for name in [*dirs, *files]:
-                path = os.path.join(folder, name)
-                if os.path.islink(path):
-                    target = os.path.realpath(path)
-                    if is_secret(path) or is_secret(target):
-                        found.add(Path(target))
-                elif is_secret(path):
-                    found.add(Path(path))
-            dirs[:] = [d for d in dirs if not is_secret(d) and not os.path.islink(os.path.join(folder, d))]
+        visit(os.path.realpath(root))
     return found, repos
 
 
-TREES = st.lists(st.tuples(st.lists(NAMES, min_size=1, max_size=4), st.sampled_from(["file", "dir", "link"])),
-                 max_size=25)
+TREES = st.lists(st.tuples(st.lists(NAMES, min_size=1, max_size=4),
+                           st.sampled_from(["file", "dir", "link", "outlink"])), max_size=25)
 
 
-def build(root: Path, tree: list[tuple[list[str], str]]) -> None:
+def build(root: Path, tree: list[tuple[list[str], str]], outside: Path) -> None:
+    """Files, folders, links to an entry of the root and links to a folder outside it (with a `.env`)."""
+    (outside / "deeper").mkdir(parents=True, exist_ok=True)
+    (outside / "deeper" / ".env").write_text("x")
     for parts, kind in tree:
         path = root.joinpath(*parts)
         try:
@@ -55,6 +70,8 @@ def build(root: Path, tree: list[tuple[list[str], str]]) -> None:
                 path.mkdir(exist_ok=True)
             elif kind == "link":
                 path.symlink_to(root / parts[0])
+            elif kind == "outlink":
+                path.symlink_to(outside)
             else:
                 path.write_text("x")
         except OSError:  # a name taken by another kind of entry
@@ -66,7 +83,7 @@ def build(root: Path, tree: list[tuple[list[str], str]]) -> None:
 def test_finds_what_a_full_walk_finds(tmp_path_factory: object, tree: list[tuple[list[str], str]],
                                       nested: bool) -> None:
     root = Path(os.path.realpath(tmp_path_factory.mktemp("scan")))  # type: ignore[attr-defined]
-    build(root, tree)
+    build(root, tree, Path(os.path.realpath(tmp_path_factory.mktemp("outside"))))  # type: ignore[attr-defined]
     roots = [root, root / "a"] if nested and (root / "a").is_dir() else [root]
     scanned = WorkspaceScan(is_secret).scan(roots)
     assert (set(scanned.secrets), set(scanned.repos)) == full_walk(roots)
@@ -88,15 +105,45 @@ def test_lists_again_only_the_folders_that_changed(tmp_path: Path) -> None:
     (tmp_path / "d" / "id_rsa").write_text("key")  # d's ctime moves: d alone is listed again
     os.utime(tmp_path / "d", ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # as `tar x` or `cp -p` would
     result = scan.scan([tmp_path])
-    assert set(result.secrets) == {tmp_path / "a/b/.env", tmp_path / "d/id_rsa"} and result.complete
+    assert set(result.secrets) == {tmp_path / "a/b/.env", tmp_path / "d/id_rsa"} and result.unchecked is None
     assert sorted(checked[first:]) == [str(tmp_path / "d/e.txt"), str(tmp_path / "d/id_rsa")]
     (tmp_path / "a/b/.env").unlink()
     assert scan.scan([tmp_path]).secrets == (tmp_path / "d/id_rsa",)
 
 
-def test_stops_at_its_entry_limit_and_says_so(tmp_path: Path) -> None:
+def test_says_when_it_cannot_cover_the_workspace(tmp_path: Path) -> None:
+    """Over its entry limit, or a folder it cannot list (too deep a path): the result says why (the shell tool
+    then refuses to run); a folder nobody may read is skipped (a command cannot read it either)."""
     for i in range(30):
         (tmp_path / f"f{i}").write_text("x")
     (tmp_path / ".env").write_text("x")
-    assert WorkspaceScan(is_secret, max_entries=100).scan([tmp_path]).complete
-    assert not WorkspaceScan(is_secret, max_entries=10).scan([tmp_path]).complete
+    assert WorkspaceScan(is_secret, max_entries=100).scan([tmp_path]).unchecked is None
+    assert "over 10 files" in str(WorkspaceScan(is_secret, max_entries=10).scan([tmp_path]).unchecked)
+    deep = tmp_path
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(45):  # past PATH_MAX (4096) through relative paths, as a command could make it
+            os.mkdir("d" * 100, dir_fd=fd)
+            inner = os.open("d" * 100, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with open(os.open(".env", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "w") as handle:
+            handle.write("x")
+    finally:
+        os.close(fd)
+    assert "cannot be listed" in str(WorkspaceScan(is_secret).scan([deep]).unchecked)
+
+
+def test_a_listing_taken_right_after_a_change_is_not_kept(tmp_path: Path) -> None:
+    """With coarse timestamps, a change in the same tick as a listing leaves the folder's ctime as it was: a
+    listing is kept only when it was taken `settled_ns` after the folder's last change, however old that is."""
+    (tmp_path / "a.txt").write_text("x")
+    checked: list[str] = []
+    scan = WorkspaceScan(lambda path: checked.append(path) or is_secret(path), settled_ns=400_000_000)
+    scan.scan([tmp_path])
+    assert len(checked) == 1
+    time.sleep(0.5)  # the change is old now, but the first listing was taken right after it: listed again
+    scan.scan([tmp_path])
+    assert len(checked) == 2
+    scan.scan([tmp_path])  # that listing was taken 0.5 s after the change: kept
+    assert len(checked) == 2

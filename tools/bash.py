@@ -26,7 +26,7 @@ from typing import IO, Annotated
 from pydantic import BaseModel, Field
 
 from foundation.bounding import MAX_COMMAND_CHARS
-from foundation.errors import InvalidInput, NotConfigured
+from foundation.errors import InvalidInput, LimitExceeded, NotConfigured
 from foundation.paths import display_path, roots_for, server_data_dirs
 from foundation.settings import Settings
 from tools.runtime import CallContext, Runtime, Service
@@ -39,7 +39,7 @@ from tools.sandbox import (
     secret_paths,
     wrap,
 )
-from tools.workspace_scan import MAX_ENTRIES, WorkspaceScan, WorkspaceScanResult
+from tools.workspace_scan import WorkspaceScan, WorkspaceScanResult
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
 SECRET_VALUE = re.compile(
@@ -55,8 +55,6 @@ GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system")  # a wri
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
 MAX_REPOS = 256  # repositories in the roots whose git config and hooks are guarded (the walk's order)
 SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
-SCAN_LIMIT_NOTE = (f"The workspace has over {MAX_ENTRIES:,} files and folders; secret stores beyond the first "
-                   f"{MAX_ENTRIES:,} are not hidden from shell commands.")
 GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only: change them with edit_file "
                   "(which asks the user) or ask the user to run the command.")
 
@@ -187,7 +185,11 @@ def run_bash_command(
         raise InvalidInput(f"The command must be at most {MAX_COMMAND_CHARS} characters without NUL bytes; "
                            "write longer scripts to a file and run that.")
     roots = roots_for(rt.settings, call.session_id)
-    found = scan_workspace(rt, roots) if sandbox_status().available else WorkspaceScanResult((), (), True)
+    found = scan_workspace(rt, roots) if sandbox_status().available else WorkspaceScanResult((), ())
+    if found.unchecked is not None:
+        raise LimitExceeded(f"Shell commands cannot run in this workspace: the sandbox checks it for secret stores "
+                            f"first, but {found.unchecked}. Use a narrower workspace root, or ask the user to run "
+                            "the command.")
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
         spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found)
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
@@ -199,8 +201,6 @@ def run_bash_command(
         result.note = GIT_GUARD_NOTE
     elif found.secrets and result.exit_code:
         result.note = hidden_secrets_note(found.secrets, roots, result.stderr + result.stdout)
-    if not found.complete:
-        result.note = " ".join(filter(None, [result.note, SCAN_LIMIT_NOTE]))
     return result
 
 
@@ -247,7 +247,7 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
     files = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file, settings.skills_file)
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
-    found = scanned or WorkspaceScanResult((), (), True)
+    found = scanned or WorkspaceScanResult((), ())
     pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *found.repos[:MAX_REPOS]]))
     hidden = (*server_data_dirs(settings), *secret_paths())
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,

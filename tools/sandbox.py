@@ -233,6 +233,7 @@ def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> 
     args += _read_only_args(spec, writable)
     args += ["--bind", str(spec.home), str(spec.home)]
     covered = sorted({Path(os.path.realpath(p)) for p in _existing(spec.covered)}, key=lambda p: len(p.parts))
+    covered = [p for p in covered if _visible(p, writable)]  # the private /tmp and /run hold no host file
     args += _hide_args(covered)  # last: no later bind of a root or a git folder lays the real files back
     args += ["--chdir", str(spec.cwd), "--", *argv]
     return args

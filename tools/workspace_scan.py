@@ -11,11 +11,15 @@ the sandbox would execute what a command planted in its config or hooks (tools/s
 
 Found by a walk of the roots that lists again only the folders whose change time (ctime) moved since the
 last walk (adding, removing or renaming an entry sets its folder's ctime, and no program can set it back),
-so a command in a large workspace costs one `stat` per folder once the first walk is done.
+so a command in a large workspace costs one `stat` per folder once the first walk is done. Linked folders
+are walked too, once each (a link may lead out of the roots, where a secret store is just as readable);
+`.git` folders are not (git's own files). A workspace the walk cannot cover (over MAX_ENTRIES entries, a
+folder it cannot list for another reason than permissions) is reported, and shell commands do not run.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -23,18 +27,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-MAX_ENTRIES = 100_000
-"""Entries listed in one walk at most; a larger workspace is walked up to there (said in the result)."""
+MAX_ENTRIES = 1_000_000
+"""Entries listed in one walk at most; a larger workspace cannot be checked, and shell commands are refused."""
 SETTLED_NS = 2_000_000_000
-"""A folder changed less than this long ago is listed again (file systems with coarse timestamps)."""
+"""A listing is kept only when it was taken this long after its folder's last change (coarse timestamps)."""
+_SKIPPED_ERRORS = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR}  # a command cannot list it either
 
 
 @dataclass(frozen=True)
 class _Listing:
     ctime_ns: int
+    listed_ns: int
     secrets: tuple[str, ...]  # secret entries of the folder (a symlink: its target)
     repo: bool  # the folder holds a `.git` (folder or file, not a symlink)
-    subdirs: tuple[str, ...]  # the other real sub-folders, to walk
+    subdirs: tuple[str, ...]  # the other sub-folders to walk (a linked folder: its target), `.git` folders not
     entries: int
 
 
@@ -42,12 +48,17 @@ class _Listing:
 class WorkspaceScanResult:
     secrets: tuple[Path, ...]
     repos: tuple[Path, ...]  # folders holding a `.git`, the roots' own included
-    complete: bool  # False: the walk stopped at MAX_ENTRIES
+    unchecked: str | None = None  # why the walk could not cover the whole workspace (then nothing may run)
+
+
+class ScanIncomplete(Exception):
+    """A folder the walk could not list, or the walk's entry limit."""
 
 
 class WorkspaceScan:
-    """The secret stores and repositories under some roots (`is_secret(path)`: the policy's verdict for an absolute path,
-    the same for every walk); folder listings are kept between walks, for the folders that still exist."""
+    """The secret stores and repositories under some roots (`is_secret(path)`: the policy's verdict for an
+    absolute path, the same for every walk), linked folders followed once each; folder listings are kept
+    between walks, for the folders that still exist."""
 
     def __init__(self, is_secret: Callable[[str], bool], max_entries: int = MAX_ENTRIES,
                  settled_ns: int = SETTLED_NS) -> None:
@@ -60,37 +71,41 @@ class WorkspaceScan:
     def scan(self, roots: Iterable[Path]) -> WorkspaceScanResult:
         with self._lock:
             listed: dict[str, _Listing] = {}
-            found: list[str] = []
-            repos: list[str] = []
-            stack = [os.path.realpath(root) for root in reversed(list(roots))]
-            entries, complete = 0, True
-            while stack:
-                folder = stack.pop()
-                if folder in listed or (listing := self._listing(folder)) is None:
-                    continue
-                listed[folder] = listing
-                found += listing.secrets
-                repos += [folder] if listing.repo else []
-                entries += listing.entries
-                if entries > self.max_entries:
-                    complete = False
-                    break
-                stack += reversed(listing.subdirs)
+            try:
+                self._walk([os.path.realpath(root) for root in roots], listed)
+                unchecked = None
+            except ScanIncomplete as exc:
+                unchecked = str(exc)
             self._listings = listed
-            return WorkspaceScanResult(tuple(Path(p) for p in dict.fromkeys(found)), tuple(Path(p) for p in repos),
-                                       complete)
+            found = dict.fromkeys(secret for listing in listed.values() for secret in listing.secrets)
+            repos = [folder for folder, listing in listed.items() if listing.repo]
+            return WorkspaceScanResult(tuple(map(Path, found)), tuple(map(Path, repos)), unchecked)
+
+    def _walk(self, roots: list[str], listed: dict[str, _Listing]) -> None:
+        stack, entries = list(reversed(roots)), 0
+        while stack:
+            folder = stack.pop()
+            if folder in listed or (listing := self._listing(folder)) is None:
+                continue
+            listed[folder] = listing
+            entries += listing.entries
+            if entries > self.max_entries:
+                raise ScanIncomplete(f"it has over {self.max_entries:,} files and folders")
+            stack += reversed(listing.subdirs)
 
     def _listing(self, folder: str) -> _Listing | None:
         try:
             ctime_ns = os.stat(folder).st_ctime_ns
-        except OSError:
+        except OSError as exc:
+            _skip_or_stop(folder, exc)
             return None
         kept = self._listings.get(folder)
-        if kept is not None and kept.ctime_ns == ctime_ns and time.time_ns() - ctime_ns > self.settled_ns:
+        if kept is not None and kept.ctime_ns == ctime_ns and kept.listed_ns - ctime_ns > self.settled_ns:
             return kept
         return self._list(folder, ctime_ns)
 
     def _list(self, folder: str, ctime_ns: int) -> _Listing | None:
+        listed_ns = time.time_ns()
         secrets: list[str] = []
         subdirs: list[str] = []
         entries, repo = 0, False
@@ -100,20 +115,29 @@ class WorkspaceScan:
                     entries += 1
                     self._sort(entry, secrets, subdirs)
                     repo = repo or (entry.name == ".git" and not entry.is_symlink())
-        except OSError:  # unreadable: a command cannot read it either
+        except OSError as exc:
+            _skip_or_stop(folder, exc)
             return None
-        return _Listing(ctime_ns, tuple(secrets), repo, tuple(sorted(subdirs)), entries)
+        return _Listing(ctime_ns, listed_ns, tuple(secrets), repo, tuple(sorted(subdirs)), entries)
 
     def _sort(self, entry: os.DirEntry[str], secrets: list[str], subdirs: list[str]) -> None:
         path = entry.path
         try:
-            if entry.is_symlink():  # reading the link reads its target: hide the target
+            if entry.is_symlink():  # reading the link reads its target: hide the target, walk a linked folder
                 target = os.path.realpath(path)
                 if self.is_secret(path) or self.is_secret(target):
                     secrets.append(target)
+                elif os.path.isdir(target):
+                    subdirs.append(target)
             elif self.is_secret(path):
                 secrets.append(path)
-            elif entry.is_dir(follow_symlinks=False):
+            elif entry.is_dir(follow_symlinks=False) and entry.name != ".git":  # git's own files hold no stores
                 subdirs.append(path)
         except OSError:
             pass
+
+
+def _skip_or_stop(folder: str, error: OSError) -> None:
+    """A folder gone or unreadable is skipped; any other failure (a path too long) stops the walk."""
+    if error.errno not in _SKIPPED_ERRORS:
+        raise ScanIncomplete(f"{folder[:200]} cannot be listed ({error.strerror or error})")
