@@ -226,6 +226,10 @@ ASK = [
     ("for f in *; do wc -l $f; done", "default.ask"),
     ("ls\r", "default.ask"),
     ("X=1", "default.ask"),
+    ("git stash", "default.ask"),  # bare `git stash` is `git stash push`: it reverts the work tree (red-team)
+    ("git stash -q", "default.ask"),
+    ("git --no-pager stash", "default.ask"),
+    ("command git stash --", "default.ask"),
 ]
 
 ALLOW = [
@@ -236,7 +240,7 @@ ALLOW = [
     "git log --oneline | head -5", "cd src && ls", "cd src; cat a.py", "time git status", "nice -n 5 ls",
     "sh -c 'git status'", "bash -c 'ls -la && pwd'", "ls 2>/dev/null", "ls >/dev/null 2>&1", "ls >&2",
     "cat .env.example", "echo ok &", "ls # rm -rf x", "ls *", "wc -l src/*.py", "ls\n\npwd", "eval ls", "env ls", "/bin/ls -la",
-    "/usr/bin/git status", "echo $'hi'", "printf '%s\\n' a b", "sort a.txt | uniq -c", "[ -f README.md ] && cat README.md", "test -d src || ls",
+    "/usr/bin/git status", "git stash list", "git --version", "echo $'hi'", "printf '%s\\n' a b", "sort a.txt | uniq -c", "[ -f README.md ] && cat README.md", "test -d src || ls",
 ]
 
 

@@ -79,6 +79,8 @@ def check(name: str, args: list[str], specs: Mapping[str, CommandSpec]) -> Parse
             return out.refuse(f"`{spec.name} {rest[0]}` is not on the allow-list")
         spec = out.spec = sub
         rest = _read(sub, rest[1:], out)
+    if out.ok and rest is None and spec.subcommands and " " in spec.name:  # `git stash` alone is `git stash push`
+        return out.refuse(f"`{spec.name}` without a listed sub-command is not on the allow-list")
     return out
 
 
