@@ -396,3 +396,20 @@ def test_a_workspace_the_walk_cannot_cover_refuses_commands(rt: Runtime, workspa
         os.close(fd)
     with pytest.raises(LimitExceeded, match="cannot run in this workspace.*narrower workspace root"):
         run(rt, "echo hi")
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("need_sandbox")
+async def test_a_long_sandbox_command_line_goes_through_a_file_descriptor(make_settings: Any, workspace: Path,
+                                                                           monkeypatch: Any) -> None:
+    """Thousands of covered secret stores make bubblewrap's command line longer than exec takes (E2BIG): past
+    ARGV_INLINE_BYTES it is handed over as `bwrap --args FD` (the bound lowered here to use that path)."""
+    monkeypatch.setattr("tools.bash.ARGV_INLINE_BYTES", 512)
+    for i in range(40):
+        (workspace / f"d{i}").mkdir()
+        (workspace / f"d{i}" / ".env").write_text(f"API_KEY={MARKER}\n")
+    (workspace / "notes.txt").write_text("API_KEY is elsewhere\n")
+    async with connect(make_settings(bash_enabled=True)) as client:
+        said = await client.call_tool("run_bash_command", {"command": "grep -r API_KEY . ; echo end"})
+    out = said.structured_content["stdout"]
+    assert out.rstrip().endswith("end") and "notes.txt:API_KEY is elsewhere" in out and MARKER not in out, said

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated
@@ -54,6 +54,7 @@ EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children 
 GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system")  # a write to a read-only bind mount
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
 MAX_REPOS = 256  # repositories in the roots whose git config and hooks are guarded (the walk's order)
+ARGV_INLINE_BYTES = 64 * 1024  # longer bubblewrap command lines go through a file descriptor
 SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
 GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only: change them with edit_file "
                   "(which asks the user) or ask the user to run the command.")
@@ -118,6 +119,23 @@ class BashResult(BaseModel):
     duration_ms: int
     cwd: str
     note: str | None = None
+
+
+@contextlib.contextmanager
+def _argument_file(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    """A bubblewrap command line too long for exec (thousands of covered secret stores) is handed over in a
+    file descriptor instead (`bwrap --args FD`); any other command line as it is."""
+    if sum(len(a) + 1 for a in argv) < ARGV_INLINE_BYTES or not argv[0].endswith("bwrap"):
+        yield argv, ()
+        return
+    options = argv.index("--")  # its options go in the file; the command stays on the command line
+    fd = os.memfd_create("bwrap-args")
+    try:
+        os.write(fd, b"".join(a.encode("utf-8", "surrogateescape") + b"\0" for a in argv[1:options]))
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield [argv[0], "--args", str(fd), *argv[options:]], (fd,)
+    finally:
+        os.close(fd)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -275,11 +293,12 @@ def command_argv(command: str, spec: SandboxSpec) -> list[str]:
 def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) -> BashResult:
     workspace = spec.cwd
     started = time.monotonic()
-    proc = subprocess.Popen(
-        argv, cwd=workspace, env=scrubbed_env(os.environ, workspace, spec.home),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True, close_fds=True,
-    )
+    with _argument_file(argv) as (short, fds):
+        proc = subprocess.Popen(
+            short, cwd=workspace, env=scrubbed_env(os.environ, workspace, spec.home),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, close_fds=True, pass_fds=fds,
+        )
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(STDOUT_HEAD, STDOUT_TAIL), _Capture(STDERR_HEAD, STDERR_TAIL)
     try:
