@@ -63,5 +63,5 @@ async def test_read_file_through_a_link_to_a_secret_is_refused(make_settings: An
     (workspace / "link.txt").symlink_to("id_rsa")
     async with connect(make_settings()) as client:
         refused = await client.call_tool("read_file", {"path": "link.txt"})
-    assert refused.is_error and "secret store" in refused.content[0].text and "symlink" in refused.content[0].text
+    assert refused.is_error and "files.secret_denied" in refused.content[0].text and "symlink" in refused.content[0].text
     assert "PRIVATE-KEY-MARKER" not in refused.content[0].text

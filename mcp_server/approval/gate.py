@@ -275,8 +275,9 @@ class PolicyGate:
         decision = self._decision(spec.name, resolved, self.policy_context(spec, origin))
         if _severity(str(decision.action), str(decision.risk)) <= _severity(found.action, found.risk):
             return found
-        return Verdict(str(decision.action), f"{decision.reason} (a symlink in the path leads there)",
-                       str(decision.risk), str(decision.rule_id))
+        verb = "refuses" if decision.action == "deny" else "asks for"  # the target itself is not named (outside?)
+        return Verdict(str(decision.action), f"A path in this call leads through a symlink to one the policy {verb} "
+                       f"(rule {decision.rule_id}).", str(decision.risk), str(decision.rule_id))
 
     def _could_self_approve(self, spec: ToolSpec, text: str) -> bool:
         """A state-changing call that spells the approve command/page, or a destructive one (shell, file
