@@ -139,11 +139,14 @@ def test_a_listing_taken_right_after_a_change_is_not_kept(tmp_path: Path) -> Non
     listing is kept only when it was taken `settled_ns` after the folder's last change, however old that is."""
     (tmp_path / "a.txt").write_text("x")
     checked: list[str] = []
-    scan = WorkspaceScan(lambda path: checked.append(path) or is_secret(path), settled_ns=400_000_000)
+    settled = 400_000_000
+    scan = WorkspaceScan(lambda path: checked.append(path) or is_secret(path), settled_ns=settled)
     scan.scan([tmp_path])
+    changed = tmp_path.stat().st_ctime_ns
+    soon = scan._listings[str(tmp_path)].listed_ns - changed <= settled  # as good as always (a stalled machine: no)
     assert len(checked) == 1
-    time.sleep(0.5)  # the change is old now, but the first listing was taken right after it: listed again
+    time.sleep(0.5)  # the change is old now; a listing taken right after it is listed again all the same
     scan.scan([tmp_path])
-    assert len(checked) == 2
-    scan.scan([tmp_path])  # that listing was taken 0.5 s after the change: kept
-    assert len(checked) == 2
+    assert len(checked) == (2 if soon else 1)
+    scan.scan([tmp_path])  # the last listing was taken 0.5 s after the change: kept
+    assert len(checked) == (2 if soon else 1)
