@@ -130,6 +130,8 @@ def open_file(real: Path, roots: Sequence[Path], allowed: Allowed, *, shown: str
     except OSError as exc:
         if exc.errno in _SWAPPED:
             raise _changed(shown) from None
+        if exc.errno == errno.ENXIO:  # a socket (open() cannot open one)
+            raise InvalidInput(f"{shown!r} is not a regular file (device, pipe or socket) and cannot be read.") from None
         raise
     finally:
         os.close(dir_fd)

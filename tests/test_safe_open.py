@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -158,5 +159,9 @@ def test_open_helpers_refuse_symlinks_and_report_the_real_place(settings: Any, w
     os.mkfifo(workspace / "pipe")
     with pytest.raises(InvalidInput, match="not a regular file"):
         open_for_read(settings, workspace / "pipe")  # and it does not hang
+    with socket.socket(socket.AF_UNIX) as listening:  # open() of a socket fails with ENXIO: same answer
+        listening.bind(str(workspace / "sock"))
+        with pytest.raises(InvalidInput, match="not a regular file"):
+            open_for_read(settings, workspace / "sock")
     os.close(open_folder(settings, workspace / "x" / "y", create=True))
     assert (workspace / "x" / "y").is_dir()
