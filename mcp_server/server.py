@@ -198,6 +198,8 @@ def listed_specs(settings: Settings, specs: list[ToolSpec]) -> list[ToolSpec]:
                             f"Known tools: {', '.join(sorted(known))}.")
     tiers = PROFILE_TIERS[settings.tool_profile]
     enabled, disabled = set(settings.tools_enabled), set(settings.tools_disabled)
+    if settings.bash_enabled:  # the user turned the shell on: it is listed in every profile
+        enabled.add("run_bash_command")
     return [spec for spec in specs
             if spec.tier == "core" or (spec.name not in disabled and (spec.tier in tiers or spec.name in enabled))]
 

@@ -146,3 +146,16 @@ def test_settings_enable_and_disable_tools(make_settings: Any, monkeypatch: Any)
     assert from_env.tools_enabled == ("peek", "poke")
     with pytest.raises(SettingsError, match="nope"):
         listed_specs(make_settings(tools_enabled=["nope"]), registry.TOOLS)
+
+
+def test_turning_the_shell_on_lists_it_in_every_profile(make_settings: Any) -> None:
+    """`serve --enable-bash` (GENERALAGENT_BASH_ENABLED=1) is the user's choice: the shell is listed whatever the
+    profile (a new user found it enabled but not listed); tools_disabled still wins."""
+    from mcp_server.server import listed_specs
+
+    for profile in ("minimal", "default", "full"):
+        on = {spec.name for spec in listed_specs(make_settings(tool_profile=profile, bash_enabled=True), registry.TOOLS)}
+        off = {spec.name for spec in listed_specs(make_settings(tool_profile=profile), registry.TOOLS)}
+        assert "run_bash_command" in on and (profile == "full" or "run_bash_command" not in off)
+    hidden = make_settings(tool_profile="full", bash_enabled=True, tools_disabled=["run_bash_command"])
+    assert "run_bash_command" not in {spec.name for spec in listed_specs(hidden, registry.TOOLS)}
