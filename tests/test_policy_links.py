@@ -65,3 +65,18 @@ async def test_read_file_through_a_link_to_a_secret_is_refused(make_settings: An
         refused = await client.call_tool("read_file", {"path": "link.txt"})
     assert refused.is_error and "files.secret_denied" in refused.content[0].text and "symlink" in refused.content[0].text
     assert "PRIVATE-KEY-MARKER" not in refused.content[0].text
+
+
+def test_a_link_out_of_the_roots_is_left_to_the_file_tools(tmp_path: Path, workspace: Path) -> None:
+    """A path leading out of the roots is not decided again (the file tools refuse it without naming the
+    target); one leading elsewhere in the roots is."""
+    from mcp_server.approval.gate import resolved_path_args
+
+    (workspace / "out").symlink_to(tmp_path)
+    (workspace / "in").symlink_to(workspace / "docs", target_is_directory=True)
+    roots = (Path(os.path.realpath(workspace)),)
+    assert resolved_path_args({"path": "out/x"}, ("path",), roots) is None
+    assert resolved_path_args({"path": "in/a.md", "n": 3}, ("path",), roots) == {"path": str(roots[0] / "docs/a.md"),
+                                                                              "n": 3}
+    assert resolved_path_args({"paths": ["in/a.md", 7, "plain"]}, ("paths",), roots) == {
+        "paths": [str(roots[0] / "docs/a.md"), 7, "plain"]}

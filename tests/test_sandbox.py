@@ -369,6 +369,7 @@ async def test_secret_stores_in_the_workspace_cannot_be_read(make_settings: Any,
         (workspace / "late").mkdir()
         (workspace / "late" / ".env.local").write_text(f"API_KEY={MARKER}\n")
         said.append(await client.call_tool("run_bash_command", {"command": "grep -r API_KEY late"}))
+        unrelated = await client.call_tool("run_bash_command", {"command": "ls nosuchfile"})
     out = "\n".join(r.structured_content["stdout"] + r.structured_content["stderr"] for r in said if not r.is_error)
     assert len([r for r in said if not r.is_error]) == len(commands) + 1, [r.content for r in said]
     assert MARKER not in out
@@ -376,7 +377,8 @@ async def test_secret_stores_in_the_workspace_cannot_be_read(make_settings: Any,
     assert (workspace / ".env").read_text() == f"API_KEY={MARKER}\n"  # hidden, not changed
     last = said[-1].structured_content
     assert last["exit_code"] == 2 and "late/.env.local: Permission denied" in last["stderr"]
-    assert last["note"].startswith("Shell commands cannot read the secret stores in the workspace (late/.env.local, ")
+    assert last["note"].startswith("Shell commands cannot read the secret stores in the workspace (late/.env.local);")
+    assert unrelated.structured_content["exit_code"] and unrelated.structured_content["note"] is None
 
 
 @pytest.mark.usefixtures("need_sandbox")
@@ -413,3 +415,28 @@ async def test_a_long_sandbox_command_line_goes_through_a_file_descriptor(make_s
         said = await client.call_tool("run_bash_command", {"command": "grep -r API_KEY . ; echo end"})
     out = said.structured_content["stdout"]
     assert out.rstrip().endswith("end") and "notes.txt:API_KEY is elsewhere" in out and MARKER not in out, said
+
+
+def test_repositories_reached_through_links_do_not_crowd_out_those_in_the_roots(make_settings: Any,
+                                                                                 workspace: Path) -> None:
+    """The guard's repository limit counts only repositories in the roots: a linked folder of 300 checkouts
+    (sorting first) left `vendor/lib` unguarded (a new-user audit)."""
+    from tools.bash import sandbox_spec
+    from tools.workspace_scan import WorkspaceScan
+
+    many = Path(tempfile.mkdtemp(prefix="ga-repos-", dir="/var/tmp"))
+    try:
+        for i in range(300):
+            (many / f"r{i:03d}" / ".git").mkdir(parents=True)
+        (workspace / "a").mkdir()
+        (workspace / "a" / "src").symlink_to(many)  # walked before vendor/
+        (workspace / "vendor" / "lib" / ".git" / "hooks").mkdir(parents=True)
+        (workspace / "vendor" / "lib" / ".git" / "config").write_text("[core]\n")
+        (workspace / "vendor" / "lib" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        roots = (Path(os.path.realpath(workspace)),)
+        found = WorkspaceScan(lambda path: False).scan(roots)
+        assert len(found.repos) == 301
+        spec = sandbox_spec(make_settings(), roots, workspace / "home", found)
+        assert roots[0] / "vendor/lib/.git/config" in spec.read_only and roots[0] / "vendor/lib/.git" in spec.pinned
+    finally:
+        shutil.rmtree(many, ignore_errors=True)

@@ -5,13 +5,15 @@ ctime moved (a restored mtime does not hide a change), and stops at its entry li
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.workspace_scan import WorkspaceScan
+from tools.workspace_scan import UNSHARED, WorkspaceScan
 
 SECRET_NAMES = {".env", "id_rsa", ".ssh"}
 NAMES = st.sampled_from([".env", "id_rsa", ".ssh", "a", "b", ".hidden", "notes.txt", "env", "x.env", ".git"])
@@ -24,7 +26,14 @@ def is_secret(path: str) -> bool:
 def full_walk(roots: list[Path]) -> tuple[set[Path], set[Path]]:
     """What the scan must find, restated recursively: every secret entry (a symlink's target when it or its
     target is one) and every folder holding a `.git` that is not a symlink, in the folders reached from the
-    roots through sub-folders and linked folders (each once), not through secret ones nor `.git` folders."""
+    roots through sub-folders and linked folders (each once), not through secret ones nor `.git` folders, nor
+    through links to what the sandbox does not share with the host (/tmp, /proc, ...) outside the roots."""
+    real_roots = [os.path.realpath(root) for root in roots]
+
+    def walked(target: str) -> bool:
+        inside = any(target == r or target.startswith(r + "/") for r in real_roots)
+        return inside or not any(target == top or target.startswith(top + "/") for top in UNSHARED)
+
     found: set[Path] = set()
     repos: set[Path] = set()
     seen: set[str] = set()
@@ -42,7 +51,7 @@ def full_walk(roots: list[Path]) -> tuple[set[Path], set[Path]]:
                 target = os.path.realpath(path)
                 if is_secret(path) or is_secret(target):
                     found.add(Path(target))
-                elif os.path.isdir(target):
+                elif os.path.isdir(target) and walked(target):
                     visit(target)
             elif is_secret(path):
                 found.add(Path(path))
@@ -59,7 +68,8 @@ TREES = st.lists(st.tuples(st.lists(NAMES, min_size=1, max_size=4),
 
 
 def build(root: Path, tree: list[tuple[list[str], str]], outside: Path) -> None:
-    """Files, folders, links to an entry of the root and links to a folder outside it (with a `.env`)."""
+    """Files, folders, links to an entry of the root and links to a folder outside it (with a `.env`; under
+    /tmp it is not walked, under /var/tmp it is)."""
     (outside / "deeper").mkdir(parents=True, exist_ok=True)
     (outside / "deeper" / ".env").write_text("x")
     for parts, kind in tree:
@@ -79,14 +89,20 @@ def build(root: Path, tree: list[tuple[list[str], str]], outside: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(tree=TREES, nested=st.booleans())
+@given(tree=TREES, nested=st.booleans(), shared_outside=st.booleans())
 def test_finds_what_a_full_walk_finds(tmp_path_factory: object, tree: list[tuple[list[str], str]],
-                                      nested: bool) -> None:
+                                      nested: bool, shared_outside: bool) -> None:
     root = Path(os.path.realpath(tmp_path_factory.mktemp("scan")))  # type: ignore[attr-defined]
-    build(root, tree, Path(os.path.realpath(tmp_path_factory.mktemp("outside"))))  # type: ignore[attr-defined]
-    roots = [root, root / "a"] if nested and (root / "a").is_dir() else [root]
-    scanned = WorkspaceScan(is_secret).scan(roots)
-    assert (set(scanned.secrets), set(scanned.repos)) == full_walk(roots)
+    outside = Path(tempfile.mkdtemp(prefix="ga-scan-", dir="/var/tmp")) if shared_outside else \
+        Path(os.path.realpath(tmp_path_factory.mktemp("outside")))  # type: ignore[attr-defined]
+    try:
+        build(root, tree, outside)
+        roots = [root, root / "a"] if nested and (root / "a").is_dir() else [root]
+        scanned = WorkspaceScan(is_secret).scan(roots)
+        assert (set(scanned.secrets), set(scanned.repos)) == full_walk(roots)
+    finally:
+        if shared_outside:
+            shutil.rmtree(outside, ignore_errors=True)
 
 
 def test_lists_again_only_the_folders_that_changed(tmp_path: Path) -> None:
@@ -150,3 +166,21 @@ def test_a_listing_taken_right_after_a_change_is_not_kept(tmp_path: Path) -> Non
     assert len(checked) == (2 if soon else 1)
     scan.scan([tmp_path])  # the last listing was taken 0.5 s after the change: kept
     assert len(checked) == (2 if soon else 1)
+
+
+def test_a_link_out_of_the_workspace_is_named_by_the_link_and_unshared_places_are_not_walked(
+        tmp_path: Path) -> None:
+    """Past the limit through a linked folder, the message names the link (never the folder outside it); links
+    into /proc, /dev, /sys, /tmp or /run outside the roots are not walked (the sandbox has its own)."""
+    outside = Path(tempfile.mkdtemp(prefix="ga-scan-", dir="/var/tmp"))
+    try:
+        for i in range(30):
+            (outside / f"f{i}").write_text("x")
+        (tmp_path / "ext").symlink_to(outside)
+        (tmp_path / "proc").symlink_to("/proc")
+        (tmp_path / "sys").symlink_to("/sys")
+        said = WorkspaceScan(is_secret, max_entries=20).scan([tmp_path]).unchecked
+        assert said == "the link 'ext' leads to over 20 files and folders" and str(outside) not in said
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+    assert WorkspaceScan(is_secret, max_entries=20).scan([tmp_path]).unchecked is None  # /proc, /sys: not walked

@@ -245,12 +245,16 @@ def warm_up_workspace_scan(rt: Runtime) -> None:
         scan_workspace(rt, roots_for(rt.settings, None))
 
 
-def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], output: str) -> str:
-    """What a failed command is told of the secret stores it could not read (those its output names first)."""
+def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], output: str) -> str | None:
+    """What a failed command is told of the secret stores in the roots that its output names (else nothing)."""
     def named(name: str) -> bool:
         return re.search(rf"(?<![\w./-])(\./)?{re.escape(name)}(?![\w./-])", output) is not None
 
-    names = sorted((display_path(p, roots) for p in hidden), key=lambda name: not named(name))
+    real_roots = [Path(os.path.realpath(root)) for root in roots]
+    inside = [p for p in hidden if any(p.is_relative_to(root) for root in real_roots)]
+    names = [name for name in (display_path(p, roots) for p in inside) if named(name)]
+    if not names:
+        return None
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     return (f"Shell commands cannot read the secret stores in the workspace ({', '.join(names[:3])}{more}); the "
             "approval policy lets no tool read them. A program that needs them has to be run by the user.")
@@ -266,7 +270,9 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     found = scanned or WorkspaceScanResult((), ())
-    pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *found.repos[:MAX_REPOS]]))
+    real_roots = [Path(os.path.realpath(root)) for root in roots]
+    inside = [repo for repo in found.repos if any(repo.is_relative_to(root) for root in real_roots)]
+    pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *inside[:MAX_REPOS]]))
     hidden = (*server_data_dirs(settings), *secret_paths())
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,

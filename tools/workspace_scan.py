@@ -32,6 +32,9 @@ MAX_ENTRIES = 1_000_000
 SETTLED_NS = 2_000_000_000
 """A listing is kept only when it was taken this long after its folder's last change (coarse timestamps)."""
 _SKIPPED_ERRORS = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR}  # a command cannot list it either
+UNSHARED = ("/proc", "/sys", "/dev", "/tmp", "/run")
+"""Linked folders there are not walked: the sandbox mounts its own /proc, /dev, /tmp and /run (a command sees
+nothing of the host's there), and /sys holds no secret store."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class _Listing:
     listed_ns: int
     secrets: tuple[str, ...]  # secret entries of the folder (a symlink: its target)
     repo: bool  # the folder holds a `.git` (folder or file, not a symlink)
-    subdirs: tuple[str, ...]  # the other sub-folders to walk (a linked folder: its target), `.git` folders not
+    subdirs: tuple[str, ...]  # the other sub-folders to walk, `.git` folders not
+    links: tuple[tuple[str, str], ...]  # (target, link) of the linked folders in it
     entries: int
 
 
@@ -82,45 +86,49 @@ class WorkspaceScan:
             return WorkspaceScanResult(tuple(map(Path, found)), tuple(map(Path, repos)), unchecked)
 
     def _walk(self, roots: list[str], listed: dict[str, _Listing]) -> None:
-        stack, entries = list(reversed(roots)), 0
+        """Depth first; `via` is the link through which a folder outside the roots was reached (for messages)."""
+        stack: list[tuple[str, str | None]] = [(root, None) for root in reversed(roots)]
+        entries = 0
         while stack:
-            folder = stack.pop()
-            if folder in listed or (listing := self._listing(folder)) is None:
+            folder, via = stack.pop()
+            if folder in listed or (listing := self._listing(folder, roots, via)) is None:
                 continue
             listed[folder] = listing
             entries += listing.entries
             if entries > self.max_entries:
-                raise ScanIncomplete(f"it has over {self.max_entries:,} files and folders")
-            stack += reversed(listing.subdirs)
+                where = f"the link {_shown(via, roots)} leads to" if via else "it has"
+                raise ScanIncomplete(f"{where} over {self.max_entries:,} files and folders")
+            linked = [(target, via or link) for target, link in listing.links if _walked(target, roots)]
+            stack += reversed([*((sub, via) for sub in listing.subdirs), *linked])
 
-    def _listing(self, folder: str) -> _Listing | None:
+    def _listing(self, folder: str, roots: list[str], via: str | None) -> _Listing | None:
         try:
             ctime_ns = os.stat(folder).st_ctime_ns
+            kept = self._listings.get(folder)
+            if kept is not None and kept.ctime_ns == ctime_ns and kept.listed_ns - ctime_ns > self.settled_ns:
+                return kept
+            return self._list(folder, ctime_ns)
         except OSError as exc:
-            _skip_or_stop(folder, exc)
-            return None
-        kept = self._listings.get(folder)
-        if kept is not None and kept.ctime_ns == ctime_ns and kept.listed_ns - ctime_ns > self.settled_ns:
-            return kept
-        return self._list(folder, ctime_ns)
+            if exc.errno in _SKIPPED_ERRORS:
+                return None
+            where = f"the link {_shown(via, roots)} leads to a folder that" if via else f"{_shown(folder, roots)}"
+            raise ScanIncomplete(f"{where} cannot be listed ({exc.strerror or exc})") from None
 
-    def _list(self, folder: str, ctime_ns: int) -> _Listing | None:
+    def _list(self, folder: str, ctime_ns: int) -> _Listing:
         listed_ns = time.time_ns()
         secrets: list[str] = []
         subdirs: list[str] = []
+        links: list[tuple[str, str]] = []
         entries, repo = 0, False
-        try:
-            with os.scandir(folder) as found:
-                for entry in found:
-                    entries += 1
-                    self._sort(entry, secrets, subdirs)
-                    repo = repo or (entry.name == ".git" and not entry.is_symlink())
-        except OSError as exc:
-            _skip_or_stop(folder, exc)
-            return None
-        return _Listing(ctime_ns, listed_ns, tuple(secrets), repo, tuple(sorted(subdirs)), entries)
+        with os.scandir(folder) as found:
+            for entry in found:
+                entries += 1
+                self._sort(entry, secrets, subdirs, links)
+                repo = repo or (entry.name == ".git" and not entry.is_symlink())
+        return _Listing(ctime_ns, listed_ns, tuple(secrets), repo, tuple(sorted(subdirs)), tuple(sorted(links)), entries)
 
-    def _sort(self, entry: os.DirEntry[str], secrets: list[str], subdirs: list[str]) -> None:
+    def _sort(self, entry: os.DirEntry[str], secrets: list[str], subdirs: list[str],
+              links: list[tuple[str, str]]) -> None:
         path = entry.path
         try:
             if entry.is_symlink():  # reading the link reads its target: hide the target, walk a linked folder
@@ -128,7 +136,7 @@ class WorkspaceScan:
                 if self.is_secret(path) or self.is_secret(target):
                     secrets.append(target)
                 elif os.path.isdir(target):
-                    subdirs.append(target)
+                    links.append((target, path))
             elif self.is_secret(path):
                 secrets.append(path)
             elif entry.is_dir(follow_symlinks=False) and entry.name != ".git":  # git's own files hold no stores
@@ -137,7 +145,17 @@ class WorkspaceScan:
             pass
 
 
-def _skip_or_stop(folder: str, error: OSError) -> None:
-    """A folder gone or unreadable is skipped; any other failure (a path too long) stops the walk."""
-    if error.errno not in _SKIPPED_ERRORS:
-        raise ScanIncomplete(f"{folder[:200]} cannot be listed ({error.strerror or error})")
+def _walked(target: str, roots: list[str]) -> bool:
+    """A linked folder is walked unless it lies in what the sandbox does not share with the host (UNSHARED),
+    outside the roots."""
+    return any(_within(target, root) for root in roots) or not any(_within(target, top) for top in UNSHARED)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _shown(path: str, roots: list[str]) -> str:
+    """A path inside the roots as the workspace tools show it (root-relative), never one outside them."""
+    root = next((r for r in roots if _within(path, r)), None)
+    return repr(os.path.relpath(path, root)[:200]) if root is not None else "(a folder outside the workspace)"

@@ -269,7 +269,7 @@ class PolicyGate:
         file. When resolving the call's path arguments changes them, that call is decided too, and the
         stricter verdict wins."""
         roots = self.roots(origin)
-        resolved = resolved_path_args(args, self.rules.path_keys, roots[0]) if roots else None
+        resolved = resolved_path_args(args, self.rules.path_keys, roots) if roots else None
         if found.action == "deny" or resolved is None:
             return found
         decision = self._decision(spec.name, resolved, self.policy_context(spec, origin))
@@ -546,26 +546,29 @@ def _session_workspace(data_dir: Path, session_id: str | None) -> Path:
     return default_workspace(data_dir, session_id)
 
 
-def resolved_path_args(args: dict[str, Any], keys: tuple[str, ...], cwd: Path) -> dict[str, Any] | None:
-    """`args` with each path argument (`keys`) replaced by its real path, or None when no symlink changed any."""
+def resolved_path_args(args: dict[str, Any], keys: tuple[str, ...], roots: tuple[Path, ...]) -> dict[str, Any] | None:
+    """`args` with each path argument (`keys`) replaced by its real path when a symlink leads elsewhere in the
+    roots, or None when none does (the file tools refuse a path that leads out of the roots themselves)."""
     out, changed = dict(args), False
     for key in keys:
         value = args.get(key)
         texts = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else []
-        real = [_real_path(text, cwd) if isinstance(text, str) else text for text in texts]
+        real = [_real_path(text, roots) if isinstance(text, str) else text for text in texts]
         if real != list(texts):
             out[key] = real[0] if isinstance(value, str) else real
             changed = True
     return out if changed else None
 
 
-def _real_path(text: str, cwd: Path) -> str:
-    """The real path `text` names (relative to `cwd`), or `text` itself when resolving changes nothing."""
+def _real_path(text: str, roots: tuple[Path, ...]) -> str:
+    """The real path `text` names (relative to the first root) when a symlink leads to another place in the
+    roots, else `text` itself."""
     if not text or "\x00" in text or text.startswith("~"):
         return text
-    written = os.path.normpath(os.path.join(cwd, text))
+    written = os.path.normpath(os.path.join(roots[0], text))
     real = os.path.realpath(written)
-    return real if real != written else text
+    inside = any(real == str(root) or real.startswith(str(root).rstrip(os.sep) + os.sep) for root in roots)
+    return real if real != written and inside else text
 
 
 def _severity(action: str, risk: str) -> tuple[int, int]:
