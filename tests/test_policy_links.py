@@ -80,3 +80,20 @@ def test_a_link_out_of_the_roots_is_left_to_the_file_tools(tmp_path: Path, works
                                                                               "n": 3}
     assert resolved_path_args({"paths": ["in/a.md", 7, "plain"]}, ("paths",), roots) == {
         "paths": [str(roots[0] / "docs/a.md"), 7, "plain"]}
+
+
+def test_links_are_followed_as_the_kernel_does(make_settings: Any, workspace: Path) -> None:
+    """`..` after a link leaves the link's target (not the link's folder), and a name that merely starts with
+    `~` is an ordinary name (a review found both reading `.ssh/github`); a name the OS cannot take does not turn
+    a deny into an ask."""
+    (workspace / ".ssh" / "config.d").mkdir(parents=True)
+    (workspace / ".ssh" / "github").write_text("PRIVATE")
+    (workspace / "q").symlink_to(workspace / ".ssh" / "config.d")
+    (workspace / "~d").symlink_to(workspace / ".ssh")
+    gate = PolicyGate(make_settings())
+    for path in ("q/../github", "~d/github", "./q/../github"):
+        found = gate.verdict(READ, {"path": path}, CallOrigin())
+        assert (found.action, found.rule_id) == ("deny", "files.secret_denied"), path
+        assert "'.ssh/github' (in the workspace)" in found.reason
+    odd = gate.verdict(READ, {"path": ".ssh/id_rsa\ud800"}, CallOrigin())
+    assert odd.action == "deny"

@@ -53,7 +53,6 @@ STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
 EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children may keep the pipes
 GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system")  # a write to a read-only bind mount
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
-MAX_REPOS = 256  # repositories in the roots whose git config and hooks are guarded (the walk's order)
 ARGV_INLINE_BYTES = 64 * 1024  # longer bubblewrap command lines go through a file descriptor
 SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
 GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only: change them with edit_file "
@@ -252,7 +251,7 @@ def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], outpu
 
     real_roots = [Path(os.path.realpath(root)) for root in roots]
     inside = [p for p in hidden if any(p.is_relative_to(root) for root in real_roots)]
-    names = [name for name in (display_path(p, roots) for p in inside) if named(name)]
+    names = [name for name in (display_path(p, roots) for p in inside) if name in output and named(name)]
     if not names:
         return None
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
@@ -272,7 +271,7 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
     found = scanned or WorkspaceScanResult((), ())
     real_roots = [Path(os.path.realpath(root)) for root in roots]
     inside = [repo for repo in found.repos if any(repo.is_relative_to(root) for root in real_roots)]
-    pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *inside[:MAX_REPOS]]))
+    pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *inside]))
     hidden = (*server_data_dirs(settings), *secret_paths())
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,

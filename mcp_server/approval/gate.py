@@ -268,16 +268,20 @@ class PolicyGate:
         """The policy reads paths as written; a symlink in the roots may lead to a secret store or a protected
         file. When resolving the call's path arguments changes them, that call is decided too, and the
         stricter verdict wins."""
+        if found.action == "deny":
+            return found
         roots = self.roots(origin)
         resolved = resolved_path_args(args, self.rules.path_keys, roots) if roots else None
-        if found.action == "deny" or resolved is None:
+        if resolved is None:
             return found
         decision = self._decision(spec.name, resolved, self.policy_context(spec, origin))
         if _severity(str(decision.action), str(decision.risk)) <= _severity(found.action, found.risk):
             return found
-        verb = "refuses" if decision.action == "deny" else "asks for"  # the target itself is not named (outside?)
-        return Verdict(str(decision.action), f"A path in this call leads through a symlink to one the policy {verb} "
-                       f"(rule {decision.rule_id}).", str(decision.risk), str(decision.rule_id))
+        verb = "refuses" if decision.action == "deny" else "asks for"
+        targets = ", ".join(repr(os.path.relpath(p, roots[0])) for p in _changed_paths(args, resolved))
+        return Verdict(str(decision.action), f"A path in this call leads through a symlink to {targets} (in the "
+                       f"workspace), which the policy {verb} (rule {decision.rule_id}).", str(decision.risk),
+                       str(decision.rule_id))
 
     def _could_self_approve(self, spec: ToolSpec, text: str) -> bool:
         """A state-changing call that spells the approve command/page, or a destructive one (shell, file
@@ -561,14 +565,28 @@ def resolved_path_args(args: dict[str, Any], keys: tuple[str, ...], roots: tuple
 
 
 def _real_path(text: str, roots: tuple[Path, ...]) -> str:
-    """The real path `text` names (relative to the first root) when a symlink leads to another place in the
-    roots, else `text` itself."""
-    if not text or "\x00" in text or text.startswith("~"):
+    """The real path `text` names (relative to the first root; links resolved before `..`, as the kernel and
+    the file tools do) when a symlink leads to another place in the roots, else `text` itself."""
+    if not text or "\x00" in text or text == "~" or text.startswith("~/"):  # refused by the file tools
         return text
-    written = os.path.normpath(os.path.join(roots[0], text))
-    real = os.path.realpath(written)
+    joined = text if os.path.isabs(text) else os.path.join(roots[0], text)
+    try:
+        real = os.path.realpath(joined)
+    except (OSError, ValueError):  # a name the OS cannot take: the tools refuse it
+        return text
     inside = any(real == str(root) or real.startswith(str(root).rstrip(os.sep) + os.sep) for root in roots)
-    return real if real != written and inside else text
+    return real if real != os.path.normpath(joined) and inside else text
+
+
+def _changed_paths(args: dict[str, Any], resolved: dict[str, Any]) -> list[str]:
+    """The resolved paths that differ from what the call wrote."""
+    out: list[str] = []
+    for key, value in resolved.items():
+        before = args.get(key)
+        pairs = zip(value, before, strict=False) if isinstance(value, list) and isinstance(before, list | tuple) \
+            else [(value, before)]
+        out += [str(new) for new, old in pairs if isinstance(new, str) and new != old]
+    return out
 
 
 def _severity(action: str, risk: str) -> tuple[int, int]:
