@@ -32,7 +32,7 @@ def full_walk(roots: list[Path]) -> tuple[set[Path], set[Path]]:
 
     def walked(target: str) -> bool:
         inside = any(target == r or target.startswith(r + "/") for r in real_roots)
-        return inside or not any(target == top or target.startswith(top + "/") for top in UNSHARED)
+        return inside or not any(target == top or target.startswith(top + "/") for top in map(str, UNSHARED))
 
     found: set[Path] = set()
     repos: set[Path] = set()

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from foundation.bounding import MAX_COMMAND_CHARS
 from foundation.errors import InvalidInput, LimitExceeded, NotConfigured
-from foundation.paths import display_path, roots_for, server_data_dirs
+from foundation.paths import display_path, is_within, roots_for, server_data_dirs
 from foundation.settings import Settings
 from tools.runtime import CallContext, Runtime, Service
 from tools.sandbox import (
@@ -249,9 +249,8 @@ def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], outpu
     def named(name: str) -> bool:
         return re.search(rf"(?<![\w./-])(\./)?{re.escape(name)}(?![\w./-])", output) is not None
 
-    real_roots = [Path(os.path.realpath(root)) for root in roots]
-    inside = [p for p in hidden if any(p.is_relative_to(root) for root in real_roots)]
-    names = [name for name in (display_path(p, roots) for p in inside) if name in output and named(name)]
+    names = [name for name in (display_path(p, roots) for p in _in_roots(hidden, roots))
+             if name in output and named(name)]
     if not names:
         return None
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
@@ -269,13 +268,17 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     found = scanned or WorkspaceScanResult((), ())
-    real_roots = [Path(os.path.realpath(root)) for root in roots]
-    inside = [repo for repo in found.repos if any(repo.is_relative_to(root) for root in real_roots)]
-    pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *inside]))
+    pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *_in_roots(found.repos, roots)]))
     hidden = (*server_data_dirs(settings), *secret_paths())
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,
                        network=settings.bash_network)
+
+
+def _in_roots(paths: tuple[Path, ...], roots: tuple[Path, ...]) -> list[Path]:
+    """The (resolved) `paths` that lie in the roots; the walk also meets some through links out of them."""
+    real_roots = [Path(os.path.realpath(root)) for root in roots]
+    return [path for path in paths if is_within(path, real_roots)]
 
 
 def _hit_git_guard(result: BashResult, spec: SandboxSpec) -> bool:

@@ -46,6 +46,10 @@ SECRET_HOME_ENTRIES = (
 """Secret stores under the user's home that no sandboxed command may read."""
 SYSTEM_SECRETS = (Path("/var/run/docker.sock"), Path("/var/run/containerd"), Path("/var/run/secrets"))
 """Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets."""
+PRIVATE_MOUNTS = (Path("/tmp"), Path("/run"))
+"""Empty in the sandbox (a tmpfs each): nothing of the host's is visible there unless a root brings it back."""
+FRESH_MOUNTS = (Path("/proc"), Path("/dev"))
+"""The sandbox's own: its processes only, a minimal /dev."""
 INSTALL_HINT = {
     "linux": "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
              "bubblewrap`), then restart the server",
@@ -142,8 +146,13 @@ def _inside(path: Path, folders: Iterable[Path]) -> bool:
 
 def _visible(path: Path, writable: Iterable[Path]) -> bool:
     """Under the private /tmp and /run only what a writable root brings back is visible."""
-    private = (Path("/tmp"), Path("/run"))
-    return not any(path.is_relative_to(p) for p in private) or any(path.is_relative_to(w) for w in writable)
+    return not any(path.is_relative_to(p) for p in PRIVATE_MOUNTS) or any(path.is_relative_to(w) for w in writable)
+
+
+def _mount_order(paths: Iterable[Path], writable: Iterable[Path]) -> list[Path]:
+    """The existing `paths` resolved (a linked ~/.ssh: its target), those the command can see, parents first."""
+    real = {Path(os.path.realpath(p)) for p in _existing(paths)}
+    return sorted((p for p in real if _visible(p, writable)), key=lambda p: len(p.parts))
 
 
 def _hide_args(paths: Iterable[Path]) -> list[str]:
@@ -216,8 +225,7 @@ def _resolv_conf_args() -> list[str]:
 def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> list[str]:
     """The bubblewrap command line that runs `argv` under `spec` (later mounts cover earlier ones)."""
     writable = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
-    real_hidden = {Path(os.path.realpath(p)) for p in _existing(spec.hidden)}  # a linked ~/.ssh: hide its target
-    hidden = sorted((p for p in real_hidden if _visible(p, writable)), key=lambda p: len(p.parts))
+    hidden = _mount_order(spec.hidden, writable)
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if spec.network:
         args.append("--share-net")
@@ -232,9 +240,8 @@ def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> 
             args += ["--bind", str(path), str(path)]
     args += _read_only_args(spec, writable)
     args += ["--bind", str(spec.home), str(spec.home)]
-    covered = sorted({Path(os.path.realpath(p)) for p in _existing(spec.covered)}, key=lambda p: len(p.parts))
-    covered = [p for p in covered if _visible(p, writable)]  # the private /tmp and /run hold no host file
-    args += _hide_args(covered)  # last: no later bind of a root or a git folder lays the real files back
+    # last: no later bind of a root or a git folder lays the real files back over the covers
+    args += _hide_args(_mount_order(spec.covered, writable))
     args += ["--chdir", str(spec.cwd), "--", *argv]
     return args
 

@@ -27,12 +27,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundation.paths import display_path, is_within
+from tools.sandbox import FRESH_MOUNTS, PRIVATE_MOUNTS
+
 MAX_ENTRIES = 1_000_000
 """Entries listed in one walk at most; a larger workspace cannot be checked, and shell commands are refused."""
 SETTLED_NS = 2_000_000_000
 """A listing is kept only when it was taken this long after its folder's last change (coarse timestamps)."""
 _SKIPPED_ERRORS = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR}  # a command cannot list it either
-UNSHARED = ("/proc", "/sys", "/dev", "/tmp", "/run")
+UNSHARED = (*FRESH_MOUNTS, *PRIVATE_MOUNTS, Path("/sys"))
 """Linked folders there are not walked: the sandbox mounts its own /proc, /dev, /tmp and /run (a command sees
 nothing of the host's there), and /sys holds no secret store."""
 
@@ -148,14 +151,13 @@ class WorkspaceScan:
 def _walked(target: str, roots: list[str]) -> bool:
     """A linked folder is walked unless it lies in what the sandbox does not share with the host (UNSHARED),
     outside the roots."""
-    return any(_within(target, root) for root in roots) or not any(_within(target, top) for top in UNSHARED)
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
+    path, real_roots = Path(target), [Path(root) for root in roots]
+    return is_within(path, real_roots) or not is_within(path, UNSHARED)
 
 
 def _shown(path: str, roots: list[str]) -> str:
-    """A path inside the roots as the workspace tools show it (root-relative), never one outside them."""
-    root = next((r for r in roots if _within(path, r)), None)
-    return repr(os.path.relpath(path, root)[:200]) if root is not None else "(a folder outside the workspace)"
+    """A path inside the roots as the workspace tools show it, never one outside them."""
+    real_roots = [Path(root) for root in roots]
+    if not is_within(Path(path), real_roots):
+        return "(a folder outside the workspace)"
+    return repr(display_path(path, real_roots)[:200])

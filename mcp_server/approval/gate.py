@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from foundation.errors import ApprovalRequired, PolicyDenied
+from foundation.paths import is_within
 from foundation.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
 from foundation.storage import Database, open_database
 from foundation.toolspec import ToolSpec
@@ -255,26 +256,27 @@ class PolicyGate:
             return Verdict("deny", "The approval rules, approvals and audit log are off limits to the assistant.",
                            "critical", "approval.protected-state")
         try:
-            decision = self._decision(spec.name, args, self.policy_context(spec, origin))
+            context = self.policy_context(spec, origin)
+            decision = self._decision(spec.name, args, context)
             found = Verdict(str(decision.action), str(decision.reason), str(decision.risk), str(decision.rule_id))
-            found = self._through_links(spec, args, origin, found)
+            found = self._through_links(spec, args, context, found)
         except Exception as exc:  # the policy must never fail open
             log.exception("policy decision failed for %s", spec.name)
             return Verdict("ask", f"The policy could not decide ({type(exc).__name__}); asking instead.",
                            "high", "gate.policy-error")
         return self._escalate(spec, args, found)
 
-    def _through_links(self, spec: ToolSpec, args: dict[str, Any], origin: Any, found: Verdict) -> Verdict:
+    def _through_links(self, spec: ToolSpec, args: dict[str, Any], context: Any, found: Verdict) -> Verdict:
         """The policy reads paths as written; a symlink in the roots may lead to a secret store or a protected
-        file. When resolving the call's path arguments changes them, that call is decided too, and the
-        stricter verdict wins."""
+        file. When resolving the call's path arguments changes them, that call is decided too (in the same
+        `context`), and the stricter verdict wins."""
         if found.action == "deny":
             return found
-        roots = self.roots(origin)
+        roots = context.roots
         resolved = resolved_path_args(args, self.rules.path_keys, roots) if roots else None
         if resolved is None:
             return found
-        decision = self._decision(spec.name, resolved, self.policy_context(spec, origin))
+        decision = self._decision(spec.name, resolved, context)
         if _severity(str(decision.action), str(decision.risk)) <= _severity(found.action, found.risk):
             return found
         verb = "refuses" if decision.action == "deny" else "asks for"
@@ -574,8 +576,7 @@ def _real_path(text: str, roots: tuple[Path, ...]) -> str:
         real = os.path.realpath(joined)
     except (OSError, ValueError):  # a name the OS cannot take: the tools refuse it
         return text
-    inside = any(real == str(root) or real.startswith(str(root).rstrip(os.sep) + os.sep) for root in roots)
-    return real if real != os.path.normpath(joined) and inside else text
+    return real if real != os.path.normpath(joined) and is_within(Path(real), roots) else text
 
 
 def _changed_paths(args: dict[str, Any], resolved: dict[str, Any]) -> list[str]:
