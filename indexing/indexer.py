@@ -31,7 +31,7 @@ from typing import Any
 from foundation.errors import Cancelled, GeneralAgentError, LimitExceeded
 from foundation.safe_open import opened
 from indexing.analyzer import analyze
-from indexing.model import Chunk, ChunkingOptions, Extracted, ExtractionLimits, SecretFilter
+from indexing.model import Chunk, ChunkingOptions, Extracted, ExtractionLimits, SecretFilter, is_secret_store
 from indexing.store import AnalyzedChunk, IndexStore, put_meta
 
 _log = logging.getLogger("generalagent.index")  # per-file failures reach the client's MCP log
@@ -67,7 +67,7 @@ class IndexReport:
             self.unchanged += 1
         elif outcome.status == "secret":
             self.secrets += 1
-            self.secrets_denied += outcome.reason.endswith("secret_denied")
+            self.secrets_denied += is_secret_store(outcome.reason)
         elif outcome.status == "failed":
             self.failed.append(outcome)
             _log.warning("not indexed: %s (%s)", outcome.path, outcome.reason[:200])

@@ -11,6 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
+def is_secret_store(rule: str | None) -> bool:
+    """Whether a secret rule's id is a deny rule (a secret store no tool reads), not one the user may approve."""
+    return rule is not None and rule.endswith("secret_denied")
+
+
 @dataclass(frozen=True)
 class SecretFilter:
     """Paths the index never holds (the approval policy's secret paths). `named(path)`: the id of the rule

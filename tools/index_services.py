@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from foundation.paths import fd_allowed, roots_for
 from foundation.safe_open import open_inside
-from indexing.model import ChunkingOptions, SecretFilter
+from indexing.model import ChunkingOptions, SecretFilter, is_secret_store
 from tools.index_jobs import JobRegistry
 from tools.runtime import CallContext, Runtime, Service
 
@@ -164,14 +164,9 @@ def secrets_note(count: int, denied: int) -> str:
     return f"{said} {_read_file_does('secret_denied' if denied else 'secret_read', count)}"
 
 
-def secret_store(rule: str | None) -> bool:
-    """Whether a secret rule's id is a deny rule: a secret store no tool reads, not one the user may approve."""
-    return rule is not None and rule.endswith("secret_denied")
-
-
 def _read_file_does(rule: str, count: int) -> str:
     it = "it" if count == 1 else "them"
-    if secret_store(rule):
+    if is_secret_store(rule):
         store = "a secret store" if count == 1 else "secret stores"
         return f"read_file refuses {it} too ({store}); the user cannot approve reading {it} through the assistant."
     return f"read_file asks the user for {it}; the user can approve the read."
