@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,10 @@ from tools.index_tools import index_path
 from tools.runtime import CallContext, Runtime
 
 SECRET = "OUTSIDE-SECRET-c0ffee"
-ITERATIONS = 400
+ITERATIONS = 1000
+MIN_OK = 20  # calls that must succeed, so the race was exercised
+DEADLINE_S = 60.0
+HOLD_S = 0.0005
 
 
 @pytest.fixture
@@ -37,9 +42,12 @@ def call() -> CallContext:
 
 @contextlib.contextmanager
 def swapping(name: Path, real: Callable[[Path], None], fake_target: Path) -> Iterator[None]:
-    """Keep replacing `name` by a real entry (made by `real`) and by a symlink to `fake_target`."""
+    """Keep replacing `name` by a real entry (made by `real`) and by a symlink to `fake_target`.
+    Each state lasts a random 0-0.5 ms (about one call), with the GIL released: swaps land inside
+    calls, and every call has a fair chance to run against the real entry on any scheduler."""
     stop = threading.Event()
     staged_real, staged_link = name.with_name(".real-" + name.name), name.with_name(".link-" + name.name)
+    chance = random.Random(0)
 
     def swap() -> None:
         while not stop.is_set():
@@ -47,10 +55,12 @@ def swapping(name: Path, real: Callable[[Path], None], fake_target: Path) -> Ite
                 if not os.path.lexists(staged_real):
                     real(staged_real)
                 os.replace(staged_real, name)
+            _hold(chance)
             with contextlib.suppress(OSError):
                 if not os.path.lexists(staged_link):
                     staged_link.symlink_to(fake_target)
                 os.replace(staged_link, name)
+            _hold(chance)
 
     thread = threading.Thread(target=swap, daemon=True)
     thread.start()
@@ -61,10 +71,18 @@ def swapping(name: Path, real: Callable[[Path], None], fake_target: Path) -> Ite
         thread.join(10)
 
 
+def _hold(chance: random.Random) -> None:
+    """Half the swaps follow at once (the tightest race), half after a pause of up to HOLD_S."""
+    time.sleep(chance.choice((0.0, chance.uniform(0, HOLD_S))))
+
+
 def _attempts(fn: Callable[[], str]) -> tuple[int, int]:
-    """Run `fn` ITERATIONS times: (calls that returned text, calls that leaked the secret)."""
-    ok = leaked = 0
-    for _ in range(ITERATIONS):
+    """Run `fn` at least ITERATIONS times, and on until MIN_OK calls returned text (or DEADLINE_S
+    passed): (calls that returned text, calls that leaked the secret)."""
+    ok = leaked = tries = 0
+    deadline = time.monotonic() + DEADLINE_S
+    while tries < ITERATIONS or (ok < MIN_OK and time.monotonic() < deadline):
+        tries += 1
         try:
             text = fn()
         except (PathNotAllowed, NotFound, InvalidInput):
