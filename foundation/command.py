@@ -2,36 +2,56 @@
 
 The console script usually lives in a virtual environment's bin/ that is not on PATH (Claude
 Desktop starts it by absolute path), so a bare `generalagent-mcp approve ...` would fail with
-"command not found". Messages use `cli_command()`: the bare name only when that name on PATH is
-this very script, else the script's absolute path (or `python -m mcp_server` without a script).
+"command not found"; and a command without the running `--data-dir` (or `--root`, `--profile`)
+would act on other state. Every message names a command through `cli_command(settings, words...)`:
+the bare name only when that name on PATH is this very script, else the script's absolute path (or
+`python -m mcp_server` without a script), then the global options of `settings` that select the
+same state, then the sub-command's words, each shell-quoted. A database URL is never printed (it
+holds a password): `database_note` says that the terminal's GENERALAGENT_DATABASE_URL names it.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-SCRIPT = "generalagent-mcp"
+from foundation.script import script_command
 
-
-def running_script() -> Path | None:
-    """The console script of this Python environment (the running one when started through it)."""
-    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if argv0 is not None and argv0.name == SCRIPT and argv0.is_file():
-        return argv0.absolute()
-    beside = Path(sys.executable).parent / SCRIPT
-    return beside if beside.is_file() else None
+if TYPE_CHECKING:
+    from foundation.settings import Settings
 
 
-def cli_command() -> str:
-    """`generalagent-mcp` as a shell command that runs as printed (quoted when needed)."""
-    script = running_script()
-    if script is None:
-        return f"{shlex.quote(sys.executable)} -m mcp_server"
-    on_path = shutil.which(SCRIPT)
-    if on_path and os.path.realpath(on_path) == os.path.realpath(script):
-        return SCRIPT
-    return shlex.quote(str(script))
+def global_options(settings: Settings | None, *, workspace: bool = False) -> list[str]:
+    """The global options that select `settings`' state: `--data-dir` unless it is the default; with
+    `workspace` (a command that starts a server) also each `--root` and a `--profile` other than default."""
+    if settings is None:
+        return []
+    from foundation.settings import default_data_dir
+
+    words: list[str] = []
+    if settings.data_dir != default_data_dir():
+        words += ["--data-dir", str(settings.data_dir)]
+    if workspace:
+        for root in settings.roots:
+            words += ["--root", str(root)]
+        if settings.tool_profile != "default":
+            words += ["--profile", settings.tool_profile]
+    return words
+
+
+def cli_command(settings: Settings | None = None, *words: str, workspace: bool = False) -> str:
+    """The console script, the global options of `settings` and `words`, as one shell command line."""
+    quoted = [shlex.quote(word) for word in (*global_options(settings, workspace=workspace), *words)]
+    return " ".join([script_command(), *quoted])
+
+
+def database_note(settings: Settings | None) -> str:
+    """What the printed command relies on when the state is in PostgreSQL ("" with SQLite)."""
+    if settings is None or not settings.database_url:
+        return ""
+    return " (in a terminal where GENERALAGENT_DATABASE_URL names the same database)"
+
+
+def run_hint(settings: Settings | None, *words: str, workspace: bool = False) -> str:
+    """`command` in backquotes, plus the database note: the form messages print."""
+    return f"`{cli_command(settings, *words, workspace=workspace)}`{database_note(settings)}"

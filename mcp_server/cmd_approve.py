@@ -42,14 +42,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     database = open_database(settings.data_dir, settings.database_url)
     try:
-        return _run(args, settings, ApprovalStore(database, settings.approval_ttl_seconds), database)
+        return _run(args, settings, ApprovalStore(database, settings.approval_ttl_seconds, settings), database)
     finally:
         database.close()
 
 
 def _run(args: argparse.Namespace, settings: Settings, store: ApprovalStore, database: Database) -> int:
     if args.list or not args.approval_id:
-        return _list(store, show_hint=not args.list)
+        return _list(store, settings, show_hint=not args.list)
     approval = store.get(args.approval_id)
     _show(approval)
     if approval.status != "pending":
@@ -122,8 +122,8 @@ def _show(approval: Approval) -> None:
         print(f"  {line}")
 
 
-def _list(store: ApprovalStore, show_hint: bool) -> int:
-    from foundation.command import cli_command
+def _list(store: ApprovalStore, settings: Settings, show_hint: bool) -> int:
+    from foundation.command import run_hint
 
     pending = store.pending()
     if not pending:
@@ -134,7 +134,8 @@ def _list(store: ApprovalStore, show_hint: bool) -> int:
         print(f"{approval.id}  {approval.tool}  risk={approval.risk}  {left // 60}m{left % 60:02d}s left  "
               f"({approval.reason})")
     if show_hint:
-        print(f"\nApprove one with: {cli_command()} approve <id>")
+        print(f"\nApprove one with: {run_hint(settings, 'approve', pending[0].id)}"
+              + (" (or another id above)" if len(pending) > 1 else ""))
     return 0
 
 

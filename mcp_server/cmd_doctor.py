@@ -62,8 +62,10 @@ def check_database(settings: Settings) -> Check:
             return Check("database", False, "\n    ".join(lines))
         pending = sum(s.pending for s in statuses)
         if pending:
+            from foundation.command import run_hint
+
             lines.append(f"{pending} pending (applied when the server first opens each store, or now with "
-                         "`generalagent-mcp migrate`)")
+                         f"{run_hint(settings, 'migrate')})")
         return Check("database", True, "\n    ".join(lines))
     except StorageError as exc:
         return Check("database", False, str(exc))

@@ -21,7 +21,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     path = Path(args.file).expanduser().absolute()
     if not path.is_file():
-        raise NotFound(f"No export file {path}. Write one with `generalagent-mcp export FILE`.")
+        from foundation.command import run_hint
+
+        raise NotFound(f"No export file {path}. Write one with {run_hint(settings, 'export', str(path))}.")
     database = open_database(settings.data_dir, settings.database_url)
     try:
         stores = [kind.portable(database, settings.data_dir) for kind in store_kinds()]

@@ -33,8 +33,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             print(f"  {kind.name}: applied {after.applied - before.applied} migration(s), "
                   f"version {before.applied} -> {after.applied}")
         if args.check and pending:
-            print(f"{pending} migration(s) pending: run `generalagent-mcp migrate` (the server also applies "
-                  "them when it first opens each store).")
+            from foundation.command import run_hint
+
+            print(f"{pending} migration(s) pending: run {run_hint(settings, 'migrate')} (the server also "
+                  "applies them when it first opens each store).")
             return 1
         return 0
     finally:

@@ -192,11 +192,11 @@ def run_bash_command(
     it and its children are killed at the timeout. The repository's git config and hooks are read-only;
     secret stores in the workspace (.env files, private keys, .ssh) cannot be read."""
     if not rt.settings.bash_enabled:
-        from foundation.command import cli_command
-
+        # No command line to retype: the server's own (its client's configuration) gains one word.
         raise NotConfigured(
             "run_bash_command is disabled. To enable it, set GENERALAGENT_BASH_ENABLED=1 in the server's "
-            f"environment or start it with `{cli_command()} serve --enable-bash`, then restart the server."
+            "environment or add --enable-bash after `serve` in its arguments (in the MCP client's configuration, "
+            "or the command that started it), then restart the server."
         )
     if "\x00" in command or len(command) > MAX_COMMAND_CHARS:
         raise InvalidInput(f"The command must be at most {MAX_COMMAND_CHARS} characters without NUL bytes; "

@@ -51,7 +51,7 @@ class SkillList(BaseModel):
     skills: list[SkillInfo]
     total: int = Field(description="Matching skills in all.")
     next_offset: int | None = Field(description="Pass as offset for more (null: no more).")
-    problems: int = Field(description="Skill folders that could not be loaded (see `generalagent-mcp doctor`).")
+    problems: int = Field(description="Skill folders that could not be loaded (the hint says how to see why).")
     hint: str
 
 
@@ -81,6 +81,11 @@ def list_skills(
         hint = "No skill matches; try other words or omit query." if catalog.skills else (
             "No skills are installed. Set GENERALAGENT_SKILLS_DIRS (e.g. ~/.claude/skills) or add skill "
             "folders to <data dir>/skills.")
+    if catalog.problems:
+        from foundation.command import run_hint
+
+        hint += (f" {len(catalog.problems)} skill folder(s) could not be loaded; the user sees why with "
+                 f"{run_hint(rt.settings, 'doctor')}.")
     return SkillList(skills=page, total=len(found), next_offset=end if end < len(found) else None,
                      problems=len(catalog.problems), hint=hint)
 

@@ -252,11 +252,14 @@ class PostgresDatabase(Database):
             raise self._unavailable(str(exc)) from None
 
     def _unavailable(self, reason: str) -> StorageUnavailable:
+        from foundation.script import script_command
+
         first = scrub(reason.strip().splitlines()[0] if reason.strip() else "no answer", self.url)
         return StorageUnavailable(
-            f"Cannot use PostgreSQL at {mask_url(self.url)}: {first}. Check that the server is running and "
-            "that GENERALAGENT_DATABASE_URL (or --database-url) names the right host, port, database, user "
-            "and password; `generalagent-mcp doctor` tests the connection.")
+            f"Cannot use PostgreSQL at {mask_url(self.url)}: {first.rstrip('.')}. Check that the server is running "
+            "and that GENERALAGENT_DATABASE_URL (or --database-url) names the right host, port, database, user "
+            f"and password; `{script_command()} doctor` tests the connection (with GENERALAGENT_DATABASE_URL "
+            "set to it).")
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -21,7 +21,6 @@ import functools
 import logging
 import os
 import re
-import shlex
 import threading
 import time
 from collections import OrderedDict
@@ -34,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from foundation.errors import ApprovalRequired, PolicyDenied
 from foundation.paths import is_within
-from foundation.settings import USER_RULES_FILENAME, Settings, default_data_dir, user_rules_file
+from foundation.settings import USER_RULES_FILENAME, Settings, user_rules_file
 from foundation.storage import Database, open_database
 from foundation.toolspec import ToolSpec
 from foundation.waiting import running_on_the_loop
@@ -151,11 +150,7 @@ def approve_command(settings: Settings, approval_id: str) -> str:
     """The exact terminal command that approves `approval_id` for this server's data dir."""
     from foundation.command import cli_command
 
-    if settings.database_url:  # the password never goes into a message: the terminal's environment names it
-        return f"{cli_command()} approve {approval_id}"
-    if settings.data_dir == default_data_dir():
-        return f"{cli_command()} approve {approval_id}"
-    return f"{cli_command()} --data-dir {shlex.quote(str(settings.data_dir))} approve {approval_id}"
+    return cli_command(settings, "approve", approval_id)
 
 
 class PolicyGate:
@@ -202,7 +197,7 @@ class PolicyGate:
     def store(self) -> ApprovalStore:
         with self._lazy:
             if self._store is None:
-                self._store = ApprovalStore(self.database, self.settings.approval_ttl_seconds)
+                self._store = ApprovalStore(self.database, self.settings.approval_ttl_seconds, self.settings)
             return self._store
 
     @property

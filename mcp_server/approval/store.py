@@ -30,12 +30,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import to_jsonable_python
 
 from foundation.errors import Conflict, NotFound
 from foundation.storage import Conn, Database, Schema, Table
+
+if TYPE_CHECKING:
+    from foundation.settings import Settings
 
 APPROVALS_FILE = "approvals.sqlite3"
 _KEEP_SECONDS = 7 * 24 * 3600  # decided/expired approvals are kept a week (the audit log keeps the history)
@@ -189,8 +192,9 @@ class ApprovalStore:
     Session grants ("approve for this session", given by elicitation) stay in this process's memory:
     an MCP session lives in one server process, and a grant must not outlive it."""
 
-    def __init__(self, database: Database, ttl_seconds: float) -> None:
+    def __init__(self, database: Database, ttl_seconds: float, settings: Settings | None = None) -> None:
         self.database = database
+        self.settings = settings  # the deployment's, for the commands messages print
         self.ttl = float(ttl_seconds)
         self._db = database.open(SCHEMA)
         self._lock = threading.Lock()
@@ -230,11 +234,12 @@ class ApprovalStore:
     def get(self, approval_id: str) -> Approval:
         found = self._query("SELECT * FROM approvals WHERE id=?", (approval_id.strip().lower(),))
         if not found:
-            from foundation.command import cli_command
+            from foundation.command import run_hint
 
-            raise NotFound(f"No approval {approval_id!r} in {self.database.describe()}. Run `{cli_command()} approve "
-                           "--list` to see pending ones; if the server keeps its state elsewhere, pass the same "
-                           "--data-dir (or GENERALAGENT_DATA_DIR) and --database-url (or GENERALAGENT_DATABASE_URL).")
+            raise NotFound(f"No approval {approval_id!r} in {self.database.describe()}. Run "
+                           f"{run_hint(self.settings, 'approve', '--list')} to see pending ones; if the server keeps "
+                           "its state elsewhere, pass the same --data-dir (or GENERALAGENT_DATA_DIR) and "
+                           "--database-url (or GENERALAGENT_DATABASE_URL) before `approve`.")
         return found[0]
 
     def pending(self) -> list[Approval]:
