@@ -84,6 +84,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+    except OSError as exc:  # the last resort: every known cause is refused earlier with its fix
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"generalagent-mcp: {exc.strerror or exc}{where} ({type(exc).__name__}).", file=sys.stderr)
+        return 1
+
+
+def _reader_went_away() -> int:
+    """stdout's reader closed it (`doctor | head`): exit quietly, as the Python docs advise for SIGPIPE,
+    pointing stdout at devnull so that the interpreter's final flush raises nothing more."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

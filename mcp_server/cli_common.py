@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,3 +32,19 @@ def cli_runtime(settings: Settings) -> Runtime:
 def shown_path(path: str) -> str:
     """A tool's display path (relative to the first root, which is / for people) as an absolute path."""
     return path if path.startswith("/") or path == "." else "/" + path
+
+
+def int_in(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high`, else argparse's usage error naming the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (give {what}, {low}-{high})") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (give {what}, {low}-{high})")
+        return value
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse

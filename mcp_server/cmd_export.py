@@ -15,10 +15,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from foundation.errors import InvalidInput
     from foundation.storage import open_database
-    from foundation.storage.transfer import EmptyPortable, Portable, export
+    from foundation.storage.transfer import EmptyPortable, Portable, export, export_target
     from mcp_server.stores import store_kinds
 
+    if not args.file.strip():
+        raise InvalidInput("Give the file to write, e.g. `export state.jsonl.gz` (an empty name is no file).")
+    path = Path(args.file).expanduser().absolute()
+    export_target(path)  # before the database is opened (a data dir is not created for nothing)
     database = open_database(settings.data_dir, settings.database_url)
     try:
         stores: list[Portable] = []
@@ -27,7 +32,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             never_created = status.known > 0 and status.applied == 0
             stores.append(EmptyPortable(kind.name, kind.schema.tables) if never_created
                           else kind.portable(database, settings.data_dir))
-        path = Path(args.file).expanduser().absolute()
         summary = export(stores, path, database.describe())
         print(f"Exported {database.describe()} to {path}: {summary.text()}")
         return 0

@@ -19,6 +19,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from foundation.storage.transfer import import_
     from mcp_server.stores import store_kinds
 
+    if not args.file.strip():
+        raise NotFound("Give the export file to load, e.g. `import state.jsonl.gz` (an empty name is no file).")
     path = Path(args.file).expanduser().absolute()
     if not path.is_file():
         from foundation.command import run_hint

@@ -10,16 +10,21 @@ from functools import partial
 from typing import Any
 
 from foundation.settings import Settings
+from mcp_server.cli_common import int_in
+
+MAX_WORKERS = 64
+"""More processes than this only add memory and database connections (each holds a pool of its own)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default loopback).")
-    parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765).")
+    parser.add_argument("--port", type=int_in(0, 65535, "a TCP port"), default=8765,
+                        help="HTTP port, 0-65535 (default 8765; 0: any free port).")
     parser.add_argument("--allow-host", dest="set_http_allowed_hosts", action="append", metavar="HOST",
                         help="Allow this Host name over HTTP (required to bind a non-loopback address).")
-    parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="HTTP server processes sharing the port (default 1); N>1 needs "
+    parser.add_argument("--workers", type=int_in(1, MAX_WORKERS, "a number of processes"), default=1, metavar="N",
+                        help=f"HTTP server processes sharing the port, 1-{MAX_WORKERS} (default 1); N>1 needs "
                              "GENERALAGENT_DATABASE_URL=postgresql://...")
     parser.add_argument("--enable-bash", dest="set_bash_enabled", action="store_const", const=True,
                         help="Enable run_bash_command (env GENERALAGENT_BASH_ENABLED).")

@@ -415,8 +415,9 @@ def test_several_workers_need_postgresql(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--transport", "http", "--workers", "0"), "--workers must be 1 or more (got 0)"),
-    (("--transport", "http", "--workers", "-3"), "--workers must be 1 or more (got -3)"),
+    (("--transport", "http", "--workers", "0"), "--workers: 0 is out of range (give a number of processes, 1-64)"),
+    (("--transport", "http", "--workers", "-3"), "--workers: -3 is out of range"),
+    (("--transport", "http", "--workers", "65"), "--workers: 65 is out of range"),
     (("--workers", "2"), "--workers N>1 needs --transport http"),
 ])
 def test_impossible_worker_counts_are_refused(tmp_path: Path, args: tuple[str, ...], message: str) -> None:

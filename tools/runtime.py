@@ -59,9 +59,9 @@ class Runtime:
 
     @property
     def data_dir(self) -> Path:
-        path = self.settings.data_dir
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        from foundation.storage import ensure_data_dir
+
+        return ensure_data_dir(self.settings.data_dir)
 
     def runner(self, feature: str) -> ToolRunner:
         if self.tool_runner is None:

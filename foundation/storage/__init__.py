@@ -21,12 +21,13 @@ from foundation.storage.base import (
     StorageUnavailable,
     StoreDb,
     Table,
+    ensure_data_dir,
 )
 from foundation.storage.urls import is_postgres_url, mask_url
 
 __all__ = [
     "Backend", "Conn", "Database", "IntegrityError", "Listener", "MigrationStatus", "Row", "Schema", "StorageError",
-    "StorageUnavailable", "StoreDb", "Table", "is_postgres_url", "mask_url", "open_database",
+    "StorageUnavailable", "StoreDb", "Table", "ensure_data_dir", "is_postgres_url", "mask_url", "open_database",
 ]
 
 

@@ -17,6 +17,7 @@ Migrations are the one place with per-backend SQL.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -24,6 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from foundation.errors import GeneralAgentError
@@ -328,3 +330,20 @@ class _LocalListener(Listener):
 
     def close(self) -> None:
         self.owner.drop(self)
+
+
+def ensure_data_dir(data_dir: Path) -> Path:
+    """Create the data dir; a file in its place or a folder this user cannot write is a StorageError
+    naming the fix (not an OSError from deep inside a store)."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        what = ("is a file, not a folder" if isinstance(exc, FileExistsError) else "cannot be created: a part of "
+                "its path is a file" if isinstance(exc, NotADirectoryError) else f"cannot be created ({exc.strerror})")
+        where = exc.filename if isinstance(exc.filename, str) and exc.filename != str(data_dir) else None
+        raise StorageError(f"The data dir {data_dir} {what}" + (f" (at {where})" if where else "") + ". Give a "
+                           "folder this user can write with --data-dir or GENERALAGENT_DATA_DIR.") from None
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise StorageError(f"The data dir {data_dir} is not writable by this user. Give a folder this user can "
+                           "write with --data-dir or GENERALAGENT_DATA_DIR (or fix its permissions).")
+    return data_dir

@@ -27,6 +27,7 @@ from foundation.storage.base import (
     Schema,
     StoreDb,
     T,
+    ensure_data_dir,
     identifier,
     too_new_error,
 )
@@ -173,7 +174,7 @@ class SqliteDatabase(Database):
         return self.data_dir / schema.sqlite_file
 
     def open(self, schema: Schema, *, migrate: bool = True) -> StoreDb:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        ensure_data_dir(self.data_dir)
         if migrate:
             self.migrate(schema)
         handle = SqliteStoreDb(self, schema, self.path(schema))
@@ -195,7 +196,7 @@ class SqliteDatabase(Database):
     def migrate(self, schema: Schema) -> tuple[MigrationStatus, MigrationStatus]:
         if not schema.sqlite:  # a store that keeps no SQLite tables (the audit log is a file here)
             return self.status(schema), self.status(schema)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        ensure_data_dir(self.data_dir)
         path = self.path(schema)
         conn = sqlite_db.connect(path, timeout=TIMEOUT_SECONDS, pragmas=schema.sqlite_pragmas)
         try:

@@ -20,9 +20,12 @@ list (mcp_server/stores.py), so a new store only adds itself there.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
+import os
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,9 +129,34 @@ def _open_read(path: Path) -> IO[str]:
     return gzip.open(path, "rt", encoding="utf-8") if compressed else path.open(encoding="utf-8")
 
 
+def export_target(path: Path) -> None:
+    """Refuse a target `export` cannot write, naming the fix (before anything is written)."""
+    if path.is_dir():
+        raise StorageError(f"{path} is a folder; give a file name (e.g. {path / 'export.jsonl.gz'}).")
+    if not path.parent.is_dir():
+        raise StorageError(f"The folder {path.parent} does not exist; create it first or give a file in an "
+                           "existing folder.")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise StorageError(f"The folder {path.parent} is not writable by this user; give a file in a folder "
+                           "you can write.")
+
+
 def export(stores: Sequence[Portable], path: Path, source: str) -> Summary:
-    """Write every store's rows to `path` (written to a temporary name, renamed when complete)."""
+    """Write every store's rows to `path` (written to a temporary name, renamed when complete; nothing is
+    left behind when it fails)."""
+    export_target(path)
     partial = path.with_name(path.name + ".partial")
+    try:
+        return _export(stores, path, partial, source)
+    except OSError as exc:
+        raise StorageError(f"Cannot write {path}: {exc.strerror or exc}. Give a file in a folder with room "
+                           "that you can write.") from None
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+
+
+def _export(stores: Sequence[Portable], path: Path, partial: Path, source: str) -> Summary:
     counts: dict[str, dict[str, int]] = {}
     with _open_write(partial, path.suffix == ".gz") as out:
         out.write(json.dumps({"format": FORMAT, "version": VERSION, "source": source,
@@ -157,6 +185,16 @@ def import_(stores: Sequence[Portable], path: Path) -> Summary:
     if busy:
         raise StorageError(f"The target already holds data in: {', '.join(busy)}. Import only into an empty "
                            "database (a new PostgreSQL database or schema, or an empty data dir).")
+    try:
+        return _import(by_name, path)
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise StorageError(f"{path} is not a generalagent-mcp export file (not UTF-8 JSON lines: "
+                           f"{type(exc).__name__}). Give a file written by `export`.") from None
+    except OSError as exc:
+        raise StorageError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+
+
+def _import(by_name: dict[str, Portable], path: Path) -> Summary:
     counts: dict[str, dict[str, int]] = {}
     with _open_read(path) as handle:
         reader = _Reader(handle, path)

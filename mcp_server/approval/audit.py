@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic_core import to_jsonable_python
 
-from foundation.storage import Database, Row, Schema, Table
+from foundation.storage import Database, Row, Schema, Table, ensure_data_dir
 from foundation.storage.transfer import rows_of
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ class AuditLog(AuditSink):
     """Append-only JSONL audit log in `<data_dir>/audit.jsonl`; safe to call from several threads."""
 
     def __init__(self, data_dir: Path, max_bytes: int = MAX_BYTES) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        ensure_data_dir(data_dir)
         self.path = data_dir / AUDIT_FILE
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
