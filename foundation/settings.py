@@ -131,6 +131,15 @@ class Settings(BaseModel):
     )
     skills_file: Path | None = Field(default=None, description="Skills config (TOML); default: data dir skills.toml.")
 
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "roots", "skills_dirs", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        """An empty path would be the current folder (Path('') is '.'): refused, never taken as the cwd."""
+        values = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise ValueError("is empty; give a folder's path (or leave the option out for the default)")
+        return value
+
     @field_validator("data_dir", "policy_file", "agents_file", "skills_file", mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:

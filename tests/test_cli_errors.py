@@ -85,3 +85,10 @@ def test_a_reader_that_goes_away_ends_it_quietly(tmp_path: Path, command: list[s
         os.close(write)
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert command == ["--help"] or done.returncode == 1
+
+
+@pytest.mark.parametrize("option", ["--data-dir", "--root"])
+def test_an_empty_folder_option_is_refused_not_taken_as_the_cwd(tmp_path: Path, option: str) -> None:
+    done = run(tmp_path, option, "", "status")
+    one_clear_line(done, "is empty", "give a folder")
+    assert done.returncode == 2 and not list(tmp_path.iterdir())  # nothing written in the current folder
