@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import connect
-from tools.bash import run_bash_command
+from tools.bash import GIT_GUARD_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
 from tools.sandbox import SandboxSpec, bwrap_argv, sandbox_status, seatbelt_profile
 
@@ -440,3 +442,130 @@ def test_repositories_reached_through_links_do_not_crowd_out_those_in_the_roots(
         assert roots[0] / "vendor/lib/.git/config" in spec.read_only and roots[0] / "vendor/lib/.git" in spec.pinned
     finally:
         shutil.rmtree(many, ignore_errors=True)
+
+
+def _repo_with_a_commit(path: Path) -> None:
+    _git(path, "init", "-q")
+    (path / "a.txt").write_text("a\n")
+    _git(path, "add", "a.txt")
+    _git(path, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "first")
+
+
+def _stray(before: set[Path], root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if ".git" not in p.relative_to(root).parts[:1]} - before
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_no_missing_git_config_or_hook_can_be_made_and_git_work_goes_on(rt: Runtime, workspace: Path) -> None:
+    """Red team A (a, b): a `commondir` redirecting config and hooks to a planted folder, a hook in a missing
+    `hooks` folder, a missing config.worktree: each is held by a read-only placeholder while the command runs
+    (none is left behind), and add, commit, branch, checkout, stash and rebase still work."""
+    _repo_with_a_commit(workspace)
+    subprocess.run(["rm", "-rf", str(workspace / ".git" / "hooks")], check=True)
+    before = {p for p in (workspace / ".git").iterdir()}
+    plant = run(rt, "mkdir -p evil/hooks && cp .git/HEAD evil/ && printf '[core]\\n\\tfsmonitor = touch pwned\\n' "
+                    "> evil/config; echo ../evil > .git/commondir; mkdir -p .git/hooks; "
+                    "echo 'touch pwned' > .git/hooks/pre-commit; echo x > .git/config.worktree; echo ok > b.txt")
+    assert {p for p in (workspace / ".git").iterdir()} == before, plant
+    assert (workspace / "b.txt").is_file() and "commondir: Read-only" in plant.stderr, plant
+    work = run(rt, "set -e; c='git -c user.name=t -c user.email=t@example.com'; git add b.txt; $c commit -qm two; "
+                   "git checkout -qb side; echo s > s.txt; git add s.txt; $c commit -qm side; git checkout -q -; "
+                   "echo c >> a.txt; $c commit -qam main; echo d > d.txt; git add d.txt; git stash -q; "
+                   "git stash pop -q; $c stash -q; $c rebase -q side; git stash pop -q; git branch; git log --oneline")
+    assert work.exit_code == 0 and "side" in work.stdout and "main" in work.stdout, work
+    assert "main" in _git_out(workspace, "log", "--oneline") and not (workspace / "pwned").exists()
+    _git_out(workspace, "status")  # the host's git reads the real repository: no fsmonitor to run
+    assert not (workspace / "pwned").exists()
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_the_hooks_path_and_included_config_files_stay_read_only(rt: Runtime, workspace: Path) -> None:
+    """Red team A (c): core.hooksPath (`.husky`, `.githooks`: folders of the work tree, existing or not) and
+    config files an include names (a tracked `.gitconfig`, a missing local one) are read-only too."""
+    _repo_with_a_commit(workspace)
+    _git(workspace, "config", "core.hooksPath", ".husky")
+    _git(workspace, "config", "include.path", "../.gitconfig")
+    _git(workspace, "config", "--add", "include.path", "../local.gitconfig")
+    (workspace / ".husky").mkdir()
+    (workspace / ".gitconfig").write_text("[user]\n\tname = t\n")
+    result = run(rt, "echo 'touch pwned' > .husky/pre-commit; printf '[core]\\n\\tfsmonitor = touch pwned\\n' "
+                     ">> .gitconfig; echo '[core]' > local.gitconfig; git status --short; echo ok > b.txt")
+    assert not (workspace / ".husky" / "pre-commit").exists() and not (workspace / "local.gitconfig").exists()
+    assert (workspace / ".gitconfig").read_text() == "[user]\n\tname = t\n" and (workspace / "b.txt").is_file(), result
+    _git(workspace, "config", "core.hooksPath", ".githooks")  # a missing hooks folder
+    result = run(rt, "mkdir -p .githooks && echo 'touch pwned' > .githooks/pre-commit; echo ok")
+    assert not (workspace / ".githooks").exists() and result.note is None, result
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_a_root_without_a_repository_of_its_own_cannot_become_one(make_settings: Any) -> None:
+    """Red team A (d): a root that is a sub-folder of a repository (or of none) gets an empty read-only `.git`
+    while a command runs: `git init` there fails (and says why), git still works on the repository above, and
+    a repository in a new sub-folder may be made. Nothing is left in the root. (Outside /tmp: git does not
+    look above a root the sandbox mounts from another file system.)"""
+    with tempfile.TemporaryDirectory(prefix="ga-newrepo-", dir="/var/tmp") as tmp:
+        _no_repository_in_the_root(make_settings, Path(tmp) / "proj")
+
+
+def _no_repository_in_the_root(make_settings: Any, proj: Path) -> None:
+    root = proj / "src"
+    root.mkdir(parents=True)
+    _repo_with_a_commit(proj)
+    rt = Runtime(make_settings(bash_enabled=True, roots=[root]))
+    result = run(rt, "git init -q . && git config core.fsmonitor 'touch pwned'")
+    assert result.exit_code and result.note == GIT_GUARD_NOTE, result
+    assert not (root / ".git").exists() and list(root.iterdir()) == []
+    used = run(rt, "git status --short && git log --oneline && git init -q new && git -C new status --short && echo ok")
+    assert used.exit_code == 0 and "first" in used.stdout, used
+    assert (root / "new" / ".git").is_dir() and not (root / ".git").exists()
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_a_linked_worktrees_commondir_stays_put(make_settings: Any, workspace: Path, tmp_path: Path) -> None:
+    """The git folder of a worktree kept in the root's repository (`.git/worktrees/<name>`, the worktree itself
+    outside the roots) cannot be redirected to planted config."""
+    _repo_with_a_commit(workspace)
+    _git(workspace, "worktree", "add", "-q", str(tmp_path / "tree"))
+    kept = next((workspace / ".git" / "worktrees").iterdir())
+    before = (kept / "commondir").read_text()
+    rt = Runtime(make_settings(bash_enabled=True))
+    result = run(rt, f"echo {workspace}/evil > .git/worktrees/{kept.name}/commondir; "
+                     f"echo x > .git/worktrees/{kept.name}/config.worktree; echo ok")
+    assert (kept / "commondir").read_text() == before and not (kept / "config.worktree").exists(), result
+
+
+_NAME = st.text(alphabet="abcdefgh.-_ ", min_size=1, max_size=8).filter(lambda n: n.strip(" .") == n and n)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(includes=st.lists(st.tuples(st.sampled_from(["", "sub/", "../", "sub/../"]), _NAME), max_size=4),
+       nested=st.booleans(), hooks=st.lists(st.sampled_from([".husky", ".githooks", "sub dir/h", "/abs/h"]),
+                                            max_size=2))
+def test_every_config_file_git_reads_and_its_hooks_path_are_found(tmp_path_factory: Any, includes: list[tuple[str, str]],
+                                                                  nested: bool, hooks: list[str]) -> None:
+    """Whatever includes (relative to the including file, missing or not, nested) and core.hooksPath values a
+    repository's config holds: every file git itself reads for it is among config_reads' files, every file an
+    include names too, and the hooks folder is git's own core.hooksPath, relative to the worktree."""
+    from tools.sandbox import config_reads
+
+    top = tmp_path_factory.mktemp("repo")
+    _git(top, "init", "-q")
+    (top / "sub").mkdir()
+    config = top / ".git" / "config"
+    named = []
+    for place, name in includes:
+        target = (config.parent / place / name).resolve()
+        named.append(target)
+        _git(top, "config", "--add", "include.path", place + name)
+        if nested and (config.parent / place).is_dir():  # git can open it (`sub/..` needs `sub`)
+            target.write_text(f"[include]\n\tpath = {name}.more\n")
+            named.append(target.parent / f"{name}.more")
+    for value in hooks:
+        _git(top, "config", "--add", "core.hooksPath", value)
+    read, found_hooks = config_reads(top / ".git", top)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    listed = subprocess.run(["git", "config", "--list", "--show-origin", "--includes", "-z"], cwd=top, env=env,
+                            capture_output=True, text=True, check=True).stdout.split("\0")[::2]
+    origins = {(top / o[len("file:"):]).resolve() for o in listed if o.startswith("file:")}
+    assert origins <= {p.resolve() for p in read} and {p.resolve() for p in named} <= {p.resolve() for p in read}
+    assert found_hooks == (None if not hooks else Path(os.path.realpath(top / hooks[-1])))

@@ -51,12 +51,12 @@ DROPPED_PREFIXES = ("GENERALAGENT_",)
 STDOUT_HEAD, STDOUT_TAIL = 12_000, 6_000
 STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
 EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children may keep the pipes
-GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system")  # a write to a read-only bind mount
+GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system", "Permission denied")  # a write to a read-only bind mount
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
 ARGV_INLINE_BYTES = 64 * 1024  # longer bubblewrap command lines go through a file descriptor
 SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
-GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only: change them with edit_file "
-                  "(which asks the user) or ask the user to run the command.")
+GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only (and makes no repository in a "
+                  "workspace root): change them with edit_file (which asks the user) or ask the user to run the command.")
 
 
 def scrubbed_env(environ: Mapping[str, str], workspace: Path, home: Path) -> dict[str, str]:
@@ -214,7 +214,7 @@ def run_bash_command(
             result = _run(command_argv(command, spec), spec, timeout, call)
         finally:
             remove_placeholders(made)
-    if sandbox_status().available and _hit_git_guard(result, spec):
+    if sandbox_status().available and _hit_git_guard(result, spec, _git_guarded(spec, rt.settings)):
         result.note = GIT_GUARD_NOTE
     elif found.secrets and result.exit_code:
         result.note = hidden_secrets_note(found.secrets, roots, result.stderr + result.stdout)
@@ -268,11 +268,11 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     found = scanned or WorkspaceScanResult((), ())
-    pinned, git_files, git_folders = git_guards(dict.fromkeys([*roots, *_in_roots(found.repos, roots)]))
+    git = git_guards(roots, _in_roots(found.repos, roots))
     hidden = (*server_data_dirs(settings), *secret_paths())
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
-                       read_only=(*files, *git_files), read_only_folders=(*folders, *git_folders), pinned=pinned,
-                       network=settings.bash_network)
+                       read_only=(*files, *git.files), read_only_folders=(*folders, *git.folders), pinned=git.pinned,
+                       commondirs=git.commondirs, network=settings.bash_network)
 
 
 def _in_roots(paths: tuple[Path, ...], roots: tuple[Path, ...]) -> list[Path]:
@@ -281,12 +281,18 @@ def _in_roots(paths: tuple[Path, ...], roots: tuple[Path, ...]) -> list[Path]:
     return [path for path in paths if is_within(path, real_roots)]
 
 
-def _hit_git_guard(result: BashResult, spec: SandboxSpec) -> bool:
-    """Whether the command failed writing a root's read-only git config or hooks (stderr names one of them,
+def _git_guarded(spec: SandboxSpec, settings: Settings) -> list[Path]:
+    """The read-only paths of `spec` that guard git (not the rules, agents and skills files)."""
+    ours = {os.path.realpath(p) for p in (settings.policy_file, settings.agents_file, settings.skills_file,
+                                          *settings.skills_dirs) if p}
+    return [p for p in (*spec.read_only, *spec.read_only_folders, *spec.commondirs) if str(p) not in ours]
+
+
+def _hit_git_guard(result: BashResult, spec: SandboxSpec, guarded: list[Path]) -> bool:
+    """Whether the command failed writing a read-only git config, hook or `.git` (stderr names one of them,
     as given or resolved, and the error a read-only bind mount gives)."""
     if not result.exit_code or not any(error in result.stderr for error in GIT_GUARD_ERRORS):
         return False
-    guarded = [p for p in (*spec.read_only, *spec.read_only_folders) if p.parent in spec.pinned]
     names = {*GIT_GUARD_NAMES, *(str(p) for p in guarded), *(os.path.relpath(p, spec.cwd) for p in guarded)}
     return any(name in result.stderr for name in names)
 

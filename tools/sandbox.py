@@ -8,11 +8,14 @@ runs can do, so that a hole in the command parser is harmless:
   /run (docker and agent sockets) are not visible; the rules, agents and skills files and the skill
   folders stay read-only (a missing one too: an empty read-only placeholder holds its place while the
   command runs, removed after it);
-- the git config and hooks of a root's repository and of those nested in the roots (`root/proj/.git`,
-  submodules; tools/workspace_scan.py finds them) stay read-only and their `.git` cannot be renamed or
-  replaced (git commands still work: objects, refs and the index are written as usual), so a command cannot
-  plant git config or hooks that a later git run outside the sandbox would execute. The git folders a
-  `.git` file names are guarded too; a repository made by the command itself is not (it holds nothing yet);
+- every file git reads as configuration or runs as a hook for a root's repository and for those nested in
+  the roots (`root/proj/.git`, submodules; tools/workspace_scan.py finds them) stays read-only, missing ones
+  too (`git_guards`: config, config.worktree, commondir, hooks/, the core.hooksPath folder, included config
+  files; in the git folder, its common folder, its worktrees' and submodules' git folders), and their `.git`
+  cannot be renamed or replaced (git commands still work: objects, refs and the index are written as
+  usual), so a command cannot plant git config or hooks that a later git run outside the sandbox would
+  execute. A root without a `.git` gets an empty read-only one (`git init` there fails); a repository the
+  command makes in a sub-folder is its own (git run in it later runs what it planted, like its scripts);
 - the secret stores inside the roots (`tools/workspace_scan.py`: the policy's deny patterns, `.env`, keys) cannot be
   read: each is covered by an empty device (a folder: an empty folder), like the ones under HOME;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
@@ -35,6 +38,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,31 +84,60 @@ class SandboxSpec:
     read_only_folders: tuple[Path, ...] = ()  # folders likewise (a missing one cannot be made either)
     pinned: tuple[Path, ...] = ()  # folders that stay writable but cannot be renamed, removed or replaced (.git)
     covered: tuple[Path, ...] = ()  # secret stores inside the roots: unreadable, mounted after everything else
+    commondirs: tuple[Path, ...] = ()  # missing git `commondir` files: held by a read-only one saying "."
 
 
-def git_guards(roots: Iterable[Path]) -> tuple[tuple[Path, ...], tuple[Path, ...], tuple[Path, ...]]:
-    """What keeps a root's git configuration out of a command's reach: (pinned: its git folders; read-only
-    files: config, config.worktree and a `.git` file naming the git folder; read-only folders: hooks).
-    Only what exists; a worktree's or submodule's `.git` file leads to its git folder and the common one."""
-    pinned: list[Path] = []
-    files: list[Path] = []
-    folders: list[Path] = []
-    for root in roots:
-        dot = root / ".git"
+GIT_CONFIG_NAMES = ("config", "config.worktree", "commondir")
+"""What git reads in a git folder as configuration (`commondir` moves config and hooks elsewhere): read-only,
+a missing one held by a read-only placeholder (`commondir`: one saying ".", the folder itself)."""
+
+
+@dataclass(frozen=True)
+class GitGuards:
+    pinned: tuple[Path, ...] = ()  # git folders: bound onto themselves (not renamed, removed or replaced)
+    files: tuple[Path, ...] = ()  # config files and `.git` files, read-only (missing ones: an empty placeholder)
+    folders: tuple[Path, ...] = ()  # hooks folders (and a root's missing `.git`), read-only, missing ones too
+    commondirs: tuple[Path, ...] = ()  # missing `commondir` files, held by a read-only file saying "."
+
+
+def git_guards(roots: Iterable[Path], repos: Iterable[Path] = ()) -> GitGuards:
+    """What keeps git configuration and hooks out of a command's reach, for each repository in `roots` (a root
+    itself) and `repos` (folders holding a `.git`): every file git reads as configuration or runs as a hook,
+    missing ones too (config, config.worktree, commondir, hooks/, the core.hooksPath folder, included config
+    files), in its git folder, its common folder, its linked worktrees' and submodules' git folders. A root
+    without a `.git` of its own gets an empty read-only `.git` folder: `git init` there fails (git itself
+    passes over it to a repository above); a repository a command makes in a new sub-folder is its own."""
+    pinned: dict[Path, None] = {}
+    files: dict[Path, None] = {}
+    folders: dict[Path, None] = {}
+    roots = list(roots)
+    for top in dict.fromkeys([*roots, *repos]):
+        dot = top / ".git"
         if dot.is_symlink():
             continue
         if dot.is_dir():
             gitdirs = [dot]
         elif dot.is_file():
-            files.append(dot)
+            files[dot] = None
             gitdirs = _gitfile_dirs(dot)
         else:
+            if top in roots:
+                folders[dot] = None
             continue
-        for gitdir in gitdirs:
-            pinned.append(gitdir)
-            files += [f for f in (gitdir / "config", gitdir / "config.worktree") if f.is_file()]
-            folders += [d for d in (gitdir / "hooks",) if d.is_dir() and not d.is_symlink()]
-    return tuple(dict.fromkeys(pinned)), tuple(dict.fromkeys(files)), tuple(dict.fromkeys(folders))
+        firsts = {Path(os.path.realpath(g)) for g in gitdirs[:1]}
+        for gitdir in _family(gitdirs):
+            pinned[gitdir] = None
+            files.update(dict.fromkeys(gitdir / name for name in GIT_CONFIG_NAMES))
+            folders[gitdir / "hooks"] = None
+            worktree = top if gitdir in firsts else _worktree_of(gitdir)
+            read, hooks = config_reads(gitdir, worktree)
+            files.update(dict.fromkeys(read))
+            if hooks is not None:
+                folders[hooks] = None
+    missing_common = tuple(f for f in files if f.name == "commondir" and not os.path.lexists(f)
+                           and f.parent in pinned)
+    return GitGuards(tuple(pinned), tuple(f for f in files if f not in missing_common), tuple(folders),
+                     missing_common)
 
 
 def _gitfile_dirs(dot: Path) -> list[Path]:
@@ -125,6 +158,108 @@ def _gitfile_dirs(dot: Path) -> list[Path]:
         if common and (found := Path(os.path.realpath(gitdir / common))).is_dir():
             out.append(found)
     return out
+
+
+def _family(gitdirs: list[Path]) -> list[Path]:
+    """The git folders and every git folder kept in them: linked worktrees' (`worktrees/*`) and submodules'
+    (`modules/**`, nested), resolved."""
+    out: dict[Path, None] = {}
+    todo = [Path(os.path.realpath(g)) for g in gitdirs]
+    while todo:
+        gitdir = todo.pop()
+        if gitdir in out or not gitdir.is_dir():
+            continue
+        out[gitdir] = None
+        with contextlib.suppress(OSError):
+            todo += [w for w in (gitdir / "worktrees").iterdir() if w.is_dir() and not w.is_symlink()]
+        todo += _module_dirs(gitdir / "modules")
+    return list(out)
+
+
+def _module_dirs(folder: Path, depth: int = 0) -> list[Path]:
+    """The git folders under a `modules` folder (a submodule named `a/b` lies in `modules/a/b`)."""
+    found: list[Path] = []
+    with contextlib.suppress(OSError):
+        for sub in folder.iterdir():
+            if sub.is_symlink() or not sub.is_dir():
+                continue
+            if (sub / "HEAD").is_file():
+                found.append(sub)
+            elif depth < 8:
+                found += _module_dirs(sub, depth + 1)
+    return found
+
+
+def _worktree_of(gitdir: Path) -> Path | None:
+    """A linked worktree's folder (its git folder's `gitdir` file names the worktree's `.git` file); a main
+    worktree's: the folder holding `.git`."""
+    if gitdir.name == ".git":
+        return gitdir.parent
+    with contextlib.suppress(OSError):
+        named = (gitdir / "gitdir").read_text(encoding="utf-8", errors="replace").strip()
+        if named:
+            return Path(os.path.realpath(gitdir / named)).parent
+    return None
+
+
+_CONFIG_READS: dict[Path, tuple[tuple[tuple[str, int, int], ...], tuple[Path, ...], Path | None]] = {}
+_CONFIG_READS_LOCK = threading.Lock()
+
+
+def config_reads(gitdir: Path, worktree: Path | None) -> tuple[tuple[Path, ...], Path | None]:
+    """The config files git reads for this git folder (as the user's git outside the sandbox would: system,
+    global, local, and every file an include names, existing or not) and its core.hooksPath folder (relative:
+    to the worktree). Asked of git itself (`git config --list --show-origin`, which runs nothing), kept until
+    one of those files changes."""
+    with _CONFIG_READS_LOCK:
+        kept = _CONFIG_READS.get(gitdir)
+    if kept is not None and kept[0] == _signature([gitdir / "config", *kept[1]]):
+        return kept[1], kept[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    try:
+        done = subprocess.run([shutil.which("git") or "git", f"--git-dir={gitdir}", "config", "--list",
+                               "--show-origin", "--includes", "-z"], capture_output=True, env=env, timeout=10,
+                              cwd=worktree or gitdir, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return (), None
+    read, hooks = parse_config_list(done.stdout.decode("utf-8", "surrogateescape"), worktree or gitdir)
+    with _CONFIG_READS_LOCK:
+        _CONFIG_READS[gitdir] = (_signature([gitdir / "config", *read]), read, hooks)
+    return read, hooks
+
+
+def parse_config_list(listing: str, base: Path) -> tuple[tuple[Path, ...], Path | None]:
+    """From `git config --list --show-origin -z`: the files read and those includes name (relative to the
+    including file; `~/` is the home), and the last core.hooksPath (relative: to `base`)."""
+    read: dict[Path, None] = {}
+    hooks: Path | None = None
+    parts = listing.split("\0")
+    for origin, entry in zip(parts[::2], parts[1::2], strict=False):
+        if not origin.startswith("file:"):
+            continue
+        source = Path(os.path.realpath(base / origin[len("file:"):]))  # `..` after links, as the kernel
+        read[source] = None
+        key, _, value = entry.partition("\n")
+        key = key.lower()
+        if not value:
+            continue
+        value = os.path.expanduser(value) if value.startswith("~") else value
+        if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
+            read[Path(os.path.realpath(source.parent / value))] = None
+        elif key == "core.hookspath":
+            hooks = Path(os.path.realpath(base / value))
+    return tuple(read), hooks
+
+
+def _signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+            out.append((str(path), info.st_mtime_ns, info.st_size))
+        except OSError:
+            out.append((str(path), -1, -1))
+    return tuple(out)
 
 
 def secret_paths(home: Path | None = None) -> tuple[Path, ...]:
@@ -178,7 +313,8 @@ def placeholders(spec: SandboxSpec) -> list[tuple[Path, bool]]:
     mount points; `remove_placeholders` removes them after the command."""
     writable = {*spec.roots, *spec.extra_writable}
     out: dict[Path, bool] = {}
-    for path, folder in [*((p, False) for p in spec.read_only), *((p, True) for p in spec.read_only_folders)]:
+    for path, folder in [*((p, False) for p in (*spec.read_only, *spec.commondirs)),
+                         *((p, True) for p in spec.read_only_folders)]:
         if os.path.lexists(path) or not _writable_place(path, writable):
             continue
         top = path
@@ -209,9 +345,29 @@ def _read_only_args(spec: SandboxSpec, writable: list[Path]) -> list[str]:
     for path in [*spec.read_only, *spec.read_only_folders]:
         if os.path.lexists(path) and _writable_place(path, writable):
             args += ["--ro-bind", str(path), str(path)]
+    stubs = set(spec.commondirs)
     for path, folder in placeholders(spec):
-        args += ["--tmpfs", str(path), "--remount-ro", str(path)] if folder else ["--ro-bind", "/dev/null", str(path)]
+        if folder:
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            args += ["--ro-bind", str(_commondir_stub()) if path in stubs else "/dev/null", str(path)]
     return args
+
+
+def _commondir_stub() -> Path:
+    """A read-only file saying "." (git's `commondir`: the git folder itself), in a private folder of the
+    server's (git dies on an empty one)."""
+    global _STUB
+    if _STUB is None or not _STUB.is_file():
+        folder = Path(tempfile.mkdtemp(prefix="generalagent-git-"))
+        stub = folder / "commondir"
+        stub.write_text(".\n")
+        stub.chmod(0o444)
+        _STUB = stub
+    return _STUB
+
+
+_STUB: Path | None = None
 
 
 def _resolv_conf_args() -> list[str]:
@@ -273,7 +429,7 @@ def seatbelt_profile(spec: SandboxSpec) -> str:
             lines.append(f"(allow file-read* file-write* {_sb_paths(inner)})")
     if covered := _existing(spec.covered):  # after the roots' allow: secret stores in them stay unreadable
         lines.append(f"(deny file-read* file-write* {_sb_paths(covered)})")
-    for path in [*spec.read_only, *spec.pinned]:  # a pinned folder itself: not renamed nor removed
+    for path in [*spec.read_only, *spec.commondirs, *spec.pinned]:  # a pinned folder: not renamed nor removed
         lines.append(f"(deny file-write* (literal {_sb_string(os.path.realpath(path))}))")
     if spec.read_only_folders:
         lines.append(f"(deny file-write* {_sb_paths(spec.read_only_folders)})")
