@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcp_server.policy import Decision, PolicyContext, decide, load_rules
 
@@ -318,3 +321,32 @@ def test_prefixing_safe_commands_never_loosens_a_decision(joiner: str, ctx: Poli
             alone = bash(command, ctx)
             combined = bash(safe + joiner + command, ctx)
             assert RANK[combined.action] >= RANK[alone.action], (safe, command, alone, combined)
+
+
+@pytest.mark.parametrize("command", ["git log --format=%G?", "git log --pretty='format:%h %GS'", "git show -s --format=%GK",
+                                     "git log --pretty=tformat:%+GG", "git shortlog --format='% G?'",
+                                     "git branch --format='%(signature)'", "git stash list --format=%G?",
+                                     "git log --format %GF", "git -C . log --form=%GP"])
+def test_git_formats_that_verify_signatures_ask_like_show_signature(command: str, ctx: PolicyContext) -> None:
+    """`%G?`, `%GS`, `%GK`... verify a signature, running gpg (as --show-signature does): they ask."""
+    decision = bash(command, ctx)
+    assert (decision.action, decision.rule_id) == ("ask", "bash.git_signature"), decision
+
+
+@pytest.mark.parametrize("command", ["git log --format='%h %s'", "git log --format=100%%G", "git log --pretty=oneline"])
+def test_git_formats_without_a_signature_are_allowed(command: str, ctx: PolicyContext) -> None:
+    assert bash(command, ctx).action == "allow", command
+
+
+_FORMAT_TOKEN = re.compile(r"%%|%[+\- ]?(G|\(signature)?|[^%]+")
+
+
+@settings(max_examples=400)
+@given(st.text(alphabet="%G+- (signaturehx", max_size=24))
+def test_signature_placeholders_are_found_as_git_reads_them(text: str) -> None:
+    """signature_format agrees with a model of git's format reading: `%%` is a literal percent, a
+    placeholder is `%`, an optional `+`/`-`/` ` modifier, then `G...` or `(signature...)`."""
+    from mcp_server.policy.shell_commands import signature_format
+
+    model = any(token.group(1) for token in _FORMAT_TOKEN.finditer(text))
+    assert signature_format(text) == model, text

@@ -247,6 +247,22 @@ _GIT_GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--n
                                     "--config-env", "--super-prefix"})
 
 
+def signature_format(text: str) -> bool:
+    """Whether a git pretty format (`--format`, `--pretty=format:`, `branch --format`) holds a placeholder
+    that verifies a signature and so runs gpg: `%G?`, `%GS`, `%GK`, `%GG`... (after `+`, `-` or ` `; `%%` is
+    a literal percent) or a `%(signature...)` atom."""
+    i = 0
+    while (i := text.find("%", i)) >= 0:
+        if text.startswith("%%", i):
+            i += 2
+            continue
+        j = i + 1 + (text[i + 1 : i + 2] in ("+", "-", " ") and i + 2 < len(text))
+        if text.startswith("G", j) or text.startswith("(signature", j):
+            return True
+        i += 1
+    return False
+
+
 @handles("git")
 def _git(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Command | None) -> object:
     i = 0
@@ -262,6 +278,8 @@ def _git(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comm
     if i > 0:  # rules like "git push:*" also see "git -C dir push" as "git push"
         seg.texts += (" ".join(["git", sub, *texts]),)
     flags = _short_flags(rest)
+    if any(signature_format(t) for t in texts):  # a word that is no format asks too (rare: `commit -m 5%G`)
+        an.find(ask("This git format verifies signatures, which runs gpg.", "medium", "bash.git_signature"))
     if sub == "push":
         if ({"--force", "--mirror", "--force-if-includes"} & set(texts) or "f" in flags
                 or any(t.startswith("--force-with-lease") or t.startswith("+") for t in texts)):
