@@ -12,7 +12,7 @@ with the last whole sentences (or lines) of the previous one, up to `overlap_cha
 far as it still fits in `max_chars`, so a fact next to a cut stays with its context (whole
 paragraphs are not repeated). A chunk shorter than `min_chars` is merged with a neighbour in the
 same unit when the result still fits. A unit that is only a heading (shorter than `min_chars`)
-is glued to the following sub-section.
+is glued to the following sub-section (a chunk that still ends inside it keeps its heading).
 
 Spreadsheet rows (XLSX "row" units, one per row, the sheet's header row in their heading) are
 packed into windows of whole rows up to `max_chars`; the next window starts with the last rows of
@@ -43,7 +43,8 @@ _LEVELS = (
     re.compile(r"(?:[。！？；…]+|[!?;]+(?=\s|$)|\.(?=\s|$))[\"'”’」』）)\]]*\s*"),  # sentences
 )
 _SOFT_BREAKS = " \n\t，、,；;"
-CHUNKER_VERSION = "2"  # 2: sentence lead-ins below the paragraph level
+CHUNKER_VERSION = "3"  # 2: sentence lead-ins below the paragraph level; 3: a chunk that ends in a glued
+# heading-only section carries that section's heading
 
 
 def chunking_key(options: ChunkingOptions) -> str:
@@ -56,6 +57,13 @@ class _Segment:
     start: int
     end: int
     unit: Unit
+    glued: tuple[tuple[int, Unit], ...] = ()
+    """Heading-only units glued before `unit` (where each starts): a chunk that ends in one of them
+    carries its heading, not the child's."""
+
+    def unit_at(self, end: int) -> Unit:
+        """The unit a chunk ending at `end` ends in."""
+        return next((unit for start, unit in reversed(self.glued) if start < end <= unit.end), self.unit)
 
 
 def chunk_document(extracted: Extracted, options: ChunkingOptions | None = None) -> list[Chunk]:
@@ -71,7 +79,7 @@ def chunk_document(extracted: Extracted, options: ChunkingOptions | None = None)
         segments = _row_windows(text, group, options) if is_row else _segments(text, group, options)
         for segment in segments:
             for start, end in _chunk_span(text, segment.start, segment.end, options.max_chars, options):
-                chunks.append(_make_chunk(text, len(chunks), start, end, segment.unit))
+                chunks.append(_make_chunk(text, len(chunks), start, end, segment.unit_at(end)))
     return chunks
 
 
@@ -120,7 +128,7 @@ def _location(unit: Unit) -> tuple[object, ...]:
 
 def _segments(text: str, units: list[Unit], options: ChunkingOptions) -> Iterator[_Segment]:
     """Units clipped to the text and to each other; a tiny heading-only unit is glued to its child."""
-    pending: int | None = None
+    glued: list[tuple[int, Unit]] = []
     last_end = 0
     for i, unit in enumerate(units):
         start, end = max(unit.start, last_end, 0), min(unit.end, len(text))
@@ -134,10 +142,10 @@ def _segments(text: str, units: list[Unit], options: ChunkingOptions) -> Iterato
             and _location(nxt) == _location(unit)
             and nxt.heading_path[: len(unit.heading_path)] == unit.heading_path
         ):
-            pending = start if pending is None else pending
+            glued.append((start, replace(unit, end=end)))
             continue
-        yield _Segment(start if pending is None else pending, end, unit)
-        pending = None
+        yield _Segment(glued[0][0] if glued else start, end, unit, tuple(glued))
+        glued = []
 
 
 def _chunk_span(text: str, start: int, end: int, limit: int, options: ChunkingOptions) -> list[tuple[int, int]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from indexing.chunking import chunk_document
@@ -59,6 +59,7 @@ def test_property_any_unicode_text(text: str, max_chars: int) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(PIECES + ["\n# Head\n", "\n## Sub 营收\n", "\n```\n", "\nTitle\n===\n"]), max_size=200))
+@example(["word", "\n# Head\n", "\n## Sub 营收\n"] + ["x" * 120] * 4)  # two tiny sections glued, then cut apart again
 def test_property_markdown_sections(pieces: list[str]) -> None:
     text = text_of(pieces)
     units = markdown_units(text) if text else []
