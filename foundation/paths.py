@@ -24,7 +24,9 @@ The resolved path is what tools must use afterwards (never the model's string), 
 they open it with `open_for_read` / `open_folder` (foundation/safe_open.py): walked from a
 handle of the root with O_NOFOLLOW on every component and checked on the opened
 descriptor, so a component swapped for a symlink after resolution is refused, never
-followed. Messages never show where a symlink outside the roots points.
+followed. That check also refuses a descriptor that really is a secret store (the approval
+policy's `secrets.deny` patterns, handed down as `SecretPaths`): what the gate checked may
+have been swapped for one since. Messages never show where a symlink outside the roots points.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections.abc import Collection, Sequence
 from hashlib import sha256
 from pathlib import Path
 
+from foundation.calls import SecretPaths
 from foundation.errors import NotConfigured, NotFound, PathNotAllowed
 from foundation.safe_open import Allowed, open_dir, open_file
 from foundation.settings import Settings
@@ -186,30 +189,39 @@ def _check_not_server_data(settings: Settings, path: str, real: Path, roots: Col
         raise _refuse(path, "it is inside a skill folder (GENERALAGENT_SKILLS_DIRS), which tools may not change", roots)
 
 
-def fd_allowed(settings: Settings, roots: Collection[Path]) -> Allowed:
-    """The rule for where an opened descriptor may really be: inside a root, and not in the
-    server's data folder (except its workspaces/)."""
+def fd_allowed(settings: Settings, roots: Collection[Path], secrets: SecretPaths | None) -> Allowed:
+    """The rule for where an opened descriptor may really be: inside a root, not in the server's data
+    folder (except its workspaces/), and not a secret store by `secrets` (the policy's deny patterns;
+    refused with its own message: no tool reads one, whatever the path given was when it was checked)."""
     data_dirs = server_data_dirs(settings)
     workspaces = data_dirs[0] / "workspaces"
+    kept = tuple(roots)
 
     def allowed(real: Path) -> bool:
-        return is_within(real, roots) and (not is_within(real, data_dirs) or real.is_relative_to(workspaces))
+        if not (is_within(real, roots) and (not is_within(real, data_dirs) or real.is_relative_to(workspaces))):
+            return False
+        if secrets is not None and secrets.store(str(real), kept):
+            raise PathNotAllowed(f"{display_path(real, kept)!r} is a secret store (keys, credentials, .env), which "
+                                 "file tools do not open. Ask the user for the value you need.")
+        return True
 
     return allowed
 
 
-def open_for_read(settings: Settings, real: Path, session_id: str | None = None, shown: str = "") -> int:
+def open_for_read(settings: Settings, real: Path, session_id: str | None = None, shown: str = "", *,
+                  secrets: SecretPaths | None) -> int:
     """A read-only descriptor of a resolved regular file, opened race-free (see the module doc)."""
     roots = roots_for(settings, session_id)
-    return open_file(real, roots, fd_allowed(settings, roots), shown=shown or real.name)
+    return open_file(real, roots, fd_allowed(settings, roots, secrets), shown=shown or real.name)
 
 
 def open_folder(
-    settings: Settings, real: Path, session_id: str | None = None, *, create: bool = False, shown: str = ""
+    settings: Settings, real: Path, session_id: str | None = None, *, create: bool = False, shown: str = "",
+    secrets: SecretPaths | None,
 ) -> int:
     """A handle of a resolved folder (created with its parents when `create`), opened race-free."""
     roots = roots_for(settings, session_id)
-    return open_dir(real, roots, fd_allowed(settings, roots), create=create, shown=shown or real.name)
+    return open_dir(real, roots, fd_allowed(settings, roots, secrets), create=create, shown=shown or real.name)
 
 
 def display_path(path: Path | str, roots: Sequence[Path]) -> str:

@@ -9,7 +9,7 @@ checked itself (fstat for its type; /proc/self/fd or F_GETPATH for where it real
 renamed out of a root mid-walk is caught there).
 
 `allowed(real_path) -> bool` is the caller's rule for the descriptor's real location (inside a
-root, not the server's data folder). Errors never show where a symlink points.
+root, not the server's data folder); it may raise PathNotAllowed with its own reason (a secret store). Errors never show where a symlink points.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Race-free file access (issue 14, reproducer 5): a thread swaps a workspace file (or folder) for
 a symlink to an outside one while the tools run; not one call may read or write outside.
-Before the fd-based opening, read_file and search_file leaked the outside file in ~3.5% of calls."""
+Before the fd-based opening, read_file and search_file leaked the outside file in ~3.5% of calls.
+The same for a link inside the roots swapped between a secret store (`.env`) and an ordinary file: the
+gate decides the link as it leads at check time, so the opened descriptor itself must not be a store."""
 
 from __future__ import annotations
 
@@ -19,8 +21,10 @@ import pytest
 from foundation.errors import GeneralAgentError, InvalidInput, NotFound, PathNotAllowed
 from foundation.paths import fd_allowed, open_folder, open_for_read, roots_for
 from foundation.safe_open import fd_real_path, open_inside, read_fd
+from mcp_server.secret_paths import loaded_on_first_use
+from tests.conftest import connect
 from tools.documents import search_documents, search_file
-from tools.files import edit_file, read_file, write_file
+from tools.files import edit_file, list_workspace_files, read_file, write_file
 from tools.index_tools import index_path
 from tools.runtime import CallContext, Runtime
 
@@ -160,26 +164,125 @@ def test_open_helpers_refuse_symlinks_and_report_the_real_place(settings: Any, w
     (workspace / "a" / "f.txt").write_text("inside")
     (workspace / "link.txt").symlink_to(outside / "notes.txt")
     (workspace / "inner-link.txt").symlink_to(workspace / "a" / "f.txt")
-    fd = open_for_read(settings, workspace / "a" / "f.txt")
+    fd = open_for_read(settings, workspace / "a" / "f.txt", secrets=None)
     try:
         assert read_fd(fd, 100) == b"inside" and fd_real_path(fd) == workspace / "a" / "f.txt"
     finally:
         os.close(fd)
     with pytest.raises(PathNotAllowed) as caught:
-        open_for_read(settings, workspace / "link.txt", shown="link.txt")
+        open_for_read(settings, workspace / "link.txt", shown="link.txt", secrets=None)
     assert str(outside) not in str(caught.value)
     with pytest.raises(PathNotAllowed):
-        open_inside(workspace / "link.txt", roots, fd_allowed(settings, roots))
-    inner = open_inside(workspace / "inner-link.txt", roots, fd_allowed(settings, roots))  # inside: fine
+        open_inside(workspace / "link.txt", roots, fd_allowed(settings, roots, None))
+    inner = open_inside(workspace / "inner-link.txt", roots, fd_allowed(settings, roots, None))  # inside: fine
     os.close(inner)
     with pytest.raises(InvalidInput, match="folder"):
-        open_for_read(settings, workspace / "a")
+        open_for_read(settings, workspace / "a", secrets=None)
     os.mkfifo(workspace / "pipe")
     with pytest.raises(InvalidInput, match="not a regular file"):
-        open_for_read(settings, workspace / "pipe")  # and it does not hang
+        open_for_read(settings, workspace / "pipe", secrets=None)  # and it does not hang
     with socket.socket(socket.AF_UNIX) as listening:  # open() of a socket fails with ENXIO: same answer
         listening.bind(str(workspace / "sock"))
         with pytest.raises(InvalidInput, match="not a regular file"):
-            open_for_read(settings, workspace / "sock")
-    os.close(open_folder(settings, workspace / "x" / "y", create=True))
+            open_for_read(settings, workspace / "sock", secrets=None)
+    os.close(open_folder(settings, workspace / "x" / "y", create=True, secrets=None))
     assert (workspace / "x" / "y").is_dir()
+
+
+# -- a link inside the roots swapped between a secret store and an ordinary file ---------------------
+
+
+def _secret_workspace(workspace: Path) -> None:
+    (workspace / ".env").write_text(f"API_KEY={SECRET}\n")
+    (workspace / ".ssh").mkdir()
+    (workspace / ".ssh" / "config").write_text(f"{SECRET}\n")
+    (workspace / ".ssh" / "notes.txt").write_text(f"{SECRET}\n")
+    (workspace / ".ssh" / SECRET).write_text("a key's name is listed by list_workspace_files\n")
+    (workspace / ".env.txt").write_text(f"API_KEY={SECRET}\n")  # a store search_file can read (text)
+    _write_inside(workspace / "real.txt")
+    _make_folder(workspace / "docs")
+
+
+def _link_to(target: str) -> Callable[[Path], None]:
+    return lambda path: path.symlink_to(target)
+
+
+def test_a_link_swapped_to_a_secret_store_is_never_opened(rt: Runtime, workspace: Path) -> None:
+    rt.secret_paths = loaded_on_first_use(rt.settings)
+    _secret_workspace(workspace)
+    _link_to("real.txt")(workspace / "x")
+    with swapping(workspace / "x", _link_to("real.txt"), workspace / ".env"):
+        read = _attempts(lambda: read_file("x", rt=rt, call=call()).content)
+    _link_to("real.txt")(workspace / "x.txt")
+    with swapping(workspace / "x.txt", _link_to("real.txt"), workspace / ".env.txt"):
+        found = _attempts(lambda: str(search_file("x.txt", "SECRET inside API_KEY", rt=rt, call=call()).hits))
+    _link_to("docs")(workspace / "d")
+    with swapping(workspace / "d", _link_to("docs"), workspace / ".ssh"):
+        folder = _attempts(lambda: read_file("d/notes.txt", rt=rt, call=call()).content)
+        listed = _attempts(lambda: " ".join(e.name for e in list_workspace_files("d", rt=rt, call=call()).entries))
+        for i in range(ITERATIONS // 4):
+            with contextlib.suppress(GeneralAgentError):
+                write_file(f"d/new{i}.txt", "x", rt=rt, call=call())
+    assert [r[1] for r in (read, found, folder, listed)] == [0, 0, 0, 0], (read, found, folder, listed)
+    assert all(r[0] > 0 for r in (read, found, folder, listed)), "no call succeeded: the race was not exercised"
+    assert sorted(p.name for p in (workspace / ".ssh").iterdir()) == sorted(["config", "notes.txt", SECRET])
+    assert (workspace / ".env").read_text() == f"API_KEY={SECRET}\n"
+
+
+def test_edit_file_never_shows_a_secret_store_swapped_in(rt: Runtime, workspace: Path) -> None:
+    rt.secret_paths = loaded_on_first_use(rt.settings)
+    _secret_workspace(workspace)
+    (workspace / ".env").write_text(f"inside {SECRET}\n")
+    _link_to("real.txt")(workspace / "x")
+    with swapping(workspace / "x", _link_to("real.txt"), workspace / ".env"):
+        edited = _attempts(lambda: edit_file("x", "inside", "inside!", rt=rt, call=call()).diff)
+    assert edited[1] == 0 and edited[0] > 0, edited
+    assert (workspace / ".env").read_text() == f"inside {SECRET}\n"
+
+
+def test_the_indexer_never_opens_a_secret_store_swapped_in(rt: Runtime, workspace: Path) -> None:
+    rt.secret_paths = loaded_on_first_use(rt.settings)
+    _secret_workspace(workspace)
+    _write_inside(workspace / "steady.md")
+    _link_to("real.txt")(workspace / "x.md")
+    with swapping(workspace / "x.md", _link_to("real.txt"), workspace / ".env.txt"):
+        for _ in range(60):
+            with contextlib.suppress(GeneralAgentError):
+                index_path("x.md", rt=rt, call=call())
+    hits = search_documents("OUTSIDE SECRET c0ffee API_KEY", rt=rt, call=call()).hits
+    assert not any(SECRET in (hit.text or "") for hit in hits), hits
+
+
+def test_open_helpers_refuse_a_secret_store_by_what_was_opened(settings: Any, workspace: Path) -> None:
+    secrets = loaded_on_first_use(settings)
+    _secret_workspace(workspace)
+    (workspace / "plain-name").symlink_to(".env")
+    for path in (workspace / ".env", workspace / ".ssh" / "config"):
+        with pytest.raises(PathNotAllowed, match="secret store"):
+            open_for_read(settings, path, secrets=secrets)
+        os.close(open_for_read(settings, path, secrets=None))  # without a policy: no secret stores
+    with pytest.raises(PathNotAllowed, match="secret store"):
+        open_folder(settings, workspace / ".ssh", secrets=secrets)
+    roots = roots_for(settings)
+    with pytest.raises(PathNotAllowed, match="secret store"):
+        open_inside(workspace / "plain-name", roots, fd_allowed(settings, roots, secrets))
+    os.close(open_for_read(settings, workspace / "real.txt", secrets=secrets))
+
+
+@pytest.mark.anyio
+async def test_the_red_team_race_through_the_client_never_leaks(make_settings: Any, workspace: Path) -> None:
+    """The reproducer: the gate allows `x` while it leads to real.txt; the tool then opened `.env`."""
+    _secret_workspace(workspace)
+    _link_to("real.txt")(workspace / "x")
+    ok = leaked = 0
+    async with connect(make_settings()) as client:
+        with swapping(workspace / "x", _link_to("real.txt"), workspace / ".env"):
+            deadline = time.monotonic() + DEADLINE_S
+            tries = 0
+            while tries < 400 or (ok < MIN_OK and time.monotonic() < deadline):
+                tries += 1
+                result = await client.call_tool("read_file", {"path": "x"})
+                text = " ".join(getattr(part, "text", "") for part in result.content)
+                leaked += SECRET in text
+                ok += not result.is_error
+    assert leaked == 0 and ok > 0, (ok, leaked)

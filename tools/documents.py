@@ -383,7 +383,8 @@ def search_file(
         raise InvalidInput(str(exc)) from None
     hits = None
     if kind == "text":
-        with opened(open_for_read(rt.settings, real, call.session_id, shown=path)) as fd:
+        with opened(open_for_read(rt.settings, real, call.session_id, shown=path,
+                                   secrets=rt.secret_paths)) as fd:
             if os.fstat(fd).st_size <= LIVE_TEXT_MAX_BYTES:  # small text files: searched live, by line
                 hits = _search_lines(real, fd, query, mode, use_regex, max_results, context_chars,
                                      rt.extraction_limits())

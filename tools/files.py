@@ -223,7 +223,7 @@ def read_file(
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     if real.is_dir():
         raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r}.")
-    with opened(open_for_read(rt.settings, real, session, shown=path)) as fd:
+    with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
         small = os.fstat(fd).st_size <= TEXT_WHOLE_BYTES
         extracted = _extract(rt, real, fd, call)
     text: str = extracted.text
@@ -334,7 +334,8 @@ def write_file(
     session = call.session_id
     real = _writable_target(rt, path, session)
     data = _utf8(content, "content")
-    with opened(open_folder(rt.settings, real.parent, session, create=True, shown=path)) as dir_fd:
+    with opened(open_folder(rt.settings, real.parent, session, create=True, shown=path,
+                            secrets=rt.secret_paths)) as dir_fd:
         created = _version_at(dir_fd, real.name) is None
         atomic_write_at(dir_fd, real.name, data)
     return WriteFileResult(path=display_path(real, roots_for(rt.settings, session)), bytes_written=len(data),
@@ -443,7 +444,7 @@ def edit_file(
         raise NotFound(f"{path!r} does not exist. Create it with write_file.")
     if old_string == new_string:
         raise InvalidInput("old_string and new_string are the same; nothing to change.")
-    with opened(open_for_read(rt.settings, real, session, shown=path)) as fd:
+    with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
         info = os.fstat(fd)
         before = (info.st_mtime_ns, info.st_size)
         text, bom = _read_utf8(fd, path)
@@ -452,7 +453,7 @@ def edit_file(
     count = _count_or_raise(text, old_string, path, replace_all)
     updated = text.replace(old_string, new_string)
     data = (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string")
-    with opened(open_folder(rt.settings, real.parent, session, shown=path)) as dir_fd:
+    with opened(open_folder(rt.settings, real.parent, session, shown=path, secrets=rt.secret_paths)) as dir_fd:
         atomic_write_at(dir_fd, real.name, data, expect=before)
     name = display_path(real, roots_for(rt.settings, session))
     return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
@@ -509,20 +510,22 @@ def list_workspace_files(
     hidden_dirs = set(server_data_dirs(rt.settings))
     items: list[os.DirEntry[str]] = []
     note = None
-    with os.scandir(real) as scan:
+    with opened(open_folder(rt.settings, real, session, shown=directory or ".", secrets=rt.secret_paths)) as dir_fd, \
+            os.scandir(dir_fd) as scan:
         for item in scan:
             if len(items) >= MAX_LIST_SCAN:
                 note = f"Only the first {MAX_LIST_SCAN} entries were read; use find_files to narrow down."
                 break
-            if item.name.startswith(".") or item.name in INDEX_DIR_NAMES or Path(item.path) in hidden_dirs:
+            if item.name.startswith(".") or item.name in INDEX_DIR_NAMES or real / item.name in hidden_dirs:
                 continue
             items.append(item)
-    items.sort(key=lambda it: (not it.is_dir(follow_symlinks=False), it.name.casefold()))
-    page = items[offset : offset + limit]
+        items.sort(key=lambda it: (not it.is_dir(follow_symlinks=False), it.name.casefold()))
+        page = items[offset : offset + limit]
+        entries = [_entry(it) for it in page]  # (their stat is taken through the folder's handle)
     roots = roots_for(rt.settings, session)
     end = offset + len(page)
     return ListFilesResult(
-        directory=display_path(real, roots), roots=[str(r) for r in roots], entries=[_entry(it) for it in page],
+        directory=display_path(real, roots), roots=[str(r) for r in roots], entries=entries,
         total=len(items), next_offset=end if end < len(items) else None,
         note=" ".join(filter(None, (_past_end(offset, len(items), ("entry", "entries")), note))) or None,
     )

@@ -132,7 +132,7 @@ def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Cal
     if call is not None:
         should_cancel, session_id = (lambda: call.cancelled), call.session_id
     roots = roots_for(s, session_id)
-    allowed = fd_allowed(s, roots)
+    allowed = fd_allowed(s, roots, rt.secret_paths)
     return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel,
                    opener=lambda path: open_inside(path, roots, allowed), secrets=secret_filter(rt, roots))
 
