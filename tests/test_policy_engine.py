@@ -438,3 +438,38 @@ def test_the_users_own_patterns_and_a_root_that_is_the_area_itself_are_never_nar
         assert decide("read_file", {"path": path}, home).action == "ask", path
     shell = dataclasses.replace(home, read_only=False)
     assert decide("run_bash_command", {"command": "cat .bash_history"}, shell).action != "allow"
+
+
+# -- a user's allow rule lifts a secret store's deny only for what it names, as resolved ------------------
+
+RULE_AREAS = ["docs/*", "./docs/*", "docs//*", "docs/*/.", "docs/**", "docs/a.md", "*.md", "docs/", "docs/../*",
+              "./docs/../*", "docs/..", "docs/*/..*"]
+SECRET_TARGETS = [".env", ".env.local", ".ssh/id_rsa", "id_ed25519", ".aws/credentials", ".netrc"]
+WAYS_UP = ["docs/..", "./docs/..", "docs//..", "docs/./..", "docs/a/../..", "./docs//../."]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(area=st.sampled_from(RULE_AREAS), keyed=st.booleans(), tool=st.sampled_from(["read_file", "search_file"]),
+       up=st.sampled_from(WAYS_UP), target=st.sampled_from(SECRET_TARGETS), slashes=st.sampled_from(["/", "//", "/./"]),
+       tail=st.sampled_from(["", "/.", "/"]))
+def test_an_allow_rule_for_an_area_never_lifts_a_secret_outside_it(area: str, keyed: bool, tool: str, up: str,
+                                                                   target: str, slashes: str, tail: str,
+                                                                   tmp_path: Path) -> None:
+    """Red team: `read_file(docs/*)` (no key) allowed `read_file(docs/../.env)`: the rule was matched
+    against the path as written. Any spelling that leads out of docs/ to a secret store stays denied."""
+    root = Path("/srv/ws")
+    rule = f"{tool}(path={area})" if keyed else f"{tool}({area})"
+    ctx = make_ctx(root, rules=user_rules(tmp_path, f'[permissions]\nallow = ["{rule}"]\n'), read_only=True)
+    spelled = up + slashes + target.replace("/", slashes) + tail
+    found = decide(tool, {"path": spelled, "query": "x"}, ctx)
+    assert (found.action, found.rule_id) == ("deny", "files.secret_denied"), (rule, spelled, found)
+    assert decide(tool, {"path": target, "query": "x"}, ctx).action == "deny"  # and the plain spelling
+
+
+def test_an_allow_rule_naming_the_resolved_secret_still_lifts_it(tmp_path: Path) -> None:
+    """The documented lift stays: a rule of the user's that names the call, as resolved."""
+    for rule in ("read_file(.env)", "read_file(path=.env)"):
+        ctx = make_ctx(Path("/srv/ws"), rules=user_rules(tmp_path, f'[permissions]\nallow = ["{rule}"]\n'),
+                       read_only=True)
+        for spelled in (".env", "./.env", "docs/../.env"):
+            assert decide("read_file", {"path": spelled}, ctx).action == "allow", (rule, spelled)

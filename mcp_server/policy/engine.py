@@ -173,11 +173,11 @@ def _user_overrides(call: _Call, report: bash.Report | None, matches: list[Decis
 
 
 def _names_call(call: _Call, rule: PermissionRule, report: bash.Report | None) -> bool:
+    """The rule names the call: the whole command line, or every value as resolved (keyed or not, like an
+    allow rule: `read_file(docs/*)` does not name `docs/../.env`)."""
     assert rule.arg_re is not None
     if report is not None:
         return bool(rule.arg_re.fullmatch(report.command.strip()))
-    if rule.key is None:
-        return any(rule.arg_re.fullmatch(t) for t in _rule_texts(call, rule, report))
     texts = _allow_texts(call, rule)
     return bool(texts) and all(any(rule.arg_re.fullmatch(t) for t in group) for group in texts)
 
