@@ -473,3 +473,38 @@ def test_an_allow_rule_naming_the_resolved_secret_still_lifts_it(tmp_path: Path)
                        read_only=True)
         for spelled in (".env", "./.env", "docs/../.env"):
             assert decide("read_file", {"path": spelled}, ctx).action == "allow", (rule, spelled)
+
+
+# -- a secret store's copies (`.env~`, `id_rsa.bak`, `.netrc-old`) are the same secret ---------------------
+
+STORE_NAMES = [".env", ".netrc", ".pgpass", ".git-credentials", ".vault-token", "id_rsa", "id_dsa", "id_ecdsa",
+               "id_ed25519", "id_ed25519_sk", ".kube/config", ".docker/config.json", ".config/gh/hosts.yml"]
+TEMPLATES = {"example", "sample", "template", "dist"}
+SUFFIX_TEXT = st.text(st.sampled_from("abcdefgz019.~_-"), max_size=8)
+
+
+@settings(max_examples=500, deadline=None)
+@given(name=st.sampled_from(STORE_NAMES), sep=st.sampled_from("~._-"), rest=SUFFIX_TEXT | st.sampled_from(
+       ["bak", "old", "orig", "swp", "prod", "local", "save", "1"]), folder=st.sampled_from(["", "app/", "/home/u/"]))
+def test_a_secret_stores_copies_are_secret_stores(name: str, sep: str, rest: str, folder: str) -> None:
+    if rest in TEMPLATES or (name.startswith("id_") and sep + rest == ".pub" or (sep + rest).startswith(".pub")):
+        return
+    ctx = make_ctx(Path("/srv/ws"), read_only=True)
+    found = decide("read_file", {"path": folder + name + sep + rest}, ctx)
+    assert (found.action, found.rule_id) == ("deny", "files.secret_denied"), (name + sep + rest, found)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from([".env", ".netrc", ".pgpass", ".vault-token", "id_rsa", "id_ed25519"]),
+       rest=st.text(st.sampled_from("abcdefghijklmnopqstuvwxyz0123456789"), min_size=1, max_size=8),
+       key=st.sampled_from(["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"]), sep=st.sampled_from(["", "~", ".bak"]),
+       template=st.sampled_from(sorted(TEMPLATES)), joint=st.sampled_from("._-"))
+def test_names_that_only_start_like_a_store_are_not_stores(name: str, rest: str, key: str, sep: str, template: str,
+                                                           joint: str) -> None:
+    """A name glued on (`.environment`, `.netrcx`; `.envrc` has a rule of its own), a public key and its copies
+    (`id_rsa.pub~`), a template (`.env.example`, `.env_sample`), a name inside another (`myenv.py`)."""
+    ctx = make_ctx(Path("/srv/ws"), read_only=True)
+    for spelled in (name + rest, f"{key}.pub{sep}", f".env{joint}{template}", f"my{name.lstrip('.')}{rest}.py",
+                    f"{rest}{name}"):
+        found = decide("read_file", {"path": spelled}, ctx)
+        assert found.rule_id != "files.secret_denied", (spelled, found)
