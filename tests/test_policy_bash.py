@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_server.policy import Decision, PolicyContext, decide, load_rules
@@ -350,3 +350,27 @@ def test_signature_placeholders_are_found_as_git_reads_them(text: str) -> None:
 
     model = any(token.group(1) for token in _FORMAT_TOKEN.finditer(text))
     assert signature_format(text) == model, text
+
+
+# -- command names are compared exactly: `HEAD` (libwww-perl's HTTP client on Debian) is not `head` ----------
+
+SAFE_NAMES = sorted(name for name in RULES.shell.commands if " " not in name and name.isascii() and name.isalpha())
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(SAFE_NAMES), flips=st.lists(st.booleans(), min_size=1, max_size=12),
+       prefix=st.sampled_from(["", "/usr/bin/", "env ", "ls; ", "timeout 5 "]),
+       rest=st.sampled_from(["", " README.md", " --help", " status", " http://example.com"]))
+def test_another_letter_case_of_a_safe_command_is_not_allowed(name: str, flips: list[bool], prefix: str, rest: str,
+                                                             ctx: PolicyContext) -> None:
+    spelled = "".join(c.upper() if flips[i % len(flips)] else c for i, c in enumerate(name))
+    if spelled == name:
+        spelled = name[0].upper() + name[1:]
+    found = bash(f"{prefix}{spelled}{rest}", ctx)
+    assert found.action != "allow", (spelled, found)
+
+
+def test_head_in_capitals_asks(ctx: PolicyContext) -> None:
+    found = bash("HEAD http://example.com", ctx)
+    assert (found.action, found.rule_id) == ("ask", "default.ask") and "HEAD" in found.reason, found
+    assert bash("head README.md", ctx).action == "allow"

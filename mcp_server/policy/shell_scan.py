@@ -166,9 +166,13 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _basename(text: str) -> str:
-    name = text.rsplit("/", 1)[-1].lower()
-    return name[:-4] if name.endswith(".exe") else name
+def _basename(text: str, exact: bool = False) -> str:
+    """The command's name, lower-cased: what it may be on a case-insensitive file system (`RM` is `rm`
+    there), for the checks that find danger. The allow-list takes only the `exact` spelling (on Debian
+    `HEAD` is libwww-perl's HTTP client, not `head`)."""
+    name = text.rsplit("/", 1)[-1]
+    name = name if exact else name.lower()
+    return name[:-4] if name.lower().endswith(".exe") else name
 
 
 def _spec_name(name: str, specs: Mapping[str, object]) -> str:
@@ -327,6 +331,10 @@ class Scanner:
         if name in KEYWORDS_UNSUPPORTED:
             seg.safe = False
             return
+        if _basename(raw, exact=True) != name:  # another spelling of a listed name: another program (HEAD)
+            seg.safe = False
+            if name in self.rules.shell.commands:
+                seg.note = seg.note or f"`{_short(raw, 40)}` is not spelled as on the allow-list ({name})"
         table = self.handlers.table
         handler = table.get(name) or table.get(_family(name))
         if handler is None and DISK_FORMAT.fullmatch(name):
@@ -502,7 +510,7 @@ class Scanner:
 def _literal_text(elem: Command | Group) -> bool:
     """The element only prints literal text (`echo hi |`, `printf 'x' |`): its output is no file's content."""
     return (isinstance(elem, Command) and bool(elem.words) and not elem.redirects
-            and _basename(elem.words[0].text) in ("echo", "printf", "true", "yes")
+            and _basename(elem.words[0].text, exact=True) in ("echo", "printf", "true", "yes")
             and not any(w.dynamic for w in elem.words))
 
 
