@@ -57,13 +57,41 @@ PATH_ARGUMENTS = frozenset({"path", "paths", "directory"})
 def arguments_fit(args: dict[str, Any]) -> bool:
     try:
         check_argument_sizes(args)
-    except LimitExceeded:
+    except (LimitExceeded, InvalidInput):
         return False
     return True
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+NOT_UNICODE = ("Invalid params: text must be valid Unicode ({where} holds a lone surrogate such as \\ud800, which no "
+               "UTF-8 text can); send the text without it.")
+
+
+def lone_surrogate_in(value: Any, depth: int = 0) -> str | None:
+    """Where (an argument's name) a lone UTF-16 surrogate is in `value`'s strings or keys, or None."""
+    if isinstance(value, str):
+        return "a value" if LONE_SURROGATE.search(value) else None
+    if depth > 64:
+        return None
+    if isinstance(value, BaseModel):  # a tool's nested argument, validated by the SDK already
+        value = dict(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and LONE_SURROGATE.search(key):
+                return "an argument's name"
+            if lone_surrogate_in(item, depth + 1) is not None:
+                return repr(key) if depth == 0 and isinstance(key, str) else "a value"
+    elif isinstance(value, list | tuple):
+        return next((w for w in (lone_surrogate_in(v, depth + 1) for v in value) if w is not None), None)
+    return None
+
+
 def check_argument_sizes(args: dict[str, Any]) -> None:
-    """Refuse oversized paths and commands before any analysis (cheap: lengths only)."""
+    """Refuse oversized paths and commands before any analysis (cheap: lengths only), and text that is not
+    Unicode (a lone surrogate: nothing can encode it, the approval store's hash included)."""
+    where = lone_surrogate_in(args)
+    if where is not None:
+        raise InvalidInput(NOT_UNICODE.format(where=where))
     for name, value in args.items():
         if name in PATH_ARGUMENTS:
             for item in value if isinstance(value, list) else [value]:

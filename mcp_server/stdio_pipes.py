@@ -30,6 +30,7 @@ from typing import Any, cast
 import pydantic_core
 from mcp.shared.dispatcher import as_request_id
 
+from mcp_server.dispatch import NOT_UNICODE, lone_surrogate_in
 from mcp_server.stdio_fast import QuickCalls, request_key
 
 READ_BUFFER_BYTES = 1 << 20
@@ -117,8 +118,8 @@ class _Lines:
     (mcp_server.stdio_fast) are answered without reaching the SDK."""
 
     def __init__(self, readline: Callable[[], Awaitable[str]], in_flight: _InFlight,
-                 quick: QuickCalls | None = None) -> None:
-        self._readline, self._in_flight, self._quick = readline, in_flight, quick
+                 quick: QuickCalls | None = None, answer: Callable[[str], Awaitable[None]] | None = None) -> None:
+        self._readline, self._in_flight, self._quick, self._answer = readline, in_flight, quick, answer
 
     def __aiter__(self) -> _Lines:
         return self
@@ -132,6 +133,9 @@ class _Lines:
                     await self._quick.close()
                 raise StopAsyncIteration
             message = _parsed(line)
+            if message is None and self._answer is not None and (refusal := _not_unicode(line)) is not None:
+                await self._answer(refusal)  # the SDK would drop the line unanswered
+                continue
             taken = self._quick is not None and self._quick.read(message)  # before the message counts in flight
             self._in_flight.read(message)
             if not taken:
@@ -146,6 +150,30 @@ def _parsed(line: str) -> Any:
         return pydantic_core.from_json(line)
     except ValueError:
         return None
+
+
+def _not_unicode(line: str) -> str | None:
+    """The error answer to a request whose JSON holds a lone surrogate (`"\\ud800"`: pydantic-core refuses the
+    line and the SDK answers nothing, so its client would wait forever), else None."""
+    if not _SURROGATE_ESCAPE.search(line):
+        return None
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or as_request_id(message.get("id")) is None:
+        return None  # a notification or an answer: nobody waits for a reply
+    params = message.get("params")
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    where = lone_surrogate_in(arguments if isinstance(arguments, dict) else params)
+    if where is None:
+        return None
+    error = {"code": INVALID_PARAMS, "message": NOT_UNICODE.format(where=where)}
+    return json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}, separators=(",", ":")) + "\n"
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+INVALID_PARAMS = -32602
 
 
 @asynccontextmanager
@@ -208,7 +236,7 @@ async def _on_loop(stdin: Any, stdout: Any, in_flight: _InFlight,
     output = _Output(write, writer.drain, in_flight)
     if getattr(server, "dispatcher", None) is not None:  # ours (any other MCPServer: the SDK answers all)
         output.quick = QuickCalls(server, output.write_line, in_flight.ids)
-    return _Lines(readline, in_flight, output.quick), output, close
+    return _Lines(readline, in_flight, output.quick, output.write_line), output, close
 
 
 async def _whole_line(reader: asyncio.StreamReader) -> bytes:
@@ -232,7 +260,11 @@ def _in_threads(stdin: Any, stdout: Any, in_flight: _InFlight) -> tuple[_Lines, 
     text_in = anyio.wrap_file(_UnownedTextWrapper(stdin, encoding="utf-8", errors="replace"))
     text_out = anyio.wrap_file(_UnownedTextWrapper(stdout, encoding="utf-8"))
 
-    async def write(text: str) -> None:
-        await text_out.write(text)
+    lock = asyncio.Lock()  # two writers (the SDK's, an answer of the reader's): one line at a time
 
-    return _Lines(text_in.readline, in_flight), _Output(write, text_out.flush, in_flight)
+    async def write(text: str) -> None:
+        async with lock:
+            await text_out.write(text)
+
+    output = _Output(write, text_out.flush, in_flight)
+    return _Lines(text_in.readline, in_flight, answer=output.write_line), output

@@ -15,6 +15,8 @@ from typing import Annotated, Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from foundation.bounding import MAX_COMMAND_CHARS
@@ -23,9 +25,10 @@ from foundation.errors import NotFound
 from foundation.toolspec import ToolSpec
 from mcp_server import registry
 from mcp_server.approval.gate import PolicyGate
-from mcp_server.dispatch import Dispatcher, redact_data_dir
+from mcp_server.dispatch import Dispatcher, lone_surrogate_in, redact_data_dir
 from tests.approval_helpers import elicitation_answer
 from tests.conftest import connect
+from tests.json_strategies import json_values
 from tools.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -172,3 +175,42 @@ def test_redact_data_dir_keeps_workspaces_and_siblings() -> None:
     assert redact_data_dir("at /srv/data/approvals.sqlite3.", data) == "at <data dir>/approvals.sqlite3."
     assert redact_data_dir("root /srv/data/workspaces/s1", data) == "root /srv/data/workspaces/s1"
     assert redact_data_dir("/srv/data2/x and '/srv/data'", data) == "/srv/data2/x and '<data dir>'"
+
+
+# -- lone surrogates: not text; refused with invalid params, never an internal error ----------------------
+
+
+@pytest.mark.anyio
+async def test_a_lone_surrogate_in_any_argument_is_refused_clearly(make_settings: Any) -> None:
+    """Red team: a nested `\\ud800` (todo_write's items) made the approval store's hash raise
+    UnicodeEncodeError, reported as an internal error."""
+    calls = [("todo_write", {"todos": [{"content": "a\ud800", "status": "pending"}]}),
+             ("count_tokens", {"text": "\udfff"}), ("read_file", {"path": "a\ud800"}),
+             ("write_file", {"path": "s\ud800.txt", "content": "x"})]
+    async with connect(make_settings(tool_profile="full")) as client:
+        for tool, args in calls:
+            result = await client.call_tool(tool, args)
+            text = result.content[0].text
+            assert result.is_error and "text must be valid Unicode" in text and "Internal error" not in text, text
+        assert not (await client.call_tool("todo_read", {})).is_error
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values(), where=st.integers(0, 50), char=st.integers(0xD800, 0xDFFF))
+def test_a_lone_surrogate_is_found_wherever_it_is(value: Any, where: int, char: int) -> None:
+    def plant(v: Any, n: list[int]) -> Any:
+        if isinstance(v, str):
+            n[0] -= 1
+            return v + chr(char) if n[0] == 0 else v
+        if isinstance(v, dict):
+            return {k: plant(x, n) for k, x in v.items()}
+        if isinstance(v, list):
+            return [plant(x, n) for x in v]
+        return v
+
+    counter = [where + 1]
+    planted = {"arg": plant(value, counter)}
+    if counter[0] > 0:  # fewer strings than `where`: put it in a key
+        planted[chr(char)] = 1
+    assert lone_surrogate_in(planted) is not None
+    assert lone_surrogate_in({"arg": value}) is None  # UTF-8 text only: nothing found

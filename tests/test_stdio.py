@@ -160,3 +160,25 @@ def test_serve_script_keeps_stdout_for_the_protocol(tmp_path: Path) -> None:
                           capture_output=True, timeout=300, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     assert [json.loads(line) for line in done.stdout.splitlines()] == [{"jsonrpc": "2.0", "id": 7, "result": {}}]
+
+
+def test_a_request_with_a_lone_surrogate_gets_an_error_answer(tmp_path: Path) -> None:
+    """Red team: `"\\ud800"` in a call's arguments made pydantic-core refuse the line and the SDK answered
+    nothing (the client waited forever for that id). Now: invalid params, naming the fix; the next call runs."""
+    server = RawStdioServer(tmp_path, GENERALAGENT_TOOL_PROFILE="full")
+    try:
+        server.ask(INITIALIZE)
+        server.send(_frame({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        for request_id, arguments in ((2, '{"text":"\\ud800"}'), ("x", '{"todos":[{"content":"a\\udfff",'
+                                                                      '"status":"pending"}]}')):
+            name = "count_tokens" if request_id == 2 else "todo_write"
+            server.send(f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"method":"tools/call","params":'
+                        f'{{"name":"{name}","arguments":{arguments}}}}}\n'.encode())
+            answer = json.loads(server.lines.get(timeout=30))
+            assert answer["id"] == request_id and answer["error"]["code"] == -32602, answer
+            assert "text must be valid Unicode" in answer["error"]["message"]
+        paired = server.ask({"jsonrpc": "2.0", "id": 5, "method": "tools/call",  # a whole pair is text: runs
+                             "params": {"name": "count_tokens", "arguments": {"text": "\U0001f600"}}})
+        assert paired["result"]["isError"] is False, paired
+    finally:
+        assert server.close() == 0
