@@ -95,3 +95,9 @@ class SecretPaths(Protocol):
         """Whether an absolute path is a secret store (a deny rule: no tool may read it; `rule` gives the id
         of this rule or of an ask rule). Not kept: for callers that keep their own answers."""
         ...
+
+    def home_store(self, path: str, home: Path) -> bool:
+        """Whether an absolute path in the user's home is kept from shell commands: a secret store (as
+        `store`, home-relative too), or what a read would ask for in its home-relative path (`.npmrc`,
+        `.pypirc`): tools' credentials, which a command in the sandbox's private home never needs."""
+        ...

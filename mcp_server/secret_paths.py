@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,15 @@ class PolicySecretPaths:
         from mcp_server.policy.paths import matches_any, normalize, root_strings
 
         return matches_any(self._rules().secret_deny, path, normalize(path, None, shell=False), root_strings(roots))
+
+    def home_store(self, path: str, home: Path) -> bool:
+        from mcp_server.policy.paths import matches_any, normalize, root_strings
+
+        rules = self._rules()
+        if matches_any(rules.secret_deny, path, normalize(path, None, shell=False), root_strings((home,))):
+            return True
+        relative = os.path.relpath(path, home).replace(os.sep, "/")  # `^/root` does not make all of /root one
+        return any(rules.secret_ask.search(text) is not False for text in {relative, relative.lower()})
 
     def key(self) -> str:
         if self._key is None:  # the rules never change while the server runs

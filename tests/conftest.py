@@ -80,6 +80,17 @@ def search_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return threads
 
 
+def shell_runtime(settings: Any) -> Any:
+    """A Runtime for calling run_bash_command directly, with the policy's secret paths as the server gives it
+    (without them the sandbox hides the whole home: it cannot tell the secret stores in it)."""
+    from mcp_server.secret_paths import loaded_on_first_use
+    from tools.runtime import Runtime
+
+    rt = Runtime(settings)
+    rt.secret_paths = loaded_on_first_use(settings)
+    return rt
+
+
 @asynccontextmanager
 async def connect(settings: Any, mode: str = "legacy", **client_kwargs: Any) -> AsyncIterator[Any]:
     """An SDK client connected in memory to a freshly built server (`mode`: legacy or auto)."""

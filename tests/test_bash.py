@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from foundation.errors import Cancelled, InvalidInput, NotConfigured
+from tests.conftest import shell_runtime
 from tools import bash
 from tools.bash import run_bash_command, scrubbed_env
 from tools.runtime import CallContext, Runtime
@@ -19,7 +20,7 @@ from tools.runtime import CallContext, Runtime
 
 @pytest.fixture
 def rt(make_settings: Any) -> Runtime:
-    return Runtime(make_settings(bash_enabled=True))
+    return shell_runtime(make_settings(bash_enabled=True))
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def assert_none_running(marker: str) -> None:
 
 def test_disabled_by_default(settings: Any, call: CallContext) -> None:
     with pytest.raises(NotConfigured, match="GENERALAGENT_BASH_ENABLED=1.*--enable-bash"):
-        run_bash_command("echo hi", rt=Runtime(settings), call=call)
+        run_bash_command("echo hi", rt=shell_runtime(settings), call=call)
 
 
 def test_runs_in_workspace_with_exit_code_and_streams(rt: Runtime, call: CallContext, workspace: Path) -> None:
@@ -150,7 +151,7 @@ def test_bad_command(rt: Runtime, call: CallContext) -> None:
 
 
 def test_default_session_workspace(make_settings: Any, data_dir: Path) -> None:
-    rt = Runtime(make_settings(roots=[], bash_enabled=True))
+    rt = shell_runtime(make_settings(roots=[], bash_enabled=True))
     result = run_bash_command("pwd; ls", rt=rt, call=CallContext(tool="x", session_id="s9"))
     assert result.stdout.splitlines() == [str(data_dir.resolve() / "workspaces" / "s9"), "outputs", "temp", "uploads"]
 

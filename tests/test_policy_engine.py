@@ -434,7 +434,7 @@ def test_the_users_own_patterns_and_a_root_that_is_the_area_itself_are_never_nar
     data = make_ctx(Path("/srv/data"), rules=rules, read_only=True)
     assert decide("read_file", {"path": "/srv/data/private/x"}, data).action == "ask"
     home = make_ctx(Path("/root"), read_only=True)
-    for path in ("/root/.bash_history", ".cargo/credentials.toml", "/root/notes.md"):
+    for path in ("/root/.bash_history", ".local/share/app/state.db", "/root/notes.md"):
         assert decide("read_file", {"path": path}, home).action == "ask", path
     shell = dataclasses.replace(home, read_only=False)
     assert decide("run_bash_command", {"command": "cat .bash_history"}, shell).action != "allow"

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import connect
+from tests.conftest import connect, shell_runtime
 from tools.bash import GIT_GUARD_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
 from tools.sandbox import SandboxSpec, bwrap_argv, sandbox_status, seatbelt_profile
@@ -42,7 +42,7 @@ def need_sandbox() -> None:
 
 @pytest.fixture
 def rt(make_settings: Any) -> Runtime:
-    return Runtime(make_settings(bash_enabled=True))
+    return shell_runtime(make_settings(bash_enabled=True))
 
 
 def run(rt: Runtime, command: str) -> Any:
@@ -129,9 +129,9 @@ def test_network_is_off_unless_enabled(make_settings: Any) -> None:
     threading.Thread(target=serve, daemon=True).start()
     probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5); print(\"connected\")'"
     try:
-        off = run(Runtime(make_settings(bash_enabled=True)), probe)
+        off = run(shell_runtime(make_settings(bash_enabled=True)), probe)
         assert "connected" not in off.stdout and off.exit_code != 0 and not accepted, off
-        on = run(Runtime(make_settings(bash_enabled=True, bash_network=True)), probe)
+        on = run(shell_runtime(make_settings(bash_enabled=True, bash_network=True)), probe)
         assert on.stdout.strip() == "connected", on
     finally:
         listener.close()
@@ -148,7 +148,7 @@ def test_cannot_regain_privileges_or_remount(rt: Runtime) -> None:
 def test_rules_file_inside_a_root_stays_read_only(make_settings: Any, workspace: Path) -> None:
     rules = workspace / "policy.toml"
     rules.write_text("# rules\n")
-    rt = Runtime(make_settings(bash_enabled=True, policy_file=rules))
+    rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules))
     result = run(rt, "echo 'allow = [\"*\"]' >> policy.toml; echo ok > other.txt")
     assert rules.read_text() == "# rules\n" and (workspace / "other.txt").is_file(), result
 
@@ -270,7 +270,7 @@ def test_a_worktrees_git_file_and_its_git_folders_stay_put(make_settings: Any, w
     _git(workspace, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "first")
     tree = tmp_path / "tree"
     _git(workspace, "worktree", "add", "-q", str(tree))
-    rt = Runtime(make_settings(bash_enabled=True, roots=[tree, workspace]))
+    rt = shell_runtime(make_settings(bash_enabled=True, roots=[tree, workspace]))
     gitfile = (tree / ".git").read_text()
     result = run(rt, f"echo 'gitdir: {tree}/evil' > .git; echo '[core]' >> {workspace}/.git/config; "
                      f"touch {workspace}/.git/hooks/post-checkout; git status --short; echo ok > b.txt")
@@ -345,9 +345,10 @@ def test_missing_rules_agents_and_skills_paths_cannot_be_made(make_settings: Any
                workspace / "skills"]
     settings = make_settings(bash_enabled=True, policy_file=missing[0], agents_file=missing[1],
                              skills_file=missing[2], skills_dirs=[missing[3], workspace / "skills2"])
-    result = run(Runtime(settings), "echo 'allow = [\"*\"]' > policy.toml; echo x > agents.toml; mkdir -p cfg; "
-                                    "echo x > cfg/skills.toml; mkdir -p skills/evil; echo x > skills2/s/SKILL.md; "
-                                    "mkdir skills2/evil; echo ok > other.txt")
+    rt = Runtime(settings)  # no policy (its file is missing): the home is hidden as a whole
+    result = run(rt, "echo 'allow = [\"*\"]' > policy.toml; echo x > agents.toml; mkdir -p cfg; "
+                     "echo x > cfg/skills.toml; mkdir -p skills/evil; echo x > skills2/s/SKILL.md; "
+                     "mkdir skills2/evil; echo ok > other.txt")
     assert not any(os.path.lexists(p) for p in missing), result
     assert (workspace / "skills2" / "s" / "SKILL.md").read_text() == "# skill\n"
     assert not (workspace / "skills2" / "evil").exists() and (workspace / "other.txt").is_file()
@@ -408,7 +409,7 @@ async def test_a_long_sandbox_command_line_goes_through_a_file_descriptor(make_s
                                                                            monkeypatch: Any) -> None:
     """Thousands of covered secret stores make bubblewrap's command line longer than exec takes (E2BIG): past
     ARGV_INLINE_BYTES it is handed over as `bwrap --args FD` (the bound lowered here to use that path)."""
-    monkeypatch.setattr("tools.bash.ARGV_INLINE_BYTES", 512)
+    monkeypatch.setattr("tools.sandbox.ARGV_INLINE_BYTES", 512)
     for i in range(40):
         (workspace / f"d{i}").mkdir()
         (workspace / f"d{i}" / ".env").write_text(f"API_KEY={MARKER}\n")
@@ -569,3 +570,117 @@ def test_every_config_file_git_reads_and_its_hooks_path_are_found(tmp_path_facto
     origins = {(top / o[len("file:"):]).resolve() for o in listed if o.startswith("file:")}
     assert origins <= {p.resolve() for p in read} and {p.resolve() for p in named} <= {p.resolve() for p in read}
     assert found_hooks == (None if not hooks else Path(os.path.realpath(top / hooks[-1])))
+
+
+@pytest.fixture
+def host_unix_service() -> Any:
+    """A host service on a Unix socket outside /tmp and /run (like /var/snap/lxd/common/lxd/unix.socket), and on
+    an abstract-namespace one; yields (socket path, abstract name, what the service received)."""
+    folder = Path(tempfile.mkdtemp(prefix="ga-sock-", dir="/var/tmp"))
+    received: list[bytes] = []
+    servers = [socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)]
+    abstract = f"\0ga-test-{folder.name}"
+    servers[0].bind(str(folder / "svc.sock"))
+    servers[1].bind(abstract)
+    for server in servers:
+        server.listen(4)
+
+        def serve(server: socket.socket = server) -> None:
+            try:
+                while True:
+                    conn = server.accept()[0]
+                    received.append(conn.recv(100))
+                    conn.sendall(b"hello-from-host")
+                    conn.close()
+            except OSError:
+                return
+
+        threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield folder / "svc.sock", abstract, received
+    finally:
+        for server in servers:
+            server.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("need_sandbox")
+@pytest.mark.parametrize("network", [False, True])
+def test_no_unix_socket_reaches_the_host(make_settings: Any, workspace: Path, host_unix_service: Any,
+                                         network: bool) -> None:
+    """A read-only file system does not stop connect() on a host service's socket file (lxd, docker, mysql):
+    the seccomp filter refuses socket(AF_UNIX), network on or off (then the host's abstract sockets are
+    reachable too), and a datagram pair (which could sendto() anywhere); connected pairs still work."""
+    path, abstract, received = host_unix_service
+    (workspace / "probe.py").write_text(
+        "import socket, sys\n"
+        "for target in sys.argv[1:]:\n"
+        "    try:\n"
+        "        s = socket.socket(socket.AF_UNIX); s.connect(target.replace('@', '\\0', 1)); s.sendall(b'in')\n"
+        "        print('CONNECTED', s.recv(100))\n"
+        "    except OSError as exc:\n"
+        "        print('refused', exc)\n"
+        "try:\n"
+        "    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'x', sys.argv[1])\n"
+        "    print('DGRAM PAIR')\n"
+        "except OSError as exc:\n"
+        "    print('refused', exc)\n")
+    rt = shell_runtime(make_settings(bash_enabled=True, bash_network=network))
+    result = run(rt, f"python3 probe.py {path} @{abstract[1:]}")
+    assert result.stdout.count("refused [Errno 1] Operation not permitted") == 3, result
+    assert "CONNECTED" not in result.stdout and not received, result
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_ordinary_local_ipc_still_works(rt: Runtime, workspace: Path) -> None:
+    """What common tools need of sockets without the network: socketpair (asyncio, multiprocessing), pipes,
+    git, shell pipelines."""
+    (workspace / "a.txt").write_text("alpha\nbeta\n")
+    script = (
+        "import asyncio, multiprocessing, socket\n"
+        "if __name__ == '__main__':\n"
+        "    a, b = socket.socketpair(); a.sendall(b'pair'); print(b.recv(4).decode())\n"
+        "    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET); a.send(b'seq'); print(b.recv(3).decode())\n"
+        "    print(asyncio.run(asyncio.sleep(0, 'loop')))\n"
+        "    with multiprocessing.get_context('spawn').Pool(2) as pool: print(sum(pool.map(abs, [-1, -2])))\n"
+        "    r, w = multiprocessing.Pipe(); w.send('pipe'); print(r.recv())\n")
+    (workspace / "ipc.py").write_text(script)
+    result = run(rt, "python3 ipc.py && git init -q && git add a.txt && git status --short a.txt && grep -c a a.txt | cat"
+                     " && sort a.txt | head -1")
+    assert result.exit_code == 0, result
+    assert result.stdout.split() == ["pair", "seq", "loop", "3", "pipe", "A", "a.txt", "2", "alpha"], result
+
+
+HOME_STORES = (".ssh/id_rsa", ".vault-token", ".env", ".cargo/credentials.toml", ".cargo/credentials", ".aws/config",
+               ".config/gcloud/token", ".docker/config.json", ".kube/config", ".npmrc", ".pypirc", ".git-credentials",
+               ".gnupg/key", ".config/gh/hosts.yml", ".netrc", ".pgpass", ".config/hub", ".password-store/x.gpg",
+               ".envrc", "id_ed25519", ".mytool/session.key")
+HOME_ORDINARY = ("notes.txt", ".bashrc", ".config/app/settings.toml", ".cargo/config.toml", ".docker/contexts/meta.json",
+                 ".kube/cache/discovery", ".config/gh/config.yml", "projects/app/src/main.py")
+
+
+@pytest.mark.usefixtures("need_sandbox")
+def test_the_secret_stores_the_policy_names_in_the_home_cannot_be_read(make_settings: Any, workspace: Path,
+                                                                       monkeypatch: Any) -> None:
+    """The red team read ~/.vault-token, ~/.env and ~/.cargo/credentials.toml (the sandbox had its own, shorter
+    list): what the policy's secret patterns name in the home, the user's own too, is hidden; its other files stay
+    readable, and a tool installed there still runs. The home lies outside /tmp (the sandbox's /tmp is its own)."""
+    home = Path(tempfile.mkdtemp(prefix="ga-home-", dir="/var/tmp"))
+    try:
+        for name in (*HOME_STORES, *HOME_ORDINARY):
+            (home / name).parent.mkdir(parents=True, exist_ok=True)
+            (home / name).write_text(f"{MARKER} {name}\n")
+        (home / ".local" / "bin").mkdir(parents=True)
+        (home / ".local" / "bin" / "tool").write_text("#!/bin/sh\necho tool-ran\n")
+        (home / ".local" / "bin" / "tool").chmod(0o755)
+        rules = workspace.parent / "rules.toml"
+        rules.write_text("[secrets]\ndeny = ['(^|/)\\.mytool/session\\.key$']\n")
+        monkeypatch.setenv("HOME", str(home))
+        rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules))
+        names = " ".join(f"{home}/{name}" for name in (*HOME_STORES, *HOME_ORDINARY))
+        result = run(rt, f"for f in {names}; do cat $f 2>/dev/null; done; {home}/.local/bin/tool")
+        shown = {line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith(MARKER)}
+        assert shown == set(HOME_ORDINARY), result
+        assert "tool-ran" in result.stdout
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -184,3 +184,58 @@ def test_a_link_out_of_the_workspace_is_named_by_the_link_and_unshared_places_ar
     finally:
         shutil.rmtree(outside, ignore_errors=True)
     assert WorkspaceScan(is_secret, max_entries=20).scan([tmp_path]).unchecked is None  # /proc, /sys: not walked
+
+
+def limited_walk(home: Path) -> set[Path]:
+    """What the home walk must find, restated: the secret entries of every folder reached from the home through
+    folders it may walk into (tools.workspace_scan.home_scan: dot-folders at the top, any folder below them,
+    nothing deeper), each at the least depth it can be reached at (through links too)."""
+    from tools.workspace_scan import _home_folder
+
+    found: set[Path] = set()
+    depth = {os.path.realpath(home): 0}
+    queue = [os.path.realpath(home)]
+    while queue:
+        folder = queue.pop(0)
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            target = os.path.realpath(path)
+            if is_secret(path) or (os.path.islink(path) and is_secret(target)):
+                found.add(Path(target))
+            elif os.path.isdir(target) and name != ".git" and _home_folder(name, depth[folder] + 1) \
+                    and target not in depth and (not os.path.islink(path) or not target.startswith("/tmp/")):
+                depth[target] = depth[folder] + 1
+                queue.append(target)
+    return found
+
+
+HOME_NAMES = st.sampled_from([".env", "id_rsa", ".ssh", ".a", ".b", "c", "notes.txt", ".git"])
+HOME_TREES = st.lists(st.tuples(st.lists(HOME_NAMES, min_size=1, max_size=4), st.sampled_from(["file", "dir", "link"]),
+                                st.lists(HOME_NAMES, min_size=1, max_size=2)), max_size=25)
+
+
+@settings(max_examples=80, deadline=None)
+@given(tree=HOME_TREES)
+def test_the_home_walk_finds_what_it_promises(tree: list[tuple[list[str], str, list[str]]]) -> None:
+    """The depth-limited walk of the home (its top, dot-folders, their sub-folders) finds every secret store a
+    breadth-first restatement finds, also when a link reaches a folder deeper first (it is walked again from
+    where it lies shallower)."""
+    from tools.workspace_scan import home_scan
+
+    home = Path(tempfile.mkdtemp(prefix="ga-home-", dir="/var/tmp"))
+    try:
+        for parts, kind, target in [([".a", "link"], "link", [".b"]), ([".b", "c", ".env"], "file", []), *tree]:
+            path = home.joinpath(*parts)  # first: .a/link reaches .b deeper (walked first) than .b itself
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if kind == "dir":
+                    path.mkdir(exist_ok=True)
+                elif kind == "link":
+                    path.symlink_to(home.joinpath(*target))
+                else:
+                    path.write_text("x")
+            except OSError:
+                continue
+        assert set(home_scan(is_secret).scan([home]).secrets) == limited_walk(home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated
@@ -31,15 +31,16 @@ from foundation.paths import display_path, is_within, roots_for, server_data_dir
 from foundation.settings import Settings
 from tools.runtime import CallContext, Runtime, Service
 from tools.sandbox import (
+    SYSTEM_SECRETS,
     SandboxSpec,
     git_guards,
+    launch,
     placeholders,
     remove_placeholders,
     sandbox_status,
-    secret_paths,
     wrap,
 )
-from tools.workspace_scan import WorkspaceScan, WorkspaceScanResult
+from tools.workspace_scan import WorkspaceScan, WorkspaceScanResult, home_scan
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
 SECRET_VALUE = re.compile(
@@ -53,7 +54,6 @@ STDERR_HEAD, STDERR_TAIL = 3_000, 3_000
 EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children may keep the pipes
 GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system", "Permission denied")  # a write to a read-only bind mount
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
-ARGV_INLINE_BYTES = 64 * 1024  # longer bubblewrap command lines go through a file descriptor
 SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
 GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only (and makes no repository in a "
                   "workspace root): change them with edit_file (which asks the user) or ask the user to run the command.")
@@ -120,23 +120,6 @@ class BashResult(BaseModel):
     note: str | None = None
 
 
-@contextlib.contextmanager
-def _argument_file(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """A bubblewrap command line too long for exec (thousands of covered secret stores) is handed over in a
-    file descriptor instead (`bwrap --args FD`); any other command line as it is."""
-    if sum(len(a) + 1 for a in argv) < ARGV_INLINE_BYTES or not argv[0].endswith("bwrap"):
-        yield argv, ()
-        return
-    options = argv.index("--")  # its options go in the file; the command stays on the command line
-    fd = os.memfd_create("bwrap-args")
-    try:
-        os.write(fd, b"".join(a.encode("utf-8", "surrogateescape") + b"\0" for a in argv[1:options]))
-        os.lseek(fd, 0, os.SEEK_SET)
-        yield [argv[0], "--args", str(fd), *argv[options:]], (fd,)
-    finally:
-        os.close(fd)
-
-
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -190,7 +173,8 @@ def run_bash_command(
 ) -> BashResult:
     """Run a bash command in the workspace root (no stdin, secrets removed from the environment);
     it and its children are killed at the timeout. The repository's git config and hooks are read-only;
-    secret stores in the workspace (.env files, private keys, .ssh) cannot be read."""
+    secret stores in the workspace (.env files, private keys, .ssh) cannot be read; Unix sockets cannot be
+    opened (serve on 127.0.0.1 instead)."""
     if not rt.settings.bash_enabled:
         # No command line to retype: the server's own (its client's configuration) gains one word.
         raise NotConfigured(
@@ -203,12 +187,13 @@ def run_bash_command(
                            "write longer scripts to a file and run that.")
     roots = roots_for(rt.settings, call.session_id)
     found = scan_workspace(rt, roots) if sandbox_status().available else WorkspaceScanResult((), ())
+    in_home = scan_home(rt) if sandbox_status().available else ()
     if found.unchecked is not None:
         raise LimitExceeded(f"Shell commands cannot run in this workspace: the sandbox checks it for secret stores "
                             f"first, but {found.unchecked}. Use a narrower workspace root, or ask the user to run "
                             "the command.")
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
-        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found)
+        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found, in_home)
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
         try:
             result = _run(command_argv(command, spec), spec, timeout, call)
@@ -238,10 +223,29 @@ def scan_workspace(rt: Runtime, roots: tuple[Path, ...]) -> WorkspaceScanResult:
     return scan.scan(roots)
 
 
+def scan_home(rt: Runtime) -> tuple[Path, ...]:
+    """What of the user's home commands may not see: the secret stores the policy names in it (tools/workspace_scan.py
+    `home_scan`: its top, dot-folders and their sub-folders), or all of it when that walk is incomplete or
+    there is no policy to ask (fail closed)."""
+    home = Path(os.path.realpath(os.path.expanduser("~")))
+    policy = rt.secret_paths
+    if policy is None:
+        return () if home == Path("/") else (home,)
+    scan = _HOME_SCANS.of(rt)
+    with scan.lock:
+        if scan.home != home:
+            scan.home, scan.walk = home, home_scan(lambda path: policy.home_store(path, home))
+        found = scan.walk.scan((home,)) if scan.walk is not None else None
+    if found is None or found.unchecked is not None:
+        return (home,)
+    return found.secrets
+
+
 def warm_up_workspace_scan(rt: Runtime) -> None:
     """The first walk of the default workspace, at start-up (about 25 µs a file) instead of in the first command."""
     if rt.settings.bash_enabled and sandbox_status().available:
         scan_workspace(rt, roots_for(rt.settings, None))
+        scan_home(rt)
 
 
 def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], output: str) -> str | None:
@@ -259,9 +263,10 @@ def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], outpu
 
 
 def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
-                 scanned: WorkspaceScanResult | None = None) -> SandboxSpec:
+                 scanned: WorkspaceScanResult | None = None, in_home: tuple[Path, ...] = ()) -> SandboxSpec:
     """What a command may see and change: the roots (the first is the working folder), a private
-    HOME; not the server's data folder, secret stores or the secret stores inside the roots (`scanned`);
+    HOME; not the server's data folder, the system's secret stores, those in the user's home (`in_home`:
+    `scan_home`) or the secret stores inside the roots (`scanned`);
     what the file tools may not write stays read-only (the rules, agents and skills files, skill folders:
     existing or not), and so do the git config and hooks of each root and of the repositories in them."""
     files = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file, settings.skills_file)
@@ -269,7 +274,7 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     found = scanned or WorkspaceScanResult((), ())
     git = git_guards(roots, _in_roots(found.repos, roots))
-    hidden = (*server_data_dirs(settings), *secret_paths())
+    hidden = (*server_data_dirs(settings), *SYSTEM_SECRETS, *in_home)
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git.files), read_only_folders=(*folders, *git.folders), pinned=git.pinned,
                        commondirs=git.commondirs, network=settings.bash_network)
@@ -307,7 +312,7 @@ def command_argv(command: str, spec: SandboxSpec) -> list[str]:
 def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) -> BashResult:
     workspace = spec.cwd
     started = time.monotonic()
-    with _argument_file(argv) as (short, fds):
+    with launch(argv) as (short, fds):
         proc = subprocess.Popen(
             short, cwd=workspace, env=scrubbed_env(os.environ, workspace, spec.home),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -338,3 +343,13 @@ class _WorkspaceScans:
 
 
 _WORKSPACE_SCANS: Service[_WorkspaceScans] = Service(lambda rt: _WorkspaceScans())
+
+
+@dataclass
+class _HomeScan:
+    home: Path | None = None
+    walk: WorkspaceScan | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_HOME_SCANS: Service[_HomeScan] = Service(lambda rt: _HomeScan())

@@ -4,8 +4,9 @@ The approval policy decides whether a command may run; the sandbox limits what a
 runs can do, so that a hole in the command parser is harmless:
 
 - the workspace roots are writable, the rest of the file system is read-only;
-- the server's data folder, secret stores (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gcloud, ...) and
-  /run (docker and agent sockets) are not visible; the rules, agents and skills files and the skill
+- the server's data folder, the secret stores in the user's home (~/.ssh, ~/.aws, ~/.vault-token, ...:
+  what the policy's secret patterns name there, tools/bash.py `scan_home`) and /run (docker and agent
+  sockets) are not visible; the rules, agents and skills files and the skill
   folders stay read-only (a missing one too: an empty read-only placeholder holds its place while the
   command runs, removed after it);
 - every file git reads as configuration or runs as a hook for a root's repository and for those nested in
@@ -20,11 +21,15 @@ runs can do, so that a hole in the command parser is harmless:
   read: each is covered by an empty device (a folder: an empty folder), like the ones under HOME;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
 - a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`);
+- no Unix-domain socket that could connect outside the sandbox (tools/seccomp.py: `socket(AF_UNIX)` fails,
+  connected `socketpair()` works), network on or off: a host service's socket file (lxd, docker, a
+  database) is reachable wherever it lies, read-only or not;
 - the command dies with the server (--die-with-parent) and cannot reach the terminal (--new-session).
 
 `sandbox_status()` says whether a sandbox works here (found on PATH AND a trivial command ran
 in it: bubblewrap can fail inside some containers); it is checked once and cached.
-`wrap(argv, spec)` returns the argv that runs `argv` inside it.
+`wrap(argv, spec)` returns the argv that runs `argv` inside it; `launch(argv)` gives the command line
+to start and the file descriptors it reads (the seccomp filter, a long option list).
 """
 
 from __future__ import annotations
@@ -33,21 +38,19 @@ import contextlib
 import dataclasses
 import functools
 import os
+import platform
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SECRET_HOME_ENTRIES = (
-    ".ssh", ".aws", ".gnupg", ".config/gcloud", ".azure", ".kube", ".docker", ".config/gh",
-    ".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc", ".config/hub", ".password-store",
-)
-"""Secret stores under the user's home that no sandboxed command may read."""
+from tools import seccomp
+
 SYSTEM_SECRETS = (Path("/var/run/docker.sock"), Path("/var/run/containerd"), Path("/var/run/secrets"))
 """Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets."""
 PRIVATE_MOUNTS = (Path("/tmp"), Path("/run"))
@@ -60,6 +63,8 @@ INSTALL_HINT = {
     "darwin": "sandbox-exec ships with macOS; check that /usr/bin/sandbox-exec exists",
 }
 _PROBE_TIMEOUT = 15.0
+ARGV_INLINE_BYTES = 64 * 1024
+"""Longer bubblewrap command lines (thousands of covered secret stores) go through a file descriptor."""
 
 
 @dataclass(frozen=True)
@@ -262,12 +267,6 @@ def _signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
-def secret_paths(home: Path | None = None) -> tuple[Path, ...]:
-    """The secret stores under `home` (default: the server user's home)."""
-    base = home if home is not None else Path(os.path.expanduser("~"))
-    return (*(base / entry for entry in SECRET_HOME_ENTRIES), *SYSTEM_SECRETS)
-
-
 # -- Linux: bubblewrap -------------------------------------------------------------------------
 
 
@@ -456,6 +455,42 @@ def wrap(argv: Sequence[str], spec: SandboxSpec, status: SandboxStatus | None = 
     raise RuntimeError(f"No OS sandbox is available: {status.reason}")
 
 
+@contextlib.contextmanager
+def launch(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+    """The command line to start for `argv` and the descriptors to pass to it: a bubblewrap one gets the
+    seccomp filter (`--seccomp FD`), and its options go in a descriptor when they are too long for exec
+    (`--args FD`); any other command line as it is."""
+    if not argv[0].endswith("bwrap"):
+        yield argv, ()
+        return
+    fds: list[int] = []
+    try:
+        front: list[str] = []
+        if seccomp.available():
+            fds.append(_memfd("bwrap-seccomp", seccomp.unix_socket_filter()))
+            front = ["--seccomp", str(fds[-1])]
+        if sum(len(a) + 1 for a in argv) >= ARGV_INLINE_BYTES:
+            options = argv.index("--")  # its options go in the file; the command stays on the command line
+            fds.append(_memfd("bwrap-args", b"".join(a.encode("utf-8", "surrogateescape") + b"\0"
+                                                     for a in argv[1:options])))
+            argv = [argv[0], "--args", str(fds[-1]), *argv[options:]]
+        yield [argv[0], *front, *argv[1:]], tuple(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _probe(kind: str, make: object) -> SandboxStatus:
     """Run `true` once under the sandbox with a throw-away root: does it really work here?"""
     with tempfile.TemporaryDirectory(prefix="generalagent-probe-") as tmp:
@@ -464,14 +499,17 @@ def _probe(kind: str, make: object) -> SandboxStatus:
         spec = SandboxSpec(roots=(root,), cwd=root, home=root / "home")
         argv = make(["/bin/sh", "-c", "echo ok > probe"], spec)  # type: ignore[operator]
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
-                                  check=False)
+            with launch(argv) as (started, fds):
+                done = subprocess.run(started, capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
+                                      check=False, pass_fds=fds)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return SandboxStatus(False, kind, f"{kind} could not run a test command ({exc})")
         if done.returncode != 0 or not (root / "probe").is_file():
             why = done.stderr.decode("utf-8", "replace").strip()[:300] or f"exit code {done.returncode}"
             return SandboxStatus(False, kind, f"{kind} is installed but does not work here ({why})")
-    return SandboxStatus(True, kind, f"{kind} works (roots writable, the rest read-only)")
+    sockets = "no Unix sockets" if kind != "bwrap" or seccomp.available() else \
+        f"Unix sockets NOT blocked: no seccomp filter for {platform.machine()}"
+    return SandboxStatus(True, kind, f"{kind} works (roots writable, the rest read-only, {sockets})")
 
 
 @functools.lru_cache(maxsize=1)

@@ -68,10 +68,11 @@ class WorkspaceScan:
     between walks, for the folders that still exist."""
 
     def __init__(self, is_secret: Callable[[str], bool], max_entries: int = MAX_ENTRIES,
-                 settled_ns: int = SETTLED_NS) -> None:
+                 settled_ns: int = SETTLED_NS, walk_into: Callable[[str, int], bool] | None = None) -> None:
         self.is_secret = is_secret
         self.max_entries = max_entries
         self.settled_ns = settled_ns
+        self.walk_into = walk_into  # (a sub-folder's name, its depth below the root): listed? (default: all)
         self._listings: dict[str, _Listing] = {}
         self._lock = threading.Lock()
 
@@ -90,19 +91,28 @@ class WorkspaceScan:
 
     def _walk(self, roots: list[str], listed: dict[str, _Listing]) -> None:
         """Depth first; `via` is the link through which a folder outside the roots was reached (for messages)."""
-        stack: list[tuple[str, str | None]] = [(root, None) for root in reversed(roots)]
+        stack: list[tuple[str, str | None, int]] = [(root, None, 0) for root in reversed(roots)]
         entries = 0
+        depths: dict[str, int] = {}  # the least depth a folder was walked at (a limited walk goes on from there)
         while stack:
-            folder, via = stack.pop()
-            if folder in listed or (listing := self._listing(folder, roots, via)) is None:
+            folder, via, depth = stack.pop()
+            if folder in depths and (self.walk_into is None or depths[folder] <= depth):
                 continue
-            listed[folder] = listing
-            entries += listing.entries
+            listing = listed.get(folder) or self._listing(folder, roots, via)
+            if listing is None:
+                continue
+            if folder not in listed:
+                listed[folder] = listing
+                entries += listing.entries
+            depths[folder] = depth
             if entries > self.max_entries:
                 where = f"the link {_shown(via, roots)} leads to" if via else "it has"
                 raise ScanIncomplete(f"{where} over {self.max_entries:,} files and folders")
-            linked = [(target, via or link) for target, link in listing.links if _walked(target, roots)]
-            stack += reversed([*((sub, via) for sub in listing.subdirs), *linked])
+            into = self.walk_into or (lambda name, depth: True)
+            linked = [(target, via or link, depth + 1) for target, link in listing.links
+                      if _walked(target, roots) and into(os.path.basename(link), depth + 1)]
+            subdirs = [(sub, via, depth + 1) for sub in listing.subdirs if into(os.path.basename(sub), depth + 1)]
+            stack += reversed([*subdirs, *linked])
 
     def _listing(self, folder: str, roots: list[str], via: str | None) -> _Listing | None:
         try:
@@ -146,6 +156,22 @@ class WorkspaceScan:
                 subdirs.append(path)
         except OSError:
             pass
+
+
+HOME_MAX_ENTRIES = 200_000
+"""Entries listed in one walk of the home folder at most; a larger one is hidden from commands as a whole."""
+
+
+def home_scan(is_secret: Callable[[str], bool]) -> WorkspaceScan:
+    """The walk of the user's home for the secret stores in it (`is_secret`: the policy's deny patterns, and its
+    ask patterns in the home-relative path): its entries, those of its dot-folders (`.aws`, `.config`,
+    `.cargo`) and of their sub-folders (`.config/gh/hosts.yml`, `.docker/config.json`). Tools keep their
+    credentials there; the rest of the home (projects, documents) is not walked: its cost would grow with it."""
+    return WorkspaceScan(is_secret, HOME_MAX_ENTRIES, walk_into=_home_folder)
+
+
+def _home_folder(name: str, depth: int) -> bool:
+    return depth == 1 and name.startswith(".") or depth == 2
 
 
 def _walked(target: str, roots: list[str]) -> bool:
