@@ -189,7 +189,8 @@ def test_a_link_out_of_the_workspace_is_named_by_the_link_and_unshared_places_ar
 def limited_walk(home: Path) -> set[Path]:
     """What the home walk must find, restated: the secret entries of every folder reached from the home through
     folders it may walk into (tools.workspace_scan.home_scan: dot-folders at the top, any folder below them,
-    nothing deeper), each at the least depth it can be reached at (through links too)."""
+    nothing deeper), each at the least depth it can be reached at (through links too; a `.git` that is a link
+    is a linked folder a command can read through, not a repository's internals)."""
     from tools.workspace_scan import _home_folder
 
     found: set[Path] = set()
@@ -202,7 +203,7 @@ def limited_walk(home: Path) -> set[Path]:
             target = os.path.realpath(path)
             if is_secret(path) or (os.path.islink(path) and is_secret(target)):
                 found.add(Path(target))
-            elif os.path.isdir(target) and name != ".git" and _home_folder(name, depth[folder] + 1) \
+            elif os.path.isdir(target) and (name != ".git" or os.path.islink(path)) and _home_folder(name, depth[folder] + 1) \
                     and target not in depth and (not os.path.islink(path) or not target.startswith("/tmp/")):
                 depth[target] = depth[folder] + 1
                 queue.append(target)
