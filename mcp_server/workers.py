@@ -23,6 +23,7 @@ from functools import partial
 from types import FrameType
 
 from foundation.errors import GeneralAgentError, SettingsError
+from foundation.peers import add_tree_root
 from foundation.settings import Settings
 
 log = logging.getLogger("generalagent.workers")
@@ -169,6 +170,7 @@ def _worker_main(serve: Callable[[], None], parent: int) -> int:
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)  # uvicorn installs its own graceful handlers
     _die_with_parent(parent)
+    add_tree_root(parent)  # a command another worker runs may not use this worker's approval page
     try:
         serve()
     except SettingsError as exc:

@@ -82,3 +82,53 @@ def cli_env(settings: Any) -> dict[str, str]:
     if settings.database_url:
         env["GENERALAGENT_DATABASE_URL"] = settings.database_url
     return env
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def real_http_server(settings: Any, server: Any = None) -> Iterator[tuple[Any, int]]:
+    """Our Streamable HTTP app (for `server`, else a new one) served by uvicorn on a free loopback port,
+    in a thread: the approval page answers only requests over a real socket (it looks up the client)."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from mcp_server.server import build_server
+    from mcp_server.transports import http_app
+
+    if server is None:
+        server, _ = build_server(settings)
+    port = free_port()
+    config = uvicorn.Config(http_app(server, settings, "127.0.0.1"), host="127.0.0.1", port=port,
+                            log_level="warning", log_config=None)
+    web = uvicorn.Server(config)
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if web.started:
+                break
+            time.sleep(0.05)
+        yield server, port
+    finally:
+        web.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextmanager
+def page_client(settings: Any, server: Any) -> Iterator[Any]:
+    """The human's browser stand-in: an httpx client in the test process, on `server`'s approval page
+    served over real loopback HTTP (its `base_url` names the port)."""
+    import httpx2 as httpx
+
+    with real_http_server(settings, server) as (_, port), \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        yield client

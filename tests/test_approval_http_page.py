@@ -1,15 +1,16 @@
-"""The local approval page: loopback only, Origin checked, CSRF token bound to the approval."""
+"""The local approval page: loopback only, never to a process the server runs (a sandboxed command),
+Origin checked, CSRF token bound to the approval."""
 
 from __future__ import annotations
 
+import os
 import re
-import socket
-import threading
-import time
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -24,11 +25,12 @@ CSRF = re.compile(r"name='csrf' value='([^']+)'")
 
 
 @pytest.fixture
-def served(settings: Any, monkeypatch: Any) -> Iterator[tuple[Any, Any, TestClient]]:
+def served(settings: Any, monkeypatch: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """The page over real loopback HTTP; the client is the human's browser stand-in (httpx in this process)."""
     helpers.install(monkeypatch)
     server, dispatcher = build_server(settings)
-    app = http_app(server, settings, "127.0.0.1")
-    yield server, dispatcher, TestClient(app, base_url=BASE, client=("127.0.0.1", 50123))
+    with helpers.page_client(settings, server) as client:
+        yield server, dispatcher, client
 
 
 def pending_id(dispatcher: Any, text: str = "web") -> str:
@@ -52,6 +54,7 @@ def run_poke(dispatcher: Any, text: str = "web") -> Any:
 
 def test_page_shows_the_call_and_approves_with_the_right_token(served: Any) -> None:
     _, dispatcher, client = served
+    base = str(client.base_url).rstrip("/")
     approval_id = pending_id(dispatcher)
     page = client.get(f"/approvals/{approval_id}")
     assert page.status_code == 200 and "poke" in page.text and "&quot;text&quot;: &quot;web&quot;" in page.text
@@ -59,7 +62,7 @@ def test_page_shows_the_call_and_approves_with_the_right_token(served: Any) -> N
     token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
     assert approval_id in client.get("/approvals").text
     done = client.post(f"/approvals/{approval_id}", data={"csrf": token, "decision": "approve"},
-                       headers={"Origin": BASE})
+                       headers={"Origin": base})
     assert done.status_code == 200 and "approved" in done.text
     assert run_poke(dispatcher).model_dump() == {"text": "web"} and helpers.CALLS == ["web"]
     again = client.post(f"/approvals/{approval_id}", data={"csrf": token, "decision": "approve"})
@@ -85,6 +88,10 @@ def test_csrf_origin_and_loopback_are_enforced(served: Any, settings: Any) -> No
                            client=("127.0.0.1", 4000))
     assert rebinding.get(url).status_code == 403
     assert client.get("/approvals/ap-zzzzzz").status_code == 404
+    no_socket = TestClient(http_app(server, settings, "127.0.0.1"), base_url=BASE, client=("127.0.0.1", 4000))
+    unknown = no_socket.get(url)  # loopback by its address, but no connection behind it to look up: refused
+    assert unknown.status_code == 403 and "approve --list" in unknown.text and "csrf" not in unknown.text
+    assert no_socket.post(url, data={"csrf": token, "decision": "approve"}).status_code == 403
     assert helpers.CALLS == []
     with pytest.raises(ApprovalRequired):
         run_poke(dispatcher)
@@ -94,42 +101,13 @@ def test_csrf_origin_and_loopback_are_enforced(served: Any, settings: Any) -> No
         run_poke(dispatcher)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def real_http_server(settings: Any) -> Iterator[tuple[Any, int]]:
-    """Our Streamable HTTP app served by uvicorn on a free loopback port (in a thread)."""
-    import uvicorn
-
-    server, _ = build_server(settings)
-    port = _free_port()
-    config = uvicorn.Config(http_app(server, settings, "127.0.0.1"), host="127.0.0.1", port=port,
-                            log_level="warning", log_config=None)
-    web = uvicorn.Server(config)
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(200):
-            if web.started:
-                break
-            time.sleep(0.05)
-        yield server, port
-    finally:
-        web.should_exit = True
-        thread.join(timeout=10)
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_over_real_http_the_result_names_the_page(settings: Any, monkeypatch: Any, mode: str) -> None:
     from mcp.client import Client
 
     helpers.install(monkeypatch)
-    with real_http_server(settings) as (server, port):
+    with helpers.real_http_server(settings) as (server, port):
         async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
             await client.list_tools()
             result = await client.call_tool("poke", {"text": "http"})
@@ -137,8 +115,7 @@ async def test_over_real_http_the_result_names_the_page(settings: Any, monkeypat
             match = re.search(r"http://127\.0\.0\.1:\d+/approvals/(ap-[a-z2-9]{6})", text)
             assert result.is_error and match, text
             approval_id = match.group(1)
-            with TestClient(http_app(server, settings, "127.0.0.1"), base_url=f"http://127.0.0.1:{port}",
-                            client=("127.0.0.1", 4000)) as page_client:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as page_client:
                 page = page_client.get(f"/approvals/{approval_id}")
                 token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
                 assert page_client.post(f"/approvals/{approval_id}",
@@ -155,7 +132,7 @@ async def test_elicitation_over_real_http(settings: Any, monkeypatch: Any, mode:
 
     helpers.install(monkeypatch)
     seen: list[str] = []
-    with real_http_server(settings) as (_, port):
+    with helpers.real_http_server(settings) as (_, port):
         async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode,
                           elicitation_callback=helpers.elicitation_answer(action, seen=seen)) as client:
             await client.list_tools()
@@ -165,3 +142,76 @@ async def test_elicitation_over_real_http(settings: Any, monkeypatch: Any, mode:
         assert not result.is_error and helpers.CALLS == ["over-http"]
     else:
         assert result.is_error and "did not approve" in result.content[0].text and helpers.CALLS == []
+
+
+SELF_APPROVE = """
+import sys, urllib.error, urllib.parse, urllib.request
+base, approval_id, token = sys.argv[1:4]
+def ask(url, data=None):
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=20) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+for name, (status, text) in [
+        ("list", ask(base + "/approvals")), ("page", ask(base + "/approvals/" + approval_id)),
+        ("post", ask(base + "/approvals/" + approval_id,
+                     urllib.parse.urlencode({"csrf": token, "decision": "approve"}).encode()))]:
+    print(name, status, approval_id in text, token in text, "outside the sandbox" in text)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_sandboxed_command_cannot_read_or_decide_approvals(make_settings: Any, monkeypatch: Any,
+                                                                   workspace: Path, data_dir: Path) -> None:
+    """The red team's self-approval: with the network shared into the sandbox, a command the user allowed
+    (`python3 approve.py`) reached the page on 127.0.0.1, read the CSRF token and approved the held call.
+    Now the page refuses it (even holding the token), the call stays held, and the human's client on this
+    computer still approves it; the approvals database is not in the sandbox either."""
+    from mcp.client import Client
+
+    from tools.bash import run_bash_command
+    from tools.runtime import CallContext
+    from tools.sandbox import sandbox_status
+
+    status = sandbox_status()
+    if not status.available:
+        message = f"no OS sandbox: {status.reason} (scripts/sandbox.sh installs bubblewrap as root)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI=true and " + message)
+        pytest.skip(message)
+    helpers.install(monkeypatch)
+    settings = make_settings(bash_enabled=True, bash_network=True)
+    (workspace / "approve.py").write_text(SELF_APPROVE)
+    server, dispatcher = build_server(settings)
+    with helpers.page_client(settings, server) as page:
+        base = str(page.base_url).rstrip("/")
+        async with Client(f"{base}/mcp", mode="legacy") as client:
+            held = await client.call_tool("poke", {"text": "hook"})
+            assert held.is_error
+            approval_id = re.search(r"ap-[a-z2-9]{6}", held.content[0].text).group(0)  # type: ignore[union-attr]
+            token = CSRF.search(page.get(f"/approvals/{approval_id}").text).group(1)  # type: ignore[union-attr]
+
+            def sandboxed(command: str) -> Any:
+                return run_bash_command(command, timeout=60, rt=server.runtime,
+                                        call=CallContext(tool="run_bash_command"))
+
+            import anyio
+
+            result = await anyio.to_thread.run_sync(
+                sandboxed, f"{sys.executable} approve.py {base} {approval_id} {token}")
+            lines = result.stdout.split("\n")
+            assert lines[:3] == ["list 403 False False True", "page 403 False False True",
+                                 "post 403 False False True"], result
+            assert settings.database_url or (data_dir / "approvals.sqlite3").is_file()
+            cli = await anyio.to_thread.run_sync(  # the approvals database is hidden: the CLI finds nothing
+                sandboxed, f"ls -A {data_dir}; GENERALAGENT_DATA_DIR={data_dir} {sys.executable} -m mcp_server "
+                           f"approve {approval_id} < /dev/null")
+            assert cli.stdout == "" and "No approval" in cli.stderr, cli
+            assert helpers.CALLS == []
+            still = await client.call_tool("poke", {"text": "hook"})
+            assert still.is_error and helpers.CALLS == []
+            done = page.post(f"/approvals/{approval_id}", data={"csrf": token, "decision": "approve"})
+            assert done.status_code == 200 and "approved" in done.text
+            ok = await client.call_tool("poke", {"text": "hook"})
+            assert not ok.is_error and helpers.CALLS == ["hook"]

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from starlette.testclient import TestClient
 
 from tests import approval_helpers as helpers
 from tests.conftest import connect
@@ -90,17 +89,19 @@ async def test_scope_needs_a_file_and_the_model_cannot_grant(settings: Any, monk
 
 
 def test_page_grants_the_chosen_scope(settings: Any, monkeypatch: Any, workspace: Path) -> None:
+    from mcp_server.server import build_server
+
+    helpers.install(monkeypatch)
+    server, dispatcher = build_server(settings)
+    with helpers.page_client(settings, server) as client:
+        _page_grants_the_chosen_scope(settings, dispatcher, client, str(client.base_url).rstrip("/"))
+
+
+def _page_grants_the_chosen_scope(settings: Any, dispatcher: Any, client: Any, base: str) -> None:
     import anyio
 
     from foundation.calls import CallOrigin
     from foundation.errors import ApprovalRequired
-    from mcp_server.server import build_server
-    from mcp_server.transports import http_app
-
-    helpers.install(monkeypatch)
-    server, dispatcher = build_server(settings)
-    base = "http://127.0.0.1:8765"
-    client = TestClient(http_app(server, settings, "127.0.0.1"), base_url=base, client=("127.0.0.1", 50123))
 
     async def run(text: str, path: str) -> str | None:
         try:

@@ -87,20 +87,21 @@ def test_approval_page_compares_origin_scheme_host_and_port(settings: Any, monke
 
     helpers.install(monkeypatch)
     server, dispatcher = build_server(settings)
-    client = TestClient(http_app(server, settings, "127.0.0.1"), base_url="http://127.0.0.1:8765",
-                        client=("127.0.0.1", 50123))
     import anyio
 
     with pytest.raises(ApprovalRequired):
         anyio.run(lambda: dispatcher.run("poke", {"text": "web"}, CallOrigin()))
-    approval_id = re.search(r"ap-[a-z2-9]{6}", client.get("/approvals").text).group(0)  # type: ignore[union-attr]
-    token = CSRF.search(client.get(f"/approvals/{approval_id}").text).group(1)  # type: ignore[union-attr]
-    url = f"/approvals/{approval_id}"
-    for origin in ("http://127.0.0.1:8766", "https://127.0.0.1:8765", "http://127.0.0.1.evil.com:8765",
-                   "http://localhost:8765", "http://127.0.0.1:8765@evil.com", "http://127.0.0.1"):
-        refused = client.post(url, data={"csrf": token, "decision": "approve"}, headers={"Origin": origin})
-        assert refused.status_code == 403, origin
-    for host in ("127.0.0.1.evil.com:8765", "localhost@evil", "127.0.0.1:8765@evil.com"):
-        assert client.get(url, headers={"Host": host}).status_code == 403, host
-    same = client.post(url, data={"csrf": token, "decision": "approve"}, headers={"Origin": "HTTP://127.0.0.1:8765"})
-    assert same.status_code == 200 and "approved" in same.text
+    with helpers.page_client(settings, server) as client:
+        port = client.base_url.port
+        approval_id = re.search(r"ap-[a-z2-9]{6}", client.get("/approvals").text).group(0)  # type: ignore[union-attr]
+        token = CSRF.search(client.get(f"/approvals/{approval_id}").text).group(1)  # type: ignore[union-attr]
+        url = f"/approvals/{approval_id}"
+        for origin in (f"http://127.0.0.1:{port + 1}", f"https://127.0.0.1:{port}", f"http://127.0.0.1.evil.com:{port}",
+                       f"http://localhost:{port}", f"http://127.0.0.1:{port}@evil.com", "http://127.0.0.1"):
+            refused = client.post(url, data={"csrf": token, "decision": "approve"}, headers={"Origin": origin})
+            assert refused.status_code == 403, origin
+        for host in (f"127.0.0.1.evil.com:{port}", "localhost@evil", f"127.0.0.1:{port}@evil.com"):
+            assert client.get(url, headers={"Host": host}).status_code == 403, host
+        same = client.post(url, data={"csrf": token, "decision": "approve"},
+                           headers={"Origin": f"HTTP://127.0.0.1:{port}"})
+        assert same.status_code == 200 and "approved" in same.text

@@ -202,6 +202,9 @@ def test_seatbelt_profile_shape(tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
     profile = seatbelt_profile(spec)
     assert "(deny file-write*)" in profile and "(deny network*)" in profile and "(deny file-read* file-write*" in profile
+    networked = seatbelt_profile(SandboxSpec(roots=(tmp_path,), cwd=tmp_path, home=tmp_path, network=True))
+    assert "(deny network*)" not in networked  # network on: still not localhost (the approval page)
+    assert networked.splitlines()[-1] == '(deny network-outbound (remote ip "localhost:*"))'
     data = tmp_path / "data"  # the default workspace in the hidden data folder, with a secret store in it
     (data / "ws").mkdir(parents=True)
     (data / "ws" / ".env").write_text("")

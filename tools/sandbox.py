@@ -20,7 +20,9 @@ runs can do, so that a hole in the command parser is harmless:
 - the secret stores inside the roots (`tools/workspace_scan.py`: the policy's deny patterns, `.env`, keys) cannot be
   read: each is covered by an empty device (a folder: an empty folder), like the ones under HOME;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
-- a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`);
+- a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`); with it, the
+  server's approval page refuses a command's requests (foundation/peers.py: Linux), and on macOS the
+  profile denies connections to localhost;
 - no Unix-domain socket that could connect outside the sandbox (tools/seccomp.py: `socket(AF_UNIX)` fails,
   connected `socketpair()` works), network on or off: a host service's socket file (lxd, docker, a
   database) is reachable wherever it lies, read-only or not;
@@ -435,6 +437,8 @@ def seatbelt_profile(spec: SandboxSpec) -> str:
     lines.append("(deny process-info* (target others))")
     if not spec.network:
         lines.append("(deny network*)")
+    else:  # the server's approval page (and any local service) stays out of reach: no peer lookup on macOS
+        lines.append('(deny network-outbound (remote ip "localhost:*"))')
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,9 @@
 """The local approval page on the Streamable HTTP app: GET/POST /approvals/<id>.
 
-Only for requests from a loopback address with a loopback Host (DNS rebinding) and, on POST,
-a same-origin (or absent) Origin header and the CSRF token bound to that pending approval.
+Only for requests from a loopback address with a loopback Host (DNS rebinding), sent by a process
+outside the server's own process tree (foundation/peers.py: not a shell command the server runs, even
+with the network shared into its sandbox) and, on POST, a same-origin (or absent) Origin header and
+the CSRF token bound to that pending approval.
 The page shows the exact call, its risk and reason; the human approves or rejects it.
 """
 
@@ -11,10 +13,13 @@ import hmac
 import html
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from foundation.command import cli_command
 from foundation.errors import GeneralAgentError
+from foundation.peers import peer_of
 from mcp_server.approval.store import SCOPES, scope_choices
 
 _HEADERS = {
@@ -42,6 +47,24 @@ def _loopback_request(request: Request) -> bool:
     client = request.client.host if request.client else ""
     host = parse_authority(request.headers.get("host", ""))
     return is_loopback(client) and host is not None and is_loopback(host[0])
+
+
+async def _refusal(request: Request) -> Response | None:
+    """The page refused to this request (None: it may be answered): not from this computer, or
+    from a process the server started (a sandboxed shell command) or one it cannot tell."""
+    if not _loopback_request(request):
+        return _page("Forbidden", "<p>The approval page is only served to this computer.</p>", 403)
+    client = (request.client.host, request.client.port) if request.client else None
+    server = request.scope.get("server")
+    peer = await anyio.to_thread.run_sync(peer_of, client, tuple(server) if server else None)
+    if peer == "server":
+        return _page("Forbidden", "<p>Approvals must come from a human outside the sandbox: this request comes "
+                     "from a command the server runs.</p>", 403)
+    if peer == "unknown":
+        return _page("Forbidden", "<p>Could not tell which program sent this request, so it cannot see or decide "
+                     f"approvals. Decide in a terminal instead: <code>{html.escape(cli_command())} approve --list</code>"
+                     "</p>", 403)
+    return None
 
 
 def _same_origin(request: Request) -> bool:
@@ -73,16 +96,16 @@ def add_approval_routes(server: Any, gate: Any) -> None:
 
     @server.custom_route("/approvals", methods=["GET"])
     async def list_page(request: Request) -> Response:
-        if not _loopback_request(request):
-            return _page("Forbidden", "<p>The approval page is only served to this computer.</p>", 403)
+        if (refused := await _refusal(request)) is not None:
+            return refused
         items = "".join(f"<li><a href='/approvals/{html.escape(a.id)}'>{html.escape(a.id)}</a>: "
                         f"{html.escape(a.tool)} ({html.escape(a.risk)} risk)</li>" for a in store.pending())
         return _page("Pending approvals", f"<ul>{items}</ul>" if items else "<p>Nothing is waiting.</p>")
 
     @server.custom_route("/approvals/{approval_id}", methods=["GET", "POST"])
     async def approval_page(request: Request) -> Response:
-        if not _loopback_request(request):
-            return _page("Forbidden", "<p>The approval page is only served to this computer.</p>", 403)
+        if (refused := await _refusal(request)) is not None:
+            return refused
         approval_id = str(request.path_params.get("approval_id", ""))
         try:
             approval = store.get(approval_id)
