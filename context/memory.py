@@ -204,7 +204,7 @@ class MemoryStore:
     def get(self, fact_id: int) -> Fact:
         for fact in self.all_facts_by_id([fact_id]):
             return fact
-        raise NotFound(f"No memory with id {fact_id}. Call list_memories to see the ids.")
+        raise NotFound(f"No memory with id {fact_id}. Call recall with words from the fact to see its id.")
 
     def all_facts_by_id(self, ids: list[int]) -> list[Fact]:
         if not ids:

@@ -331,8 +331,10 @@ class SkillRegistry:
             return catalog.skills[name]
         if name in catalog.disabled:
             raise NotFound(f"Skill {name!r} is disabled in {catalog.config_path}.")
-        known = ", ".join(sorted(catalog.skills)[:30]) or "none (see the README's Skills section)"
-        raise NotFound(f"No skill {name!r}. Known skills: {known}. Call list_skills to search them.")
+        names = sorted(catalog.skills)
+        more = f" and {len(names) - 30} more" if len(names) > 30 else ""
+        known = ", ".join(names[:30]) + more or "none (see the README's Skills section)"
+        raise NotFound(f"No skill {name!r}. Known skills: {known}.")
 
 
 def _content(catalog: SkillCatalog) -> tuple[Any, ...]:
@@ -379,7 +381,7 @@ def skill_file_path(skill: Skill, relative: str) -> Path:
     try:
         info = os.stat(real)
     except OSError:
-        raise NotFound(f"Skill {skill.name!r} has no file {shown!r}. Its files are listed by load_skill.") from None
+        raise NotFound(f"Skill {skill.name!r} has no file {shown!r}. Use a name from the skill's file list.") from None
     if not stat.S_ISREG(info.st_mode):
         raise InvalidInput(f"{shown!r} in skill {skill.name!r} is not a regular file.")
     if info.st_size > MAX_FILE_BYTES:

@@ -29,7 +29,10 @@ class FileWalk:
     a regular file inside `confine_to` (default: the root). Skips hidden entries (unless
     include_hidden), folders named in skip_dir_names, and folders in skip_paths. Stops
     descending below max_depth (counted in `depth_capped`) and stops after max_entries
-    directory entries (then `truncated` is True). Unreadable folders are counted in `errors`.
+    directory entries (then `truncated` is True). Unreadable folders are counted in `errors` (the first
+    few named in `unreadable`); entries whose name is not valid UTF-8 are skipped, never yielded (JSON
+    and the index cannot carry them), and counted in `undecodable` (the first few named, escaped, in
+    `undecodable_names`). `skipped_note()` says both in words that name the fix.
     """
 
     def __init__(
@@ -53,6 +56,9 @@ class FileWalk:
         self.truncated = False
         self.depth_capped = 0
         self.errors = 0
+        self.unreadable: list[str] = []
+        self.undecodable = 0
+        self.undecodable_names: list[str] = []
         self.seen = 0
 
     def __iter__(self) -> Iterator[WalkEntry]:
@@ -77,11 +83,23 @@ class FileWalk:
 
     def _scan(self, folder: Path) -> list[os.DirEntry[str]]:
         try:
-            with os.scandir(folder) as it:
-                return sorted(it, key=lambda e: e.name)
+            scan = scan_folder(folder)
         except OSError:
             self.errors += 1
+            if len(self.unreadable) < _NAMED:
+                self.unreadable.append(self._rel(folder))
             return []
+        self.undecodable += len(scan.undecodable)
+        for name in scan.undecodable[: max(0, _NAMED - len(self.undecodable_names))]:
+            self.undecodable_names.append(escaped_name(self._rel(folder / name)))
+        return scan.entries
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() if path != self.root else self.root.name or str(self.root)
+
+    def skipped_note(self) -> str | None:
+        """What the walk skipped besides hidden and server folders, in words that name the fix."""
+        return skipped_note(self.errors, self.unreadable, self.undecodable, self.undecodable_names)
 
     def _push(self, stack: list[tuple[Path, int]], subdirs: list[Path], depth: int) -> None:
         keep = [d for d in subdirs if d.name not in self.skip_dir_names and d not in self.skip_paths]
@@ -106,6 +124,68 @@ class FileWalk:
         path = Path(entry.path)
         rel = path.relative_to(self.root).as_posix()
         return WalkEntry(path=path, rel=rel, size=info.st_size, mtime=info.st_mtime, depth=depth)
+
+
+_NAMED = 5  # skipped names shown in a note
+
+
+@dataclass(frozen=True)
+class FolderScan:
+    entries: list[os.DirEntry[str]]  # sorted by name, every name valid UTF-8
+    undecodable: list[str]  # names that are not valid UTF-8 (as Python decodes them: lone surrogates)
+    truncated: bool = False  # stopped at `limit` entries
+
+
+def scan_folder(folder: Path | int, limit: int | None = None) -> FolderScan:
+    """The entries of one folder, sorted; names that are not valid UTF-8 are set apart. This is where
+    names from disk enter every listing, walk and index: a name Python can only decode to lone surrogates
+    cannot be sent as JSON, stored or typed back by a model, so it is skipped and reported (renaming the
+    file is the fix), never shown. `folder`: a path or an open folder's descriptor. Raises OSError (e.g.
+    PermissionError) when the folder cannot be read."""
+    entries: list[os.DirEntry[str]] = []
+    undecodable: list[str] = []
+    with os.scandir(folder) as it:
+        for entry in it:
+            if limit is not None and len(entries) + len(undecodable) >= limit:
+                return FolderScan(sorted(entries, key=lambda e: e.name), sorted(undecodable), truncated=True)
+            if is_decodable(entry.name):
+                entries.append(entry)
+            else:
+                undecodable.append(entry.name)
+    return FolderScan(sorted(entries, key=lambda e: e.name), sorted(undecodable))
+
+
+def is_decodable(name: str) -> bool:
+    """True when `name` came from valid UTF-8 bytes (no lone surrogates from surrogateescape)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def escaped_name(name: str) -> str:
+    """A name's bytes with each byte that is not UTF-8 written as \\xNN (for messages only)."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def skipped_note(unreadable: int, unreadable_names: list[str], undecodable: int,
+                 undecodable_names: list[str]) -> str | None:
+    notes = []
+    if unreadable:
+        s = "" if unreadable == 1 else "s"
+        notes.append(f"{unreadable} unreadable folder{s} skipped ({_listed(unreadable, unreadable_names)}): "
+                     f"give the server's user read access to include {'it' if unreadable == 1 else 'them'}")
+    if undecodable:
+        s, it = ("", "it") if undecodable == 1 else ("s", "them")
+        notes.append(f"{undecodable} file{s} or folder{s} with a name that is not valid UTF-8 skipped "
+                     f"({_listed(undecodable, undecodable_names)}); rename {it} to include {it}")
+    return "; ".join(notes) or None
+
+
+def _listed(count: int, names: list[str]) -> str:
+    shown = ", ".join(names)
+    return shown + (f" and {count - len(names)} more" if count > len(names) else "")
 
 
 walk_files = FileWalk  # an iterable over the files under a root; check `.truncated` afterwards

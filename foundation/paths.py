@@ -121,6 +121,11 @@ def _check_syntax(path: str, roots: Collection[Path]) -> None:
         raise _refuse(path, "it is empty", roots)
     if "\x00" in path:
         raise _refuse(path.replace("\x00", "\\0"), "it contains a NUL byte", roots)
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: bytes that are not UTF-8 (a name tools never show)
+        shown = path.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        raise _refuse(shown, "it is not valid UTF-8 text; rename the file or folder to a UTF-8 name", roots) from None
     if path == "~" or path.startswith("~/"):
         raise _refuse(path, "'~' is not expanded (the workspace is not your home folder)", roots)
     if path.startswith("-"):
@@ -160,7 +165,8 @@ def resolve_path(
         if must_exist:
             raise NotFound(
                 f"No file or folder {path!r} in the workspace ({_roots_text(roots)}). "
-                "Call list_workspace_files or find_files to see what exists."
+                "Call list_workspace_files to see what exists (enable_tools([\"list_workspace_files\"]) first "
+                "if it is not listed)."
             )
         return real
     if for_write and stat.S_ISREG(info.st_mode) and info.st_nlink > 1:

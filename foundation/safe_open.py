@@ -46,6 +46,14 @@ def _root_of(real: Path, roots: Sequence[Path]) -> Path:
     return max(inside, key=lambda r: len(r.parts))
 
 
+_DENIED = (errno.EACCES, errno.EPERM)
+
+
+def _denied(shown: str, what: str) -> PathNotAllowed:
+    return PathNotAllowed(f"{what} {shown!r} cannot be read: permission denied. Give the server's user read "
+                          "access to it, or use another path.")
+
+
 def _step(dir_fd: int, name: str, create: bool, shown: str) -> int:
     """Open folder `name` below `dir_fd` (closing `dir_fd`), never following a symlink."""
     try:
@@ -62,6 +70,8 @@ def _step(dir_fd: int, name: str, create: bool, shown: str) -> int:
     except OSError as exc:
         if exc.errno in _SWAPPED:
             raise _not_a_folder(dir_fd, name, shown) from None
+        if exc.errno in _DENIED and not create:
+            raise _denied(shown, "A folder on the way to") from None
         raise
     finally:
         os.close(dir_fd)
@@ -132,6 +142,8 @@ def open_file(real: Path, roots: Sequence[Path], allowed: Allowed, *, shown: str
             raise _changed(shown) from None
         if exc.errno == errno.ENXIO:  # a socket (open() cannot open one)
             raise InvalidInput(f"{shown!r} is not a regular file (device, pipe or socket) and cannot be read.") from None
+        if exc.errno in _DENIED:
+            raise _denied(shown, "File") from None
         raise
     finally:
         os.close(dir_fd)
@@ -148,7 +160,8 @@ def open_file(real: Path, roots: Sequence[Path], allowed: Allowed, *, shown: str
 def _check_regular(fd: int, shown: str) -> None:
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode):
-        raise InvalidInput(f"{shown!r} is a folder. Call list_workspace_files with directory={shown!r}.")
+        raise InvalidInput(f"{shown!r} is a folder. Call list_workspace_files with directory={shown!r} "
+                           '(enable_tools(["list_workspace_files"]) first if it is not listed).')
     if not stat.S_ISREG(mode):
         raise InvalidInput(f"{shown!r} is not a regular file (device, pipe or socket) and cannot be read.")
 

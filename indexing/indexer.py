@@ -61,6 +61,7 @@ class IndexReport:
     secrets_denied: int = 0  # of which read_file refuses outright (a `*.secret_denied` rule), not asks for
     chunks_added: int = 0
     truncated: bool = False  # the folder walk stopped at its entry limit
+    walk_note: str | None = None  # what the folder walk skipped (unreadable folders, names not UTF-8)
 
     def add(self, outcome: FileOutcome) -> None:
         if outcome.status == "unchanged":
@@ -361,6 +362,7 @@ class Indexer:
             else:
                 report.skipped += 1
         report.truncated = walk.truncated
+        report.walk_note = walk.skipped_note()
         self.index_files(found, progress, report)
         if not walk.truncated:
             report.removed = self.remove_missing(root, {str(p) for p in found}, recursive)

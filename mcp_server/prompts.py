@@ -67,7 +67,8 @@ def skill_file(rt: Runtime, name: str, path: str) -> str | bytes:
 def agent_json(rt: Runtime, agent_id: str) -> str:
     card = enabled_agents(rt.settings).get(agent_id)
     if card is None:
-        raise ResourceError(f"No enabled agent card {agent_id!r}; list_agents shows them.")
+        known = ", ".join(sorted(enabled_agents(rt.settings))) or "none"
+        raise ResourceError(f"No enabled agent card {agent_id!r}. Known agents: {known}.")
     return json.dumps(agent_document(card), ensure_ascii=False, indent=2)
 
 

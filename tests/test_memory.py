@@ -104,7 +104,7 @@ def test_forget_by_id_and_query_and_paging(rt: Runtime) -> None:
     assert len(last.facts) == 1 and last.next_offset is None
     gone = forget(id=ids[0], rt=rt)
     assert gone.deleted[0].id == ids[0]
-    with pytest.raises(NotFound, match="list_memories"):
+    with pytest.raises(NotFound, match="Call recall"):
         forget(id=ids[0], rt=rt)
     by_query = forget(query="the auth service port", rt=rt)
     assert [f.content for f in by_query.deleted] == ["Fact 2: the auth service uses port 8002"]

@@ -89,7 +89,7 @@ def get_agent(settings: Settings, agent_id: str) -> AgentCard:
         raise NotFound(f"Agent card {agent_id!r} is disabled (enabled = false in {agents_file(settings)}).")
     if agent_id not in cards:
         known = ", ".join(sorted(enabled_agents(settings))) or f"none (define them in {agents_file(settings)})"
-        raise NotFound(f"No agent card {agent_id!r}. Known agents: {known}. Call list_agents to see them.")
+        raise NotFound(f"No agent card {agent_id!r}. Known agents: {known}.")
     return cards[agent_id]
 
 

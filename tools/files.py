@@ -29,8 +29,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from foundation.bounding import dumps, estimate_tokens, past_end_note
-from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound
-from foundation.filewalk import walk_files
+from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound, PathNotAllowed
+from foundation.filewalk import escaped_name, scan_folder, skipped_note, walk_files
 from foundation.globs import GlobPattern
 from foundation.paths import (
     INDEX_DIR_NAMES,
@@ -222,7 +222,8 @@ def read_file(
     session = call.session_id
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     if real.is_dir():
-        raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r}.")
+        raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r} "
+                           '(enable_tools(["list_workspace_files"]) first if it is not listed).')
     with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
         small = os.fstat(fd).st_size <= TEXT_WHOLE_BYTES
         extracted = _extract(rt, real, fd, call)
@@ -509,13 +510,17 @@ def list_workspace_files(
         raise InvalidInput(f"{directory!r} is a file, not a folder. Read it with read_file.")
     hidden_dirs = set(server_data_dirs(rt.settings))
     items: list[os.DirEntry[str]] = []
-    note = None
-    with opened(open_folder(rt.settings, real, session, shown=directory or ".", secrets=rt.secret_paths)) as dir_fd, \
-            os.scandir(dir_fd) as scan:
-        for item in scan:
-            if len(items) >= MAX_LIST_SCAN:
-                note = f"Only the first {MAX_LIST_SCAN} entries were read; use find_files to narrow down."
-                break
+    notes: list[str | None] = []
+    with opened(open_folder(rt.settings, real, session, shown=directory or ".", secrets=rt.secret_paths)) as dir_fd:
+        try:
+            scan = scan_folder(dir_fd, limit=MAX_LIST_SCAN)
+        except PermissionError:
+            raise PathNotAllowed(f"Folder {directory!r} cannot be read: permission denied. Give the server's user "
+                                 "read access to it, or list another folder.") from None
+        notes.append(skipped_note(0, [], len(scan.undecodable), [escaped_name(n) for n in scan.undecodable[:5]]))
+        if scan.truncated:
+            notes.append(f"Only the first {MAX_LIST_SCAN} entries were read; use find_files to narrow down.")
+        for item in scan.entries:
             if item.name.startswith(".") or item.name in INDEX_DIR_NAMES or real / item.name in hidden_dirs:
                 continue
             items.append(item)
@@ -527,7 +532,7 @@ def list_workspace_files(
     return ListFilesResult(
         directory=display_path(real, roots), roots=[str(r) for r in roots], entries=entries,
         total=len(items), next_offset=end if end < len(items) else None,
-        note=" ".join(filter(None, (_past_end(offset, len(items), ("entry", "entries")), note))) or None,
+        note=" ".join(filter(None, (_past_end(offset, len(items), ("entry", "entries")), *notes))) or None,
     )
 
 
@@ -587,8 +592,8 @@ def _walk_note(walk: Any) -> str | None:
         notes.append(f"stopped after {walk.max_entries} entries; search a smaller folder")
     if walk.depth_capped:
         notes.append(f"{walk.depth_capped} folder(s) deeper than {walk.max_depth} levels skipped")
-    if walk.errors:
-        notes.append(f"{walk.errors} unreadable folder(s) skipped")
+    if skipped := walk.skipped_note():
+        notes.append(skipped)
     return "; ".join(notes) or None
 
 

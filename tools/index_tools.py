@@ -86,6 +86,8 @@ def index_path(
     roots = roots_for(rt.settings, call.session_id)
     if not real.is_dir():
         _refuse_secret(rt, real, path, roots)
+    else:
+        _check_readable_folder(real, path)
     jobs = index_jobs(rt)
     job, joined = jobs.claim(str(real), background=not wait)
     if joined:
@@ -110,6 +112,15 @@ def _refuse_secret(rt: Runtime, real: Path, shown: str, roots: tuple[Path, ...])
     if index_store(rt).file_row(str(real)) is not None:
         forget_paths(rt, [str(real)])
     raise PathNotAllowed(secret_refusal(shown, rule))
+
+
+def _check_readable_folder(real: Path, shown: str) -> None:
+    try:
+        with os.scandir(real):
+            pass
+    except PermissionError:
+        raise PathNotAllowed(f"Folder {shown!r} cannot be read: permission denied. Give the server's user read "
+                             "access to it, or index another folder.") from None
 
 
 def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None) -> Work:
@@ -137,6 +148,8 @@ def _index_result(job: IndexJob, roots: tuple[Path, ...], note: str | None = Non
         note = f"{len(report.failed)} files failed; the first 50 are listed."
     if report.secrets:
         note = _join(note, secrets_note(report.secrets, report.secrets_denied))
+    if report.walk_note:
+        note = _join(note, report.walk_note[0].upper() + report.walk_note[1:] + ".")
     if row.state == "running" and job.finished.is_set():
         row = job.row
     return IndexResult(
@@ -281,7 +294,8 @@ def _path_status(store: IndexStore, real: Path, shown: str, secret: SecretRule |
         return PathStatus(
             path=shown, indexed=False,
             note=f"{shown} does not exist: no file or folder there, and nothing under it is indexed. "
-                 "Check the path with list_workspace_files or find_files.",
+                 "Check the path with list_workspace_files (enable_tools([\"list_workspace_files\"]) first "
+                 "if it is not listed).",
         )
     missing, secrets = _not_indexed(real, {r.path for r in rows}, secret) if real.is_dir() else (0, 0)
     if not rows:

@@ -210,7 +210,7 @@ def forget(
         victims = [s.fact for s in ranked[:limit]]
         if not victims:
             raise NotFound(
-                f"No stored fact is similar enough to {query!r}. Call list_memories to find its id."
+                f"No stored fact is similar enough to {query!r}. Call recall with words from it to see its id."
             )
     store.delete([f.id for f in victims])
     return ForgetResult(deleted=[_model(f) for f in victims])

@@ -177,4 +177,5 @@ def skill_hint(rt: Runtime, path: str | Path) -> str | None:
         return None
     if skill is None:
         return None
-    return f"The {skill.name} skill has instructions for this file type: load_skill('{skill.name}')"
+    return (f"The {skill.name} skill has instructions for this file type: load_skill('{skill.name}') "
+            '(enable_tools(["load_skill"]) first if it is not listed)')
