@@ -41,6 +41,10 @@ class ToolSpec:
     without_llm: str | None = None
     """For tools that use the configured LLM endpoint: what holds when none is configured (shown at
     the start of the description then, and by `doctor`)."""
+    check_args: Callable[[dict[str, Any]], None] | None = None
+    """`check_args(args)`: pure checks of the arguments that the signature cannot express (e.g. "exactly
+    one of id or query"), raising InvalidInput. The dispatch point runs it before the approval gate, so a
+    call that cannot run never asks the human first. Cheap, never blocking; `args` may lack defaults."""
     quick: Callable[[Any, dict[str, Any]], bool] | None = None
     """`quick(rt, args)`: True when this call will finish in a few ms from data already in memory, with
     nothing to wait for (no lock, no network, no write). The dispatcher then runs it on the event loop

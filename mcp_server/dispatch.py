@@ -54,9 +54,10 @@ PATH_ARGUMENTS = frozenset({"path", "paths", "directory"})
 """Arguments that name workspace paths: capped at MAX_PATH_CHARS bytes each at the edge."""
 
 
-def arguments_fit(args: dict[str, Any]) -> bool:
+def arguments_fit(args: dict[str, Any], spec: ToolSpec | None = None) -> bool:
+    """False when `check_arguments` refuses the call (the dispatcher then says why, and nobody is asked)."""
     try:
-        check_argument_sizes(args)
+        check_arguments(args, spec)
     except (LimitExceeded, InvalidInput):
         return False
     return True
@@ -86,9 +87,17 @@ def lone_surrogate_in(value: Any, depth: int = 0) -> str | None:
     return None
 
 
+def check_arguments(args: dict[str, Any], spec: ToolSpec | None = None) -> None:
+    """The checks that run before the approval gate: sizes, then the tool's own `check_args`."""
+    check_argument_sizes(args)
+    if spec is not None and spec.check_args is not None:
+        spec.check_args(args)
+
+
 def check_argument_sizes(args: dict[str, Any]) -> None:
-    """Refuse oversized paths and commands before any analysis (cheap: lengths only), and text that is not
-    Unicode (a lone surrogate: nothing can encode it, the approval store's hash included)."""
+    """Refuse oversized paths and commands, commands with a NUL byte, and text that is not Unicode (a lone
+    surrogate: nothing can encode it, the approval store's hash included), before any analysis or approval
+    (cheap: lengths and one scan)."""
     where = lone_surrogate_in(args)
     if where is not None:
         raise InvalidInput(NOT_UNICODE.format(where=where))
@@ -101,6 +110,8 @@ def check_argument_sizes(args: dict[str, Any]) -> None:
         elif name == "command" and isinstance(value, str) and len(value) > MAX_COMMAND_CHARS:
             raise LimitExceeded(f"The command is longer than {MAX_COMMAND_CHARS:,} characters. Write the script to a "
                                 "file with write_file and run that file instead.")
+        elif name == "command" and isinstance(value, str) and "\x00" in value:
+            raise InvalidInput("The command contains a NUL byte, which no shell can run; remove it.")
 
 
 class Gate(Protocol):
@@ -170,6 +181,8 @@ class Dispatcher:
         check_argument_sizes(args)
         if validate:
             args = validate_arguments(spec, args)
+        if spec.check_args is not None:  # before the gate: a call that cannot run never asks the human
+            spec.check_args(args)
         started = time.perf_counter()
         try:
             result = await self._checked_and_invoked(spec, args, origin, sink, at_once)

@@ -82,7 +82,8 @@ TOOLS: list[ToolSpec] = [
     # -- memory
     ToolSpec(memory.remember, title="Remember a fact", read_only=False, idempotent=True, tier="core"),
     ToolSpec(memory.recall, title="Recall facts", read_only=True, idempotent=True, tier="core"),
-    ToolSpec(memory.forget, title="Forget a fact", read_only=False, destructive=True, tier="full"),
+    ToolSpec(memory.forget, title="Forget a fact", read_only=False, destructive=True, tier="full",
+             check_args=memory.check_forget_args),
     ToolSpec(memory.list_memories, title="List remembered facts", read_only=True, idempotent=True, tier="full"),
     # -- document search and the index
     ToolSpec(documents.search_documents, title="Search indexed documents", read_only=True, idempotent=True,

@@ -133,8 +133,8 @@ def _approval_resolver(spec: ToolSpec, dispatcher: Dispatcher, names: list[str])
         gate = dispatcher.gate
         if not isinstance(gate, PolicyGate) or not supports_form_elicitation(ctx):
             return None
-        if not arguments_fit(args):
-            return None  # refused with a clear error by the dispatcher, before any analysis
+        if not arguments_fit(args, spec):
+            return None  # refused with a clear error by the dispatcher, before any analysis or question
         origin = origin_from_context(ctx)
         if gate.allows_at_once(spec, args, origin):
             return None  # decided here (pure policy, small input); the call's check uses this verdict

@@ -210,3 +210,21 @@ async def test_the_event_loop_never_waits_for_the_gate_to_open_its_database(sett
             answered = time.monotonic() - started  # the lock is held for 10 s unless released here
             release.set()
         assert answered < 3.0, answered
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tool, args, expected", [
+    ("forget", {}, "exactly one of id or query"),
+    ("forget", {"id": 1, "query": "x"}, "exactly one of id or query"),
+    ("run_bash_command", {"command": "ls\x00 -la"}, "NUL byte"),
+])
+async def test_bad_arguments_fail_before_anyone_is_asked(make_settings: Any, mode: str, tool: str,
+                                                         args: dict[str, Any], expected: str) -> None:
+    """Argument checks run before the approval gate: the human is never asked about a call that cannot run."""
+    seen: list[str] = []
+    settings = make_settings(bash_enabled=True)
+    async with connect(settings, mode, elicitation_callback=helpers.elicitation_answer("accept", seen=seen)) as c:
+        result = await c.call_tool(tool, args)
+    assert result.is_error and expected in result.content[0].text, result.content
+    assert seen == []
+    assert all(entry["tool"] != tool for entry in helpers.audit_entries(settings))

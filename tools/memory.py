@@ -183,6 +183,12 @@ class ForgetResult(BaseModel):
     deleted: list[MemoryFact] = Field(description="The facts deleted.")
 
 
+def check_forget_args(args: dict[str, Any]) -> None:
+    """Exactly one of id or query (run by the dispatch point before approval, and by forget)."""
+    if (args.get("id") is None) == (args.get("query") is None):
+        raise InvalidInput("Pass exactly one of id or query, e.g. forget(id=3) or forget(query=\"the old port\").")
+
+
 def forget(
     id: Annotated[
         int | None, Field(ge=1, description="Id of the fact to delete (from recall or list_memories).")
@@ -198,8 +204,7 @@ def forget(
     rt: Runtime,
 ) -> ForgetResult:
     """Delete a remembered fact by id, or the best matches of a query (similarity >= 0.5)."""
-    if (id is None) == (query is None):
-        raise InvalidInput("Pass exactly one of id or query.")
+    check_forget_args({"id": id, "query": query})
     store = memory_store(rt)
     if id is not None:
         victims = [store.get(id)]
