@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from foundation.errors import SettingsError
 
@@ -159,6 +159,13 @@ class Settings(BaseModel):
     def _absolute_roots(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
         return tuple(p.expanduser().absolute() for p in value)
 
+    @model_validator(mode="after")
+    def _embeddings_endpoint(self) -> Settings:
+        if self.embedding_provider == "openai" and not (self.embedding_base_url and self.embedding_model):
+            raise ValueError(f"{env_name('embedding_provider')}=openai needs {env_name('embedding_base_url')} and "
+                             f"{env_name('embedding_model')} (or set it to off or local)")
+        return self
+
     @property
     def llm_configured(self) -> bool:
         return bool(self.llm_base_url and self.llm_model)
@@ -202,6 +209,9 @@ def load_settings(overrides: Mapping[str, Any] | None = None, environ: Mapping[s
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            field = str(err["loc"][0]) if err["loc"] else "?"
+            if not err["loc"]:  # a check across settings: its message names the keys
+                problems.append(str(err["msg"]).removeprefix("Value error, "))
+                continue
+            field = str(err["loc"][0])
             problems.append(f"{env_name(field)} ({field}): {err['msg']}")
         raise SettingsError("Invalid setting: " + "; ".join(problems)) from None

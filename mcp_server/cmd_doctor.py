@@ -48,6 +48,9 @@ def check_database(settings: Settings) -> Check:
     from foundation.storage import StorageError, open_database
     from mcp_server.stores import store_kinds
 
+    if settings.database_url is None and not check_data_dir(settings).ok:  # SQLite files live there
+        return Check("database", False, f"SQLite files in {settings.data_dir} cannot be written: fix the data dir "
+                                        "first (see above)")
     try:
         database = open_database(settings.data_dir, settings.database_url)
     except StorageError as exc:
@@ -137,15 +140,58 @@ def check_module(module: str, label: str) -> Callable[[Settings], Check]:
     return check
 
 
+def check_rules(settings: Settings) -> Check:
+    """The approval rules, loaded as `serve` loads them (a broken file stops the server)."""
+    from foundation.errors import SettingsError
+    from mcp_server.policy import load_rules, user_rules_file
+
+    user_file = user_rules_file(settings.data_dir, settings.policy_file)
+    try:
+        load_rules(user_file)
+    except SettingsError as exc:
+        return Check("approval rules", False, str(exc))
+    return Check("approval rules", True, f"shipped defaults + {user_file}" if user_file else "shipped defaults "
+                 "(add your own in GENERALAGENT_POLICY_FILE or <data dir>/policy.toml)")
+
+
+LLM_PROBE_SECONDS = 3.0
+
+
 def check_llm(settings: Settings) -> Check:
     if settings.llm_base_url and not settings.llm_model:
         return Check("LLM endpoint", False, f"{settings.llm_base_url} has no model: set GENERALAGENT_LLM_MODEL",
                      required=False)
     if settings.llm_configured:
-        return Check("LLM endpoint", True, f"{settings.llm_base_url} model {settings.llm_model}", required=False)
+        where = f"{settings.llm_base_url} model {settings.llm_model}"
+        problem = probe_llm(str(settings.llm_base_url), settings.llm_api_key)
+        if problem:
+            return Check("LLM endpoint", False, f"{where}: {problem}", required=False)
+        return Check("LLM endpoint", True, f"{where} (answers)", required=False)
     return Check("LLM endpoint", False,
                  f"not configured ({llm_tools_notice()}); set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL",
                  required=False)
+
+
+def probe_llm(base_url: str, api_key: str | None) -> str | None:
+    """None when the endpoint answers GET <base>/models within LLM_PROBE_SECONDS, else what is wrong."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    request = urllib.request.Request(base_url.rstrip("/") + "/models", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=LLM_PROBE_SECONDS):  # noqa: S310 (the configured URL)
+            return None
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (OSError, ValueError) as exc:  # refused, timed out, unknown host, not a URL
+        reason = getattr(exc, "reason", None) or exc
+        return f"does not answer ({reason}); start it, or fix GENERALAGENT_LLM_BASE_URL"
+    if status in (401, 403):
+        return f"refused the key (HTTP {status}); set GENERALAGENT_LLM_API_KEY"
+    if status >= 500:
+        return f"answered HTTP {status} (a server error); check the endpoint"
+    return None  # it answers (some endpoints have no /models list)
 
 
 def llm_tools_notice() -> str:
@@ -194,6 +240,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_data_dir,
     check_database,
     check_roots,
+    check_rules,
     check_mcp_sdk,
     check_fts5,
     check_jieba,
