@@ -186,7 +186,7 @@ class ForgetResult(BaseModel):
 def check_forget_args(args: dict[str, Any]) -> None:
     """Exactly one of id or query (run by the dispatch point before approval, and by forget)."""
     if (args.get("id") is None) == (args.get("query") is None):
-        raise InvalidInput("Pass exactly one of id or query, e.g. forget(id=3) or forget(query=\"the old port\").")
+        raise InvalidInput("Pass exactly one of id or query, e.g. id=3 or query=\"the old port\".")
 
 
 def forget(
