@@ -79,11 +79,13 @@ def _protected(rules: Any, settings: Settings) -> tuple[Path, ...]:
 
 
 def _context(rules: Any, settings: Settings, read_only: bool, origin: str, sandboxed: bool) -> Any:
+    from mcp_server.approval.gate import git_tops
     from mcp_server.policy import PolicyContext
 
     roots = tuple(Path(r).resolve() for r in settings.roots)
     return PolicyContext(rules=rules, roots=roots, read_only=read_only,
-                         protected_paths=_protected(rules, settings), origin=origin, sandboxed=sandboxed)
+                         protected_paths=_protected(rules, settings), origin=origin, sandboxed=sandboxed,
+                         git_tops=git_tops(roots))  # as the server's gate finds them
 
 
 def _check(rules: Any, settings: Settings, tool: str, call_args: dict[str, Any], read_only: bool | None,

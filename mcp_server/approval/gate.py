@@ -307,8 +307,11 @@ class PolicyGate:
     def policy_context(self, spec: ToolSpec, origin: Any) -> Any:
         from mcp_server import policy
 
-        return policy.PolicyContext(rules=self.rules, roots=self.roots(origin), read_only=spec.read_only,
-                                    protected_paths=self.protected, origin=origin.kind, sandboxed=self.sandboxed)
+        roots = self.roots(origin)
+        tops = git_tops(roots) if spec.name in self.rules.shell.tools else ()
+        return policy.PolicyContext(rules=self.rules, roots=roots, read_only=spec.read_only,
+                                    protected_paths=self.protected, origin=origin.kind, sandboxed=self.sandboxed,
+                                    git_tops=tops)
 
     # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
     # here for the same call's check; a verdict is used once and only for a few seconds.
@@ -545,6 +548,22 @@ def _session_workspace(data_dir: Path, session_id: str | None) -> Path:
     from foundation.paths import default_workspace
 
     return default_workspace(data_dir, session_id)
+
+
+def git_tops(roots: tuple[Path, ...]) -> tuple[tuple[Path, Path], ...]:
+    """For each root inside a git work tree: (root, the tree's top), the nearest folder at or above the root
+    holding `.git` (as git finds it; a few stats, no git run). A shell command's git reads that whole
+    repository, which may reach outside the roots (the policy decides with this fact)."""
+    out = []
+    for root in roots:
+        for folder in (root, *root.parents):
+            try:
+                if os.path.lexists(folder / ".git"):
+                    out.append((root, folder))
+                    break
+            except (OSError, ValueError):
+                break
+    return tuple(out)
 
 
 def resolved_path_args(args: dict[str, Any], keys: tuple[str, ...], roots: tuple[Path, ...]) -> dict[str, Any] | None:

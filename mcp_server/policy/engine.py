@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ class PolicyContext:
     protected_paths: tuple[Path, ...] = ()  # writes to these (files or folders) are denied
     origin: str = "client"  # "client" | "subagent"
     sandboxed: bool = True  # shell commands run under an OS sandbox; without one no shell command is auto-allowed
+    git_tops: tuple[tuple[Path, Path], ...] = ()  # (root, top of the git work tree above or at it), found at the edge
 
 
 def decide(tool: str, args: Mapping[str, Any], context: PolicyContext) -> Decision:
@@ -99,7 +101,8 @@ def _shell_report(call: _Call, matches: list[Decision]) -> bash.Report | None:
     if not isinstance(command, str) or not command.strip():
         matches.append(ask(f"{call.tool} needs a non-empty string argument {key!r}.", "medium", "bash.no_command"))
         return None
-    env = bash.Env(rules=call.ctx.rules, roots=call.roots, protected=call.protected)
+    tops = tuple((os.path.normpath(root), os.path.normpath(top)) for root, top in call.ctx.git_tops)
+    env = bash.Env(rules=call.ctx.rules, roots=call.roots, protected=call.protected, git_tops=tops)
     report = bash.analyze(command, env)
     matches += report.findings
     return report

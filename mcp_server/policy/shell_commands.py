@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.policy import paths
+from mcp_server.policy import git_objects, paths
 from mcp_server.policy.model import ask, deny
 from mcp_server.policy.shell_network import remote_destination
 from mcp_server.policy.shell_scan import (
@@ -280,6 +280,7 @@ def _git(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comm
     flags = _short_flags(rest)
     if any(signature_format(t) for t in texts):  # a word that is no format asks too (rare: `commit -m 5%G`)
         an.find(ask("This git format verifies signatures, which runs gpg.", "medium", "bash.git_signature"))
+    _git_repository_reads(an, sub, rest, seg)
     if sub == "push":
         if ({"--force", "--mirror", "--force-if-includes"} & set(texts) or "f" in flags
                 or any(t.startswith("--force-with-lease") or t.startswith("+") for t in texts)):
@@ -302,6 +303,34 @@ def _git(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comm
     elif sub in ("filter-branch", "filter-repo", "update-ref") or (sub == "reflog" and texts[:1] in (["expire"], ["delete"])):
         an.find(ask(f"git {sub} rewrites history or refs.", "high", "bash.git_history_rewrite"))
     return None
+
+
+def _git_repository_reads(an: Scanner, sub: str, rest: Args, seg: Segment) -> None:
+    """What a git sub-command reads from the repository rather than the file system: `rev:path` words are
+    judged as the paths git resolves them to, and in a repository whose top lies outside the roots the
+    sub-commands that print file contents ask (`git log -p` prints every file of the repository)."""
+    top = git_objects.work_tree_top(an.cwd, an.env.git_tops, an.env.roots)
+    outside = top is None or not paths.inside_roots(top, an.env.roots)
+    texts = [w.text for w in rest]
+    listing = sub in git_objects.LOG_SUBCOMMANDS or (sub == "stash" and texts[:1] == ["list"])
+    prints = not git_objects.names_only_log(texts) if listing else sub in git_objects.CONTENT_SUBCOMMANDS
+    if outside and prints:
+        seg.safe = False
+        an.find(ask(f"git {sub} can print files of the repository at {top or '(unknown)'}, which reaches outside "
+                    "the workspace roots.", "medium", "bash.git_outside_roots"))
+    if sub not in git_objects.OBJECT_SUBCOMMANDS or an.cwd is None:
+        return
+    for word in rest:
+        found = None if word.dynamic or word.text.startswith("-") else git_objects.object_path(word.text, an.cwd, top or an.cwd)
+        if found is None:
+            continue
+        real, written = found
+        if outside or not paths.inside_roots(real, an.env.roots):
+            seg.safe = False
+            seg.note = seg.note or f"{word.text} reads {real}, outside the workspace roots"
+        decision = paths.secret_check(an.rules, written, real, an.env.roots, "bash")
+        if decision is not None:
+            an.find(decision)
 
 
 # -- cwd -------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ class Env:
     rules: Rules
     roots: tuple[str, ...]
     protected: tuple[str, ...]
+    git_tops: tuple[tuple[str, str], ...] = ()  # (root, top of the git work tree holding it), found at the edge
 
 
 @dataclass
