@@ -102,16 +102,25 @@ async def test_expired_approvals_are_not_honoured(settings: Any, monkeypatch: An
         assert approval_id_of(later) != approval_id and helpers.CALLS == []
 
 
-def test_store_expiry_with_a_short_ttl(database: Any) -> None:
+def test_store_expiry_with_a_short_ttl(database: Any, monkeypatch: Any) -> None:
+    """The store's clock is moved on by hand: with the real one, a machine that takes more than the 0.3 s
+    ttl between a request and its decision (loaded, or PostgreSQL round trips) found the fresh one expired."""
+    from types import SimpleNamespace
+
+    from mcp_server.approval import store as store_module
+
+    now = [time.time()]
+    monkeypatch.setattr(store_module, "time", SimpleNamespace(time=lambda: now[0]))
     store = ApprovalStore(database, ttl_seconds=0.3)
     pending = store.request("poke", {"text": "t"}, risk="medium", reason="r", rule_id="x", origin="client:test")
-    time.sleep(0.35)
+    now[0] += 0.35
     with pytest.raises(Exception, match="expired"):
         store.decide(pending.id, True, by="cli")
     fresh = store.request("poke", {"text": "t"}, risk="medium", reason="r", rule_id="x", origin="client:test")
     assert fresh.id != pending.id
+    now[0] += 0.25  # still within the ttl, however long the machine took
     store.decide(fresh.id, True, by="cli")
-    time.sleep(0.35)
+    now[0] += 0.35
     assert store.consume("poke", {"text": "t"}) is None
 
 
