@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -145,12 +144,13 @@ def test_a_slow_open_blocks_no_other_reader(tmp_path: Path) -> None:
     """A connection opens outside the pool's lock (an open waits up to the busy timeout while another
     process converts the file to WAL): meanwhile other threads give connections back and take them."""
     opens = itertools.count()
-    opening, gate = threading.Event(), threading.Event()
+    opening, gate, opened = threading.Event(), threading.Event(), threading.Event()
 
     def connect() -> sqlite3.Connection:
-        if next(opens) == 1:  # the second connection is slow to open
+        if next(opens) == 1:  # the second connection is slow to open: until the test lets it (60 s at most)
             opening.set()
-            gate.wait(5)
+            gate.wait(60)
+            opened.set()
         return sqlite_db.connect(tmp_path / "pool.sqlite3", timeout=5)
 
     pool = ConnectionPool(connect, 2)
@@ -158,16 +158,15 @@ def test_a_slow_open_blocks_no_other_reader(tmp_path: Path) -> None:
     slow = threading.Thread(target=lambda: pool.release(pool.acquire()))
     slow.start()
     try:
-        assert opening.wait(5)
-        started = time.monotonic()
+        assert opening.wait(30)
         pool.release(first)
         again = pool.acquire()  # the connection just given back, while the other still opens
         assert again.conn is first.conn
         pool.release(again)
-        assert time.monotonic() - started < 2
+        assert not opened.is_set(), "giving back and taking a connection waited for the slow open"
     finally:
         gate.set()
-        slow.join(10)
+        slow.join(30)
     assert pool.opened == 2
     pool.close()
 
