@@ -271,10 +271,10 @@ async def test_restart_and_continue(llm_settings: Any, fake_llm: FakeLLM) -> Non
 @pytest.mark.parametrize("mode", MODES)
 async def test_cancellation_stops_the_loop(database: Any, llm_settings: Any, fake_llm: FakeLLM, data_dir: Path, mode: str) -> None:  # noqa: F811
     fake_llm.reply_tool_calls([("now", {})])
-    fake_llm.reply_text(LONG, delay=3.0)  # the model is slow on step 2
+    fake_llm.reply_text(LONG, delay=60.0)  # the model is slow on step 2 (released when the fake endpoint stops)
     fake_llm.reply_text(LONG)
     async with client_for(llm_settings, mode) as (client, _):
-        with anyio.move_on_after(10):
+        with anyio.move_on_after(30):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, "delegate_task", {"task": "t"})
                 while len(fake_llm.requests) < 2:
@@ -282,7 +282,7 @@ async def test_cancellation_stops_the_loop(database: Any, llm_settings: Any, fak
                 tg.cancel_scope.cancel()
         store = threads(database)
         context_id = _only_thread(store)
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):
             while store.load(context_id).status == "running":
                 await anyio.sleep(0.02)
         await anyio.sleep(0.3)
@@ -306,9 +306,9 @@ async def test_timeout_returns_incomplete(make_settings: Any, fake_llm: FakeLLM,
     allow_tools(data_dir, "delegate_task")
     settings = make_settings(**fake_llm.settings_overrides(), delegate_timeout_seconds=0.5)
     fake_llm.reply_tool_calls([("now", {})])
-    fake_llm.reply_text(LONG, delay=3.0)
+    fake_llm.reply_text(LONG, delay=60.0)  # released when the fake endpoint stops
     async with client_for(settings) as (client, _):
-        with anyio.fail_after(3):
+        with anyio.fail_after(30):  # at the 0.5 s limit, not at the model's answer (a loaded machine: seconds)
             result = await client.call_tool("delegate_task", {"task": "t"})
     data = result.structured_content
     assert data["incomplete"] is True and data["stop_reason"] == "timeout"
