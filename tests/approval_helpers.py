@@ -113,10 +113,10 @@ def real_http_server(settings: Any, server: Any = None) -> Iterator[tuple[Any, i
     thread = threading.Thread(target=web.run, daemon=True)
     thread.start()
     try:
-        for _ in range(200):
-            if web.started:
-                break
+        deadline = time.monotonic() + 60  # a loaded machine may take seconds: wait, and say so if it never starts
+        while not web.started and thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert web.started, f"uvicorn did not start on port {port}"
         yield server, port
     finally:
         web.should_exit = True
