@@ -48,7 +48,7 @@ def test_threads_read_at_the_same_time_while_one_writes(store: IndexStore) -> No
 
     def reader() -> None:
         try:
-            barrier.wait(5)
+            barrier.wait(30)
             for _ in range(50):
                 seen.append(store.totals()["files"])
         except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
@@ -56,7 +56,7 @@ def test_threads_read_at_the_same_time_while_one_writes(store: IndexStore) -> No
 
     def writer() -> None:
         try:
-            barrier.wait(5)
+            barrier.wait(30)
             with store.write() as conn:
                 store.link_file(conn, "/ws/new.txt", None, 0, 0, error="unreadable")
                 assert store.file_row("/ws/new.txt") is not None  # the write sees itself
