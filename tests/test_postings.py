@@ -118,7 +118,7 @@ def test_built_in_the_background_and_capped(indexed: tuple[Path, IndexStore]) ->
     _, store = indexed
     memory = MemoryIndex(store)
     assert memory.current(*store.generation()) is None  # starts a build
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while memory.current(*store.generation()) is None:
         assert time.monotonic() < deadline, "the background build never finished"
         time.sleep(0.02)

@@ -195,7 +195,7 @@ async def test_list_changed_when_skill_folders_change(skill_settings: Any, skill
         write_skill(skills_root, "csv-tools", "---\nname: csv-tools\ndescription: Clean CSV files.\n---\nSteps.\n")
         found = (await c.call_tool("list_skills", {"refresh": True})).structured_content
         assert "csv-tools" in [s["name"] for s in found["skills"]]
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):
             while not {"notifications/prompts/list_changed", "notifications/resources/list_changed"} <= set(received):
                 await anyio.sleep(0.01)
         assert "csv-tools" in {p.name for p in (await c.list_prompts()).prompts}

@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -77,7 +78,8 @@ async def read_job_to_its_end(call: Callable[..., Awaitable[dict[str, Any]]]) ->
 async def searches_until_the_lane_takes_one(search: Callable[[], Awaitable[Any]], server_log: Path) -> None:
     """The client's searches (its own wire format: envelope, nulls, progress token) are answered by the
     stdio reader (mcp_server.stdio_fast) once the postings are loaded: the server's debug log says so."""
-    for _ in range(200):
+    deadline = time.monotonic() + 60  # a few searches; a loaded machine loads the postings later
+    while time.monotonic() < deadline:
         await search()
         if "is answered by the stdio reader" in server_log.read_text(encoding="utf-8", errors="replace"):
             return

@@ -100,7 +100,7 @@ async def test_list_changed_notification_2025(make_settings: Any, monkeypatch: A
         assert caps.tools is not None and caps.tools.list_changed is True
         result = await c.call_tool("enable_tools", {"names": ["peek"]})
         assert result.structured_content["notified"] is True
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):
             while "notifications/tools/list_changed" not in received:
                 await anyio.sleep(0.01)
         assert "peek" in listed_names(await c.list_tools())
@@ -125,7 +125,7 @@ async def test_list_changed_event_2026(make_settings: Any, monkeypatch: Any) -> 
                 tg.start_soon(collect)
                 result = await c.call_tool("enable_tools", {"names": ["peek"]})
                 assert result.structured_content["notified"] is True
-                with anyio.fail_after(5):
+                with anyio.fail_after(30):
                     while not events:
                         await anyio.sleep(0.01)
                 tg.cancel_scope.cancel()
