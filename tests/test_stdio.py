@@ -97,7 +97,7 @@ class RawStdioServer:
         """Send a request and return its response (other lines, e.g. notifications, are kept)."""
         self.send(_frame(message))
         while True:
-            line = self.lines.get(timeout=30)
+            line = self.lines.get(timeout=120)  # seconds; a loaded machine took over 30 s to start
             self.stdout.append(line)
             answer = json.loads(line)
             if answer.get("id") == message["id"]:
@@ -106,7 +106,7 @@ class RawStdioServer:
     def close(self) -> int:
         assert self.process.stdin is not None
         self.process.stdin.close()
-        code = self.process.wait(timeout=30)
+        code = self.process.wait(timeout=120)
         while not self.lines.empty():
             self.stdout.append(self.lines.get())
         return code

@@ -111,19 +111,27 @@ def test_one_socket_as_stdin_and_stdout(tmp_path: Path) -> None:
 
 
 def test_requests_read_before_the_end_of_input_are_answered(tmp_path: Path) -> None:
-    """A call that takes a while (a first index_path) piped in just before EOF: still running when the end of
-    input is read (answered with "Connection closed" if the server did not wait for it). English text: with
-    Chinese, loading jieba made the call take 1.5 s on a quiet machine and over the server's 5 s wait
-    (stdio_pipes.EOF_WAIT_MAX_S) on a loaded one."""
+    """A call that takes a while (a first index_path) sent together with the end of input is answered, not
+    dropped ("Connection closed" when the server does not wait for it). The server's wait is bounded
+    (stdio_pipes.EOF_WAIT_MAX_S, 5 s), so the call starts on a server that has answered a call already: cold,
+    with Chinese text that loaded jieba, it took 1.5 s on a quiet machine and over 5 s on a loaded one."""
     folder = tmp_path / "ws"
     folder.mkdir()
     (folder / "a.md").write_text("# Tea\nGreen tea brewed at eighty degrees is not bitter.\n")
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "index_path", "arguments": {"path": "."}}}
-    done = subprocess.run([str(CONSOLE_SCRIPT), "serve"], input=_frame(INITIALIZE) + _frame(call), capture_output=True,
-                          timeout=120, env=_env(tmp_path, GENERALAGENT_ROOTS=str(folder)), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    answers = {json.loads(line)["id"]: json.loads(line) for line in done.stdout.splitlines()}
-    assert not answers[2]["result"].get("isError"), answers[2]
+    server = RawStdioServer(tmp_path, GENERALAGENT_ROOTS=str(folder))
+    try:
+        assert "result" in server.ask(INITIALIZE)
+        server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        assert "result" in server.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                       "params": {"name": "now", "arguments": {}}})
+        server.send(_frame({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                            "params": {"name": "index_path", "arguments": {"path": "."}}}))
+        assert server.close() == 0, server.stderr_path.read_text()
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    answers = {json.loads(line).get("id"): json.loads(line) for line in server.stdout}
+    assert "result" in answers[3] and not answers[3]["result"].get("isError"), answers[3]
 
 
 def test_the_last_answer_reaches_a_slow_reader_whole(tmp_path: Path) -> None:
