@@ -37,7 +37,7 @@ SECONDS = float(os.environ.get("GA_TEST_SECONDS") or 30)
 CLIENTS = 8
 ACCESS = re.compile(r"\[(\d+)\] uvicorn\.access: .*\"POST /mcp HTTP")
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 
 
 def serve_command(port: int, *args: str) -> list[str]:
@@ -62,7 +62,7 @@ def spawn(tmp: Path, url: str | None, *args: str, profile: str = "full",
 
 
 def start(tmp: Path, url: str | None, *args: str, profile: str = "full") -> HttpServer:
-    """A server of this worktree, once `/health` answers (30 s at most)."""
+    """A server of this worktree, once `/health` answers (90 s at most)."""
     return start_all([tmp], url, *args, profile=profile)[0]
 
 
@@ -72,7 +72,7 @@ def start_all(folders: list[Path], url: str | None, *args: str, profile: str = "
     `profile`: the full one by default (list_memories); `root`: one folder the servers share (else
     each its own workspace)."""
     servers = [HttpServer(*spawn(tmp, url, *args, profile=profile, root=root)) for tmp in folders]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a few seconds; a loaded machine took over 30
     for server in servers:
         while not _healthy(server):
             if server.process.poll() is not None or time.monotonic() > deadline:
@@ -114,8 +114,8 @@ async def client(url: str, mode: str, *, reconnect: bool = False, **options: Any
         yield session
 
 
-async def call(session: Any, tool: str, **args: Any) -> dict[str, Any]:
-    with anyio.fail_after(30):
+async def call(session: Any, tool: str, seconds: float = 30, **args: Any) -> dict[str, Any]:
+    with anyio.fail_after(seconds):
         result = await session.call_tool(tool, args)
     assert not result.is_error, (tool, result.content)
     data: dict[str, Any] = result.structured_content
@@ -390,7 +390,8 @@ async def assert_the_cut_index_is_consistent_and_finished_elsewhere(survivor: Ht
     async with client(survivor.url, "auto") as session:
         status = await call(session, "index_status", path=".")
         assert status["jobs"][0]["state"] == "interrupted", status["jobs"]
-        await call(session, "index_path", path=".")  # continues: the files indexed before are unchanged
+        await call(session, "index_path", path=".", seconds=180)  # continues: the files indexed before are unchanged
+        # (up to 790 files: 10-15 s on a loaded machine, and it met the usual 30 s bound on a busier one)
         found = await call(session, "search_documents", query=f"marker{CUT_FILES - 1}", max_results=1)
         assert found["hits"][0]["path"] == f"f{CUT_FILES - 1}.md"
 
@@ -473,8 +474,9 @@ def test_answers_are_not_held_back_by_nagle(tmp_path: Path, servers: list[HttpSe
     try:
         conn.request("GET", "/health")
         conn.getresponse().read()
-        took = []
-        for _ in range(5):  # held back, 20 answers never take < 0.8 s: one fast round proves it (busy machines)
+        took: list[float] = []
+        deadline = time.monotonic() + 30  # held back, 20 answers never take < 0.8 s: one fast round proves it
+        while len(took) < 5 or time.monotonic() < deadline:  # (a busy machine may need many rounds for one)
             started = time.monotonic()
             for _ in range(20):
                 conn.request("GET", "/health")
