@@ -27,7 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "approve": "Approve a pending tool call by its approval id.",
     "policy": "Inspect the approval rules (policy check --tool NAME --args JSON).",
     "migrate": "Apply the stores' pending schema migrations (SQLite files or PostgreSQL).",
-    "export": "Write every store's data (not the search index) to one portable file.",
+    "export": "Write every store's data, the search index included, to one portable file.",
     "import": "Load a file written by export into an empty database or data dir.",
 }
 

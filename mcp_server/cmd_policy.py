@@ -54,13 +54,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _json_object(text: str, what: str) -> dict[str, Any]:
+ARGS_EXAMPLE = '{"command": "ls"}'
+BATCH_EXAMPLE = '{"tool": "run_bash_command", "args": {"command": "ls"}}'
+
+
+def _json_object(text: str, what: str, example: str = ARGS_EXAMPLE) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{what} is not valid JSON ({exc}). Pass an object like '{{\"command\": \"ls\"}}'.") from None
+        raise InvalidInput(f"{what} is not valid JSON ({exc}). Pass an object like '{example}'.") from None
     if not isinstance(value, dict):
-        raise InvalidInput(f"{what} must be a JSON object like '{{\"command\": \"ls\"}}'.")
+        raise InvalidInput(f"{what} must be a JSON object like '{example}'.")
     return value
 
 
@@ -104,10 +108,10 @@ def _batch(rules: Any, settings: Settings, args: argparse.Namespace) -> int:
         if not line.strip():
             continue
         try:
-            item = _json_object(line, f"line {number}")
+            item = _json_object(line, f"line {number}", BATCH_EXAMPLE)
             tool, call_args = item.get("tool"), item.get("args", {})
             if not isinstance(tool, str) or not isinstance(call_args, dict):
-                raise InvalidInput(f'line {number}: needs "tool" (string) and "args" (object).')
+                raise InvalidInput(f'line {number}: needs "tool" (string) and "args" (object), like \'{BATCH_EXAMPLE}\'.')
             read_only = item.get("read_only", args.read_only)
             origin = item.get("origin", args.origin)
             out = _check(rules, settings, tool, call_args, read_only if isinstance(read_only, bool) else None,

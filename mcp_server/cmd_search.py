@@ -6,13 +6,14 @@ import argparse
 import textwrap
 
 from foundation.settings import Settings
-from mcp_server.cli_common import cli_runtime, shown_path
+from mcp_server.cli_common import cli_runtime, int_in, shown_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", help="Words to look for (English or Chinese); a regex with --regex.")
     parser.add_argument("--path", action="append", help="Only this file, folder or glob (repeatable).")
-    parser.add_argument("-n", "--max-results", type=int, default=10, help="Number of hits (1-50).")
+    parser.add_argument("-n", "--max-results", type=int_in(1, 50, "the number of hits"), default=10,
+                        help="Number of hits (1-50).")
     parser.add_argument("--mode", choices=["natural", "all", "phrase", "fts"], default="natural")
     parser.add_argument("--regex", action="store_true", help="Treat the query as a regular expression.")
     parser.add_argument("--documents", action="store_true", help="Group hits by document.")
@@ -25,7 +26,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     rt = cli_runtime(settings)
     try:
         result = search_documents(
-            args.query, paths=args.path, max_results=max(1, min(50, args.max_results)), use_regex=args.regex,
+            args.query, paths=args.path, max_results=args.max_results, use_regex=args.regex,
             mode=args.mode, group_by_document=args.documents, rt=rt, call=CallContext(tool="search_documents"),
         )
     finally:

@@ -161,3 +161,10 @@ def test_doctor_missing_root_exits_1(tmp_path: Path) -> None:
     done = run(tmp_path, "--root", str(tmp_path / "missing"), "doctor")
     assert done.returncode == 1
     assert "[FAIL] workspace roots" in done.stdout
+
+
+def test_search_refuses_a_hit_count_out_of_range(tmp_path: Path) -> None:
+    """-n outside 1-50 is refused, as the tool refuses it, instead of being clamped in silence."""
+    for count in ("0", "-5", "51", "999999999999999999999"):
+        proc = run(tmp_path, "search", "revenue", "-n", count)
+        assert proc.returncode == 2 and "out of range (give the number of hits, 1-50)" in proc.stderr, proc.stderr

@@ -115,3 +115,13 @@ def test_check_without_a_sandbox_asks_for_every_shell_command(data_dir: Path, wo
     view = json.loads(run_cli(data_dir, "policy", "show").stdout)
     assert "--reverse" in view["shell"]["commands"]["sort"]["flags"]
     assert "-o" not in view["shell"]["commands"]["sort"].get("values", [])
+
+
+def test_a_bad_batch_lines_example_is_a_line_that_works(data_dir: Path, workspace: Path) -> None:
+    """The error names a whole batch line ({"tool", "args"}), and that line, fed back, is decided."""
+    for bad in ("{bad", "[1]", '{"args": {}}'):
+        proc = run_cli(data_dir, "--root", str(workspace), "policy", "check", "--batch", stdin=bad + "\n")
+        error = json.loads(proc.stdout)["error"]
+        example = error[error.index("'{") + 1:error.rindex("}'") + 1]
+        again = run_cli(data_dir, "--root", str(workspace), "policy", "check", "--batch", stdin=example + "\n")
+        assert again.returncode == 0 and json.loads(again.stdout)["action"] == "allow", (error, again.stdout)
