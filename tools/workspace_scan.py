@@ -108,11 +108,17 @@ class WorkspaceScan:
             if entries > self.max_entries:
                 where = f"the link {_shown(via, roots)} leads to" if via else "it has"
                 raise ScanIncomplete(f"{where} over {self.max_entries:,} files and folders")
-            into = self.walk_into or (lambda name, depth: True)
-            linked = [(target, via or link, depth + 1) for target, link in listing.links
-                      if _walked(target, roots) and into(os.path.basename(link), depth + 1)]
-            subdirs = [(sub, via, depth + 1) for sub in listing.subdirs if into(os.path.basename(sub), depth + 1)]
-            stack += reversed([*subdirs, *linked])
+            stack += reversed(self._below(listing, roots, via, depth + 1))
+
+    def _below(self, listing: _Listing, roots: list[str], via: str | None, depth: int) -> list[tuple[str, str | None, int]]:
+        """The folders to walk next from `listing`: sub-folders, then linked folders (a limited walk: those
+        `walk_into` takes; the full walk skips asking, the hot path of every shell command)."""
+        links, subs, into = listing.links, listing.subdirs, self.walk_into
+        if into is not None:
+            links = tuple((target, link) for target, link in links if into(os.path.basename(link), depth))
+            subs = tuple(sub for sub in subs if into(os.path.basename(sub), depth))
+        linked = [(target, via or link, depth) for target, link in links if _walked(target, roots)]
+        return [*((sub, via, depth) for sub in subs), *linked]
 
     def _listing(self, folder: str, roots: list[str], via: str | None) -> _Listing | None:
         try:
