@@ -85,10 +85,16 @@ def roots_for(settings: Settings, session_id: str | None = None) -> tuple[Path, 
         if real.is_dir() and real not in roots:
             roots.append(real)
     if not roots:
+        files = [str(r) for r in configured if os.path.isfile(r)]
+        if files:
+            raise NotConfigured(
+                f"The workspace root {', '.join(files)} is a file, not a folder. Give a folder in "
+                "GENERALAGENT_ROOTS / --root (a running server reads them when it starts)."
+            )
         names = ", ".join(str(r) for r in configured)
         raise NotConfigured(
             f"None of the workspace roots exists ({names}). Create the folder(s) or fix "
-            "GENERALAGENT_ROOTS / --root, then restart the server."
+            "GENERALAGENT_ROOTS / --root (a running server reads them when it starts)."
         )
     return tuple(roots)
 
@@ -110,10 +116,21 @@ def _roots_text(roots: Collection[Path]) -> str:
 
 def _refuse(path: str, why: str, roots: Collection[Path]) -> PathNotAllowed:
     shown = path if len(path) <= 200 else path[:200] + "…"
+    relative = "" if os.path.isabs(path) else f" (relative paths start at {next(iter(roots))})"
     return PathNotAllowed(
-        f"Path {shown!r} is not allowed: {why}. Use a path inside the workspace root(s) "
-        f"{_roots_text(roots)} (relative paths start at {next(iter(roots))})."
+        f"Path {shown!r} is not allowed: {why}. Use a path inside the workspace root(s) {_roots_text(roots)}{relative}."
     )
+
+
+def _why_outside(path: str, joined: Path, roots: Collection[Path]) -> str:
+    """The true cause of a resolved path outside the roots: '..' that climbs out, a symlink that leads
+    out, or simply a path elsewhere (never where a symlink points)."""
+    if is_within(Path(os.path.normpath(joined)), roots):
+        return "a symlink in it leads outside the workspace roots"
+    parts = joined.parts
+    if ".." in parts and is_within(Path(os.path.normpath(Path(*parts[: parts.index("..")]))), roots):
+        return "its '..' leads outside the workspace roots"
+    return "it is outside the workspace roots"
 
 
 def _check_syntax(path: str, roots: Collection[Path]) -> None:
@@ -157,7 +174,7 @@ def resolve_path(
     except OSError as exc:  # ELOOP, ENAMETOOLONG, ENOTDIR, EACCES
         raise _refuse(path, f"it cannot be resolved ({exc.strerror or exc})", roots) from None
     if not is_within(real, roots):
-        raise _refuse(path, "it resolves outside the workspace (a symlink or '..' leads out)", roots)
+        raise _refuse(path, _why_outside(path, joined, roots), roots)
     _check_not_server_data(settings, path, real, roots, for_write)
     if info is None:
         if os.path.lexists(real):  # a symlink whose target cannot be followed (a loop)

@@ -13,10 +13,11 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from foundation.errors import GeneralAgentError, SettingsError
 from foundation.settings import load_settings
+from mcp_server.cli_common import for_people
 
 SUBCOMMANDS: dict[str, str] = {
     "serve": "Run the MCP server (stdio by default, or --transport http).",
@@ -32,8 +33,27 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+GLOBAL_OPTIONS = ("--data-dir", "--database-url", "--root", "--log-level", "--profile")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """argparse's usage error, plus where the global options go when one was given after the
+        sub-command (argparse then calls it an unrecognized argument)."""
+        if message.startswith("unrecognized arguments:") and any(
+            word.split("=")[0] in GLOBAL_OPTIONS for word in message.split(":", 1)[1].split()
+        ):
+            message += (f" (the global options {', '.join(GLOBAL_OPTIONS)} go before the sub-command: "
+                        "generalagent-mcp --data-dir D approve --list)")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="generalagent-mcp", description="An agent runtime as an MCP server.")
+    parser = _Parser(
+        prog="generalagent-mcp", description="An agent runtime as an MCP server.",
+        epilog="Global options go before the sub-command (generalagent-mcp --data-dir D search revenue). "
+        "A relative PATH is relative to the current directory; the commands print absolute paths.",
+    )
     parser.add_argument("--data-dir", help="Data directory (env GENERALAGENT_DATA_DIR).")
     parser.add_argument("--database-url", help="Keep the state in PostgreSQL: postgresql://USER:PASSWORD@HOST:PORT/DB "
                         "(env GENERALAGENT_DATABASE_URL, which keeps the password out of the process list); "
@@ -77,10 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(settings_overrides(args))
         return int(_command_module(command).run(args, settings) or 0)
     except SettingsError as exc:
-        print(f"generalagent-mcp: {exc}", file=sys.stderr)
+        print(f"generalagent-mcp: {for_people(str(exc))}", file=sys.stderr)
         return 2
     except GeneralAgentError as exc:
-        print(f"generalagent-mcp: {exc}", file=sys.stderr)
+        print(f"generalagent-mcp: {for_people(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -167,9 +167,7 @@ def check_llm(settings: Settings) -> Check:
         if problem:
             return Check("LLM endpoint", False, f"{where}: {problem}", required=False)
         return Check("LLM endpoint", True, f"{where} (answers)", required=False)
-    return Check("LLM endpoint", False,
-                 f"not configured ({llm_tools_notice()}); set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL",
-                 required=False)
+    return Check("LLM endpoint", False, llm_tools_notice(), required=False)
 
 
 def probe_llm(base_url: str, api_key: str | None) -> str | None:
@@ -195,10 +193,9 @@ def probe_llm(base_url: str, api_key: str | None) -> str | None:
 
 
 def llm_tools_notice() -> str:
-    """What the tools that use the LLM endpoint do without one (from the registry)."""
-    from mcp_server.registry import TOOLS
-
-    return "; ".join(f"{spec.name}: {spec.without_llm}" for spec in TOOLS if spec.without_llm)
+    """One sentence: no LLM endpoint, what the tools that need one do without it, and the two settings."""
+    return ("no LLM endpoint is configured, so delegate_task is unavailable and compact_context truncates instead "
+            "of summarising; set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL to enable them.")
 
 
 def check_sandbox(settings: Settings) -> Check:

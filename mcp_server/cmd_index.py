@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from foundation.settings import Settings
-from mcp_server.cli_common import cli_runtime, shown_path
+from mcp_server.cli_common import cli_path, cli_root, cli_runtime, for_people, shown_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", nargs="?", help="File or folder to index.")
+    parser.add_argument("path", nargs="?", help="File or folder to index (relative to the current directory).")
     parser.add_argument("--no-recursive", action="store_true", help="Do not descend into sub-folders.")
     parser.add_argument(
         "--rebuild", action="store_true", help="Regenerate the full-text index from the stored chunk text."
@@ -35,19 +34,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     call = CallContext(tool="index_path")
     call.sink, call.portal = _progress, _call_sync
     try:
-        result = index_path(str(Path(args.path).absolute()), recursive=not args.no_recursive, rt=rt, call=call)
+        root = cli_root(rt)
+        result = index_path(cli_path(args.path), recursive=not args.no_recursive, rt=rt, call=call)
     finally:
         rt.close()
     print(file=sys.stderr)
     print(
-        f"{shown_path(result.path)}: {result.indexed} indexed, {result.unchanged} unchanged, {result.removed} removed, "
+        f"{shown_path(result.path, root)}: {result.indexed} indexed, {result.unchanged} unchanged, {result.removed} removed, "
         f"{len(result.failed)} failed, {result.skipped} skipped (unsupported), {result.secrets} skipped as secrets; "
         f"{result.chunks_added} chunks added in {result.seconds:.1f} s"
     )
     for failed in result.failed:
-        print(f"  failed: {shown_path(failed.path)}: {failed.reason}")
+        print(f"  failed: {shown_path(failed.path, root)}: {for_people(failed.reason)}")
     if result.note:
-        print(result.note)
+        print(for_people(result.note))
     return 1 if result.failed and not result.indexed and not result.unchanged else 0
 
 

@@ -48,8 +48,7 @@ def startup_notices(settings: Settings) -> list[str]:
     if not settings.llm_configured:
         from mcp_server.cmd_doctor import llm_tools_notice
 
-        notices.append(f"no LLM endpoint is configured ({llm_tools_notice()}); "
-                       "set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL")
+        notices.append(llm_tools_notice())
     return notices
 
 

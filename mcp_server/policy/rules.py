@@ -254,6 +254,11 @@ def load_rules(user_file: Path | None) -> Rules:
             raise SettingsError(
                 f"Approval rules file {path} does not exist. Create it, or unset GENERALAGENT_POLICY_FILE."
             ) from None
+        except IsADirectoryError:
+            raise SettingsError(
+                f"Approval rules file {path} is a folder, not a file. Point GENERALAGENT_POLICY_FILE at a TOML "
+                "file, or unset it."
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise SettingsError(f"Cannot read approval rules file {path}: {exc}. Fix its permissions/encoding.") from None
         docs.append(_Doc(_parse(text, str(path)), text, str(path), "user", path))
