@@ -48,8 +48,10 @@ def password_of(url: str) -> str | None:
 
 
 def scrub(text: str, url: str) -> str:
-    """`text` (a driver's error message) with the URL's password masked wherever it appears."""
+    """`text` (a driver's error message) with the URL's password masked wherever it appears as a word of
+    its own (a password `p` leaves "port" readable; inside `password=...` or a URL it is masked anyway)."""
     secret = password_of(url)
     if secret:
-        text = text.replace(secret, MASK)
+        text = re.sub(rf"(?<![^\W_]){re.escape(secret)}(?![^\W_])", MASK, text)
+    text = _USERINFO_PASSWORD.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
     return _KEYWORD_PASSWORD.sub(lambda m: m.group(1) + MASK, text)
