@@ -199,15 +199,18 @@ async def test_a_sandboxed_command_cannot_read_or_decide_approvals(make_settings
             import anyio
 
             result = await anyio.to_thread.run_sync(
-                sandboxed, f"{sys.executable} approve.py {base} {approval_id} {token}")
+                sandboxed, f"python3 approve.py {base} {approval_id} {token}")  # the system's: /tmp is the sandbox's own
             lines = result.stdout.split("\n")
             assert lines[:3] == ["list 403 False False True", "page 403 False False True",
                                  "post 403 False False True"], result
             assert settings.database_url or (data_dir / "approvals.sqlite3").is_file()
-            cli = await anyio.to_thread.run_sync(  # the approvals database is hidden: the CLI finds nothing
-                sandboxed, f"ls -A {data_dir}; GENERALAGENT_DATA_DIR={data_dir} {sys.executable} -m mcp_server "
-                           f"approve {approval_id} < /dev/null")
-            assert cli.stdout == "" and "No approval" in cli.stderr, cli
+            listed = await anyio.to_thread.run_sync(sandboxed, f"ls -A {data_dir}")  # the data dir is hidden
+            assert listed.stdout == "", listed
+            if not Path(os.path.realpath(sys.executable)).is_relative_to("/tmp"):  # a checkout in /tmp is not seen
+                cli = await anyio.to_thread.run_sync(  # the approvals database is hidden: the CLI finds nothing
+                    sandboxed, f"GENERALAGENT_DATA_DIR={data_dir} {sys.executable} -m mcp_server "
+                               f"approve {approval_id} < /dev/null")
+                assert cli.stdout == "" and "No approval" in cli.stderr, cli
             assert helpers.CALLS == []
             still = await client.call_tool("poke", {"text": "hook"})
             assert still.is_error and helpers.CALLS == []
