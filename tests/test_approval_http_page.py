@@ -206,7 +206,7 @@ async def test_a_sandboxed_command_cannot_read_or_decide_approvals(make_settings
             assert settings.database_url or (data_dir / "approvals.sqlite3").is_file()
             listed = await anyio.to_thread.run_sync(sandboxed, f"ls -A {data_dir}")  # the data dir is hidden
             assert listed.stdout == "", listed
-            if not Path(os.path.realpath(sys.executable)).is_relative_to("/tmp"):  # a checkout in /tmp is not seen
+            if not Path(sys.prefix).is_relative_to("/tmp"):  # a venv in /tmp is not seen (the sandbox has its own /tmp)
                 cli = await anyio.to_thread.run_sync(  # the approvals database is hidden: the CLI finds nothing
                     sandboxed, f"GENERALAGENT_DATA_DIR={data_dir} {sys.executable} -m mcp_server "
                                f"approve {approval_id} < /dev/null")
