@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundation.paths import INDEX_DIR_NAMES, is_within
+from foundation.paths import INDEX_DIR_NAMES, is_decodable, is_within
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,10 @@ class FolderScan:
     undecodable: list[str]  # names that are not valid UTF-8 (as Python decodes them: lone surrogates)
     truncated: bool = False  # stopped at `limit` entries
 
+    def note(self) -> str | None:
+        """What `skipped_note` says of the names set apart (None when there are none)."""
+        return skipped_note(0, [], len(self.undecodable), [escaped_name(n) for n in self.undecodable[:_NAMED]])
+
 
 def scan_folder(folder: Path | int, limit: int | None = None) -> FolderScan:
     """The entries of one folder, sorted; names that are not valid UTF-8 are set apart. This is where
@@ -153,15 +157,6 @@ def scan_folder(folder: Path | int, limit: int | None = None) -> FolderScan:
             else:
                 undecodable.append(entry.name)
     return FolderScan(sorted(entries, key=lambda e: e.name), sorted(undecodable))
-
-
-def is_decodable(name: str) -> bool:
-    """True when `name` came from valid UTF-8 bytes (no lone surrogates from surrogateescape)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def escaped_name(name: str) -> str:

@@ -133,16 +133,23 @@ def _why_outside(path: str, joined: Path, roots: Collection[Path]) -> str:
     return "it is outside the workspace roots"
 
 
+def is_decodable(name: str) -> bool:
+    """True when `name` came from valid UTF-8 bytes (no lone surrogates from surrogateescape)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_syntax(path: str, roots: Collection[Path]) -> None:
     if not path:
         raise _refuse(path, "it is empty", roots)
     if "\x00" in path:
         raise _refuse(path.replace("\x00", "\\0"), "it contains a NUL byte", roots)
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: bytes that are not UTF-8 (a name tools never show)
+    if not is_decodable(path):  # lone surrogates: bytes that are not UTF-8 (a name tools never show)
         shown = path.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
-        raise _refuse(shown, "it is not valid UTF-8 text; rename the file or folder to a UTF-8 name", roots) from None
+        raise _refuse(shown, "it is not valid UTF-8 text; rename the file or folder to a UTF-8 name", roots)
     if path == "~" or path.startswith("~/"):
         raise _refuse(path, "'~' is not expanded (the workspace is not your home folder)", roots)
     if path.startswith("-"):

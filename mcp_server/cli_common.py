@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from foundation.errors import InvalidInput
+from foundation.paths import is_within
 from foundation.settings import Settings
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def cli_glob(pattern: str, root: Path) -> str:
     directory, as the tools' globs do below the root."""
     anchored = pattern if "/" in pattern.strip("/") else "**/" + pattern.strip("/")
     absolute = os.path.normpath(os.path.join(os.getcwd(), anchored))
-    if absolute != str(root) and not absolute.startswith(str(root).rstrip("/") + "/"):
+    if not is_within(Path(absolute), [root]):
         raise InvalidInput(f"The glob {pattern!r} is outside the workspace root {root}: give one under it "
                            "(relative to the current directory, or absolute).")
     return os.path.relpath(absolute, root)

@@ -32,6 +32,7 @@ from foundation.settings import Settings
 from tools.runtime import CallContext, Runtime, Service
 from tools.sandbox import (
     SYSTEM_SECRETS,
+    GitGuards,
     SandboxSpec,
     git_guards,
     launch,
@@ -186,20 +187,21 @@ def run_bash_command(
         raise InvalidInput(f"The command must be at most {MAX_COMMAND_CHARS} characters without NUL bytes; "
                            "write longer scripts to a file and run that.")
     roots = roots_for(rt.settings, call.session_id)
-    found = scan_workspace(rt, roots) if sandbox_status().available else WorkspaceScanResult((), ())
-    in_home = scan_home(rt) if sandbox_status().available else ()
+    sandboxed = sandbox_status().available
+    found = scan_workspace(rt, roots) if sandboxed else WorkspaceScanResult((), ())
+    in_home = scan_home(rt) if sandboxed else ()
     if found.unchecked is not None:
         raise LimitExceeded(f"Shell commands cannot run in this workspace: the sandbox checks it for secret stores "
                             f"first, but {found.unchecked}. Use a narrower workspace root, or ask the user to run "
                             "the command.")
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
-        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found, in_home)
+        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found, in_home, guard_git=sandboxed)
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
         try:
             result = _run(command_argv(command, spec), spec, timeout, call)
         finally:
             remove_placeholders(made)
-    if sandbox_status().available and _hit_git_guard(result, spec, _git_guarded(spec, rt.settings)):
+    if sandboxed and _hit_git_guard(result, spec, _git_guarded(spec, rt.settings)):
         result.note = GIT_GUARD_NOTE
     elif found.secrets and result.exit_code:
         result.note = hidden_secrets_note(found.secrets, roots, result.stderr + result.stdout)
@@ -262,18 +264,19 @@ def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], outpu
             "approval policy lets no tool read them. A program that needs them has to be run by the user.")
 
 
-def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path,
-                 scanned: WorkspaceScanResult | None = None, in_home: tuple[Path, ...] = ()) -> SandboxSpec:
+def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path, scanned: WorkspaceScanResult | None = None,
+                 in_home: tuple[Path, ...] = (), *, guard_git: bool = True) -> SandboxSpec:
     """What a command may see and change: the roots (the first is the working folder), a private
     HOME; not the server's data folder, the system's secret stores, those in the user's home (`in_home`:
     `scan_home`) or the secret stores inside the roots (`scanned`);
     what the file tools may not write stays read-only (the rules, agents and skills files, skill folders:
-    existing or not), and so do the git config and hooks of each root and of the repositories in them."""
+    existing or not), and so do the git config and hooks of each root and of the repositories in them
+    (`guard_git`: False without a sandbox, where nothing would use them)."""
     files = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file, settings.skills_file)
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     found = scanned or WorkspaceScanResult((), ())
-    git = git_guards(roots, _in_roots(found.repos, roots))
+    git = git_guards(roots, _in_roots(found.repos, roots)) if guard_git else GitGuards()
     hidden = (*server_data_dirs(settings), *SYSTEM_SECRETS, *in_home)
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git.files), read_only_folders=(*folders, *git.folders), pinned=git.pinned,

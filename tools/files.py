@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from foundation.bounding import dumps, estimate_tokens, past_end_note
 from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound, PathNotAllowed
-from foundation.filewalk import escaped_name, scan_folder, skipped_note, walk_files
+from foundation.filewalk import scan_folder, walk_files
 from foundation.globs import GlobPattern
 from foundation.paths import (
     INDEX_DIR_NAMES,
@@ -517,7 +517,7 @@ def list_workspace_files(
         except PermissionError:
             raise PathNotAllowed(f"Folder {directory!r} cannot be read: permission denied. Give the server's user "
                                  "read access to it, or list another folder.") from None
-        notes.append(skipped_note(0, [], len(scan.undecodable), [escaped_name(n) for n in scan.undecodable[:5]]))
+        notes.append(scan.note())
         if scan.truncated:
             notes.append(f"Only the first {MAX_LIST_SCAN} entries were read; use find_files to narrow down.")
         for item in scan.entries:
