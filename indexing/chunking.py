@@ -57,13 +57,13 @@ class _Segment:
     start: int
     end: int
     unit: Unit
-    glued: tuple[tuple[int, Unit], ...] = ()
-    """Heading-only units glued before `unit` (where each starts): a chunk that ends in one of them
+    glued: tuple[Unit, ...] = ()
+    """Heading-only units glued before `unit` (clipped to the text): a chunk that ends in one of them
     carries its heading, not the child's."""
 
     def unit_at(self, end: int) -> Unit:
         """The unit a chunk ending at `end` ends in."""
-        return next((unit for start, unit in reversed(self.glued) if start < end <= unit.end), self.unit)
+        return next((unit for unit in reversed(self.glued) if unit.start < end <= unit.end), self.unit)
 
 
 def chunk_document(extracted: Extracted, options: ChunkingOptions | None = None) -> list[Chunk]:
@@ -128,7 +128,7 @@ def _location(unit: Unit) -> tuple[object, ...]:
 
 def _segments(text: str, units: list[Unit], options: ChunkingOptions) -> Iterator[_Segment]:
     """Units clipped to the text and to each other; a tiny heading-only unit is glued to its child."""
-    glued: list[tuple[int, Unit]] = []
+    glued: list[Unit] = []
     last_end = 0
     for i, unit in enumerate(units):
         start, end = max(unit.start, last_end, 0), min(unit.end, len(text))
@@ -142,9 +142,9 @@ def _segments(text: str, units: list[Unit], options: ChunkingOptions) -> Iterato
             and _location(nxt) == _location(unit)
             and nxt.heading_path[: len(unit.heading_path)] == unit.heading_path
         ):
-            glued.append((start, replace(unit, end=end)))
+            glued.append(replace(unit, start=start, end=end))
             continue
-        yield _Segment(glued[0][0] if glued else start, end, unit, tuple(glued))
+        yield _Segment(glued[0].start if glued else start, end, unit, tuple(glued))
         glued = []
 
 

@@ -70,15 +70,15 @@ NOT_UNICODE = ("Invalid params: text must be valid Unicode ({where} holds a lone
 
 def lone_surrogate_in(value: Any, depth: int = 0) -> str | None:
     """Where (an argument's name) a lone UTF-16 surrogate is in `value`'s strings or keys, or None."""
-    if isinstance(value, str):
-        return "a value" if LONE_SURROGATE.search(value) else None
+    if isinstance(value, str):  # (an ASCII string, told in O(1), holds none)
+        return "a value" if not value.isascii() and LONE_SURROGATE.search(value) else None
     if depth > 64:
         return None
     if isinstance(value, BaseModel):  # a tool's nested argument, validated by the SDK already
         value = dict(value)
     if isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(key, str) and LONE_SURROGATE.search(key):
+            if isinstance(key, str) and not key.isascii() and LONE_SURROGATE.search(key):
                 return "an argument's name"
             if lone_surrogate_in(item, depth + 1) is not None:
                 return repr(key) if depth == 0 and isinstance(key, str) else "a value"

@@ -65,9 +65,10 @@ def skill_file(rt: Runtime, name: str, path: str) -> str | bytes:
 
 
 def agent_json(rt: Runtime, agent_id: str) -> str:
-    card = enabled_agents(rt.settings).get(agent_id)
+    cards = enabled_agents(rt.settings)
+    card = cards.get(agent_id)
     if card is None:
-        known = ", ".join(sorted(enabled_agents(rt.settings))) or "none"
+        known = ", ".join(sorted(cards)) or "none"
         raise ResourceError(f"No enabled agent card {agent_id!r}. Known agents: {known}.")
     return json.dumps(agent_document(card), ensure_ascii=False, indent=2)
 

@@ -49,7 +49,7 @@ def _loopback_request(request: Request) -> bool:
     return is_loopback(client) and host is not None and is_loopback(host[0])
 
 
-async def _refusal(request: Request) -> Response | None:
+async def _refusal(request: Request, settings: Any) -> Response | None:
     """The page refused to this request (None: it may be answered): not from this computer, or
     from a process the server started (a sandboxed shell command) or one it cannot tell."""
     if not _loopback_request(request):
@@ -62,7 +62,8 @@ async def _refusal(request: Request) -> Response | None:
                      "from a command the server runs.</p>", 403)
     if peer == "unknown":
         return _page("Forbidden", "<p>Could not tell which program sent this request, so it cannot see or decide "
-                     f"approvals. Decide in a terminal instead: <code>{html.escape(cli_command())} approve --list</code>"
+                     f"approvals. Decide in a terminal instead: <code>{html.escape(cli_command(settings, 'approve', '--list'))}"
+                     "</code>"
                      "</p>", 403)
     return None
 
@@ -96,7 +97,7 @@ def add_approval_routes(server: Any, gate: Any) -> None:
 
     @server.custom_route("/approvals", methods=["GET"])
     async def list_page(request: Request) -> Response:
-        if (refused := await _refusal(request)) is not None:
+        if (refused := await _refusal(request, gate.settings)) is not None:
             return refused
         items = "".join(f"<li><a href='/approvals/{html.escape(a.id)}'>{html.escape(a.id)}</a>: "
                         f"{html.escape(a.tool)} ({html.escape(a.risk)} risk)</li>" for a in store.pending())
@@ -104,7 +105,7 @@ def add_approval_routes(server: Any, gate: Any) -> None:
 
     @server.custom_route("/approvals/{approval_id}", methods=["GET", "POST"])
     async def approval_page(request: Request) -> Response:
-        if (refused := await _refusal(request)) is not None:
+        if (refused := await _refusal(request, gate.settings)) is not None:
             return refused
         approval_id = str(request.path_params.get("approval_id", ""))
         try:
