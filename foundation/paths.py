@@ -178,7 +178,10 @@ def resolve_path(
         info = os.stat(real)
     except FileNotFoundError:
         info = None
-    except OSError as exc:  # ELOOP, ENAMETOOLONG, ENOTDIR, EACCES
+    except PermissionError:
+        raise PathNotAllowed(f"Path {path[:200]!r} cannot be reached: permission denied on a folder on the way to "
+                             "it. Give the server's user access to that folder, or use another path.") from None
+    except OSError as exc:  # ELOOP, ENAMETOOLONG, ENOTDIR
         raise _refuse(path, f"it cannot be resolved ({exc.strerror or exc})", roots) from None
     if not is_within(real, roots):
         raise _refuse(path, _why_outside(path, joined, roots), roots)

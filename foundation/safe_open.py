@@ -54,6 +54,29 @@ def _denied(shown: str, what: str) -> PathNotAllowed:
                           "access to it, or use another path.")
 
 
+def unwritable(exc: OSError, shown: str) -> PathNotAllowed | None:
+    """The plain-words error for a write the OS refused (permissions, a read-only file system), else None."""
+    if exc.errno in _DENIED:
+        return PathNotAllowed(f"{shown!r} cannot be written: permission denied. Give the server's user write "
+                              "access to its folder, or write somewhere else in the workspace.")
+    if exc.errno == errno.EROFS:
+        return PathNotAllowed(f"{shown!r} cannot be written: its file system is read-only. Write somewhere else.")
+    return None
+
+
+def _open_root(root: Path) -> int:
+    try:
+        return os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+    except FileNotFoundError:
+        raise NotFound(f"The workspace root {str(root)!r} no longer exists. Create it again, or give the "
+                       "server another root (--root or GENERALAGENT_ROOTS).") from None
+    except OSError as exc:
+        if exc.errno not in _DENIED:
+            raise
+        raise PathNotAllowed(f"The workspace root {str(root)!r} cannot be read: permission denied. Give the "
+                             "server's user read access to it, or another root (--root or GENERALAGENT_ROOTS).") from None
+
+
 def _step(dir_fd: int, name: str, create: bool, shown: str) -> int:
     """Open folder `name` below `dir_fd` (closing `dir_fd`), never following a symlink."""
     try:
@@ -72,6 +95,9 @@ def _step(dir_fd: int, name: str, create: bool, shown: str) -> int:
             raise _not_a_folder(dir_fd, name, shown) from None
         if exc.errno in _DENIED and not create:
             raise _denied(shown, "A folder on the way to") from None
+        refused = unwritable(exc, shown) if create else None
+        if refused is not None:
+            raise refused from None
         raise
     finally:
         os.close(dir_fd)
@@ -113,7 +139,7 @@ def open_dir(real: Path, roots: Sequence[Path], allowed: Allowed, *, create: boo
     `create=True` makes missing folders on the way (mkdir -p, race-free)."""
     shown = shown or real.name
     root = _root_of(real, roots)
-    fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+    fd = _open_root(root)
     for name in real.relative_to(root).parts:
         fd = _step(fd, name, create, shown)
     try:

@@ -22,6 +22,7 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from foundation.filewalk import escaped_name, is_decodable, walk_files
+from tests.approval_helpers import elicitation_answer
 from tests.conftest import connect
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,3 +178,44 @@ def test_cli_index_reports_unreadable_folders(unprivileged: None, tmp_path: Path
     done = subprocess.run([*base, str(locked / "locked")], capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
     assert done.returncode != 0 and "cannot be read: permission denied" in done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.anyio
+async def test_writes_the_server_may_not_make_say_permission_denied(unprivileged: None, settings: Any,
+                                                                    workspace: Path) -> None:
+    shut = workspace / "shut"
+    shut.mkdir()
+    (shut / "old.txt").write_text("old words")
+    shut.chmod(0o555)  # readable, not writable
+    try:
+        async with connect(settings, elicitation_callback=elicitation_answer("accept")) as client:
+            for tool, args in [("write_file", {"path": "shut/new.txt", "content": "x"}),
+                               ("write_file", {"path": "shut/deeper/new.txt", "content": "x"}),
+                               ("edit_file", {"path": "shut/old.txt", "old_string": "old", "new_string": "new"})]:
+                result = await client.call_tool(tool, args)
+                text = result.content[0].text
+                assert result.is_error and "cannot be written: permission denied" in text, (tool, text)
+                assert "Internal error" not in text and "Errno" not in text
+        assert sorted(p.name for p in shut.iterdir()) == ["old.txt"]  # no temp file left behind
+        assert (shut / "old.txt").read_text() == "old words"
+    finally:
+        shut.chmod(0o755)
+
+
+@pytest.mark.anyio
+async def test_a_root_the_server_may_not_read_says_so(unprivileged: None, make_settings: Any,
+                                                      workspace: Path) -> None:
+    (workspace / "f.txt").write_text("words")
+    workspace.chmod(0)
+    try:
+        async with connect(make_settings(), elicitation_callback=elicitation_answer("accept")) as client:
+            for tool, args in [("list_workspace_files", {"directory": "."}), ("read_file", {"path": "f.txt"}),
+                               ("write_file", {"path": "g.txt", "content": "x"})]:
+                result = await client.call_tool(tool, args)
+                text = result.content[0].text
+                assert result.is_error and "permission denied" in text, (tool, text)
+                assert "Internal error" not in text and "Errno" not in text
+            found = await client.call_tool("find_files", {"pattern": "*"})  # a walk notes what it could not read
+            assert "1 unreadable folder skipped (workspace)" in found.structured_content["note"]
+    finally:
+        workspace.chmod(0o755)

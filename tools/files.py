@@ -41,7 +41,7 @@ from foundation.paths import (
     roots_for,
     server_data_dirs,
 )
-from foundation.safe_open import opened, read_fd
+from foundation.safe_open import opened, read_fd, unwritable
 from tools.runtime import CallContext, Runtime, Service
 from tools.skills import skill_hint
 
@@ -284,14 +284,25 @@ def atomic_write(target: Path, data: bytes, expect: tuple[int, int] | None = Non
         atomic_write_at(dir_fd, target.name, data, expect)
 
 
-def atomic_write_at(dir_fd: int, name: str, data: bytes, expect: tuple[int, int] | None = None) -> None:
+def atomic_write_at(dir_fd: int, name: str, data: bytes, expect: tuple[int, int] | None = None,
+                    shown: str = "") -> None:
     """Write through a new temp file in the opened folder `dir_fd`, then rename it over `name`.
 
     Nothing is written through a symlink: the temp file is created O_EXCL|O_NOFOLLOW and the
     rename replaces the name itself. An existing file keeps its permission bits; a new one gets
     the umask's. With `expect` (mtime_ns, size), a file changed by someone else meanwhile is left
-    alone (Conflict).
+    alone (Conflict). A write the OS refuses (permissions, read-only file system) says so, naming `shown`.
     """
+    try:
+        _write_and_rename(dir_fd, name, data, expect)
+    except OSError as exc:
+        refused = unwritable(exc, shown or name)
+        if refused is None:
+            raise
+        raise refused from None
+
+
+def _write_and_rename(dir_fd: int, name: str, data: bytes, expect: tuple[int, int] | None) -> None:
     mode: int | None = None
     with contextlib.suppress(FileNotFoundError):
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -338,7 +349,7 @@ def write_file(
     with opened(open_folder(rt.settings, real.parent, session, create=True, shown=path,
                             secrets=rt.secret_paths)) as dir_fd:
         created = _version_at(dir_fd, real.name) is None
-        atomic_write_at(dir_fd, real.name, data)
+        atomic_write_at(dir_fd, real.name, data, shown=path)
     return WriteFileResult(path=display_path(real, roots_for(rt.settings, session)), bytes_written=len(data),
                            created=created)
 
@@ -455,7 +466,7 @@ def edit_file(
     updated = text.replace(old_string, new_string)
     data = (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string")
     with opened(open_folder(rt.settings, real.parent, session, shown=path, secrets=rt.secret_paths)) as dir_fd:
-        atomic_write_at(dir_fd, real.name, data, expect=before)
+        atomic_write_at(dir_fd, real.name, data, expect=before, shown=path)
     name = display_path(real, roots_for(rt.settings, session))
     return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
 
