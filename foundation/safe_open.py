@@ -74,7 +74,7 @@ def _open_root(root: Path) -> int:
         if exc.errno not in _DENIED:
             raise
         raise PathNotAllowed(f"The workspace root {str(root)!r} cannot be read: permission denied. Give the "
-                             "server's user read access to it, or another root (--root or GENERALAGENT_ROOTS).") from None
+                             "server's user read access to it, or give the server another root (--root or GENERALAGENT_ROOTS).") from None
 
 
 def _step(dir_fd: int, name: str, create: bool, shown: str) -> int:

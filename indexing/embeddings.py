@@ -76,8 +76,8 @@ class LocalE5:
 # Busy-wait iterations (x86 `pause`, ~11 ns here) before a waiting OpenMP thread sleeps. A query's forward pass
 # meets its threads ~170 times, a few us apart: sleeping at each meeting (OMP_WAIT_POLICY=PASSIVE) costs a
 # futex wake each, 29 ms p50 for a 17-token query on 2 free cores; spinning 700+ iterations first, 14 ms
-# (300: 28 ms). Unbounded spinning (OMP_WAIT_POLICY=ACTIVE) made a loaded machine crawl: 11 s a query on 2
-# busy cores. With one core taken and 2 threads forced, 1000 costs 30 ms against 25 passive (3000: 40);
+# (300: 28 ms). Long spinning made a loaded machine crawl (an earlier engine setting: 11 s a query on 2 busy
+# cores). With one core taken and 2 threads forced, 1000 costs 30 ms against 25 passive (3000: 40);
 # threads_for_one_text gives one thread there, where the count does not matter.
 OPENMP_SPIN = 1000
 
