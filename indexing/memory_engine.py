@@ -29,6 +29,7 @@ class MemoryEngine:
         self.memory = memory
         self.store = store
         self.params = params
+        self.weighting = params.weighting  # (a property that makes a new Weighting)
 
     def candidates(self, query: Query, k: int, scope: PathFilter | None) -> SnapshotRows | None:
         """The `k` best chunks by BM25F inside `scope`; None when the postings cannot answer (not
@@ -52,7 +53,7 @@ class MemoryEngine:
         if not self.memory.holds(generation):
             about_to_wait()  # opening or building the postings (a call on the event loop moves to a thread)
         snap = self.memory.current(generation, chunks)
-        return snap if snap is not None and snap.weighting == self.params.weighting else None
+        return snap if snap is not None and snap.weighting == self.weighting else None
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,8 @@ class SnapshotRows:
 
     def fields(self, picks: npt.NDArray[np.intp], terms: list[str], heads: bool) -> FieldsBatch[int]:
         batch = self.rows[picks]
-        return _Batch(self.snap.found(batch, terms), self.snap.found(batch, terms if heads else [], "head"))
+        known = self.snap.terms
+        return _Batch(*self.snap.found(batch, [info.tid for t in terms if (info := known.get(t)) is not None], heads))
 
 
 @dataclass(frozen=True)

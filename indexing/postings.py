@@ -77,7 +77,7 @@ class Snapshot:
 
         from indexing.topk import top_k
 
-        infos = [self.terms[t] for t in dict.fromkeys(terms) if t in self.terms]
+        infos = [info for t in dict.fromkeys(terms) if (info := self.terms.get(t)) is not None]
         if not infos or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, np.int64)
         postings = [(self.rows[i.start : i.end], self.weights[i.start : i.end]) for i in infos]
@@ -90,24 +90,45 @@ class Snapshot:
             bound = self.max_weights[info.tid] = float(self.weights[info.start : info.end].max())
         return bound
 
-    def found(self, rows: np.ndarray, terms: Sequence[str], field: str = "body") -> Occurrences:
-        """Where `terms` occur in each row's body (or heading): positions and term ids."""
+    def found(self, rows: np.ndarray, tids: Sequence[int], heads: bool = True) -> tuple[Occurrences, Occurrences]:
+        """Where the terms `tids` occur in each row's body and (when `heads`) heading: positions and
+        term ids. Both fields are gathered at once (some 25 small numpy operations, not 2 x 20)."""
         import numpy as np
 
-        seq, off = (self.body, self.body_off) if field == "body" else (self.head, self.head_off)
-        tids = [self.terms[t].tid for t in terms if t in self.terms]
-        starts, ends = off[rows], off[rows + 1]
-        lengths = ends - starts
-        if not tids or not lengths.any():
-            return Occurrences([], [], [0] * (len(rows) + 1))
-        bounds = np.concatenate(([0], np.cumsum(lengths)))
-        gathered = seq[np.repeat(starts - bounds[:-1], lengths) + np.arange(bounds[-1])]
+        n = len(rows)
+        none = Occurrences([], [], [0] * (n + 1))
+        heads = heads and len(self.head) > 0  # (an index without headings)
+        fields = [(self.body, self.body_off), (self.head, self.head_off)] if heads else [(self.body, self.body_off)]
+        starts, lengths = _spans(rows, [off for _, off in fields])
+        ends = lengths.cumsum()  # entry j (row j's body, then row j - n's heading) is gathered[ends[j] - lengths[j]:ends[j]]
+        if not tids or not len(ends) or not ends[-1]:
+            return none, none
+        firsts = ends - lengths
+        local = np.arange(ends[-1]) - firsts.repeat(lengths)  # each gathered term's position in its field
+        at = local + starts.repeat(lengths)
+        cut = int(ends[n - 1])  # the bodies' terms, then the headings'
+        gathered = fields[0][0][at] if not heads else np.concatenate((self.body[at[:cut]], self.head[at[cut:]]))
         wanted = np.zeros(len(self.terms), dtype=bool)
         wanted[tids] = True
-        hits = np.flatnonzero(wanted[gathered])
-        owner = np.searchsorted(bounds, hits, side="right") - 1
-        splits = np.searchsorted(owner, np.arange(len(rows) + 1)).tolist()
-        return Occurrences((hits - bounds[owner]).tolist(), gathered[hits].tolist(), splits)
+        hits = wanted[gathered].nonzero()[0]
+        splits = [*hits.searchsorted(firsts).tolist(), len(hits)]
+        positions, hit_tids = local[hits].tolist(), gathered[hits].tolist()
+        body = Occurrences(positions, hit_tids, splits[: n + 1])
+        return body, Occurrences(positions, hit_tids, splits[n:]) if heads else none
+
+
+def _spans(rows: np.ndarray, offsets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Where each row's field starts and how long it is, field after field (`offsets`: each field's
+    row offsets, row r's terms are field[off[r]:off[r + 1]])."""
+    import numpy as np
+
+    after = rows + 1
+    starts = [off[rows] for off in offsets]
+    ends = [off[after] for off in offsets]
+    if len(offsets) == 1:
+        return starts[0], ends[0] - starts[0]
+    first = np.concatenate(starts)
+    return first, np.concatenate(ends) - first
 
 
 @dataclass(frozen=True)
@@ -148,6 +169,9 @@ def build_snapshot(
     return snap
 
 
+MADE_TERMS = 16_384  # TermInfo objects a TermTable keeps (about 4 MB)
+
+
 class TermTable(Mapping[str, TermInfo]):
     """Term -> TermInfo, made on lookup from the vocabulary and the `bounds`/`idf` arrays."""
 
@@ -155,10 +179,21 @@ class TermTable(Mapping[str, TermInfo]):
         self._ids = dict(zip(words, range(len(words)), strict=True))
         self._bounds = bounds
         self._idf = idfs
+        self._made: dict[str, TermInfo] = {}  # terms looked up lately: a query looks its terms up ~5 times
 
     def __getitem__(self, term: str) -> TermInfo:
-        i = self._ids[term]
-        return TermInfo(i, int(self._bounds[i]), int(self._bounds[i + 1]), float(self._idf[i]))
+        info = self._made.get(term)
+        if info is None:
+            i = self._ids[term]
+            if len(self._made) >= MADE_TERMS:
+                self._made.clear()
+            info = self._made[term] = TermInfo(i, int(self._bounds[i]), int(self._bounds[i + 1]), float(self._idf[i]))
+        return info
+
+    def get(self, term: str, default: TermInfo | None = None) -> TermInfo | None:  # type: ignore[override]
+        """The term's TermInfo, else `default` (Mapping.get would call __getitem__ and catch a KeyError)."""
+        info = self._made.get(term)
+        return info if info is not None else self[term] if term in self._ids else default
 
     def __contains__(self, term: object) -> bool:
         return term in self._ids

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound=Hashable)
 N = TypeVar("N", float, "npt.NDArray[Any]")  # a number, or an array of them
 Scored = tuple[float, int]  # (score, chunk id)
+WeightedPair = tuple[tuple[T, T], float]  # a query pair and its bigram bonus (before bigram_weight)
 
 
 @dataclass(frozen=True)
@@ -109,17 +110,23 @@ def query_pairs(parsed: ParsedQuery) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def bonus(at: Fields[T], pairs: Sequence[tuple[T, T]], idfs: Mapping[T, float], p: RankParams) -> float:
+def bonus(at: Fields[T], pairs: Sequence[WeightedPair[T]], idfs: Mapping[T, float], p: RankParams) -> float:
     """The bigram and window bonus of one chunk, from where the query terms occur in it."""
+    best, present = _window_and_pairs(at.pos, at.terms, idfs, p.window)
     total = 0.0
     if pairs and p.bigram_weight:
-        present = _adjacent(at.pos, at.terms)
         if at.head_pos:
             present |= _adjacent(at.head_pos, at.head_terms)
-        total += p.bigram_weight * sum(min(idfs[a], idfs[b]) for a, b in pairs if (a, b) in present)
+        total += p.bigram_weight * sum(weight for pair, weight in pairs if pair in present)
     if p.window_weight:
-        total += p.window_weight * _best_window(at.pos, at.terms, idfs, p.window)
+        total += p.window_weight * best
     return total
+
+
+def weighted_pairs(pairs: Sequence[tuple[T, T]], idfs: Mapping[T, float]) -> list[WeightedPair[T]]:
+    """Each query pair with what standing side by side earns it (before bigram_weight): the smaller
+    idf. Pairs with a term no chunk has are left out: they never stand side by side."""
+    return [((a, b), min(idfs[a], idfs[b])) for a, b in pairs if a in idfs and b in idfs]
 
 
 def bonus_ceiling(
@@ -147,19 +154,25 @@ def _adjacent(pos: Sequence[int], terms: Sequence[T]) -> set[tuple[T, T]]:
     return {(terms[i], terms[i + 1]) for i in range(len(pos) - 1) if pos[i + 1] == pos[i] + 1}
 
 
-def _best_window(pos: Sequence[int], terms: Sequence[T], idfs: Mapping[T, float], width: int) -> float:
-    """The largest IDF mass of distinct query terms inside any `width` consecutive terms."""
-    if len(pos) < 2:
-        return 0.0
+def _window_and_pairs(
+    pos: Sequence[int], terms: Sequence[T], idfs: Mapping[T, float], width: int
+) -> tuple[float, set[tuple[T, T]]]:
+    """The largest IDF mass of distinct query terms inside any `width` consecutive terms, and the
+    pairs of query terms that stand next to each other (`_adjacent`), in one pass."""
     best = mass = 0.0
     counts: dict[T, int] = {}
-    left = 0
+    adjacent: set[tuple[T, T]] = set()
+    left, last = 0, -2
     for right, term in enumerate(terms):
+        at = pos[right]
+        if at == last + 1:
+            adjacent.add((terms[right - 1], term))
+        last = at
         seen = counts.get(term, 0)
         counts[term] = seen + 1
         if not seen:
             mass += idfs[term]
-        while pos[right] - pos[left] >= width:
+        while at - pos[left] >= width:
             old = terms[left]
             counts[old] -= 1
             if not counts[old]:
@@ -167,7 +180,7 @@ def _best_window(pos: Sequence[int], terms: Sequence[T], idfs: Mapping[T, float]
             left += 1
         if mass > best:
             best = mass
-    return best
+    return (best if len(pos) > 1 else 0.0), adjacent
 
 
 # -- the top `want` --------------------------------------------------------------------------------
@@ -181,7 +194,7 @@ class _Rows(Generic[T]):
     base: list[float]
     bounds: list[float] | None
     idfs: dict[T, float]
-    pairs: list[tuple[T, T]]
+    pairs: list[WeightedPair[T]]
     fields: Callable[[int, int], FieldsBatch[T]]  # (first, stop) -> the Fields of rows first..stop-1
 
 
@@ -231,21 +244,20 @@ def _from_terms(found: TermRows, parsed: ParsedQuery, p: RankParams) -> _Rows[st
         ids.append(chunk_id)
         base.append(_bm25f(Counter(terms), Counter(head_terms) if head_terms else none, len(body), found.avgdl, idfs, w))
         fields.append(Fields(pos, terms, head_pos, head_terms))
-    return _Rows(ids, base, None, idfs, query_pairs(parsed), lambda first, stop: fields[first:stop])
+    return _Rows(ids, base, None, idfs, weighted_pairs(query_pairs(parsed), idfs), lambda first, stop: fields[first:stop])
 
 
 def _from_weights(found: WeightedRows[int], parsed: ParsedQuery, p: RankParams) -> _Rows[int]:
     """Pre-weighted rows in order of their ceiling, with their positions looked up on demand."""
-    import numpy as np
-
     keys = {t: known for t in dict.fromkeys(parsed.all_terms()) if (known := found.term(t)) is not None}
     idfs = dict(keys.values())
     pairs = [(keys[a][0], keys[b][0]) for a, b in query_pairs(parsed) if a in keys and b in keys]
     ceiling = bonus_ceiling(found.base, found.present, idfs, pairs, p)
-    order = np.argsort(-ceiling, kind="stable")
+    order = (-ceiling).argsort(kind="stable")
     terms = list(keys)
 
     def fields(first: int, stop: int) -> FieldsBatch[int]:
         return found.fields(order[first:stop], terms, bool(pairs))
 
-    return _Rows(found.ids[order].tolist(), found.base[order].tolist(), ceiling[order].tolist(), idfs, pairs, fields)
+    return _Rows(found.ids[order].tolist(), found.base[order].tolist(), ceiling[order].tolist(), idfs,
+                 weighted_pairs(pairs, idfs), fields)

@@ -16,9 +16,17 @@ from hypothesis import strategies as st
 from indexing.engine import TermRows
 from indexing.hits import ChunkHit
 from indexing.indexer import Indexer
-from indexing.postings import MemoryIndex, open_snapshot
+from indexing.postings import (
+    MemoryIndex,
+    Occurrences,
+    Snapshot,
+    TermInfo,
+    TermTable,
+    build_snapshot,
+    open_snapshot,
+)
 from indexing.query import parse, plan
-from indexing.scoring import DEFAULT_RANK, Weighting, idf, length_norm, saturate, score
+from indexing.scoring import DEFAULT_RANK, DEFAULT_WEIGHTING, Weighting, idf, length_norm, saturate, score
 from indexing.search import PathFilter, Searcher
 from indexing.store import IndexStore
 
@@ -504,3 +512,57 @@ def test_an_index_keeps_the_postings_id_an_earlier_version_made(tmp_path: Path) 
     conn.execute("INSERT INTO meta(key, value) VALUES('postings_id', 'made-by-a-search')")
     conn.close()
     assert IndexStore(tmp_path / "index.sqlite3").get_meta("postings_id") == "made-by-a-search"
+
+
+def _found_reference(snap: Snapshot, rows: np.ndarray, terms: list[str], field: str) -> Occurrences:
+    """`Snapshot.found` as it was: one field a call, by terms."""
+    seq, off = (snap.body, snap.body_off) if field == "body" else (snap.head, snap.head_off)
+    tids = [snap.terms[t].tid for t in terms if t in snap.terms]
+    starts, ends = off[rows], off[rows + 1]
+    lengths = ends - starts
+    if not tids or not lengths.any():
+        return Occurrences([], [], [0] * (len(rows) + 1))
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    gathered = seq[np.repeat(starts - bounds[:-1], lengths) + np.arange(bounds[-1])]
+    wanted = np.zeros(len(snap.terms), dtype=bool)
+    wanted[tids] = True
+    hits = np.flatnonzero(wanted[gathered])
+    owner = np.searchsorted(bounds, hits, side="right") - 1
+    splits = np.searchsorted(owner, np.arange(len(rows) + 1)).tolist()
+    return Occurrences((hits - bounds[owner]).tolist(), gathered[hits].tolist(), splits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.tuples(_TEXT, _TEXT), min_size=1, max_size=20), picks=st.lists(st.integers(0, 19), max_size=25),
+       terms=st.lists(st.sampled_from(["a", "b", "营收", "gg", "h", "zz"]), max_size=6), heads=st.booleans())
+def test_found_equals_one_field_at_a_time(texts: list[tuple[str, str]], picks: list[int], terms: list[str],
+                                          heads: bool) -> None:
+    """Both fields gathered at once give each row's occurrences as two calls of one field did
+    (empty rows and headings, unknown terms, repeated rows, an index without headings)."""
+    snap = build_snapshot(1, [(i, i, head, body) for i, (head, body) in enumerate(texts)], DEFAULT_WEIGHTING)
+    rows = np.array([p % len(texts) for p in picks], dtype=np.int64)
+    body, head = snap.found(rows, [snap.terms[t].tid for t in terms if t in snap.terms], heads)
+    want_body = _found_reference(snap, rows, terms, "body")
+    want_head = _found_reference(snap, rows, terms if heads else [], "head")
+    for n in range(len(rows)):
+        assert body.of(n) == want_body.of(n) and head.of(n) == want_head.of(n)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lookups=st.lists(st.sampled_from(["a", "b", "c", "d", "e", "nope", ""]), max_size=40), keep=st.integers(1, 4))
+def test_term_table_lookups_agree_whatever_it_keeps(monkeypatch: pytest.MonkeyPatch, lookups: list[str],
+                                                    keep: int) -> None:
+    import indexing.postings as postings
+
+    monkeypatch.setattr(postings, "MADE_TERMS", keep)  # the kept TermInfos are dropped again and again
+    words = ["a", "b", "c", "d", "e"]
+    bounds, idfs = np.array([0, 3, 4, 9, 9, 12], dtype=np.int64), np.array([0.5, 1.25, 2.0, 0.1, 3.5])
+    table = TermTable(words, bounds, idfs)
+    for term in lookups:
+        want = TermInfo(words.index(term), int(bounds[words.index(term)]), int(bounds[words.index(term) + 1]),
+                        float(idfs[words.index(term)])) if term in words else None
+        assert table.get(term) == want and (term in table) == (want is not None)
+        other = TermInfo(-1, 0, 0, 0.0)
+        assert table.get(term, other) == (want or other)
+        if want is not None:
+            assert table[term] == want

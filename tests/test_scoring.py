@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexing.analyzer import analyze
-from indexing.engine import Candidates, TermRows
+from indexing.engine import Candidates, Fields, TermRows
 from indexing.indexer import Indexer
 from indexing.lines import rank_lines
 from indexing.query import Query, plan
 from indexing.scope import PathFilter
-from indexing.scoring import Scored, query_pairs
+from indexing.scoring import RankParams, Scored, bonus, query_pairs, weighted_pairs
 from indexing.search import Searcher
 from indexing.store import IndexStore
 
@@ -161,3 +161,62 @@ def test_lines_all_and_phrase_modes(tmp_path: Path) -> None:
     assert [h.line for h in rank_lines(text, "revenue growth", "all")] == [1, 2]
     assert [h.line for h in rank_lines(text, "revenue growth", "phrase")] == [1]
     assert [h.line for h in rank_lines(text, "revenue growth")][:2] == [1, 2]
+
+
+def _adjacent_reference(pos: list[int], terms: list[str]) -> set[tuple[str, str]]:
+    return {(terms[i], terms[i + 1]) for i in range(len(pos) - 1) if pos[i + 1] == pos[i] + 1}
+
+
+def _window_reference(pos: list[int], terms: list[str], idfs: dict[str, float], width: int) -> float:
+    """`scoring._best_window` as it was (before it found the adjacent pairs in the same pass)."""
+    if len(pos) < 2:
+        return 0.0
+    best = mass = 0.0
+    counts: dict[str, int] = {}
+    left = 0
+    for right, term in enumerate(terms):
+        seen = counts.get(term, 0)
+        counts[term] = seen + 1
+        if not seen:
+            mass += idfs[term]
+        while pos[right] - pos[left] >= width:
+            old = terms[left]
+            counts[old] -= 1
+            if not counts[old]:
+                mass -= idfs[old]
+            left += 1
+        if mass > best:
+            best = mass
+    return best
+
+
+def _bonus_reference(at: Fields[str], pairs: list[tuple[str, str]], idfs: dict[str, float], p: RankParams) -> float:
+    total = 0.0
+    if pairs and p.bigram_weight:
+        present = _adjacent_reference(list(at.pos), list(at.terms))
+        if at.head_pos:
+            present |= _adjacent_reference(list(at.head_pos), list(at.head_terms))
+        total += p.bigram_weight * sum(min(idfs[a], idfs[b]) for a, b in pairs if (a, b) in present)
+    if p.window_weight:
+        total += p.window_weight * _window_reference(list(at.pos), list(at.terms), idfs, p.window)
+    return total
+
+
+_TERM = st.sampled_from("abcde")
+_QUERY_TERM = st.sampled_from("abcdez")  # z: a query term no chunk has
+_OCCURRENCES = st.lists(st.tuples(st.integers(0, 30), _TERM), max_size=14).map(lambda o: sorted(dict(o).items()))
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=_OCCURRENCES, head=_OCCURRENCES, idfs=st.lists(st.floats(0.01, 12.0), min_size=5, max_size=5),
+       pairs=st.lists(st.tuples(_QUERY_TERM, _QUERY_TERM), max_size=6), window=st.integers(1, 12),
+       weights=st.sampled_from([(0.5, 0.5), (0.0, 0.5), (0.5, 0.0), (1.3, 0.7)]))
+def test_bonus_equals_its_two_pass_reference(body: list[tuple[int, str]], head: list[tuple[int, str]],
+                                             idfs: list[float], pairs: list[tuple[str, str]], window: int,
+                                             weights: tuple[float, float]) -> None:
+    """The window and the adjacent pairs found in one pass, the pairs' weights made once a query:
+    the same float, bit for bit, as the two passes with a min() per pair and row."""
+    at = Fields([p for p, _ in body], [t for _, t in body], [p for p, _ in head], [t for _, t in head])
+    idf = dict(zip("abcde", idfs, strict=True))
+    p = RankParams(bigram_weight=weights[0], window=window, window_weight=weights[1])
+    assert bonus(at, weighted_pairs(pairs, idf), idf, p) == _bonus_reference(at, pairs, idf, p)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from indexing.postings import build_snapshot
 from indexing.scoring import DEFAULT_WEIGHTING
-from indexing.topk import Postings, _contenders, top_k
+from indexing.topk import Postings, _contenders, _presence, top_k
 
 
 def exhaustive(postings: list[Postings], k: int, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -103,3 +103,24 @@ def test_snapshot_top_equals_scoring_every_posting(docs: list[list[str]], query:
         return
     postings = [(snap.rows[i.start : i.end], snap.weights[i.start : i.end]) for i in known]
     _same(got, exhaustive(postings, k, snap.chunk_ids))
+
+
+def _presence_reference(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
+    """`topk._presence` as it was: one searchsorted, mask, gather, compare, cast, shift and or per term."""
+    present = np.zeros(len(cand), dtype=np.int64)
+    for bit, rows in enumerate(postings[:63]):
+        at = np.searchsorted(rows, cand)
+        at[at == len(rows)] = 0
+        present |= (rows[at] == cand).astype(np.int64) << bit
+    return present
+
+
+@given(st.integers(1, 300), st.lists(st.sets(st.integers(0, 299), min_size=1), min_size=1, max_size=70),
+       st.lists(st.integers(0, 320), max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_presence_equals_its_term_by_term_reference(n: int, terms: list[set[int]], cand: list[int]) -> None:
+    """Rows past the last entry, absent rows, repeated rows and more than 63 terms (the 64th on are left out)."""
+    postings = [np.array(sorted(r % n for r in rows), dtype=np.int32) for rows in terms]
+    postings = [np.unique(rows) for rows in postings]
+    rows = np.array(cand, dtype=np.int64)
+    assert _presence(rows, postings).tolist() == _presence_reference(rows, postings).tolist()
