@@ -40,7 +40,7 @@ from pathlib import Path
 
 from foundation.calls import SecretPaths
 from foundation.errors import NotConfigured, NotFound, PathNotAllowed
-from foundation.safe_open import Allowed, open_dir, open_file
+from foundation.safe_open import Allowed, denied, open_dir, open_file
 from foundation.settings import Settings
 
 MAX_PATH_CHARS = 4096
@@ -179,8 +179,7 @@ def resolve_path(
     except FileNotFoundError:
         info = None
     except PermissionError:
-        raise PathNotAllowed(f"Path {path[:200]!r} cannot be reached: permission denied on a folder on the way to "
-                             "it. Give the server's user access to that folder, or use another path.") from None
+        raise denied(path[:200], "A folder on the way to") from None
     except OSError as exc:  # ELOOP, ENAMETOOLONG, ENOTDIR
         raise _refuse(path, f"it cannot be resolved ({exc.strerror or exc})", roots) from None
     if not is_within(real, roots):

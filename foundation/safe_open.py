@@ -49,7 +49,8 @@ def _root_of(real: Path, roots: Sequence[Path]) -> Path:
 _DENIED = (errno.EACCES, errno.EPERM)
 
 
-def _denied(shown: str, what: str) -> PathNotAllowed:
+def denied(shown: str, what: str) -> PathNotAllowed:
+    """The plain-words error for a read the OS refused (`what`: the thing, e.g. 'File')."""
     return PathNotAllowed(f"{what} {shown!r} cannot be read: permission denied. Give the server's user read "
                           "access to it, or use another path.")
 
@@ -94,7 +95,7 @@ def _step(dir_fd: int, name: str, create: bool, shown: str) -> int:
         if exc.errno in _SWAPPED:
             raise _not_a_folder(dir_fd, name, shown) from None
         if exc.errno in _DENIED and not create:
-            raise _denied(shown, "A folder on the way to") from None
+            raise denied(shown, "A folder on the way to") from None
         refused = unwritable(exc, shown) if create else None
         if refused is not None:
             raise refused from None
@@ -169,7 +170,7 @@ def open_file(real: Path, roots: Sequence[Path], allowed: Allowed, *, shown: str
         if exc.errno == errno.ENXIO:  # a socket (open() cannot open one)
             raise InvalidInput(f"{shown!r} is not a regular file (device, pipe or socket) and cannot be read.") from None
         if exc.errno in _DENIED:
-            raise _denied(shown, "File") from None
+            raise denied(shown, "File") from None
         raise
     finally:
         os.close(dir_fd)
