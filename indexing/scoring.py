@@ -131,10 +131,10 @@ def weighted_pairs(pairs: Sequence[tuple[T, T]], idfs: Mapping[T, float]) -> lis
 
 def bonus_ceiling(
     base: npt.NDArray[np.float32], present: npt.NDArray[np.int64], idfs: dict[T, float],
-    pairs: list[tuple[T, T]], p: RankParams,
+    pairs: list[WeightedPair[T]], p: RankParams,
 ) -> npt.NDArray[np.float64]:
     """Each row's highest possible score: `base` plus the largest bonus its query terms allow
-    (bit j of `present`: the row contains the j-th term of `idfs`)."""
+    (bit j of `present`: the row contains the j-th term of `idfs`; `pairs` from weighted_pairs)."""
     import numpy as np
 
     ceiling = base.astype(np.float64)
@@ -144,8 +144,8 @@ def bonus_ceiling(
     ceiling += has @ (p.window_weight * np.array(list(idfs.values())))
     if pairs:
         col = {key: j for j, key in enumerate(idfs)}
-        both = has[:, [col[a] for a, _ in pairs]] & has[:, [col[b] for _, b in pairs]]
-        ceiling += both @ np.array([p.bigram_weight * min(idfs[a], idfs[b]) for a, b in pairs])
+        both = has[:, [col[a] for (a, _), _ in pairs]] & has[:, [col[b] for (_, b), _ in pairs]]
+        ceiling += both @ np.array([p.bigram_weight * weight for _, weight in pairs])
     return ceiling
 
 
@@ -251,7 +251,7 @@ def _from_weights(found: WeightedRows[int], parsed: ParsedQuery, p: RankParams) 
     """Pre-weighted rows in order of their ceiling, with their positions looked up on demand."""
     keys = {t: known for t in dict.fromkeys(parsed.all_terms()) if (known := found.term(t)) is not None}
     idfs = dict(keys.values())
-    pairs = [(keys[a][0], keys[b][0]) for a, b in query_pairs(parsed) if a in keys and b in keys]
+    pairs = weighted_pairs([(keys[a][0], keys[b][0]) for a, b in query_pairs(parsed) if a in keys and b in keys], idfs)
     ceiling = bonus_ceiling(found.base, found.present, idfs, pairs, p)
     order = (-ceiling).argsort(kind="stable")
     terms = list(keys)
@@ -259,5 +259,4 @@ def _from_weights(found: WeightedRows[int], parsed: ParsedQuery, p: RankParams) 
     def fields(first: int, stop: int) -> FieldsBatch[int]:
         return found.fields(order[first:stop], terms, bool(pairs))
 
-    return _Rows(found.ids[order].tolist(), found.base[order].tolist(), ceiling[order].tolist(), idfs,
-                 weighted_pairs(pairs, idfs), fields)
+    return _Rows(found.ids[order].tolist(), found.base[order].tolist(), ceiling[order].tolist(), idfs, pairs, fields)
