@@ -20,7 +20,7 @@ over the articles chunked with other `chunk_max_chars:chunk_overlap_chars` (one 
 `--dense DIR` prints the hybrid table instead (passage view): the re-rank of the lexical top
 `--dense-depth` at each dense weight, per score normalisation of `--dense-fusion`, with a tuned row
 (the weight chosen on the training folds) per depth and normalisation; "wins" there count against
-the product's hybrid (min-max, top 50, indexing.hybrid.DENSE_WEIGHT).
+the re-rank at the product's same-language weight (indexing.hybrid.WEIGHTS).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from bench.retrieval import (
     timed_ranks,
 )
 from bench.retrieval_variants import FUSIONS, GROUPS, VARIANTS, Variant, dense_name, dense_variants, stemming
-from indexing.hybrid import DENSE_WEIGHT
+from indexing.hybrid import WEIGHTS
 from indexing.model import ChunkingOptions
 from indexing.query import Mode
 from indexing.search import ChunkHit, PathFilter, Searcher
@@ -181,7 +181,7 @@ def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argpar
     """The hybrid rows on a sample of `--dense-sample` queries per fold: lexical (ours), and the
     re-rank of the lexical top `--dense-depth` at each dense weight (1.0: dense order alone), for each
     normalisation of `--dense-fusion` (and, with `--dense-union`, of a candidate union with the dense top).
-    "folds +/-" compares with the product's hybrid (min-max, top 50, the language's DENSE_WEIGHT)."""
+    "folds +/-" compares with the product's hybrid (min-max, top 50, the language's WEIGHTS same share)."""
     folds = fold_of(queries, args.folds)
     picked = sample(queries, folds, args.dense_sample)
     queries, folds = [queries[i] for i in picked], [folds[i] for i in picked]
@@ -189,7 +189,7 @@ def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argpar
     fusions = args.dense_fusion.split(",")
     table = Table(f"{lang} passage view, hybrid re-rank of the lexical top {args.dense_depth} "
                   f"({len(queries)} DEV queries{' sampled by fold' if args.dense_sample > 0 else ''})",
-                  folds, args.folds, {}, {}, {}, dense_name(DENSE_WEIGHT[lang]) if DENSE_WEIGHT[lang] > 0 else "ours")
+                  folds, args.folds, {}, {}, {}, dense_name(WEIGHTS[lang].same) if WEIGHTS[lang].same > 0 else "ours")
     store = build_passage_index(corpus, work / f"{lang}-dense.sqlite3")
     lexical = Remembered(served_searcher(store, None, not args.fts_path))
     add(table, "ours", timed_ranks(passage_rank_of(lexical), queries))

@@ -20,7 +20,7 @@ ENV_PREFIX = "GENERALAGENT_"
 USER_RULES_FILENAME = "policy.toml"
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 ToolProfile = Literal["minimal", "default", "full"]
-EmbeddingProviderName = Literal["off", "local", "openai"]
+EmbeddingProviderName = Literal["auto", "off", "local", "openai"]
 
 
 def default_data_dir() -> Path:
@@ -100,9 +100,11 @@ class Settings(BaseModel):
         default=5_000_000, ge=0,
         description="Largest index (in chunks) searched through memory-mapped postings (saved in the data dir); 0: never.",
     )
-    # Hybrid (meaning-aware) search, off by default
+    # Hybrid (meaning-aware) search: on when the bundled model (the semantic extra) is installed
     embedding_provider: EmbeddingProviderName = Field(
-        default="off", description="Re-rank search with embeddings: off, local (the semantic extra) or openai."
+        default="auto",
+        description="Meaning-aware search and recall: auto (the bundled model when the semantic extra is installed, "
+                    "else off), off, local or openai.",
     )
     embedding_base_url: str | None = Field(default=None, description="OpenAI-compatible embeddings endpoint base URL.")
     embedding_api_key: str | None = Field(default=None, repr=False, description="API key for the embeddings endpoint.")

@@ -177,6 +177,17 @@ def has_han(text: str) -> bool:
     return _HAN_RUN.search(text) is not None
 
 
+_HAN_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_LETTER = re.compile(r"[A-Za-z]")
+
+
+def is_chinese(text: str) -> bool:
+    """True for a text written mostly in Chinese: at least one Han character per four Latin letters (an
+    English text quoting a Chinese name, or a Chinese one naming English products, stays on its side)."""
+    han = len(_HAN_CHAR.findall(text))
+    return han > 0 and 4 * han >= len(_LATIN_LETTER.findall(text))
+
+
 # -- Porter stemmer (M.F. Porter 1980, as in his reference C version and SQLite's fts5_porter.c) --
 
 _VOWELS = frozenset("aeiou")

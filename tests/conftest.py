@@ -16,6 +16,9 @@ os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
 for _key in list(os.environ):
     if _key.startswith("GENERALAGENT_"):
         del os.environ[_key]
+# Meaning-aware search is on by default where the bundled model is installed (embedding_provider=auto);
+# tests (and the servers they start) stay lexical unless they ask for a provider.
+os.environ["GENERALAGENT_EMBEDDING_PROVIDER"] = "off"
 
 MODES = ["legacy", "auto"]
 
@@ -50,7 +53,7 @@ def make_settings(data_dir: Path, workspace: Path, database_url: str | None) -> 
     def make(**overrides: Any) -> Any:
         # Every tool listed: tests exercise tools; tier tests ask for tool_profile="default" explicitly.
         values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace], "tool_profile": "full",
-                                  "database_url": database_url}
+                                  "database_url": database_url, "embedding_provider": "off"}
         values.update(overrides)
         return load_settings(values, environ={})
 

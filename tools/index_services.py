@@ -101,14 +101,20 @@ def search_ready(rt: Runtime, text: str | None = None) -> bool:
 
 def _embeds_nothing(rt: Runtime, text: str | None) -> bool:
     """In hybrid mode: True when a natural-language search for `text` (no quoted phrase, as a quick search
-    is) would embed nothing now: the re-rank leaves it lexical (dense weight 0: a Chinese query) or its
-    vector is kept. Read from the text alone, not its analysis (the search analyses it: 0.1 ms for Chinese)."""
-    worker = _VECTOR_WORKER.peek(rt)  # None: not made yet (making it loads the model)
-    if text is None or worker is None:
+    is) would embed nothing now: its vector is kept, or the worker is still embedding the chunks (search
+    stays lexical until it is done). `auto` without the bundled model: no worker, nothing to embed."""
+    if text is None:
         return False
-    from indexing.hybrid import dense_weight
+    worker = _VECTOR_WORKER.peek(rt)  # None: not made yet (making it loads the model), or no provider
+    if worker is None:
+        return rt.settings.embedding_provider == "auto" and not _local_model_installed()
+    return worker.running() or worker.queries.kept(text)
 
-    return dense_weight(text) <= 0 or worker.queries.kept(text)
+
+def _local_model_installed() -> bool:
+    from indexing.embeddings import local_model_installed
+
+    return local_model_installed()
 
 
 def index_jobs(rt: Runtime) -> JobRegistry:
