@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NEAREST = 50  # nearest chunks taken from each language's pool
+MIN_POOL = 20  # chunks of each language needed to compare cosines within a language (else over all chunks)
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,13 @@ class Nearest:
         self.matrix = matrix
         cos = matrix.cosines(query)
         self.z = np.zeros(len(cos), dtype=np.float32)
-        for pool in (matrix.chinese, ~matrix.chinese):
-            if pool.any():
-                values = cos[pool]
-                spread = float(values.std())
-                self.z[pool] = (values - float(values.mean())) / (spread if spread > 0 else 1.0)
+        pools = [pool for pool in (matrix.chinese, ~matrix.chinese) if pool.any()]
+        if min((int(p.sum()) for p in pools), default=0) < MIN_POOL:  # too few to tell a language's typical cosine
+            pools = [np.ones(len(cos), dtype=bool)]
+        for pool in pools:
+            values = cos[pool]
+            spread = float(values.std())
+            self.z[pool] = (values - float(values.mean())) / (spread if spread > 0 else 1.0)
 
     def top(self, k: int) -> list[int]:
         """Chunk ids of the `k` best z-scores of each language."""
@@ -99,14 +102,25 @@ class Nearest:
         return [float(self.z[i]) if i >= 0 else None for i in at]
 
 
-def fused(lexical: list[Scored], nearest: Nearest, weights: Weights, query_chinese: bool, depth: int = NEAREST) -> list[Scored]:
+def by_max(scores: Sequence[float]) -> list[float]:
+    """Scores divided by the best (a lexical match keeps a share above the chunks that do not match)."""
+    top = max(scores, default=0.0)
+    return [s / top if top > 0 else 0.0 for s in scores]
+
+
+LEXICAL_NORMS: dict[str, Callable[[Sequence[float]], list[float]]] = {"max": by_max, "min-max": min_max}
+
+
+def fused(lexical: list[Scored], nearest: Nearest, weights: Weights, query_chinese: bool, depth: int = NEAREST,
+          lexical_norm: str = "max") -> list[Scored]:
     """The union of the lexical candidates and the nearest chunks of each language, best first.
-    score = (1 - same) x lexical + w x dense, both min-max normalised over the union (no lexical score: 0),
+    score = (1 - same) x lexical + w x dense: lexical divided by the best one (no lexical score: 0), dense
+    (the z-scores) min-max normalised over the union,
     w = `same` for a chunk in the query's language, else `cross`. Ties keep the lexical order."""
     ids = [chunk_id for _, chunk_id in lexical]
     seen = set(ids)
     ids += [i for i in nearest.top(depth) if i not in seen]
-    lex = min_max([s for s, _ in lexical]) + [0.0] * (len(ids) - len(lexical))
+    lex = LEXICAL_NORMS[lexical_norm]([s for s, _ in lexical]) + [0.0] * (len(ids) - len(lexical))
     z = nearest.of(ids)
     known = [v for v in z if v is not None]
     floor = min(known) if known else 0.0
