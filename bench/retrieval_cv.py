@@ -1,6 +1,6 @@
 """Grouped cross-validation of retrieval on the shared eval DEV queries.
 
-    .venv/bin/python -m bench.retrieval_cv [--eval DIR] [--lang zh,en] [--folds 5] [--no-docs]
+    .venv/bin/python -m bench.retrieval_cv [--eval DIR] [--lang zh,en] [--folds 5] [--no-docs] [--plain]
                                            [--variants NAME,...] [--fts-path] [--chunking MAX:OVERLAP,...]
     .venv/bin/python -m bench.retrieval_cv --lang en --dense DIR [--dense-all] [--dense-depth 20,50,100]
                                            [--dense-fusion min-max,z-score,...] [--dense-union N]
@@ -159,6 +159,9 @@ def passage_table(lang: str, corpus: list[dict], queries: list[dict], args: argp
     folds = fold_of(queries, args.folds)
     table = Table(f"{lang} passage view (DEV, {len(queries)} queries, {args.folds} folds by article)",
                   folds, args.folds, {}, {}, {})
+    if args.plain:  # plain text: the passages without their titles as headings (the baselines never see titles)
+        corpus = [{**p, "title": ""} for p in corpus]
+        table.title = table.title.replace("passage view", "passage view, plain text (no headings)")
     store = build_passage_index(corpus, work / f"{lang}-passages.sqlite3")
     for v in chosen_variants(args):
         with stemming(v.stem):
@@ -347,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--articles", type=int, default=0,
                         help="only the first N articles by name and their queries (0: all; a shorter --dense run)")
     parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
+    parser.add_argument("--plain", action="store_true", help="passage view without titles as headings (plain text)")
     parser.add_argument("--chunking", default="", metavar="MAX:OVERLAP,...",
                         help="document-view rows over the articles chunked with these chunk_max_chars:chunk_overlap_chars")
     args = parser.parse_args(argv)

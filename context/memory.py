@@ -427,9 +427,10 @@ def recall_ranked(
     lexical = lexical_scores(facts, query, store.analyze, weights.expansion)
     dense = dense_scores(facts, query, embedder) if embedder is not None else None
     out = []
+    telling = dense is not None and max(dense, default=0.0) > 0  # no fact stands out by meaning: words alone
     for k, fact in enumerate(facts):
         sim = lexical[k]
-        if dense is not None:
+        if dense is not None and telling:
             sim = (weights.lexical * lexical[k] + weights.dense * dense[k]) / max(weights.lexical + weights.dense, 1e-9)
         if sim >= min_similarity:
             score = (1 - weights.confidence) * sim + weights.confidence * fact.confidence

@@ -108,11 +108,7 @@ def by_max(scores: Sequence[float]) -> list[float]:
     return [s / top if top > 0 else 0.0 for s in scores]
 
 
-LEXICAL_NORMS: dict[str, Callable[[Sequence[float]], list[float]]] = {"max": by_max, "min-max": min_max}
-
-
-def fused(lexical: list[Scored], nearest: Nearest, weights: Weights, query_chinese: bool, depth: int = NEAREST,
-          lexical_norm: str = "max") -> list[Scored]:
+def fused(lexical: list[Scored], nearest: Nearest, weights: Weights, query_chinese: bool, depth: int = NEAREST) -> list[Scored]:
     """The union of the lexical candidates and the nearest chunks of each language, best first.
     score = (1 - same) x lexical + w x dense: lexical divided by the best one (no lexical score: 0), dense
     (the z-scores) min-max normalised over the union,
@@ -120,7 +116,7 @@ def fused(lexical: list[Scored], nearest: Nearest, weights: Weights, query_chine
     ids = [chunk_id for _, chunk_id in lexical]
     seen = set(ids)
     ids += [i for i in nearest.top(depth) if i not in seen]
-    lex = LEXICAL_NORMS[lexical_norm]([s for s, _ in lexical]) + [0.0] * (len(ids) - len(lexical))
+    lex = by_max([s for s, _ in lexical]) + [0.0] * (len(ids) - len(lexical))
     z = nearest.of(ids)
     known = [v for v in z if v is not None]
     floor = min(known) if known else 0.0

