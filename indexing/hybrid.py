@@ -79,21 +79,20 @@ class Nearest:
 
         self.matrix = matrix
         cos = matrix.cosines(query)
-        self.z = np.zeros(len(cos), dtype=np.float32)
-        pools = [pool for pool in (matrix.chinese, ~matrix.chinese) if pool.any()]
-        if min((int(p.sum()) for p in pools), default=0) < MIN_POOL:  # too few to tell a language's typical cosine
-            pools = [np.ones(len(cos), dtype=bool)]
-        for pool in pools:
-            values = cos[pool]
-            spread = float(values.std())
-            self.z[pool] = (values - float(values.mean())) / (spread if spread > 0 else 1.0)
+        counts = np.bincount(matrix.codes, minlength=2)
+        codes = matrix.codes if counts.min() >= MIN_POOL else np.zeros(len(cos), dtype=np.intp)  # too few to tell
+        n = np.maximum(np.bincount(codes, minlength=2), 1)
+        mean = np.bincount(codes, weights=cos, minlength=2) / n
+        spread = np.sqrt(np.maximum(np.bincount(codes, weights=cos * cos, minlength=2) / n - mean * mean, 0.0))
+        spread[spread <= 0] = 1.0
+        self.z = ((cos - mean[codes]) / spread[codes]).astype(np.float32)
 
     def top(self, k: int) -> list[int]:
         """Chunk ids of the `k` best z-scores of each language."""
         import numpy as np
 
         out: list[int] = []
-        for pool in (np.flatnonzero(self.matrix.chinese), np.flatnonzero(~self.matrix.chinese)):
+        for pool in self.matrix.pools:
             if len(pool) > k:
                 pool = pool[np.argpartition(-self.z[pool], k)[:k]]
             out += [int(i) for i in self.matrix.ids[pool]]

@@ -112,9 +112,13 @@ class VectorMatrix:
     """Chunk vectors in memory: `ids` (ascending), one float32 row each, and which chunks are Chinese."""
 
     def __init__(self, ids: np.ndarray, rows: np.ndarray, chinese: np.ndarray) -> None:
+        import numpy as np
+
         self.ids = ids
         self.rows = rows
         self.chinese = chinese
+        self.codes = chinese.astype(np.intp)  # 1: Chinese, 0: other (the languages' pools)
+        self.pools = [np.flatnonzero(chinese), np.flatnonzero(~chinese)]
 
     def __len__(self) -> int:
         return len(self.ids)

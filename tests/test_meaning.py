@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexing.analyzer import is_chinese
@@ -77,6 +77,7 @@ def matrix(rows: list[list[float]], chinese: list[bool]) -> VectorMatrix:
 unit = st.floats(-1, 1, allow_nan=False, width=32)
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)  # a loaded machine draws slowly
 @given(st.data())
 def test_fused_is_the_union_each_once_and_lexical_alone_at_weight_zero(data: st.DataObject) -> None:
     n = data.draw(st.integers(1, 40))
