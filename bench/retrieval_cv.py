@@ -285,8 +285,9 @@ def cached_vectors(folder: Path, kind: str, texts: list[str], query: bool) -> di
 
 def document_table(lang: str, docs: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
     folds = fold_of(queries, args.folds)
-    table = Table(f"{lang} document view, contains-answer rule (DEV, {args.folds} folds)", folds, args.folds, {}, {}, {})
-    store, rows, where = build_document_index(docs, work)
+    shape = ", plain text files (no headings)" if args.plain else ""
+    table = Table(f"{lang} document view{shape}, contains-answer rule (DEV, {args.folds} folds)", folds, args.folds, {}, {}, {})
+    store, rows, where = build_document_index(docs, work, plain=args.plain)
     for n, v in enumerate(v for v in chosen_variants(args) if v.stem is None):
         rankers = document_rankers(rows, v.adapt(served_searcher(store, v.params, not args.fts_path)), n == 0)
         rankers[v.name] = rankers.pop("ours")
@@ -350,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--articles", type=int, default=0,
                         help="only the first N articles by name and their queries (0: all; a shorter --dense run)")
     parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
-    parser.add_argument("--plain", action="store_true", help="passage view without titles as headings (plain text)")
+    parser.add_argument("--plain", action="store_true",
+                        help="plain text: passages without titles as headings, articles as .txt files without one")
     parser.add_argument("--chunking", default="", metavar="MAX:OVERLAP,...",
                         help="document-view rows over the articles chunked with these chunk_max_chars:chunk_overlap_chars")
     args = parser.parse_args(argv)
