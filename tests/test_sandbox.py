@@ -46,7 +46,7 @@ def rt(make_settings: Any) -> Runtime:
 
 
 def run(rt: Runtime, command: str) -> Any:
-    return run_bash_command(command, timeout=30, rt=rt, call=CallContext(tool="run_bash_command"))
+    return run_bash_command(command, timeout=30, rt=rt, call=CallContext(tool="run_bash_command", consent="person"))
 
 
 @pytest.fixture
@@ -186,14 +186,17 @@ def test_bwrap_argv_shape(tmp_path: Path) -> None:
     rules.write_text("")
     (root / ".env").write_text("")
     spec = SandboxSpec(roots=(tmp_path, root), cwd=root, home=tmp_path, hidden=(data,), read_only=(rules,),
-                       covered=(root / ".env",))
+                       covered=(root / ".env",), roots_writable=True)
     argv = bwrap_argv(["true"], spec, "bwrap")
     joined = " ".join(argv)
+    assert "--ro-bind / /" not in joined and "--ro-bind /usr /usr" in joined and "/etc/shadow" in joined
     assert "--share-net" not in argv and "--die-with-parent" in argv and "--new-session" in argv
     assert joined.index(f"--tmpfs {data}") < joined.rindex(f"--bind {root} {root}") < joined.index(f"--ro-bind {rules}")
     assert joined.rindex(f"--bind {tmp_path} {tmp_path}") < joined.index(f"--ro-bind /dev/null {root / '.env'}")
     assert argv[-2:] == ["--", "true"]
     assert "--share-net" in bwrap_argv(["true"], SandboxSpec(roots=(root,), cwd=root, home=tmp_path, network=True))
+    read_only = " ".join(bwrap_argv(["true"], SandboxSpec(roots=(tmp_path, root), cwd=root, home=Path("/tmp/h"))))
+    assert f"--ro-bind {tmp_path} {tmp_path}" in read_only and f"--bind {tmp_path} " not in read_only
 
 
 def test_seatbelt_profile_shape(tmp_path: Path) -> None:
@@ -504,9 +507,9 @@ def test_the_hooks_path_and_included_config_files_stay_read_only(rt: Runtime, wo
 @pytest.mark.usefixtures("need_sandbox")
 def test_a_root_without_a_repository_of_its_own_cannot_become_one(make_settings: Any) -> None:
     """Red team A (d): a root that is a sub-folder of a repository (or of none) gets an empty read-only `.git`
-    while a command runs: `git init` there fails (and says why), git still works on the repository above, and
-    a repository in a new sub-folder may be made. Nothing is left in the root. (Outside /tmp: git does not
-    look above a root the sandbox mounts from another file system.)"""
+    while a command runs: `git init` there fails (and says why), and a repository in a new sub-folder may be made.
+    Nothing is left in the root. The repository above the root is outside it: not in the sandbox (an allow-list
+    view), so git in the root finds none."""
     with tempfile.TemporaryDirectory(prefix="ga-newrepo-", dir="/var/tmp") as tmp:
         _no_repository_in_the_root(make_settings, Path(tmp) / "proj")
 
@@ -519,8 +522,10 @@ def _no_repository_in_the_root(make_settings: Any, proj: Path) -> None:
     result = run(rt, "git init -q . && git config core.fsmonitor 'touch pwned'")
     assert result.exit_code and result.note == GIT_GUARD_NOTE, result
     assert not (root / ".git").exists() and list(root.iterdir()) == []
-    used = run(rt, "git status --short && git log --oneline && git init -q new && git -C new status --short && echo ok")
-    assert used.exit_code == 0 and "first" in used.stdout, used
+    above = run(rt, "git log --oneline")
+    assert above.exit_code == 128 and "not a git repository" in above.stderr, above
+    used = run(rt, "git init -q new && git -C new status --short && echo ok")
+    assert used.exit_code == 0 and "ok" in used.stdout, used
     assert (root / "new" / ".git").is_dir() and not (root / ".git").exists()
 
 
@@ -667,8 +672,10 @@ HOME_ORDINARY = ("notes.txt", ".bashrc", ".config/app/settings.toml", ".cargo/co
 def test_the_secret_stores_the_policy_names_in_the_home_cannot_be_read(make_settings: Any, workspace: Path,
                                                                        monkeypatch: Any) -> None:
     """The red team read ~/.vault-token, ~/.env and ~/.cargo/credentials.toml (the sandbox had its own, shorter
-    list): what the policy's secret patterns name in the home, the user's own too, is hidden; its other files stay
-    readable, and a tool installed there still runs. The home lies outside /tmp (the sandbox's /tmp is its own)."""
+    list). Nothing of the home is visible when no root holds it (the sandbox's view is an allow-list); with the
+    home as a root, what the policy's secret patterns name in it, the user's own too, is hidden, its other files
+    stay readable, and a tool installed there still runs. The home lies outside /tmp (the sandbox's /tmp is its
+    own)."""
     home = Path(tempfile.mkdtemp(prefix="ga-home-", dir="/var/tmp"))
     try:
         for name in (*HOME_STORES, *HOME_ORDINARY):
@@ -680,11 +687,13 @@ def test_the_secret_stores_the_policy_names_in_the_home_cannot_be_read(make_sett
         rules = workspace.parent / "rules.toml"
         rules.write_text("[secrets]\ndeny = ['(^|/)\\.mytool/session\\.key$']\n")
         monkeypatch.setenv("HOME", str(home))
-        rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules))
         names = " ".join(f"{home}/{name}" for name in (*HOME_STORES, *HOME_ORDINARY))
-        result = run(rt, f"for f in {names}; do cat $f 2>/dev/null; done; {home}/.local/bin/tool")
-        shown = {line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith(MARKER)}
-        assert shown == set(HOME_ORDINARY), result
-        assert "tool-ran" in result.stdout
+        command = f"for f in {names}; do cat $f 2>/dev/null; done; {home}/.local/bin/tool"
+        for roots, expected in (([workspace], set()), ([workspace, home], set(HOME_ORDINARY))):
+            rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules, roots=roots))
+            result = run(rt, command)
+            shown = {line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith(MARKER)}
+            assert shown == expected, result
+            assert ("tool-ran" in result.stdout) == bool(expected), result
     finally:
         shutil.rmtree(home, ignore_errors=True)

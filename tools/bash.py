@@ -36,6 +36,8 @@ from tools.sandbox import (
     SandboxSpec,
     git_guards,
     launch,
+    make_stubs,
+    neutral_git_env,
     placeholders,
     remove_placeholders,
     sandbox_status,
@@ -194,11 +196,14 @@ def run_bash_command(
         raise LimitExceeded(f"Shell commands cannot run in this workspace: the sandbox checks it for secret stores "
                             f"first, but {found.unchecked}. Use a narrower workspace root, or ask the user to run "
                             "the command.")
+    writable = call.consent == "person" or not sandboxed  # (unsandboxed: every command was asked)
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
-        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found, in_home, guard_git=sandboxed)
+        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found, in_home, guard_git=sandboxed,
+                            writable=writable)
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
+        git = {} if writable else neutral_git_env(git_guards(roots, _in_roots(found.repos, roots)).programs)
         try:
-            result = _run(command_argv(command, spec), spec, timeout, call)
+            result = _run(command_argv(command, spec), spec, timeout, call, git)
         finally:
             remove_placeholders(made)
     if sandboxed and _hit_git_guard(result, spec, _git_guarded(spec, rt.settings)):
@@ -265,13 +270,14 @@ def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], outpu
 
 
 def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path, scanned: WorkspaceScanResult | None = None,
-                 in_home: tuple[Path, ...] = (), *, guard_git: bool = True) -> SandboxSpec:
+                 in_home: tuple[Path, ...] = (), *, guard_git: bool = True, writable: bool = True) -> SandboxSpec:
     """What a command may see and change: the roots (the first is the working folder), a private
     HOME; not the server's data folder, the system's secret stores, those in the user's home (`in_home`:
     `scan_home`) or the secret stores inside the roots (`scanned`);
     what the file tools may not write stays read-only (the rules, agents and skills files, skill folders:
     existing or not), and so do the git config and hooks of each root and of the repositories in them
-    (`guard_git`: False without a sandbox, where nothing would use them)."""
+    (`guard_git`: False without a sandbox, where nothing would use them). `writable`: the roots may be written
+    (a person let the command run); else every root is read-only."""
     files = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file, settings.skills_file)
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
@@ -280,7 +286,8 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path, scanne
     hidden = (*server_data_dirs(settings), *SYSTEM_SECRETS, *in_home)
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git.files), read_only_folders=(*folders, *git.folders), pinned=git.pinned,
-                       commondirs=git.commondirs, network=settings.bash_network)
+                       commondirs=git.commondirs, network=settings.bash_network, roots_writable=writable,
+                       stubs=make_stubs(Path(settings.data_dir) / "sandbox"))
 
 
 def _in_roots(paths: tuple[Path, ...], roots: tuple[Path, ...]) -> list[Path]:
@@ -312,12 +319,19 @@ def command_argv(command: str, spec: SandboxSpec) -> list[str]:
     return wrap(argv, spec, status) if status.available else argv
 
 
-def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) -> BashResult:
+def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext,
+         git_env: Mapping[str, str] | None = None) -> BashResult:
+    """Run `argv`; `git_env` (read-only runs: `neutral_git_env`) replaces every GIT_ variable of the server's."""
     workspace = spec.cwd
     started = time.monotonic()
-    with launch(argv) as (short, fds):
+    env = scrubbed_env(os.environ, workspace, spec.home)
+    if git_env:
+        env = {k: v for k, v in env.items() if not k.startswith("GIT_") or k in ("GIT_CONFIG_GLOBAL",
+                                                                               "GIT_CONFIG_NOSYSTEM")}
+        env.update(git_env)
+    with launch(argv, spec.network) as (short, fds):
         proc = subprocess.Popen(
-            short, cwd=workspace, env=scrubbed_env(os.environ, workspace, spec.home),
+            short, cwd=workspace, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True, close_fds=True, pass_fds=fds,
         )

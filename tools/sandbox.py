@@ -39,8 +39,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import glob
 import os
 import platform
+import re
 import shutil
 import stat
 import subprocess
@@ -54,7 +56,18 @@ from pathlib import Path
 from tools import seccomp
 
 SYSTEM_SECRETS = (Path("/var/run/docker.sock"), Path("/var/run/containerd"), Path("/var/run/secrets"))
-"""Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets."""
+"""Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets (only
+reachable when a root holds them: /var is not in the sandbox)."""
+SYSTEM_FOLDERS = tuple(Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+                                         "/opt"))
+"""The host's folders a command sees (read-only; a linked one, as on merged-/usr systems, as the same link):
+programs, libraries and their configuration. Nothing else of the host is visible but the roots: not the user's
+home, not other disks, not /var, not the server's data folder (an allow-list, so a path nobody thought of is
+not in it)."""
+ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "security/opasswd", "ssh/ssh_host_*_key",
+               "ssl/private", "krb5.keytab", "NetworkManager/system-connections", "wireguard", "ppp/chap-secrets",
+               "ppp/pap-secrets", "libvirt/secrets", "sudoers", "sudoers.d", "docker/key.json")
+"""Credential files in /etc (globs relative to it), covered in the sandbox (readable only by root anyway)."""
 PRIVATE_MOUNTS = (Path("/tmp"), Path("/run"))
 """Empty in the sandbox (a tmpfs each): nothing of the host's is visible there unless a root brings it back."""
 FRESH_MOUNTS = (Path("/proc"), Path("/dev"))
@@ -92,6 +105,8 @@ class SandboxSpec:
     pinned: tuple[Path, ...] = ()  # folders that stay writable but cannot be renamed, removed or replaced (.git)
     covered: tuple[Path, ...] = ()  # secret stores inside the roots: unreadable, mounted after everything else
     commondirs: tuple[Path, ...] = ()  # missing git `commondir` files: held by a read-only one saying "."
+    roots_writable: bool = False  # False: every root (and its sub-folders) read-only, whatever the command does
+    stubs: Path | None = None  # a server-private folder holding the placeholders' sources (`make_stubs`)
 
 
 GIT_CONFIG_NAMES = ("config", "config.worktree", "commondir")
@@ -105,6 +120,7 @@ class GitGuards:
     files: tuple[Path, ...] = ()  # config files and `.git` files, read-only (missing ones: an empty placeholder)
     folders: tuple[Path, ...] = ()  # hooks folders (and a root's missing `.git`), read-only, missing ones too
     commondirs: tuple[Path, ...] = ()  # missing `commondir` files, held by a read-only file saying "."
+    programs: tuple[str, ...] = ()  # config keys that name a program, in any of these repositories' config
 
 
 def git_guards(roots: Iterable[Path], repos: Iterable[Path] = ()) -> GitGuards:
@@ -117,6 +133,7 @@ def git_guards(roots: Iterable[Path], repos: Iterable[Path] = ()) -> GitGuards:
     pinned: dict[Path, None] = {}
     files: dict[Path, None] = {}
     folders: dict[Path, None] = {}
+    programs: dict[str, None] = {}
     roots = list(roots)
     for top in dict.fromkeys([*roots, *repos]):
         dot = top / ".git"
@@ -139,12 +156,15 @@ def git_guards(roots: Iterable[Path], repos: Iterable[Path] = ()) -> GitGuards:
             worktree = top if gitdir in firsts else _worktree_of(gitdir)
             read, hooks = config_reads(gitdir, worktree)
             files.update(dict.fromkeys(read))
+            programs.update(dict.fromkeys(config_programs(gitdir)))
             if hooks is not None:
                 folders[hooks] = None
+                if hooks.parent.name == ".husky":  # husky's `_` runs the scripts beside it: hooks too
+                    folders[hooks.parent] = None
     missing_common = tuple(f for f in files if f.name == "commondir" and not os.path.lexists(f)
                            and f.parent in pinned)
     return GitGuards(tuple(pinned), tuple(f for f in files if f not in missing_common), tuple(folders),
-                     missing_common)
+                     missing_common, tuple(programs))
 
 
 def _gitfile_dirs(dot: Path) -> list[Path]:
@@ -209,7 +229,8 @@ def _worktree_of(gitdir: Path) -> Path | None:
     return None
 
 
-_CONFIG_READS: dict[Path, tuple[tuple[tuple[str, int, int], ...], tuple[Path, ...], Path | None]] = {}
+_CONFIG_READS: dict[Path, tuple[tuple[tuple[str, int, int], ...], tuple[Path, ...], Path | None,
+                                 tuple[str, ...]]] = {}
 _CONFIG_READS_LOCK = threading.Lock()
 
 
@@ -229,10 +250,48 @@ def config_reads(gitdir: Path, worktree: Path | None) -> tuple[tuple[Path, ...],
                               cwd=worktree or gitdir, stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.SubprocessError):
         return (), None
-    read, hooks = parse_config_list(done.stdout.decode("utf-8", "surrogateescape"), worktree or gitdir)
+    listing = done.stdout.decode("utf-8", "surrogateescape")
+    read, hooks = parse_config_list(listing, worktree or gitdir)
     with _CONFIG_READS_LOCK:
-        _CONFIG_READS[gitdir] = (_signature([gitdir / "config", *read]), read, hooks)
+        _CONFIG_READS[gitdir] = (_signature([gitdir / "config", *read]), read, hooks, program_keys(listing))
     return read, hooks
+
+
+def config_programs(gitdir: Path) -> tuple[str, ...]:
+    """The program-valued keys `config_reads` found in this git folder's config (call that first)."""
+    with _CONFIG_READS_LOCK:
+        kept = _CONFIG_READS.get(gitdir)
+    return kept[3] if kept is not None else ()
+
+
+PROGRAM_KEY = re.compile(r"core\.fsmonitor|diff\.external|(?:diff|filter|merge)\..+\.(?:textconv|command|clean|smudge"
+                         r"|process|driver)|gpg\.(?:[^.]+\.)?program|gpg\.ssh\.defaultkeycommand", re.IGNORECASE)
+"""Config keys whose value git runs as a program (`.gitattributes` picks a diff or filter driver by name)."""
+PLAIN_DIFF = 'f() { git diff --no-index --no-ext-diff --no-textconv -- "$2" "$5"; true; }; f'
+"""Stands in for an external diff program: git's own diff of the two files it is given."""
+
+
+def program_keys(listing: str) -> tuple[str, ...]:
+    """The keys in `git config --list -z` output that name a program (as git spells them)."""
+    parts = listing.split("\0")
+    keys = (entry.partition("\n")[0] for entry in parts[1::2])
+    return tuple(dict.fromkeys(key for key in keys if PROGRAM_KEY.fullmatch(key)))
+
+
+def neutral_git_env(programs: Iterable[str]) -> dict[str, str]:
+    """Environment that makes git run none of the repositories' programs (`programs`: keys `program_keys`
+    found) nor hooks, at the precedence of `git -c`: fsmonitor off, hooks from nowhere, textconv `cat`,
+    an external diff git's own diff, filters none, signature programs `false`; and no optional locks (a
+    read-only `git status` does not try to write the index)."""
+    values = {"core.fsmonitor": "false", "core.hooksPath": "/dev/null", "diff.external": PLAIN_DIFF}
+    for key in programs:
+        last = key.rsplit(".", 1)[-1].lower()
+        values[key] = ("cat" if last == "textconv" else PLAIN_DIFF if last in ("command", "external")
+                       else "false" if key.lower().startswith(("gpg.", "core.fsmonitor")) or last == "driver" else "")
+    env = {"GIT_CONFIG_COUNT": str(len(values)), "GIT_OPTIONAL_LOCKS": "0"}
+    for i, (key, value) in enumerate(values.items()):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    return env
 
 
 def parse_config_list(listing: str, base: Path) -> tuple[tuple[Path, ...], Path | None]:
@@ -280,15 +339,21 @@ def _inside(path: Path, folders: Iterable[Path]) -> bool:
     return any(path != f and path.is_relative_to(f) for f in folders)
 
 
-def _visible(path: Path, writable: Iterable[Path]) -> bool:
-    """Under the private /tmp and /run only what a writable root brings back is visible."""
-    return not any(path.is_relative_to(p) for p in PRIVATE_MOUNTS) or any(path.is_relative_to(w) for w in writable)
+def _visible(path: Path, shown: Iterable[Path]) -> bool:
+    """In the sandbox only the roots (`shown`) and the system folders are; under the private /tmp and /run
+    only what a root brings back."""
+    shown = list(shown)
+    if any(path.is_relative_to(r) for r in shown):
+        return True
+    return not any(path.is_relative_to(p) for p in PRIVATE_MOUNTS) and \
+        any(path.is_relative_to(f) for f in SYSTEM_FOLDERS)
 
 
-def _mount_order(paths: Iterable[Path], writable: Iterable[Path]) -> list[Path]:
+def _mount_order(paths: Iterable[Path], shown: Iterable[Path]) -> list[Path]:
     """The existing `paths` resolved (a linked ~/.ssh: its target), those the command can see, parents first."""
     real = {Path(os.path.realpath(p)) for p in _existing(paths)}
-    return sorted((p for p in real if _visible(p, writable)), key=lambda p: len(p.parts))
+    shown = list(shown)
+    return sorted((p for p in real if _visible(p, shown)), key=lambda p: len(p.parts))
 
 
 def _hide_args(paths: Iterable[Path]) -> list[str]:
@@ -312,7 +377,7 @@ def placeholders(spec: SandboxSpec) -> list[tuple[Path, bool]]:
     """Where a missing read-only path is held by an empty read-only placeholder: its topmost missing
     folder (True: a folder) or the path itself (False: a file). bubblewrap creates these on the host as
     mount points; `remove_placeholders` removes them after the command."""
-    writable = {*spec.roots, *spec.extra_writable}
+    writable = _writable(spec)
     out: dict[Path, bool] = {}
     for path, folder in [*((p, False) for p in (*spec.read_only, *spec.commondirs)),
                          *((p, True) for p in spec.read_only_folders)]:
@@ -336,39 +401,82 @@ def remove_placeholders(made: Iterable[tuple[Path, bool]]) -> None:
                 path.unlink()
 
 
+def _writable(spec: SandboxSpec) -> list[Path]:
+    """The folders a command may write in (parents first): the roots only when a person let it."""
+    paths = {*spec.extra_writable, *(spec.roots if spec.roots_writable else ())}
+    return sorted(paths, key=lambda p: len(p.parts))
+
+
+def pinned_chain(spec: SandboxSpec, writable: list[Path]) -> list[Path]:
+    """Every folder on the way from a writable root to a guarded path (a pinned git folder, a read-only file or
+    folder, a placeholder, a hidden folder): bound onto itself, so that no command can rename a parent and put
+    a folder of its own in the guarded one's place. Parents first."""
+    guarded = [*spec.pinned, *spec.read_only, *spec.read_only_folders, *spec.commondirs, *spec.hidden,
+               *(top for top, _ in placeholders(spec))]
+    chain: dict[Path, None] = {}
+    for path in guarded:
+        top = next((w for w in writable if path != w and path.is_relative_to(w)), None)
+        if top is None:
+            continue
+        for folder in reversed(path.parents):
+            if folder != top and folder.is_relative_to(top) and folder.is_dir() and not folder.is_symlink():
+                chain[folder] = None
+    return sorted(chain, key=lambda p: len(p.parts))
+
+
 def _read_only_args(spec: SandboxSpec, writable: list[Path]) -> list[str]:
-    """Pinned folders bound onto themselves (a mount point cannot be renamed or removed), then the
-    read-only files and folders; missing ones get an empty read-only placeholder."""
+    """The folders on the way to a guarded path and pinned folders bound onto themselves (a mount point cannot
+    be renamed or removed), then the read-only files and folders; missing ones get an empty read-only
+    placeholder."""
     args: list[str] = []
+    for path in pinned_chain(spec, writable):
+        args += ["--bind", str(path), str(path)]
     for path in spec.pinned:
         if path.is_dir() and _writable_place(path, writable):
             args += ["--bind", str(path), str(path)]
     for path in [*spec.read_only, *spec.read_only_folders]:
         if os.path.lexists(path) and _writable_place(path, writable):
             args += ["--ro-bind", str(path), str(path)]
-    stubs = set(spec.commondirs)
+    commondirs = set(spec.commondirs)
     for path, folder in placeholders(spec):
         if folder:
             args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        elif spec.stubs is None:
+            args += ["--ro-bind", "/dev/null", str(path)]  # (no stub folder: an unreadable stand-in)
         else:
-            args += ["--ro-bind", str(_commondir_stub()) if path in stubs else "/dev/null", str(path)]
+            args += ["--ro-bind", str(spec.stubs / ("commondir" if path in commondirs else "empty")), str(path)]
     return args
 
 
-def _commondir_stub() -> Path:
-    """A read-only file saying "." (git's `commondir`: the git folder itself), in a private folder of the
-    server's (git dies on an empty one)."""
-    global _STUB
-    if _STUB is None or not _STUB.is_file():
-        folder = Path(tempfile.mkdtemp(prefix="generalagent-git-"))
-        stub = folder / "commondir"
-        stub.write_text(".\n")
-        stub.chmod(0o444)
-        _STUB = stub
-    return _STUB
+STUB_FILES = {"empty": "", "commondir": ".\n"}
+"""The placeholders' sources: an empty file (readable: `grep -r` reads the stand-in of a missing
+`config.worktree` like an empty file) and git's `commondir` saying "." (the git folder itself)."""
 
 
-_STUB: Path | None = None
+def make_stubs(folder: Path) -> Path:
+    """The stub files in `folder` (a folder of the server's own, out of every command's sight: in its data
+    folder, so that nothing is left behind in the temp folder), made once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in STUB_FILES.items():
+        path = folder / name
+        if not path.is_file() or path.read_text() != text:
+            with contextlib.suppress(FileNotFoundError):
+                path.chmod(0o644)
+            path.write_text(text)
+            path.chmod(0o444)
+    return folder
+
+
+def _system_args() -> list[str]:
+    """The system folders, read-only (a linked one as the same link), and /etc's credential files covered."""
+    args: list[str] = []
+    for folder in SYSTEM_FOLDERS:
+        if folder.is_symlink():
+            args += ["--symlink", os.readlink(folder), str(folder)]
+        elif folder.is_dir():
+            args += ["--ro-bind", str(folder), str(folder)]
+    secrets = [Path(p) for pattern in ETC_SECRETS for p in glob.glob(f"/etc/{pattern}")]
+    return args + _hide_args(p for p in secrets if not p.is_symlink())
 
 
 def _resolv_conf_args() -> list[str]:
@@ -380,25 +488,28 @@ def _resolv_conf_args() -> list[str]:
 
 
 def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> list[str]:
-    """The bubblewrap command line that runs `argv` under `spec` (later mounts cover earlier ones)."""
-    writable = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
-    hidden = _mount_order(spec.hidden, writable)
+    """The bubblewrap command line that runs `argv` under `spec` (later mounts cover earlier ones): an empty
+    root file system with the system folders (read-only), a minimal /dev, its own /proc, a private /tmp and
+    /run, and the roots (read-only unless `spec.roots_writable`)."""
+    writable = _writable(spec)
+    shown = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
+    hidden = _mount_order(spec.hidden, shown)
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if spec.network:
         args.append("--share-net")
-    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += [*_system_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if Path("/run").is_dir():
         args += ["--tmpfs", "/run", *(_resolv_conf_args() if spec.network else [])]
-    for path in writable:
-        args += ["--bind", str(path), str(path)]
+    for path in shown:
+        args += ["--bind" if path in writable else "--ro-bind", str(path), str(path)]
     args += _hide_args(hidden)
-    for path in writable:  # a root inside a hidden folder (the default workspace in the data dir)
+    for path in shown:  # a root inside a hidden folder (the default workspace in the data dir)
         if _inside(path, hidden):
-            args += ["--bind", str(path), str(path)]
+            args += ["--bind" if path in writable else "--ro-bind", str(path), str(path)]
     args += _read_only_args(spec, writable)
     args += ["--bind", str(spec.home), str(spec.home)]
     # last: no later bind of a root or a git folder lays the real files back over the covers
-    args += _hide_args(_mount_order(spec.covered, writable))
+    args += _hide_args(_mount_order(spec.covered, shown))
     args += ["--chdir", str(spec.cwd), "--", *argv]
     return args
 
@@ -418,7 +529,8 @@ def seatbelt_profile(spec: SandboxSpec) -> str:
     """A Seatbelt profile equivalent to bwrap_argv's mounts (later rules win over earlier ones).
 
     Not exercised by the test suite (it runs on Linux only)."""
-    writable = [*spec.roots, *spec.extra_writable, spec.home, Path(tempfile.gettempdir())]
+    roots = spec.roots if spec.roots_writable else ()
+    writable = [*roots, *spec.extra_writable, spec.home, Path(tempfile.gettempdir())]
     lines = ["(version 1)", "(allow default)", "(deny file-write*)",
              f"(allow file-write* {_sb_paths(writable)} (literal \"/dev/null\") (regex #\"^/dev/tty\")"
              " (regex #\"^/dev/fd/\"))"]
@@ -460,7 +572,7 @@ def wrap(argv: Sequence[str], spec: SandboxSpec, status: SandboxStatus | None = 
 
 
 @contextlib.contextmanager
-def launch(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+def launch(argv: list[str], network: bool = False) -> Iterator[tuple[list[str], tuple[int, ...]]]:
     """The command line to start for `argv` and the descriptors to pass to it: a bubblewrap one gets the
     seccomp filter (`--seccomp FD`), and its options go in a descriptor when they are too long for exec
     (`--args FD`); any other command line as it is."""
@@ -471,7 +583,7 @@ def launch(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
     try:
         front: list[str] = []
         if seccomp.available():
-            fds.append(_memfd("bwrap-seccomp", seccomp.unix_socket_filter()))
+            fds.append(_memfd("bwrap-seccomp", seccomp.unix_socket_filter(network)))
             front = ["--seccomp", str(fds[-1])]
         if sum(len(a) + 1 for a in argv) >= ARGV_INLINE_BYTES:
             options = argv.index("--")  # its options go in the file; the command stays on the command line
@@ -500,7 +612,7 @@ def _probe(kind: str, make: object) -> SandboxStatus:
     with tempfile.TemporaryDirectory(prefix="generalagent-probe-") as tmp:
         root = Path(os.path.realpath(tmp))
         (root / "home").mkdir()
-        spec = SandboxSpec(roots=(root,), cwd=root, home=root / "home")
+        spec = SandboxSpec(roots=(root,), cwd=root, home=root / "home", roots_writable=True)
         argv = make(["/bin/sh", "-c", "echo ok > probe"], spec)  # type: ignore[operator]
         try:
             with launch(argv) as (started, fds):
