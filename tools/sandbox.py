@@ -453,17 +453,21 @@ STUB_FILES = {"empty": "", "commondir": ".\n"}
 `config.worktree` like an empty file) and git's `commondir` saying "." (the git folder itself)."""
 
 
-def make_stubs(folder: Path) -> Path:
+def make_stubs(folder: Path) -> Path | None:
     """The stub files in `folder` (a folder of the server's own, out of every command's sight: in its data
-    folder, so that nothing is left behind in the temp folder), made once."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in STUB_FILES.items():
-        path = folder / name
-        if not path.is_file() or path.read_text() != text:
-            with contextlib.suppress(FileNotFoundError):
-                path.chmod(0o644)
-            path.write_text(text)
-            path.chmod(0o444)
+    folder, so that nothing is left behind in the temp folder), made once; None when they cannot be made (a
+    read-only data folder: missing paths are then held by unreadable stand-ins)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in STUB_FILES.items():
+            path = folder / name
+            if not path.is_file() or path.read_text() != text:
+                with contextlib.suppress(FileNotFoundError):
+                    path.chmod(0o644)
+                path.write_text(text)
+                path.chmod(0o444)
+    except OSError:
+        return None
     return folder
 
 
