@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from tests.conftest import connect, shell_runtime
 from tools.bash import GIT_GUARD_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
+from tools import sandbox_net
 from tools.sandbox import SandboxSpec, bwrap_argv, sandbox_status, seatbelt_profile
 
 MARKER = "s3cr3t-marker-7f1d"
@@ -112,9 +113,16 @@ def test_processes_of_the_host_are_not_visible(rt: Runtime) -> None:
 
 
 @pytest.mark.usefixtures("need_sandbox")
-def test_network_is_off_unless_enabled(make_settings: Any) -> None:
+def test_network_is_off_unless_enabled_and_never_reaches_the_host(make_settings: Any) -> None:
+    """Finding 4's class: the command has its own network namespace, network on or off; with `bash_network` it
+    is connected outbound-only (slirp4netns), and neither the host's loopback nor its own addresses (a service
+    bound to all of them) can be reached: no relay to the approval page or the database. With the network off
+    netlink and vsock sockets cannot be made either."""
+    from tools.sandbox_net import host_addresses
+
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", 0))
     listener.listen(4)
     port = listener.getsockname()[1]
     accepted: list[Any] = []
@@ -127,12 +135,21 @@ def test_network_is_off_unless_enabled(make_settings: Any) -> None:
             return
 
     threading.Thread(target=serve, daemon=True).start()
-    probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5); print(\"connected\")'"
+    hosts = ["127.0.0.1", "10.0.2.2", *host_addresses()]
+    probe = ("python3 -c 'import socket\nfor h in " + repr(hosts).replace("'", '"') + ":\n try:\n"
+             f"  socket.create_connection((h, {port}), 3); print(\"connected\", h)\n except OSError as e: print(h, e)'"
+             "; python3 -c 'import socket\nfor f in (16, 40):\n try: socket.socket(f, socket.SOCK_DGRAM); print(\"made\", f)\n"
+             " except OSError as e: print(f, e)'; ip route; cat /etc/resolv.conf")
     try:
         off = run(shell_runtime(make_settings(bash_enabled=True)), probe)
-        assert "connected" not in off.stdout and off.exit_code != 0 and not accepted, off
+        assert "connected" not in off.stdout and not accepted, off
+        assert "made" not in off.stdout and "16 [Errno 1]" in off.stdout and "40 [Errno 1]" in off.stdout, off
+        if sandbox_net.available() is not None:
+            pytest.skip(f"bash_network needs {sandbox_net.available()}")
         on = run(shell_runtime(make_settings(bash_enabled=True, bash_network=True)), probe)
-        assert on.stdout.strip() == "connected", on
+        assert "connected" not in on.stdout and not accepted, on
+        assert "default via 10.0.2.2" in on.stdout and "nameserver 10.0.2.3" in on.stdout, on
+        assert "made 16" in on.stdout and "made 40" not in on.stdout, on  # netlink in its own namespace only
     finally:
         listener.close()
 
@@ -194,7 +211,7 @@ def test_bwrap_argv_shape(tmp_path: Path) -> None:
     assert joined.index(f"--tmpfs {data}") < joined.rindex(f"--bind {root} {root}") < joined.index(f"--ro-bind {rules}")
     assert joined.rindex(f"--bind {tmp_path} {tmp_path}") < joined.index(f"--ro-bind /dev/null {root / '.env'}")
     assert argv[-2:] == ["--", "true"]
-    assert "--share-net" in bwrap_argv(["true"], SandboxSpec(roots=(root,), cwd=root, home=tmp_path, network=True))
+    assert "--share-net" not in bwrap_argv(["true"], SandboxSpec(roots=(root,), cwd=root, home=tmp_path, network=True))
     read_only = " ".join(bwrap_argv(["true"], SandboxSpec(roots=(tmp_path, root), cwd=root, home=Path("/tmp/h"))))
     assert f"--ro-bind {tmp_path} {tmp_path}" in read_only and f"--bind {tmp_path} " not in read_only
 
@@ -555,7 +572,7 @@ def test_every_config_file_git_reads_and_its_hooks_path_are_found(tmp_path_facto
     """Whatever includes (relative to the including file, missing or not, nested) and core.hooksPath values a
     repository's config holds: every file git itself reads for it is among config_reads' files, every file an
     include names too, and the hooks folder is git's own core.hooksPath, relative to the worktree."""
-    from tools.sandbox import config_reads
+    from tools.sandbox_git import config_reads
 
     top = tmp_path_factory.mktemp("repo")
     _git(top, "init", "-q")

@@ -32,17 +32,16 @@ from foundation.settings import Settings
 from tools.runtime import CallContext, Runtime, Service
 from tools.sandbox import (
     SYSTEM_SECRETS,
-    GitGuards,
     SandboxSpec,
-    git_guards,
     launch,
     make_stubs,
-    neutral_git_env,
     placeholders,
     remove_placeholders,
     sandbox_status,
     wrap,
 )
+from tools.sandbox_git import GitGuards, git_guards, neutral_git_env
+from tools.sandbox_net import NetworkSetupError, Outbound
 from tools.workspace_scan import WorkspaceScan, WorkspaceScanResult, home_scan
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
@@ -270,7 +269,7 @@ def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], outpu
 
 
 def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path, scanned: WorkspaceScanResult | None = None,
-                 in_home: tuple[Path, ...] = (), *, guard_git: bool = True, writable: bool = True) -> SandboxSpec:
+                 in_home: tuple[Path, ...] = (), *, guard_git: bool = True, writable: bool = False) -> SandboxSpec:
     """What a command may see and change: the roots (the first is the working folder), a private
     HOME; not the server's data folder, the system's secret stores, those in the user's home (`in_home`:
     `scan_home`) or the secret stores inside the roots (`scanned`);
@@ -319,6 +318,22 @@ def command_argv(command: str, spec: SandboxSpec) -> list[str]:
     return wrap(argv, spec, status) if status.available else argv
 
 
+def _connect(proc: subprocess.Popen[bytes], outbound: Outbound | None) -> None:
+    """Give the started command its outbound-only network (it waits for it); if that fails, it dies unstarted."""
+    if outbound is None:
+        return
+    try:
+        outbound.start()
+    except NetworkSetupError:
+        _kill_group(proc)
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        outbound.close()
+        raise
+
+
 def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext,
          git_env: Mapping[str, str] | None = None) -> BashResult:
     """Run `argv`; `git_env` (read-only runs: `neutral_git_env`) replaces every GIT_ variable of the server's."""
@@ -329,12 +344,17 @@ def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext,
         env = {k: v for k, v in env.items() if not k.startswith("GIT_") or k in ("GIT_CONFIG_GLOBAL",
                                                                                "GIT_CONFIG_NOSYSTEM")}
         env.update(git_env)
-    with launch(argv, spec.network) as (short, fds):
-        proc = subprocess.Popen(
-            short, cwd=workspace, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True, pass_fds=fds,
-        )
+    try:
+        with launch(argv, spec.network) as (short, fds, outbound):
+            proc = subprocess.Popen(
+                short, cwd=workspace, env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, close_fds=True, pass_fds=fds,
+            )
+            _connect(proc, outbound)
+    except NetworkSetupError as exc:
+        raise NotConfigured(f"{exc}. The command did not run; turn bash_network off to run commands without a "
+                            "network, or fix the above and try again.") from None
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(STDOUT_HEAD, STDOUT_TAIL), _Capture(STDERR_HEAD, STDERR_TAIL)
     try:
@@ -345,6 +365,8 @@ def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext,
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+        if outbound is not None:
+            outbound.close()
     return BashResult(
         exit_code=code, timed_out=timed_out,
         stdout=out.text(), stderr=err.text() + (f"\n[killed after {timeout} s]" if timed_out else ""),

@@ -42,18 +42,17 @@ import functools
 import glob
 import os
 import platform
-import re
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools import seccomp
+from tools import sandbox_net, seccomp
+from tools.sandbox_net import Outbound
 
 SYSTEM_SECRETS = (Path("/var/run/docker.sock"), Path("/var/run/containerd"), Path("/var/run/secrets"))
 """Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets (only
@@ -107,225 +106,6 @@ class SandboxSpec:
     commondirs: tuple[Path, ...] = ()  # missing git `commondir` files: held by a read-only one saying "."
     roots_writable: bool = False  # False: every root (and its sub-folders) read-only, whatever the command does
     stubs: Path | None = None  # a server-private folder holding the placeholders' sources (`make_stubs`)
-
-
-GIT_CONFIG_NAMES = ("config", "config.worktree", "commondir")
-"""What git reads in a git folder as configuration (`commondir` moves config and hooks elsewhere): read-only,
-a missing one held by a read-only placeholder (`commondir`: one saying ".", the folder itself)."""
-
-
-@dataclass(frozen=True)
-class GitGuards:
-    pinned: tuple[Path, ...] = ()  # git folders: bound onto themselves (not renamed, removed or replaced)
-    files: tuple[Path, ...] = ()  # config files and `.git` files, read-only (missing ones: an empty placeholder)
-    folders: tuple[Path, ...] = ()  # hooks folders (and a root's missing `.git`), read-only, missing ones too
-    commondirs: tuple[Path, ...] = ()  # missing `commondir` files, held by a read-only file saying "."
-    programs: tuple[str, ...] = ()  # config keys that name a program, in any of these repositories' config
-
-
-def git_guards(roots: Iterable[Path], repos: Iterable[Path] = ()) -> GitGuards:
-    """What keeps git configuration and hooks out of a command's reach, for each repository in `roots` (a root
-    itself) and `repos` (folders holding a `.git`): every file git reads as configuration or runs as a hook,
-    missing ones too (config, config.worktree, commondir, hooks/, the core.hooksPath folder, included config
-    files), in its git folder, its common folder, its linked worktrees' and submodules' git folders. A root
-    without a `.git` of its own gets an empty read-only `.git` folder: `git init` there fails (git itself
-    passes over it to a repository above); a repository a command makes in a new sub-folder is its own."""
-    pinned: dict[Path, None] = {}
-    files: dict[Path, None] = {}
-    folders: dict[Path, None] = {}
-    programs: dict[str, None] = {}
-    roots = list(roots)
-    for top in dict.fromkeys([*roots, *repos]):
-        dot = top / ".git"
-        if dot.is_symlink():
-            continue
-        if dot.is_dir():
-            gitdirs = [dot]
-        elif dot.is_file():
-            files[dot] = None
-            gitdirs = _gitfile_dirs(dot)
-        else:
-            if top in roots:
-                folders[dot] = None
-            continue
-        firsts = {Path(os.path.realpath(g)) for g in gitdirs[:1]}
-        for gitdir in _family(gitdirs):
-            pinned[gitdir] = None
-            files.update(dict.fromkeys(gitdir / name for name in GIT_CONFIG_NAMES))
-            folders[gitdir / "hooks"] = None
-            worktree = top if gitdir in firsts else _worktree_of(gitdir)
-            read, hooks = config_reads(gitdir, worktree)
-            files.update(dict.fromkeys(read))
-            programs.update(dict.fromkeys(config_programs(gitdir)))
-            if hooks is not None:
-                folders[hooks] = None
-                if hooks.parent.name == ".husky":  # husky's `_` runs the scripts beside it: hooks too
-                    folders[hooks.parent] = None
-    missing_common = tuple(f for f in files if f.name == "commondir" and not os.path.lexists(f)
-                           and f.parent in pinned)
-    return GitGuards(tuple(pinned), tuple(f for f in files if f not in missing_common), tuple(folders),
-                     missing_common, tuple(programs))
-
-
-def _gitfile_dirs(dot: Path) -> list[Path]:
-    """The git folder a `.git` file names (`gitdir: ...`) and its common folder (`commondir`), resolved."""
-    try:
-        text = dot.read_text(encoding="utf-8", errors="replace")[:4096]
-    except OSError:
-        return []
-    line = next((ln for ln in text.splitlines() if ln.startswith("gitdir:")), None)
-    if line is None:
-        return []
-    gitdir = Path(os.path.realpath(dot.parent / line[len("gitdir:"):].strip()))
-    if not (gitdir / "HEAD").is_file():  # not a git folder (a planted `gitdir: .ssh` names any folder)
-        return []
-    out = [gitdir]
-    with contextlib.suppress(OSError):
-        common = (gitdir / "commondir").read_text(encoding="utf-8", errors="replace").strip()
-        if common and (found := Path(os.path.realpath(gitdir / common))).is_dir():
-            out.append(found)
-    return out
-
-
-def _family(gitdirs: list[Path]) -> list[Path]:
-    """The git folders and every git folder kept in them: linked worktrees' (`worktrees/*`) and submodules'
-    (`modules/**`, nested), resolved."""
-    out: dict[Path, None] = {}
-    todo = [Path(os.path.realpath(g)) for g in gitdirs]
-    while todo:
-        gitdir = todo.pop()
-        if gitdir in out or not gitdir.is_dir():
-            continue
-        out[gitdir] = None
-        with contextlib.suppress(OSError):
-            todo += [w for w in (gitdir / "worktrees").iterdir() if w.is_dir() and not w.is_symlink()]
-        todo += _module_dirs(gitdir / "modules")
-    return list(out)
-
-
-def _module_dirs(folder: Path, depth: int = 0) -> list[Path]:
-    """The git folders under a `modules` folder (a submodule named `a/b` lies in `modules/a/b`)."""
-    found: list[Path] = []
-    with contextlib.suppress(OSError):
-        for sub in folder.iterdir():
-            if sub.is_symlink() or not sub.is_dir():
-                continue
-            if (sub / "HEAD").is_file():
-                found.append(sub)
-            elif depth < 8:
-                found += _module_dirs(sub, depth + 1)
-    return found
-
-
-def _worktree_of(gitdir: Path) -> Path | None:
-    """A linked worktree's folder (its git folder's `gitdir` file names the worktree's `.git` file); a main
-    worktree's: the folder holding `.git`."""
-    if gitdir.name == ".git":
-        return gitdir.parent
-    with contextlib.suppress(OSError):
-        named = (gitdir / "gitdir").read_text(encoding="utf-8", errors="replace").strip()
-        if named:
-            return Path(os.path.realpath(gitdir / named)).parent
-    return None
-
-
-_CONFIG_READS: dict[Path, tuple[tuple[tuple[str, int, int], ...], tuple[Path, ...], Path | None,
-                                 tuple[str, ...]]] = {}
-_CONFIG_READS_LOCK = threading.Lock()
-
-
-def config_reads(gitdir: Path, worktree: Path | None) -> tuple[tuple[Path, ...], Path | None]:
-    """The config files git reads for this git folder (as the user's git outside the sandbox would: system,
-    global, local, and every file an include names, existing or not) and its core.hooksPath folder (relative:
-    to the worktree). Asked of git itself (`git config --list --show-origin`, which runs nothing), kept until
-    one of those files changes."""
-    with _CONFIG_READS_LOCK:
-        kept = _CONFIG_READS.get(gitdir)
-    if kept is not None and kept[0] == _signature([gitdir / "config", *kept[1]]):
-        return kept[1], kept[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    try:
-        done = subprocess.run([shutil.which("git") or "git", f"--git-dir={gitdir}", "config", "--list",
-                               "--show-origin", "--includes", "-z"], capture_output=True, env=env, timeout=10,
-                              cwd=worktree or gitdir, stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return (), None
-    listing = done.stdout.decode("utf-8", "surrogateescape")
-    read, hooks = parse_config_list(listing, worktree or gitdir)
-    with _CONFIG_READS_LOCK:
-        _CONFIG_READS[gitdir] = (_signature([gitdir / "config", *read]), read, hooks, program_keys(listing))
-    return read, hooks
-
-
-def config_programs(gitdir: Path) -> tuple[str, ...]:
-    """The program-valued keys `config_reads` found in this git folder's config (call that first)."""
-    with _CONFIG_READS_LOCK:
-        kept = _CONFIG_READS.get(gitdir)
-    return kept[3] if kept is not None else ()
-
-
-PROGRAM_KEY = re.compile(r"core\.fsmonitor|diff\.external|(?:diff|filter|merge)\..+\.(?:textconv|command|clean|smudge"
-                         r"|process|driver)|gpg\.(?:[^.]+\.)?program|gpg\.ssh\.defaultkeycommand", re.IGNORECASE)
-"""Config keys whose value git runs as a program (`.gitattributes` picks a diff or filter driver by name)."""
-PLAIN_DIFF = 'f() { git diff --no-index --no-ext-diff --no-textconv -- "$2" "$5"; true; }; f'
-"""Stands in for an external diff program: git's own diff of the two files it is given."""
-
-
-def program_keys(listing: str) -> tuple[str, ...]:
-    """The keys in `git config --list -z` output that name a program (as git spells them)."""
-    parts = listing.split("\0")
-    keys = (entry.partition("\n")[0] for entry in parts[1::2])
-    return tuple(dict.fromkeys(key for key in keys if PROGRAM_KEY.fullmatch(key)))
-
-
-def neutral_git_env(programs: Iterable[str]) -> dict[str, str]:
-    """Environment that makes git run none of the repositories' programs (`programs`: keys `program_keys`
-    found) nor hooks, at the precedence of `git -c`: fsmonitor off, hooks from nowhere, textconv `cat`,
-    an external diff git's own diff, filters none, signature programs `false`; and no optional locks (a
-    read-only `git status` does not try to write the index)."""
-    values = {"core.fsmonitor": "false", "core.hooksPath": "/dev/null", "diff.external": PLAIN_DIFF}
-    for key in programs:
-        last = key.rsplit(".", 1)[-1].lower()
-        values[key] = ("cat" if last == "textconv" else PLAIN_DIFF if last in ("command", "external")
-                       else "false" if key.lower().startswith(("gpg.", "core.fsmonitor")) or last == "driver" else "")
-    env = {"GIT_CONFIG_COUNT": str(len(values)), "GIT_OPTIONAL_LOCKS": "0"}
-    for i, (key, value) in enumerate(values.items()):
-        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
-    return env
-
-
-def parse_config_list(listing: str, base: Path) -> tuple[tuple[Path, ...], Path | None]:
-    """From `git config --list --show-origin -z`: the files read and those includes name (relative to the
-    including file; `~/` is the home), and the last core.hooksPath (relative: to `base`)."""
-    read: dict[Path, None] = {}
-    hooks: Path | None = None
-    parts = listing.split("\0")
-    for origin, entry in zip(parts[::2], parts[1::2], strict=False):
-        if not origin.startswith("file:"):
-            continue
-        source = Path(os.path.realpath(base / origin[len("file:"):]))  # `..` after links, as the kernel
-        read[source] = None
-        key, _, value = entry.partition("\n")
-        key = key.lower()
-        if not value:
-            continue
-        value = os.path.expanduser(value) if value.startswith("~") else value
-        if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
-            read[Path(os.path.realpath(source.parent / value))] = None
-        elif key == "core.hookspath":
-            hooks = Path(os.path.realpath(base / value))
-    return tuple(read), hooks
-
-
-def _signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
-    out = []
-    for path in paths:
-        try:
-            info = os.stat(path)
-            out.append((str(path), info.st_mtime_ns, info.st_size))
-        except OSError:
-            out.append((str(path), -1, -1))
-    return tuple(out)
 
 
 # -- Linux: bubblewrap -------------------------------------------------------------------------
@@ -448,7 +228,7 @@ def _read_only_args(spec: SandboxSpec, writable: list[Path]) -> list[str]:
     return args
 
 
-STUB_FILES = {"empty": "", "commondir": ".\n"}
+STUB_FILES = {"empty": "", "commondir": ".\n", "resolv.conf": f"nameserver {sandbox_net.SLIRP_DNS}\n"}
 """The placeholders' sources: an empty file (readable: `grep -r` reads the stand-in of a missing
 `config.worktree` like an empty file) and git's `commondir` saying "." (the git folder itself)."""
 
@@ -483,9 +263,13 @@ def _system_args() -> list[str]:
     return args + _hide_args(p for p in secrets if not p.is_symlink())
 
 
-def _resolv_conf_args() -> list[str]:
-    """/etc/resolv.conf often links into /run (hidden): bind its target back, read-only."""
+def _resolv_conf_args(stubs: Path | None) -> list[str]:
+    """With the network on, the command's only name server is slirp4netns's (the host's may be a loopback
+    address, out of reach): a resolv.conf saying so, where /etc/resolv.conf leads (often into /run)."""
     target = Path(os.path.realpath("/etc/resolv.conf"))
+    stub = stubs / "resolv.conf" if stubs is not None else None
+    if stub is not None and stub.is_file():
+        return ["--ro-bind", str(stub), str(target)]
     if target.is_relative_to("/run") and target.is_file():
         return ["--ro-bind", str(target), str(target)]
     return []
@@ -499,11 +283,11 @@ def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> 
     shown = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
     hidden = _mount_order(spec.hidden, shown)
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
-    if spec.network:
-        args.append("--share-net")
     args += [*_system_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if Path("/run").is_dir():
-        args += ["--tmpfs", "/run", *(_resolv_conf_args() if spec.network else [])]
+        args += ["--tmpfs", "/run"]
+    if spec.network:  # (its own network namespace still: `launch` connects it outbound-only)
+        args += _resolv_conf_args(spec.stubs)
     for path in shown:
         args += ["--bind" if path in writable else "--ro-bind", str(path), str(path)]
     args += _hide_args(hidden)
@@ -576,25 +360,36 @@ def wrap(argv: Sequence[str], spec: SandboxSpec, status: SandboxStatus | None = 
 
 
 @contextlib.contextmanager
-def launch(argv: list[str], network: bool = False) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """The command line to start for `argv` and the descriptors to pass to it: a bubblewrap one gets the
-    seccomp filter (`--seccomp FD`), and its options go in a descriptor when they are too long for exec
-    (`--args FD`); any other command line as it is."""
+def launch(argv: list[str], network: bool = False) -> Iterator[tuple[list[str], tuple[int, ...], Outbound | None]]:
+    """The command line to start for `argv`, the descriptors to pass to it and, with the network on, its
+    outbound-only connection (`Outbound.start()` once the command started, `close()` after it ended): a
+    bubblewrap one gets the seccomp filter (`--seccomp FD`), and its options go in a descriptor when they are
+    too long for exec (`--args FD`); any other command line as it is. Raises NetworkSetupError when the network
+    is on and cannot be set up outbound-only (sandbox_net.available)."""
     if not argv[0].endswith("bwrap"):
-        yield argv, ()
+        yield argv, (), None
         return
+    if network and (missing := sandbox_net.available()) is not None:
+        raise sandbox_net.NetworkSetupError(f"Shell commands cannot have the network here: {missing}")
     fds: list[int] = []
+    outbound = sandbox_net.Outbound() if network else None
     try:
         front: list[str] = []
         if seccomp.available():
             fds.append(_memfd("bwrap-seccomp", seccomp.unix_socket_filter(network)))
             front = ["--seccomp", str(fds[-1])]
+        if outbound is not None:
+            front += outbound.args()
         if sum(len(a) + 1 for a in argv) >= ARGV_INLINE_BYTES:
             options = argv.index("--")  # its options go in the file; the command stays on the command line
             fds.append(_memfd("bwrap-args", b"".join(a.encode("utf-8", "surrogateescape") + b"\0"
                                                      for a in argv[1:options])))
             argv = [argv[0], "--args", str(fds[-1]), *argv[options:]]
-        yield [argv[0], *front, *argv[1:]], tuple(fds)
+        yield [argv[0], *front, *argv[1:]], (*fds, *(outbound.fds() if outbound else ())), outbound
+    except BaseException:
+        if outbound is not None:
+            outbound.close()
+        raise
     finally:
         for fd in fds:
             os.close(fd)
@@ -619,7 +414,7 @@ def _probe(kind: str, make: object) -> SandboxStatus:
         spec = SandboxSpec(roots=(root,), cwd=root, home=root / "home", roots_writable=True)
         argv = make(["/bin/sh", "-c", "echo ok > probe"], spec)  # type: ignore[operator]
         try:
-            with launch(argv) as (started, fds):
+            with launch(argv) as (started, fds, _):
                 done = subprocess.run(started, capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
                                       check=False, pass_fds=fds)
         except (OSError, subprocess.TimeoutExpired) as exc:
