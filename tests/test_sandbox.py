@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import connect, shell_runtime
+from tools import sandbox_net
 from tools.bash import GIT_GUARD_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
-from tools import sandbox_net
 from tools.sandbox import SandboxSpec, bwrap_argv, sandbox_status, seatbelt_profile
 
 MARKER = "s3cr3t-marker-7f1d"

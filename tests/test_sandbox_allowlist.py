@@ -11,6 +11,7 @@ client, the default rules, the real sandbox) where a finding was reproduced that
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests import approval_helpers as helpers
 from tests.conftest import connect, shell_runtime
@@ -271,3 +274,67 @@ for consent in ("person", "policy"):
                           cwd=Path(__file__).parent.parent, check=False)
     assert done.returncode == 0, done.stderr
     assert list(temp.iterdir()) == []
+
+
+# -- the property: an allowed command changes no file ---------------------------------------------------------
+
+WORDS = ("a.txt", "sub", ".", "sub/b.md", "new.txt", "conftest.py", "Makefile", "1", "3", "x", "-", "HEAD", "%s")
+
+
+@st.composite
+def allow_listed_command(draw: Any, commands: Any) -> str:
+    """A command line from the policy's allow-list: a listed command, some of its options (listed, risky, short
+    ones bundled like `-Lo`, values attached or apart, `--opt=value`) and operands from the scratch root."""
+    name = draw(st.sampled_from(sorted(commands)))
+    spec = commands[name]
+    options = sorted(spec.flags | spec.values | spec.paths | spec.optional | frozenset(spec.risky))
+    words = name.split()
+    for _ in range(draw(st.integers(0, 3))):
+        if not options:
+            break
+        option = draw(st.sampled_from(options))
+        takes = option in spec.values or option in spec.paths
+        short = [o for o in options if len(o) == 2 and o[0] == "-" and o[1] != "-"]
+        if len(option) == 2 and short and draw(st.booleans()):  # a bundle: `-Lo 1 FILE`
+            other = draw(st.sampled_from(short))
+            words.append(option + other[1])
+            words += [draw(st.sampled_from(WORDS)) for _ in range(2)]
+        elif takes and option.startswith("--") and draw(st.booleans()):
+            words.append(f"{option}={draw(st.sampled_from(WORDS))}")
+        else:
+            words += [option, *([draw(st.sampled_from(WORDS))] if takes else [])]
+    words += draw(st.lists(st.sampled_from(WORDS), max_size=2))
+    return shlex.join(words)
+
+
+def test_property_an_allowed_command_changes_no_file(make_settings: Any, workspace: Path) -> None:
+    """Random command lines built from the policy's allow-list, run through the real dispatch point (the gate
+    decides; what it allows without a person runs) in the real sandbox on a scratch root: whenever the verdict
+    was "allow", no file or folder of the root changed (the roots are read-only then: by construction)."""
+    import anyio
+
+    from foundation.calls import CallOrigin
+    from foundation.errors import GeneralAgentError
+    from mcp_server import policy
+    from mcp_server.server import build_server
+
+    _repo(workspace)
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "b.md").write_text("# b\nbeta\n")
+    commands = policy.load_rules(None).shell.commands
+    _, dispatcher = build_server(make_settings(bash_enabled=True))
+    before = _snapshot(workspace)
+    allowed: list[str] = []
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(allow_listed_command(commands))
+    def check(command: str) -> None:
+        try:
+            anyio.run(dispatcher.run, "run_bash_command", {"command": command, "timeout": 10}, CallOrigin())
+        except GeneralAgentError:  # asked or refused: not run
+            return
+        allowed.append(command)
+        assert _snapshot(workspace) == before, command
+
+    check()
+    assert len(allowed) >= 10, allowed  # the property was really exercised
