@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests import approval_helpers as helpers
@@ -79,12 +79,14 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
     return out
 
 
+def _call(consent: str) -> CallContext:
+    call = CallContext(tool="run_bash_command")
+    call.consent = consent  # type: ignore[assignment]  # (set as the dispatch point sets it)
+    return call
+
+
 def _auto(rt: Runtime, command: str) -> Any:
-    return run_bash_command(command, timeout=30, rt=rt, call=CallContext(tool="run_bash_command", consent="policy"))
-
-
-def _approved(rt: Runtime, command: str) -> Any:
-    return run_bash_command(command, timeout=30, rt=rt, call=CallContext(tool="run_bash_command", consent="person"))
+    return run_bash_command(command, timeout=30, rt=rt, call=_call("policy"))
 
 
 # -- finding 1: an auto-allowed command writes nothing ------------------------------------------------------
@@ -223,15 +225,14 @@ async def test_finding6_repository_config_runs_no_program_under_allow_listed_git
     `.gitattributes`), and a clean filter: `git status`, `git diff`, `git log -p`, `git show` allowed without
     asking run none of them, and still show the changes."""
     _repo(workspace)
-    ran = workspace.parent / "ran"
     (workspace / ".gitattributes").write_text("*.txt diff=evil\n*.bin filter=ev\n")
     (workspace / "b.bin").write_text("bin\n")
     _git(workspace, "add", ".gitattributes", "b.bin")
     _git(workspace, "commit", "-qm", "attrs")
-    for key, value in (("core.fsmonitor", f"echo fsmonitor >> {ran}; false"),
-                       ("diff.external", f"sh -c 'echo external >> {ran}'"),
-                       ("diff.evil.textconv", f"sh -c 'echo textconv >> {ran}; cat \"$0\"'"),
-                       ("filter.ev.clean", f"sh -c 'echo clean >> {ran}; cat'")):
+    for key, value in (("core.fsmonitor", "echo PROGRAM-RAN fsmonitor >&2; false"),
+                       ("diff.external", "sh -c 'echo PROGRAM-RAN external >&2'"),
+                       ("diff.evil.textconv", "sh -c 'echo PROGRAM-RAN textconv >&2; cat \"$0\"'"),
+                       ("filter.ev.clean", "sh -c 'echo PROGRAM-RAN clean >&2; cat'")):
         _git(workspace, "config", key, value)
     (workspace / "a.txt").write_text("alpha\nbeta\n")
     os.utime(workspace / "b.bin", (1, 1))
@@ -239,7 +240,7 @@ async def test_finding6_repository_config_runs_no_program_under_allow_listed_git
     async with connect(make_settings(bash_enabled=True)) as client:
         said = {c: await client.call_tool("run_bash_command", {"command": c}) for c in commands}
     assert all(not r.is_error for r in said.values()), {c: r.content for c, r in said.items()}
-    assert not ran.exists(), ran.read_text()
+    assert "PROGRAM-RAN" not in repr([r.structured_content for r in said.values()]), said
     assert "+beta" in said["git diff"].structured_content["stdout"], said["git diff"].structured_content
     assert "+alpha" in said["git show HEAD~1"].structured_content["stdout"]
     assert "modified:   a.txt" in said["git status"].structured_content["stdout"]
@@ -265,8 +266,9 @@ settings = load_settings({{"data_dir": {str(tmp_path / "data")!r}, "roots": [{st
 rt = Runtime(settings)
 rt.secret_paths = loaded_on_first_use(settings)
 for consent in ("person", "policy"):
-    done = run_bash_command("git -C proj status --short; grep -rn alpha proj; echo ok", rt=rt,
-                            call=CallContext(tool="run_bash_command", consent=consent))
+    call = CallContext(tool="run_bash_command")
+    call.consent = consent
+    done = run_bash_command("git -C proj status --short; grep -rn alpha proj; echo ok", rt=rt, call=call)
     assert done.exit_code == 0 and done.stdout.endswith("ok\\n"), done
 """
     env = {**os.environ, "TMPDIR": str(temp)}
@@ -328,6 +330,7 @@ def test_property_an_allowed_command_changes_no_file(make_settings: Any, workspa
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(allow_listed_command(commands))
+    @example("tree -Lo 1 conftest.py .")  # finding 1: tree reads a bundle as "each takes the next word"
     def check(command: str) -> None:
         try:
             anyio.run(dispatcher.run, "run_bash_command", {"command": command, "timeout": 10}, CallOrigin())
