@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from tests import approval_helpers as helpers
 from tests.conftest import connect, shell_runtime
-from tools.bash import run_bash_command
+from tools.bash import READ_ONLY_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
 from tools.sandbox import sandbox_status
 
@@ -122,6 +122,8 @@ def test_finding1_auto_clearance_cannot_write_any_root(make_settings: Any, works
     assert result.stdout.strip() == "done" and "Read-only file system" in result.stderr, result
     assert (_snapshot(workspace), _snapshot(second)) == before
     assert _auto(rt, "echo scratch > /tmp/s && cat /tmp/s && echo h > ~/h && cat ~/h").stdout == "scratch\nh\n"
+    refused = _auto(rt, "sort -o sorted.txt a.txt")
+    assert refused.exit_code and refused.note == READ_ONLY_NOTE, refused
 
 
 async def test_everyday_read_only_work_runs_unprompted(make_settings: Any, workspace: Path) -> None:
@@ -259,7 +261,7 @@ def test_a_server_process_leaves_nothing_in_the_temp_folder(tmp_path: Path, work
 from pathlib import Path
 from foundation.settings import load_settings
 from mcp_server.secret_paths import loaded_on_first_use
-from tools.bash import run_bash_command
+from tools.bash import READ_ONLY_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
 settings = load_settings({{"data_dir": {str(tmp_path / "data")!r}, "roots": [{str(workspace)!r}],
                            "bash_enabled": True}}, environ={{}})

@@ -57,6 +57,9 @@ EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children 
 GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system", "Permission denied")  # a write to a read-only bind mount
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
 SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
+READ_ONLY_NOTE = ("This command ran without the user's approval (the approval policy lets it run as one that "
+                  "writes nothing), so the workspace was read-only. To change files use write_file or edit_file, or a "
+                  "command whose writes are visible (a `> file` redirection, cp, mv), which asks the user.")
 GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only (and makes no repository in a "
                   "workspace root): change them with edit_file (which asks the user) or ask the user to run the command.")
 
@@ -174,7 +177,9 @@ def run_bash_command(
     call: CallContext,
 ) -> BashResult:
     """Run a bash command in the workspace root (no stdin, secrets removed from the environment);
-    it and its children are killed at the timeout. The repository's git config and hooks are read-only;
+    it and its children are killed at the timeout. Commands the user did not approve run with the workspace
+    read-only (and git runs no program its repository config names). The repository's git config and hooks are
+    read-only;
     secret stores in the workspace (.env files, private keys, .ssh) cannot be read; Unix sockets cannot be
     opened (serve on 127.0.0.1 instead)."""
     if not rt.settings.bash_enabled:
@@ -200,12 +205,14 @@ def run_bash_command(
         spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found, in_home, guard_git=sandboxed,
                             writable=writable)
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
-        git = {} if writable else neutral_git_env(git_guards(roots, _in_roots(found.repos, roots)).programs)
+        git = {} if writable else neutral_git_env(spec.git_programs)
         try:
             result = _run(command_argv(command, spec), spec, timeout, call, git)
         finally:
             remove_placeholders(made)
-    if sandboxed and _hit_git_guard(result, spec, _git_guarded(spec, rt.settings)):
+    if sandboxed and not writable and result.exit_code and "Read-only file system" in result.stderr:
+        result.note = READ_ONLY_NOTE
+    elif sandboxed and _hit_git_guard(result, spec, _git_guarded(spec, rt.settings)):
         result.note = GIT_GUARD_NOTE
     elif found.secrets and result.exit_code:
         result.note = hidden_secrets_note(found.secrets, roots, result.stderr + result.stdout)
@@ -286,6 +293,7 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path, scanne
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git.files), read_only_folders=(*folders, *git.folders), pinned=git.pinned,
                        commondirs=git.commondirs, network=settings.bash_network, roots_writable=writable,
+                       git_programs=git.programs,
                        stubs=make_stubs(Path(settings.data_dir) / "sandbox"))
 
 

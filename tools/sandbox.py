@@ -3,12 +3,20 @@
 The approval policy decides whether a command may run; the sandbox limits what a command that
 runs can do, so that a hole in the command parser is harmless:
 
-- the workspace roots are writable, the rest of the file system is read-only;
-- the server's data folder, the secret stores in the user's home (~/.ssh, ~/.aws, ~/.vault-token, ...:
-  what the policy's secret patterns name there, tools/bash.py `scan_home`) and /run (docker and agent
-  sockets) are not visible; the rules, agents and skills files and the skill
-  folders stay read-only (a missing one too: an empty read-only placeholder holds its place while the
-  command runs, removed after it);
+- the file-system view is an allow-list: an empty root with the system folders (SYSTEM_FOLDERS: /usr, /bin,
+  /sbin, /lib*, /etc minus its credential files, /opt; read-only), a minimal /dev, its own /proc, a private
+  /tmp and /run (tmpfs), a private empty HOME, and the workspace roots. Nothing else of the host: not the
+  user's home, other disks, /var, nor the server's data folder; a symlink in a root that leads elsewhere leads
+  nowhere;
+- the roots are read-only unless a person let the command run (`SandboxSpec.roots_writable`: an approval, or
+  the user's own allow rule; the gate's `Consent`): a command the shipped policy allows on its own writes
+  nothing, whatever its option parser does (an allow-list miss is harmless);
+- in a root that is writable: the server's data folder and the secret stores in the user's home (when a root
+  holds them: ~/.ssh, ~/.aws, ~/.vault-token, ...: what the policy's secret patterns name there, tools/bash.py
+  `scan_home`) are not visible; the rules, agents and skills files and the skill folders stay read-only (a
+  missing one too: an empty read-only placeholder holds its place while the command runs, removed after it),
+  and every folder on the way from the root to one of these guarded paths is bound onto itself
+  (`pinned_chain`): no parent can be renamed to put a planted folder in the guarded one's place;
 - every file git reads as configuration or runs as a hook for a root's repository and for those nested in
   the roots (`root/proj/.git`, submodules; tools/workspace_scan.py finds them) stays read-only, missing ones
   too (`git_guards`: config, config.worktree, commondir, hooks/, the core.hooksPath folder, included config
@@ -20,9 +28,10 @@ runs can do, so that a hole in the command parser is harmless:
 - the secret stores inside the roots (`tools/workspace_scan.py`: the policy's deny patterns, `.env`, keys) cannot be
   read: each is covered by an empty device (a folder: an empty folder), like the ones under HOME;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
-- a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`); with it, the
-  server's approval page refuses a command's requests (foundation/peers.py: Linux), and on macOS the
-  profile denies connections to localhost;
+- a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`), and then outbound
+  only: its own network namespace still, connected by slirp4netns, the host's loopback and own addresses out
+  of reach (tools/sandbox_net.py); on macOS the profile denies connections to localhost;
+- no vsock socket, and no netlink socket with the network off (tools/seccomp.py);
 - no Unix-domain socket that could connect outside the sandbox (tools/seccomp.py: `socket(AF_UNIX)` fails,
   connected `socketpair()` works), network on or off: a host service's socket file (lxd, docker, a
   database) is reachable wherever it lies, read-only or not;
@@ -31,7 +40,8 @@ runs can do, so that a hole in the command parser is harmless:
 `sandbox_status()` says whether a sandbox works here (found on PATH AND a trivial command ran
 in it: bubblewrap can fail inside some containers); it is checked once and cached.
 `wrap(argv, spec)` returns the argv that runs `argv` inside it; `launch(argv)` gives the command line
-to start and the file descriptors it reads (the seccomp filter, a long option list).
+to start and the file descriptors it reads (the seccomp filter, a long option list, the network's setup).
+macOS (Seatbelt, untested here): the roots are read-only likewise, but reads are not an allow-list there.
 """
 
 from __future__ import annotations
@@ -106,6 +116,7 @@ class SandboxSpec:
     commondirs: tuple[Path, ...] = ()  # missing git `commondir` files: held by a read-only one saying "."
     roots_writable: bool = False  # False: every root (and its sub-folders) read-only, whatever the command does
     stubs: Path | None = None  # a server-private folder holding the placeholders' sources (`make_stubs`)
+    git_programs: tuple[str, ...] = ()  # config keys naming programs in the roots' repositories (sandbox_git)
 
 
 # -- Linux: bubblewrap -------------------------------------------------------------------------
@@ -209,11 +220,9 @@ def _read_only_args(spec: SandboxSpec, writable: list[Path]) -> list[str]:
     be renamed or removed), then the read-only files and folders; missing ones get an empty read-only
     placeholder."""
     args: list[str] = []
-    for path in pinned_chain(spec, writable):
+    pinned = [p for p in spec.pinned if p.is_dir() and _writable_place(p, writable)]
+    for path in sorted({*pinned_chain(spec, writable), *pinned}, key=lambda p: len(p.parts)):  # parents first
         args += ["--bind", str(path), str(path)]
-    for path in spec.pinned:
-        if path.is_dir() and _writable_place(path, writable):
-            args += ["--bind", str(path), str(path)]
     for path in [*spec.read_only, *spec.read_only_folders]:
         if os.path.lexists(path) and _writable_place(path, writable):
             args += ["--ro-bind", str(path), str(path)]
@@ -424,7 +433,10 @@ def _probe(kind: str, make: object) -> SandboxStatus:
             return SandboxStatus(False, kind, f"{kind} is installed but does not work here ({why})")
     sockets = "no Unix sockets" if kind != "bwrap" or seccomp.available() else \
         f"Unix sockets NOT blocked: no seccomp filter for {platform.machine()}"
-    return SandboxStatus(True, kind, f"{kind} works (roots writable, the rest read-only, {sockets})")
+    network = "" if kind != "bwrap" or (missing := sandbox_net.available()) is None else \
+        f"; bash_network cannot be used: {missing}"
+    return SandboxStatus(True, kind, f"{kind} works (the system folders and the roots only; roots read-only unless "
+                                     f"approved; {sockets}){network}")
 
 
 @functools.lru_cache(maxsize=1)
