@@ -10,6 +10,7 @@ client, the default rules, the real sandbox) where a finding was reproduced that
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -24,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from foundation.errors import GeneralAgentError
 from tests import approval_helpers as helpers
 from tests.conftest import connect, shell_runtime
 from tools.bash import READ_ONLY_NOTE, run_bash_command
@@ -318,7 +320,6 @@ def test_property_an_allowed_command_changes_no_file(make_settings: Any, workspa
     import anyio
 
     from foundation.calls import CallOrigin
-    from foundation.errors import GeneralAgentError
     from mcp_server import policy
     from mcp_server.server import build_server
 
@@ -343,3 +344,25 @@ def test_property_an_allowed_command_changes_no_file(make_settings: Any, workspa
 
     check()
     assert len(allowed) >= 10, allowed  # the property was really exercised
+
+
+async def test_finding1_from_a_sub_agent_and_an_out_of_band_approval(make_settings: Any, workspace: Path) -> None:
+    """A sub-agent's shell call passes the same dispatch point: allowed on its own, it runs read-only (tree's
+    bundle writes nothing); approved by the human out of band (the approve command), it may write."""
+    from foundation.calls import CallOrigin
+    from foundation.errors import ApprovalRequired
+    from mcp_server.server import build_server
+
+    _, dispatcher = build_server(make_settings(bash_enabled=True))
+    origin = CallOrigin(kind="subagent", client_id="c", subagent_id="t1", agent_stack=("root",))
+    before = _snapshot(workspace)
+    with contextlib.suppress(GeneralAgentError):
+        await dispatcher.run("run_bash_command", {"command": "tree -Lo 1 conftest.py ."}, origin)
+    assert _snapshot(workspace) == before
+    write = {"command": "echo made > made.txt"}
+    with pytest.raises(ApprovalRequired, match=r"Approval id: ap-") as info:
+        await dispatcher.run("run_bash_command", write, origin)
+    approval_id = str(info.value).split("Approval id: ")[1].split()[0]
+    dispatcher.gate.store.decide(approval_id, True, by="cli")  # type: ignore[attr-defined]  # the human
+    done = await dispatcher.run("run_bash_command", write, origin)
+    assert done.exit_code == 0 and (workspace / "made.txt").read_text() == "made\n", done  # type: ignore[attr-defined]
