@@ -1,0 +1,18 @@
+"""The SDK's private names this product relies on, each in one place, for what its public API lacks.
+
+Every line here names a private attribute of `mcp.server.MCPServer` (checked by tests/test_sdk_adapter.py,
+which fails when the SDK renames or removes one): upgrade the SDK, run that test, and mend this module only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.lowlevel.server import Server
+
+
+def lowlevel(server: MCPServer[Any]) -> Server[Any]:
+    """The low-level server under `server`: to run it on our own stdio streams (mcp_server.stdio_wire) and to
+    declare capabilities MCPServer leaves out (no public accessor in mcp 2.x)."""
+    return server._lowlevel_server
