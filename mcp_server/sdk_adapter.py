@@ -10,9 +10,21 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.lowlevel.server import Server
+from mcp.server.mcpserver.tools.base import Tool
 
 
 def lowlevel(server: MCPServer[Any]) -> Server[Any]:
     """The low-level server under `server`: to run it on our own stdio streams (mcp_server.stdio_wire) and to
     declare capabilities MCPServer leaves out (no public accessor in mcp 2.x)."""
     return server._lowlevel_server
+
+
+def register_tool(server: MCPServer[Any], tool: Tool) -> None:
+    """Put a tool built by us (mcp_server.tool_surface.CheckedTool: our argument checks, portable schemas) in
+    the server's table; `MCPServer.add_tool` builds its own `Tool` from a function and returns nothing."""
+    server._tool_manager._tools[tool.name] = tool
+
+
+def remove_resource(server: MCPServer[Any], uri: str) -> None:
+    """Forget a resource (a skill or agent card that is gone); MCPServer has no public remove."""
+    server._resource_manager._resources.pop(uri, None)
