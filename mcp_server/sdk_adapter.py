@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver.tools.base import Tool
+from mcp.server.session import ServerSession
 
 
 def lowlevel(server: MCPServer[Any]) -> Server[Any]:
@@ -28,3 +30,9 @@ def register_tool(server: MCPServer[Any], tool: Tool) -> None:
 def remove_resource(server: MCPServer[Any], uri: str) -> None:
     """Forget a resource (a skill or agent card that is gone); MCPServer has no public remove."""
     server._resource_manager._resources.pop(uri, None)
+
+
+def connection(session: object) -> Connection | None:
+    """The connection behind a request's `ServerSession` (its state, session id and client info for the
+    whole connection; the session object is made anew for every request). None for anything else."""
+    return session._connection if isinstance(session, ServerSession) else None

@@ -27,6 +27,7 @@ from foundation.errors import InvalidInput
 from foundation.toolspec import ToolSpec, invalid_arguments_message, prepare_arguments
 from mcp_server.eras import is_modern
 from mcp_server.http_state import ENABLED_KEY, MemoryToolLists
+from mcp_server.sdk_adapter import connection
 
 PROFILE_OF_TIER = {"core": "minimal", "default": "default", "full": "full"}
 
@@ -63,7 +64,7 @@ class CheckedTool(Tool):
 
 def connection_of(request_context: Any) -> Any:
     """The SDK's per-client Connection behind a request (None outside a request)."""
-    return getattr(getattr(request_context, "session", None), "_connection", None)
+    return connection(getattr(request_context, "session", None))
 
 
 def session_state(request_context: Any, fallback: dict[str, dict[str, Any]]) -> dict[str, Any]:
