@@ -227,7 +227,8 @@ async def test_finding6_repository_config_runs_no_program_under_allow_listed_git
                                                                                 workspace: Path) -> None:
     """A repository whose config sets core.fsmonitor, diff.external and a textconv driver (picked by
     `.gitattributes`), and a clean filter: `git status`, `git diff`, `git log -p`, `git show` allowed without
-    asking run none of them, and still show the changes."""
+    asking run none of them, and still show the changes; nor when the command drops the environment's overrides
+    (the run sees a copy of the config without those keys)."""
     _repo(workspace)
     (workspace / ".gitattributes").write_text("*.txt diff=evil\n*.bin filter=ev\n")
     (workspace / "b.bin").write_text("bin\n")
@@ -240,7 +241,8 @@ async def test_finding6_repository_config_runs_no_program_under_allow_listed_git
         _git(workspace, "config", key, value)
     (workspace / "a.txt").write_text("alpha\nbeta\n")
     os.utime(workspace / "b.bin", (1, 1))
-    commands = ["git status", "git diff", "git log -p -3", "git show HEAD~1", "git diff --stat"]
+    commands = ["git status", "git diff", "git log -p -3", "git show HEAD~1", "git diff --stat",
+                "env -u GIT_CONFIG_COUNT git diff", "env -u GIT_CONFIG_COUNT git status"]  # (env allowed: no undo)
     async with connect(make_settings(bash_enabled=True)) as client:
         said = {c: await client.call_tool("run_bash_command", {"command": c}) for c in commands}
     assert all(not r.is_error for r in said.values()), {c: r.content for c, r in said.items()}

@@ -40,7 +40,7 @@ from tools.sandbox import (
     sandbox_status,
     wrap,
 )
-from tools.sandbox_git import GitGuards, git_guards, neutral_git_env
+from tools.sandbox_git import GitGuards, git_guards, neutral_git_env, sanitized_configs
 from tools.sandbox_net import NetworkSetupError, Outbound
 from tools.workspace_scan import WorkspaceScan, WorkspaceScanResult, home_scan
 
@@ -289,12 +289,13 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path, scanne
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     found = scanned or WorkspaceScanResult((), ())
     git = git_guards(roots, _in_roots(found.repos, roots)) if guard_git else GitGuards()
+    stubs = make_stubs(Path(settings.data_dir) / "sandbox")
+    overlays = () if writable or stubs is None else sanitized_configs(git.programs, stubs / "configs")
     hidden = (*server_data_dirs(settings), *SYSTEM_SECRETS, *in_home)
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git.files), read_only_folders=(*folders, *git.folders), pinned=git.pinned,
                        commondirs=git.commondirs, network=settings.bash_network, roots_writable=writable,
-                       git_programs=git.programs,
-                       stubs=make_stubs(Path(settings.data_dir) / "sandbox"))
+                       git_programs=git.programs, overlays=overlays, stubs=stubs)
 
 
 def _in_roots(paths: tuple[Path, ...], roots: tuple[Path, ...]) -> list[Path]:

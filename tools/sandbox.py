@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools import sandbox_net, seccomp
+from tools.sandbox_git import ProgramKey
 from tools.sandbox_net import Outbound
 
 SYSTEM_SECRETS = (Path("/var/run/docker.sock"), Path("/var/run/containerd"), Path("/var/run/secrets"))
@@ -116,7 +117,8 @@ class SandboxSpec:
     commondirs: tuple[Path, ...] = ()  # missing git `commondir` files: held by a read-only one saying "."
     roots_writable: bool = False  # False: every root (and its sub-folders) read-only, whatever the command does
     stubs: Path | None = None  # a server-private folder holding the placeholders' sources (`make_stubs`)
-    git_programs: tuple[str, ...] = ()  # config keys naming programs in the roots' repositories (sandbox_git)
+    git_programs: tuple[ProgramKey, ...] = ()  # config keys naming programs in the roots' repositories
+    overlays: tuple[tuple[Path, Path], ...] = ()  # (file, where): read-only in its place (sanitised git config)
 
 
 # -- Linux: bubblewrap -------------------------------------------------------------------------
@@ -304,6 +306,9 @@ def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> 
         if _inside(path, hidden):
             args += ["--bind" if path in writable else "--ro-bind", str(path), str(path)]
     args += _read_only_args(spec, writable)
+    for source, target in spec.overlays:
+        if any(target.is_relative_to(r) for r in shown):
+            args += ["--ro-bind", str(source), str(target)]
     args += ["--bind", str(spec.home), str(spec.home)]
     # last: no later bind of a root or a git folder lays the real files back over the covers
     args += _hide_args(_mount_order(spec.covered, shown))

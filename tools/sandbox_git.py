@@ -9,6 +9,7 @@ user's git outside the sandbox would read it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -23,13 +24,18 @@ GIT_CONFIG_NAMES = ("config", "config.worktree", "commondir")
 a missing one held by a read-only placeholder (`commondir`: one saying ".", the folder itself)."""
 
 
+ProgramKey = tuple[Path | None, str]
+"""A config key naming a program, and the file that sets it (None: not a file)."""
+
+
 @dataclass(frozen=True)
 class GitGuards:
     pinned: tuple[Path, ...] = ()  # git folders: bound onto themselves (not renamed, removed or replaced)
     files: tuple[Path, ...] = ()  # config files and `.git` files, read-only (missing ones: an empty placeholder)
     folders: tuple[Path, ...] = ()  # hooks folders (and a root's missing `.git`), read-only, missing ones too
     commondirs: tuple[Path, ...] = ()  # missing `commondir` files, held by a read-only file saying "."
-    programs: tuple[str, ...] = ()  # config keys that name a program, in any of these repositories' config
+    programs: tuple[ProgramKey, ...] = ()  # config keys that name a program (and their files), in any of these
+    # repositories' config
 
 
 def git_guards(roots: Iterable[Path], repos: Iterable[Path] = ()) -> GitGuards:
@@ -42,7 +48,7 @@ def git_guards(roots: Iterable[Path], repos: Iterable[Path] = ()) -> GitGuards:
     pinned: dict[Path, None] = {}
     files: dict[Path, None] = {}
     folders: dict[Path, None] = {}
-    programs: dict[str, None] = {}
+    programs: dict[ProgramKey, None] = {}
     roots = list(roots)
     for top in dict.fromkeys([*roots, *repos]):
         dot = top / ".git"
@@ -139,7 +145,7 @@ def _worktree_of(gitdir: Path) -> Path | None:
 
 
 _CONFIG_READS: dict[Path, tuple[tuple[tuple[str, int, int], ...], tuple[Path, ...], Path | None,
-                                 tuple[str, ...]]] = {}
+                                 tuple[ProgramKey, ...]]] = {}
 _CONFIG_READS_LOCK = threading.Lock()
 
 
@@ -162,11 +168,12 @@ def config_reads(gitdir: Path, worktree: Path | None) -> tuple[tuple[Path, ...],
     listing = done.stdout.decode("utf-8", "surrogateescape")
     read, hooks = parse_config_list(listing, worktree or gitdir)
     with _CONFIG_READS_LOCK:
-        _CONFIG_READS[gitdir] = (_signature([gitdir / "config", *read]), read, hooks, program_keys(listing))
+        _CONFIG_READS[gitdir] = (_signature([gitdir / "config", *read]), read, hooks,
+                                 program_keys(listing, worktree or gitdir))
     return read, hooks
 
 
-def config_programs(gitdir: Path) -> tuple[str, ...]:
+def config_programs(gitdir: Path) -> tuple[ProgramKey, ...]:
     """The program-valued keys `config_reads` found in this git folder's config (call that first)."""
     with _CONFIG_READS_LOCK:
         kept = _CONFIG_READS.get(gitdir)
@@ -180,20 +187,26 @@ PLAIN_DIFF = 'f() { git diff --no-index --no-ext-diff --no-textconv -- "$2" "$5"
 """Stands in for an external diff program: git's own diff of the two files it is given."""
 
 
-def program_keys(listing: str) -> tuple[str, ...]:
-    """The keys in `git config --list -z` output that name a program (as git spells them)."""
+def program_keys(listing: str, base: Path) -> tuple[ProgramKey, ...]:
+    """The keys in `git config --list --show-origin -z` output that name a program (as git spells them), with
+    the file setting each (relative origins: to `base`)."""
     parts = listing.split("\0")
-    keys = (entry.partition("\n")[0] for entry in parts[1::2])
-    return tuple(dict.fromkeys(key for key in keys if PROGRAM_KEY.fullmatch(key)))
+    found: dict[ProgramKey, None] = {}
+    for origin, entry in zip(parts[::2], parts[1::2], strict=False):
+        key = entry.partition("\n")[0]
+        if PROGRAM_KEY.fullmatch(key):
+            source = Path(os.path.realpath(base / origin[len("file:"):])) if origin.startswith("file:") else None
+            found[(source, key)] = None
+    return tuple(found)
 
 
-def neutral_git_env(programs: Iterable[str]) -> dict[str, str]:
+def neutral_git_env(programs: Iterable[ProgramKey]) -> dict[str, str]:
     """Environment that makes git run none of the repositories' programs (`programs`: keys `program_keys`
     found) nor hooks, at the precedence of `git -c`: fsmonitor off, hooks from nowhere, textconv `cat`,
     an external diff git's own diff, filters none, signature programs `false`; and no optional locks (a
     read-only `git status` does not try to write the index)."""
     values = {"core.fsmonitor": "false", "core.hooksPath": "/dev/null", "diff.external": PLAIN_DIFF}
-    for key in programs:
+    for _, key in programs:
         last = key.rsplit(".", 1)[-1].lower()
         values[key] = ("cat" if last == "textconv" else PLAIN_DIFF if last in ("command", "external")
                        else "false" if key.lower().startswith(("gpg.", "core.fsmonitor")) or last == "driver" else "")
@@ -201,6 +214,48 @@ def neutral_git_env(programs: Iterable[str]) -> dict[str, str]:
     for i, (key, value) in enumerate(values.items()):
         env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
     return env
+
+
+def sanitized_configs(programs: Iterable[ProgramKey], folder: Path) -> tuple[tuple[Path, Path], ...]:
+    """(copy, original) for each config file that sets a program key: a copy without those keys (made by git
+    itself, `git config --file COPY --unset-all KEY`, kept in `folder` until the original changes), which a
+    read-only run sees in the original's place. Unlike the environment of `neutral_git_env`, no command can
+    undo it (`env -u GIT_CONFIG_COUNT git diff`). A copy that cannot be made: an empty config instead."""
+    by_file: dict[Path, list[str]] = {}
+    for source, key in programs:
+        if source is not None and source.is_file():
+            by_file.setdefault(source, []).append(key)
+    return tuple((_sanitized(source, keys, folder), source) for source, keys in by_file.items())
+
+
+def _sanitized(source: Path, keys: list[str], folder: Path) -> Path:
+    info = source.stat()
+    named = "\0".join([str(source), *sorted(keys)])
+    prefix = hashlib.sha256(named.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    copy = folder / f"{prefix}-{info.st_mtime_ns}-{info.st_size}"
+    if copy.is_file():
+        return copy
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob(f"{prefix}-*"):  # an earlier copy of an older version
+        with contextlib.suppress(OSError):
+            old.unlink()
+    work = folder / f".{prefix}-{os.getpid()}-{threading.get_ident()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    try:
+        work.write_bytes(source.read_bytes())
+        for key in keys:
+            subprocess.run([shutil.which("git") or "git", "config", "--file", str(work), "--unset-all", key],
+                           capture_output=True, env=env, timeout=10, stdin=subprocess.DEVNULL, check=False)
+        work.chmod(0o444)
+        os.replace(work, copy)
+    except (OSError, subprocess.SubprocessError):
+        with contextlib.suppress(OSError):
+            work.unlink()
+        empty = folder / "empty-config"
+        if not empty.is_file():
+            empty.write_text("")
+        return empty
+    return copy
 
 
 def parse_config_list(listing: str, base: Path) -> tuple[tuple[Path, ...], Path | None]:
