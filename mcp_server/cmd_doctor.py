@@ -202,7 +202,7 @@ def check_sandbox(settings: Settings) -> Check:
     from tools.sandbox import describe, sandbox_status
 
     status = sandbox_status()
-    network = " Network for commands: " + ("on (bash_network)." if settings.bash_network else "off.")
+    network = " Network for commands: " + ("on (bash_network), outbound only." if settings.bash_network else "off.")
     return Check("shell sandbox", status.available, describe(status) + network, required=False)
 
 

@@ -706,11 +706,14 @@ def test_the_secret_stores_the_policy_names_in_the_home_cannot_be_read(make_sett
         monkeypatch.setenv("HOME", str(home))
         names = " ".join(f"{home}/{name}" for name in (*HOME_STORES, *HOME_ORDINARY))
         command = f"for f in {names}; do cat $f 2>/dev/null; done; {home}/.local/bin/tool"
-        for roots, expected in (([workspace], set()), ([workspace, home], set(HOME_ORDINARY))):
-            rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules, roots=roots))
-            result = run(rt, command)
+        read = (home / ".cargo", home / ".local")  # bash_read_paths: the user lets commands read these
+        for roots, paths, expected in (([workspace], (), set()), ([workspace, home], (), set(HOME_ORDINARY)),
+                                       ([workspace], read, {".cargo/config.toml"})):
+            rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules, roots=roots, bash_read_paths=paths))
+            result = run(rt, command + f"; touch {home}/.cargo/new 2>/dev/null")
             shown = {line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith(MARKER)}
             assert shown == expected, result
             assert ("tool-ran" in result.stdout) == bool(expected), result
+        assert not (home / ".cargo" / "new").exists()
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -295,7 +295,7 @@ def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path, scanne
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git.files), read_only_folders=(*folders, *git.folders), pinned=git.pinned,
                        commondirs=git.commondirs, network=settings.bash_network, roots_writable=writable,
-                       git_programs=git.programs, overlays=overlays, stubs=stubs)
+                       git_programs=git.programs, overlays=overlays, stubs=stubs, readable=settings.bash_read_paths)
 
 
 def _in_roots(paths: tuple[Path, ...], roots: tuple[Path, ...]) -> list[Path]:

@@ -119,6 +119,7 @@ class SandboxSpec:
     stubs: Path | None = None  # a server-private folder holding the placeholders' sources (`make_stubs`)
     git_programs: tuple[ProgramKey, ...] = ()  # config keys naming programs in the roots' repositories
     overlays: tuple[tuple[Path, Path], ...] = ()  # (file, where): read-only in its place (sanitised git config)
+    readable: tuple[Path, ...] = ()  # folders outside the roots the user lets commands read (bash_read_paths)
 
 
 # -- Linux: bubblewrap -------------------------------------------------------------------------
@@ -292,13 +293,17 @@ def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> 
     /run, and the roots (read-only unless `spec.roots_writable`)."""
     writable = _writable(spec)
     shown = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
-    hidden = _mount_order(spec.hidden, shown)
+    readable = sorted({Path(os.path.realpath(p)) for p in spec.readable if os.path.isdir(p)},
+                      key=lambda p: len(p.parts))
+    hidden = _mount_order(spec.hidden, [*shown, *readable])
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     args += [*_system_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if Path("/run").is_dir():
         args += ["--tmpfs", "/run"]
     if spec.network:  # (its own network namespace still: `launch` connects it outbound-only)
         args += _resolv_conf_args(spec.stubs)
+    for path in readable:  # read-only, before the roots (a root inside one stays writable)
+        args += ["--ro-bind", str(path), str(path)]
     for path in shown:
         args += ["--bind" if path in writable else "--ro-bind", str(path), str(path)]
     args += _hide_args(hidden)
