@@ -710,10 +710,10 @@ def test_the_secret_stores_the_policy_names_in_the_home_cannot_be_read(make_sett
         for roots, paths, expected in (([workspace], (), set()), ([workspace, home], (), set(HOME_ORDINARY)),
                                        ([workspace], read, {".cargo/config.toml"})):
             rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules, roots=roots, bash_read_paths=paths))
-            result = run(rt, command + f"; touch {home}/.cargo/new 2>/dev/null")
+            result = run(rt, command + f"; touch {home}/.cargo/new-{len(paths)} 2>/dev/null")
             shown = {line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith(MARKER)}
             assert shown == expected, result
             assert ("tool-ran" in result.stdout) == bool(expected), result
-        assert not (home / ".cargo" / "new").exists()
+        assert not (home / ".cargo" / "new-2").exists()  # a read path is read-only
     finally:
         shutil.rmtree(home, ignore_errors=True)
