@@ -333,7 +333,7 @@ def test_property_an_allowed_command_changes_no_file(make_settings: Any, workspa
     before = _snapshot(workspace)
     allowed: list[str] = []
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(allow_listed_command(commands))
     @example("tree -Lo 1 conftest.py .")  # finding 1: tree reads a bundle as "each takes the next word"
     def check(command: str) -> None:
@@ -368,3 +368,39 @@ async def test_finding1_from_a_sub_agent_and_an_out_of_band_approval(make_settin
     dispatcher.gate.store.decide(approval_id, True, by="cli")  # type: ignore[attr-defined]  # the human
     done = await dispatcher.run("run_bash_command", write, origin)
     assert done.exit_code == 0 and (workspace / "made.txt").read_text() == "made\n", done  # type: ignore[attr-defined]
+
+
+# -- the sanitised config, checked against git itself ---------------------------------------------------------
+
+SECTION_KEYS = st.sampled_from([("core", None, "fsmonitor"), ("diff", None, "external"), ("core", None, "bare"),
+                                ("diff", "D", "textconv"), ("diff", "D", "command"), ("filter", "D", "clean"),
+                                ("filter", "D", "smudge"), ("filter", "D", "process"), ("merge", "D", "driver"),
+                                ("gpg", None, "program"), ("gpg", "ssh", "program"), ("user", None, "name"),
+                                ("remote", "D", "url"), ("branch", "D", "merge"), ("diff", "D", "binary")])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(SECTION_KEYS, st.sampled_from(["Evil", "a.b", "x y", "lfs"]),
+                          st.sampled_from(["v", "sh -c 'x'", "a b", "true"])), min_size=1, max_size=6))
+def test_property_the_sanitised_config_names_no_program(entries: list[Any]) -> None:
+    """Config files with random program and data keys (odd driver names too), written and read by git: the copy
+    a read-only run sees sets none of the keys git would run (as git lists them), and keeps every other key."""
+    from tools.sandbox_git import PROGRAM_KEY, program_keys, sanitized_configs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "config"
+        config.write_text("")
+        for (section, sub, name), driver, value in entries:
+            key = f"{section}.{driver if sub == 'D' else sub}.{name}" if sub else f"{section}.{name}"
+            subprocess.run(["git", "config", "--file", str(config), "--add", key, value], check=True)
+        listing = subprocess.run(["git", "config", "--file", str(config), "--list", "--show-origin", "-z"],
+                                 capture_output=True, text=True, check=True).stdout
+        programs = program_keys(listing, Path(tmp))
+        [(copy, original)] = sanitized_configs(programs, Path(tmp) / "copies") or [(config, config)]
+        assert original == config
+        kept = subprocess.run(["git", "config", "--file", str(copy), "--list", "-z"], capture_output=True,
+                              text=True, check=True).stdout.split("\0")
+        keys = [entry.partition("\n")[0] for entry in kept if entry]
+        before = [entry.partition("\n")[0] for entry in listing.split("\0")[1::2]]
+        assert not any(PROGRAM_KEY.fullmatch(key) for key in keys), keys
+        assert keys == [key for key in before if not PROGRAM_KEY.fullmatch(key)]
