@@ -191,13 +191,15 @@ def test_only_the_allow_listed_folders_are_visible(make_settings: Any, workspace
 
 async def test_finding3_renaming_a_parent_of_a_guarded_folder_fails(make_settings: Any, workspace: Path) -> None:
     """An approved command renamed the folder above a nested repository's `.git` (and the rules file's folder,
-    husky's folder) and planted new ones; the host's next git run ran the planted fsmonitor. Every folder on the
+    husky's folder, a skills folder's parent) and planted new ones; the host's next git run ran the planted fsmonitor. Every folder on the
     way from a root to a guarded path is pinned now: the renames fail and nothing is planted."""
     repo = _repo(workspace / "lib" / "proj")
     (workspace / "conf").mkdir()
     rules = workspace / "conf" / "policy.toml"
     rules.write_text("# rules\n")
     (workspace / ".husky" / "_").mkdir(parents=True)
+    (workspace / "ext" / "skills" / "s").mkdir(parents=True)
+    (workspace / "ext" / "skills" / "s" / "SKILL.md").write_text("# skill\n")
     _repo(workspace)
     _git(workspace, "config", "core.hooksPath", ".husky/_")
     pwned = workspace.parent / "pwned"
@@ -205,8 +207,8 @@ async def test_finding3_renaming_a_parent_of_a_guarded_folder_fails(make_setting
              f"cp -r lib/proj2/.git lib/proj/; printf '[core]\\n\\tfsmonitor = \"touch {pwned}; false\"\\n' "
              f">> lib/proj/.git/config; mv conf conf2; mkdir -p conf; n=policy; echo 'allow = [\"*\"]' > conf/$n.toml; "
              f"mv .husky .husky2; mkdir -p .husky/_; printf '#!/bin/sh\\ntouch {pwned}\\n' > .husky/_/pre-commit; "
-             f"echo end")
-    settings = make_settings(bash_enabled=True, policy_file=rules)
+             f"mv ext ext2; mkdir -p ext/skills/evil; echo planted > ext/skills/evil/SKILL.md; echo end")
+    settings = make_settings(bash_enabled=True, policy_file=rules, skills_dirs=[workspace / "ext" / "skills"])
     async with connect(settings, elicitation_callback=helpers.elicitation_answer("accept", "approve_once")) as c:
         said = await c.call_tool("run_bash_command", {"command": plant})
     assert not said.is_error and said.structured_content["stdout"].strip() == "end", said
@@ -214,6 +216,7 @@ async def test_finding3_renaming_a_parent_of_a_guarded_folder_fails(make_setting
     assert rules.read_text() == "# rules\n" and not (workspace / "conf2").exists()
     assert not (workspace / "lib2").exists() and not (workspace / "lib" / "proj2").exists()
     assert not (workspace / ".husky2").exists() and not (workspace / ".husky" / "_" / "pre-commit").exists()
+    assert not (workspace / "ext2").exists() and not (workspace / "ext" / "skills" / "evil").exists()
     (repo / "a.txt").write_text("changed\n")
     _git(repo, "status")  # the host's git, outside any sandbox
     subprocess.run(["git", "commit", "-qam", "x"], cwd=workspace, capture_output=True, check=False)
