@@ -57,6 +57,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,11 +254,11 @@ def make_stubs(folder: Path) -> Path | None:
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in STUB_FILES.items():
             path = folder / name
-            if not path.is_file() or path.read_text() != text:
-                with contextlib.suppress(FileNotFoundError):
-                    path.chmod(0o644)
-                path.write_text(text)
-                path.chmod(0o444)
+            if not path.is_file() or path.read_text() != text:  # made whole, then put in place (atomically)
+                work = folder / f".{name}-{os.getpid()}-{threading.get_ident()}"
+                work.write_text(text)
+                work.chmod(0o444)
+                os.replace(work, path)
     except OSError:
         return None
     return folder

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,6 +217,9 @@ def neutral_git_env(programs: Iterable[ProgramKey]) -> dict[str, str]:
     return env
 
 
+STALE_COPY_SECONDS = 300.0
+
+
 def sanitized_configs(programs: Iterable[ProgramKey], folder: Path) -> tuple[tuple[Path, Path], ...]:
     """(copy, original) for each config file that sets a program key: a copy without those keys (made by git
     itself, `git config --file COPY --unset-all KEY`, kept in `folder` until the original changes), which a
@@ -236,9 +240,10 @@ def _sanitized(source: Path, keys: list[str], folder: Path) -> Path:
     if copy.is_file():
         return copy
     folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob(f"{prefix}-*"):  # an earlier copy of an older version
+    for old in folder.glob(f"{prefix}-*"):  # a copy of an older version (not one a command may be starting with)
         with contextlib.suppress(OSError):
-            old.unlink()
+            if time.time() - old.stat().st_mtime > STALE_COPY_SECONDS:
+                old.unlink()
     work = folder / f".{prefix}-{os.getpid()}-{threading.get_ident()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     try:
