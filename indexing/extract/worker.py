@@ -1,4 +1,5 @@
-"""The extraction worker: a long-lived child process that parses PDF/DOCX/XLSX/PPTX files.
+"""The extraction worker: a long-lived child process that parses every file but plain text (PDF,
+Office, EPUB, OpenDocument, HTML, CSV, e-mail).
 
 Parsing untrusted office files runs outside the server process, under an address-space limit
 (RLIMIT_AS, where the platform has it), with `defusedxml` hardening and a per-file time budget.
@@ -101,6 +102,7 @@ def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[by
     `source`, the extractor reads that open file instead of `path`."""
     if kind == "warm":
         import docx  # noqa: F401
+        import lxml.etree  # noqa: F401
         import openpyxl  # noqa: F401
         import pptx  # noqa: F401
         import pymupdf  # noqa: F401
@@ -110,6 +112,8 @@ def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[by
         from indexing.extract.pdf import extract_pdf
 
         return extract_pdf(path, limits, source)
+    if kind in ("html", "csv", "eml"):
+        return _run_markup(kind, path, limits, source)
     from indexing.extract.safety import check_office_zip
 
     check_office_zip(path, kind, limits, source)
@@ -125,7 +129,30 @@ def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[by
         from indexing.extract.pptx_file import extract_pptx
 
         return extract_pptx(path, limits, source)
+    if kind == "epub":
+        from indexing.extract.epub_file import extract_epub
+
+        return extract_epub(path, limits, source)
+    if kind in ("odt", "ods", "odp"):
+        from indexing.extract.odf_file import extract_odf
+
+        return extract_odf(path, kind, limits, source)
     raise ExtractionError(f"{path.name}: no extractor for kind {kind!r}")
+
+
+def _run_markup(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None) -> Extracted:
+    """Text formats read by structure: HTML, CSV/TSV, e-mail."""
+    if kind == "html":
+        from indexing.extract.html_file import extract_html
+
+        return extract_html(path, limits, source)
+    if kind == "csv":
+        from indexing.extract.csv_file import extract_csv
+
+        return extract_csv(path, limits, source)
+    from indexing.extract.eml_file import extract_eml
+
+    return extract_eml(path, limits, source)
 
 
 # ---------------------------------------------------------------- parent side

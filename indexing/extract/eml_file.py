@@ -1,0 +1,165 @@
+"""E-mail (.eml, RFC 5322/MIME) extraction with the standard library's `email` package.
+
+Read: the headers Subject, From, To, Cc, Date (first lines of the text; the subject is the title
+and the heading of the message), the body (text/plain preferred, else text/html through the HTML
+extractor, with its headings under the subject), and each attachment as its own document through
+the same extractors (PDF, DOCX, XLSX, PPTX, EPUB, ODF, HTML, CSV, text, and attached e-mails up
+to MAX_DEPTH levels): its units keep their pages/slides/sheets/headings, under the heading
+"<mail file>/<attachment name>". The index keeps one document per file on disk (what its
+freshness checks and deletions follow), so an attachment is a part of its e-mail's document,
+found by that heading. Not read: other headers, inline images, attachments of unsupported types
+or that fail to read (each named in a warning), S/MIME or PGP encrypted bodies, more than
+MAX_ATTACHMENTS attachments. Runs inside the extraction worker (one time and memory budget for
+the whole message).
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import io
+from email.message import EmailMessage, Message
+from pathlib import Path
+from typing import IO
+
+from foundation.errors import ExtractionError, GeneralAgentError
+from indexing.extract.builder import TextBuilder
+from indexing.extract.html_file import add_sections, parse_html
+from indexing.extract.text import MARKDOWN_EXTENSIONS, decode_bytes, markdown_units, read_source
+from indexing.model import Extracted, ExtractionLimits, Unit
+
+HEADERS = ("Subject", "From", "To", "Cc", "Date")
+MAX_ATTACHMENTS = 100
+MAX_DEPTH = 3
+
+
+def extract_eml(path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
+    data, _ = read_source(path, source, limits.max_file_bytes)
+    message = email.message_from_bytes(data, policy=email.policy.default)
+    builder = TextBuilder(limits.max_extracted_chars)
+    add_message(builder, message, path.name, limits, depth=0)
+    return builder.build("eml", title=header(message, "Subject") or None)
+
+
+def header(message: Message, name: str) -> str:
+    try:
+        value = message.get(name)
+    except Exception:  # a malformed header the policy cannot parse: its raw text
+        value = message.get_all(name, [""])[0] if hasattr(message, "get_all") else ""
+    return " ".join(str(value or "").split())
+
+
+def add_message(builder: TextBuilder, message: Message, name: str, limits: ExtractionLimits, depth: int) -> bool:
+    """Headers, body and attachments of one message; False once the text cap is reached."""
+    subject = header(message, "Subject")
+    root = (subject,) if subject else ()
+    head = "\n".join(f"{h}: {v}" for h in HEADERS if (v := header(message, h)))
+    plain, html = _body(message)
+    if not builder.add(head + ("\n\n" + plain if plain else ""), "section", heading_path=root):
+        return False
+    if html and not add_sections(builder, parse_html(html).sections, root):
+        return False
+    return _add_attachments(builder, message, name, limits, depth)
+
+
+def _body(message: Message) -> tuple[str, str]:
+    """(plain text, HTML) of the message body; one of them is empty."""
+    if not isinstance(message, EmailMessage):
+        return "", ""
+    part = message.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return "", ""
+    text = _part_text(part)
+    return ("", text) if part.get_content_subtype() == "html" else (text, "")
+
+
+def _part_text(part: Message) -> str:
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):
+        return ""
+    charset = part.get_content_charset() or ""
+    try:
+        return payload.decode(charset or "utf-8")
+    except (LookupError, UnicodeDecodeError):
+        return decode_bytes(payload, "body")[0]
+
+
+def _add_attachments(builder: TextBuilder, message: Message, name: str, limits: ExtractionLimits, depth: int) -> bool:
+    if not isinstance(message, EmailMessage):
+        return True
+    for number, part in enumerate(message.iter_attachments(), start=1):
+        if number > MAX_ATTACHMENTS:
+            builder.warnings.append(f"{name}: only the first {MAX_ATTACHMENTS} attachments were read")
+            break
+        filename = " ".join((part.get_filename() or "").split()) or f"attachment-{number}"
+        shown = f"{name}/{filename}"
+        room = builder.max_chars - builder.pos
+        if room <= 2:
+            return False
+        sub_limits = _with_chars(limits, room)
+        try:
+            extracted = _extract_part(part, filename, shown, sub_limits, depth)
+        except MemoryError:
+            raise
+        except Exception as exc:  # one attachment's failure is a warning, never the e-mail's
+            reason = str(exc) if isinstance(exc, GeneralAgentError) else f"{type(exc).__name__}: {exc}"
+            builder.warnings.append(f"attachment {shown} was not read: {reason[:300]}")
+            continue
+        builder.warnings.extend(f"{shown}: {w}" for w in extracted.warnings if w != "file is empty")
+        if not builder.add_extracted(extracted, (shown,)):
+            return False
+    return True
+
+
+def _with_chars(limits: ExtractionLimits, chars: int) -> ExtractionLimits:
+    from dataclasses import replace
+
+    return replace(limits, max_extracted_chars=chars)
+
+
+def _extract_part(part: EmailMessage, filename: str, shown: str, limits: ExtractionLimits, depth: int) -> Extracted:
+    if depth >= MAX_DEPTH:
+        raise ExtractionError(f"attachments nested more than {MAX_DEPTH} e-mails deep are not read")
+    if part.get_content_type() == "message/rfc822":
+        inner = _attached_message(part)
+        builder = TextBuilder(limits.max_extracted_chars)
+        add_message(builder, inner, shown, limits, depth + 1)
+        return builder.build("eml")
+    from indexing.extract import is_supported
+
+    if not is_supported(filename):
+        raise ExtractionError(f"unsupported type ({Path(filename).suffix or 'no extension'})")
+    data = part.get_payload(decode=True)
+    if not isinstance(data, bytes) or not data:
+        return Extracted(text="", units=[], kind="text")
+    return extract_bytes(Path(filename), data, limits, depth)
+
+
+def _attached_message(part: EmailMessage) -> Message:
+    """The e-mail inside a message/rfc822 part (parsed already, or transfer-encoded by some clients)."""
+    payload = part.get_payload()
+    if isinstance(payload, list) and payload and isinstance(payload[0], Message):
+        return payload[0]
+    data = part.get_payload(decode=True)
+    return email.message_from_bytes(data if isinstance(data, bytes) else b"", policy=email.policy.default)
+
+
+def extract_bytes(path: Path, data: bytes, limits: ExtractionLimits, depth: int = 0) -> Extracted:
+    """Extract a file held in memory (an attachment) by its name's kind, in this process."""
+    from indexing.extract import detect_kind
+
+    kind = detect_kind(path)
+    if kind == "text":
+        text, encoding, warnings = decode_bytes(data, path.name)
+        text = text[: limits.max_extracted_chars]
+        markdown = path.suffix.lower() in MARKDOWN_EXTENSIONS
+        units = markdown_units(text) if markdown else [Unit(0, len(text), "text")]
+        return Extracted(text=text, units=units, kind="text", warnings=warnings, encoding=encoding)
+    if kind == "eml":
+        message = email.message_from_bytes(data, policy=email.policy.default)
+        builder = TextBuilder(limits.max_extracted_chars)
+        add_message(builder, message, path.name, limits, depth + 1)
+        return builder.build("eml")
+    from indexing.extract.worker import run_extractor
+
+    return run_extractor(kind, path, limits, io.BytesIO(data))
