@@ -184,7 +184,7 @@ def test_epub_chapters_in_spine_order_with_headings(tmp_path: Path) -> None:
 
 
 def test_odt_headings_paragraphs_tables(tmp_path: Path) -> None:
-    blocks = [Heading("Plan", 1), "Intro paragraph.", Heading("Budget", 2), Table([["Item", "Cost"], ["Boat", "500"]]),
+    blocks: list[str | Heading | Table] = [Heading("Plan", 1), "Intro paragraph.", Heading("Budget", 2), Table([["Item", "Cost"], ["Boat", "500"]]),
               Heading("Crew", 2), "五名船员。", Heading("Later", 1), "The end."]
     result = extract_file(make_odf(tmp_path / "plan.odt", "text", odt_body(blocks), title="Trip plan"))
     assert result.kind == "odt" and result.title == "Trip plan"
@@ -202,7 +202,9 @@ def test_odt_spaces_tabs_breaks_and_no_comments(tmp_path: Path) -> None:
 
 
 def test_ods_sheets_rows_header_and_repeats(tmp_path: Path) -> None:
-    sheets = {"Sales": [["Name", "Amount"], ["客户甲", 10], [], ["Bravo", 20]], "Other": [["k"], ["v"]]}
+    sheets: dict[str, list[list[object]]] = {
+        "Sales": [["Name", "Amount"], ["客户甲", 10], [], ["Bravo", 20]], "Other": [["k"], ["v"]],
+    }
     result = extract_file(make_odf(tmp_path / "book.ods", "spreadsheet", ods_body(sheets)))
     assert result.kind == "ods"
     rows = [(u.sheet, u.rows, u.heading_path, result.text[u.start : u.end]) for u in result.units]
@@ -232,7 +234,7 @@ def test_eml_headers_body_and_attachments_as_their_own_documents(tmp_path: Path)
     xlsx = make_xlsx(tmp_path / "r.xlsx", {"Costs": [["Item", "Cost"], ["Sail", 90]]})
     inner = make_eml(tmp_path / "inner.eml", "Earlier note", "The original message.")
     attachments = [("report.docx", docx.read_bytes()), ("scan.pdf", pdf.read_bytes()), ("costs.xlsx", xlsx.read_bytes()),
-                   ("notes.md", "# Todo\n\nbuy rope".encode()), ("fwd.eml", inner.read_bytes()),
+                   ("notes.md", b"# Todo\n\nbuy rope"), ("fwd.eml", inner.read_bytes()),
                    ("tool.exe", b"MZ\x00\x00"), ("broken.docx", b"PK\x03\x04 not really")]
     path = make_eml(tmp_path / "mail.eml", "Survey 结果", "Hello Bob,\nsee the attachments.", html="<p>HTML copy</p>",
                     attachments=attachments)

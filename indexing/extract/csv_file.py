@@ -40,7 +40,7 @@ def extract_csv(path: Path, limits: ExtractionLimits, source: IO[bytes] | None =
     except csv.Error as exc:
         builder = TextBuilder(limits.max_extracted_chars)
         warnings.append(f"the quoting is malformed ({exc}); read without quote handling")
-        add_rows(builder, None, csv_lines(text, dialect, quoting=csv.QUOTE_NONE))
+        add_rows(builder, None, csv_lines(text, dialect, quotes=False))
     builder.warnings[:0] = warnings
     extracted = builder.build("csv")
     extracted.encoding = encoding
@@ -57,12 +57,11 @@ def sniff_dialect(sample: str, tab: bool) -> type[csv.Dialect] | csv.Dialect:
         return csv.excel_tab if tab else csv.excel
 
 
-def csv_lines(
-    text: str, dialect: type[csv.Dialect] | csv.Dialect, quoting: int | None = None
-) -> Iterator[tuple[int, str]]:
-    """(1-based record number, "cell | cell") for each non-empty record."""
-    extra = {"quoting": quoting} if quoting is not None else {}
-    reader = csv.reader(io.StringIO(text, newline=""), dialect, **extra)
+def csv_lines(text: str, dialect: type[csv.Dialect] | csv.Dialect, quotes: bool = True) -> Iterator[tuple[int, str]]:
+    """(1-based record number, "cell | cell") for each non-empty record; `quotes=False`: quote
+    characters are plain text."""
+    stream = io.StringIO(text, newline="")
+    reader = csv.reader(stream, dialect) if quotes else csv.reader(stream, dialect, quoting=csv.QUOTE_NONE)
     for number, record in enumerate(reader, start=1):
         cells = [" ".join(cell.split()) for cell in record]
         while cells and not cells[-1]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import email
 import email.policy
 import io
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from email.message import EmailMessage, Message
 from pathlib import Path
 from typing import IO
@@ -33,11 +35,15 @@ MAX_ATTACHMENTS = 100
 MAX_DEPTH = 3
 
 
-def extract_eml(path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
+# The worker's dispatch (kind, path, limits, source) -> Extracted, for attachments' formats.
+Extractor = Callable[[str, Path, ExtractionLimits, IO[bytes] | None], Extracted]
+
+
+def extract_eml(path: Path, limits: ExtractionLimits, source: IO[bytes] | None, extract: Extractor) -> Extracted:
     data, _ = read_source(path, source, limits.max_file_bytes)
     message = email.message_from_bytes(data, policy=email.policy.default)
     builder = TextBuilder(limits.max_extracted_chars)
-    add_message(builder, message, path.name, limits, depth=0)
+    add_message(builder, message, _Context(path.name, limits, extract, 0))
     return builder.build("eml", title=header(message, "Subject") or None)
 
 
@@ -49,7 +55,18 @@ def header(message: Message, name: str) -> str:
     return " ".join(str(value or "").split())
 
 
-def add_message(builder: TextBuilder, message: Message, name: str, limits: ExtractionLimits, depth: int) -> bool:
+@dataclass(frozen=True)
+class _Context:
+    name: str  # the message's shown name: "mail.eml", or "mail.eml/fwd.eml" for an attached one
+    limits: ExtractionLimits
+    extract: Extractor
+    depth: int
+
+    def inner(self, name: str, chars: int) -> _Context:
+        return _Context(name, replace(self.limits, max_extracted_chars=chars), self.extract, self.depth + 1)
+
+
+def add_message(builder: TextBuilder, message: Message, context: _Context) -> bool:
     """Headers, body and attachments of one message; False once the text cap is reached."""
     subject = header(message, "Subject")
     root = (subject,) if subject else ()
@@ -59,7 +76,7 @@ def add_message(builder: TextBuilder, message: Message, name: str, limits: Extra
         return False
     if html and not add_sections(builder, parse_html(html).sections, root):
         return False
-    return _add_attachments(builder, message, name, limits, depth)
+    return _add_attachments(builder, message, context)
 
 
 def _body(message: Message) -> tuple[str, str]:
@@ -84,21 +101,20 @@ def _part_text(part: Message) -> str:
         return decode_bytes(payload, "body")[0]
 
 
-def _add_attachments(builder: TextBuilder, message: Message, name: str, limits: ExtractionLimits, depth: int) -> bool:
+def _add_attachments(builder: TextBuilder, message: Message, context: _Context) -> bool:
     if not isinstance(message, EmailMessage):
         return True
     for number, part in enumerate(message.iter_attachments(), start=1):
         if number > MAX_ATTACHMENTS:
-            builder.warnings.append(f"{name}: only the first {MAX_ATTACHMENTS} attachments were read")
+            builder.warnings.append(f"{context.name}: only the first {MAX_ATTACHMENTS} attachments were read")
             break
         filename = " ".join((part.get_filename() or "").split()) or f"attachment-{number}"
-        shown = f"{name}/{filename}"
+        shown = f"{context.name}/{filename}"
         room = builder.max_chars - builder.pos
         if room <= 2:
             return False
-        sub_limits = _with_chars(limits, room)
         try:
-            extracted = _extract_part(part, filename, shown, sub_limits, depth)
+            extracted = _extract_part(part, filename, context.inner(shown, room))
         except MemoryError:
             raise
         except Exception as exc:  # one attachment's failure is a warning, never the e-mail's
@@ -111,28 +127,31 @@ def _add_attachments(builder: TextBuilder, message: Message, name: str, limits: 
     return True
 
 
-def _with_chars(limits: ExtractionLimits, chars: int) -> ExtractionLimits:
-    from dataclasses import replace
-
-    return replace(limits, max_extracted_chars=chars)
-
-
-def _extract_part(part: EmailMessage, filename: str, shown: str, limits: ExtractionLimits, depth: int) -> Extracted:
-    if depth >= MAX_DEPTH:
+def _extract_part(part: EmailMessage, filename: str, context: _Context) -> Extracted:
+    """One attachment; `context` is the attachment's own (its name, limits and depth)."""
+    if context.depth > MAX_DEPTH:
         raise ExtractionError(f"attachments nested more than {MAX_DEPTH} e-mails deep are not read")
     if part.get_content_type() == "message/rfc822":
-        inner = _attached_message(part)
-        builder = TextBuilder(limits.max_extracted_chars)
-        add_message(builder, inner, shown, limits, depth + 1)
-        return builder.build("eml")
-    from indexing.extract import is_supported
+        return _message_document(_attached_message(part), context)
+    from indexing.extract import detect_kind, is_supported
 
     if not is_supported(filename):
         raise ExtractionError(f"unsupported type ({Path(filename).suffix or 'no extension'})")
     data = part.get_payload(decode=True)
     if not isinstance(data, bytes) or not data:
         return Extracted(text="", units=[], kind="text")
-    return extract_bytes(Path(filename), data, limits, depth)
+    kind = detect_kind(Path(filename))
+    if kind == "eml":
+        return _message_document(email.message_from_bytes(data, policy=email.policy.default), context)
+    if kind == "text":
+        return _text_document(Path(filename), data, context.limits)
+    return context.extract(kind, Path(filename), context.limits, io.BytesIO(data))
+
+
+def _message_document(message: Message, context: _Context) -> Extracted:
+    builder = TextBuilder(context.limits.max_extracted_chars)
+    add_message(builder, message, context)
+    return builder.build("eml")
 
 
 def _attached_message(part: EmailMessage) -> Message:
@@ -144,22 +163,10 @@ def _attached_message(part: EmailMessage) -> Message:
     return email.message_from_bytes(data if isinstance(data, bytes) else b"", policy=email.policy.default)
 
 
-def extract_bytes(path: Path, data: bytes, limits: ExtractionLimits, depth: int = 0) -> Extracted:
-    """Extract a file held in memory (an attachment) by its name's kind, in this process."""
-    from indexing.extract import detect_kind
-
-    kind = detect_kind(path)
-    if kind == "text":
-        text, encoding, warnings = decode_bytes(data, path.name)
-        text = text[: limits.max_extracted_chars]
-        markdown = path.suffix.lower() in MARKDOWN_EXTENSIONS
-        units = markdown_units(text) if markdown else [Unit(0, len(text), "text")]
-        return Extracted(text=text, units=units, kind="text", warnings=warnings, encoding=encoding)
-    if kind == "eml":
-        message = email.message_from_bytes(data, policy=email.policy.default)
-        builder = TextBuilder(limits.max_extracted_chars)
-        add_message(builder, message, path.name, limits, depth + 1)
-        return builder.build("eml")
-    from indexing.extract.worker import run_extractor
-
-    return run_extractor(kind, path, limits, io.BytesIO(data))
+def _text_document(path: Path, data: bytes, limits: ExtractionLimits) -> Extracted:
+    """A text attachment, decoded as text files are (Markdown gets its sections)."""
+    text, encoding, warnings = decode_bytes(data, path.name)
+    text = text[: limits.max_extracted_chars]
+    markdown = path.suffix.lower() in MARKDOWN_EXTENSIONS
+    units = markdown_units(text) if markdown else [Unit(0, len(text), "text")]
+    return Extracted(text=text, units=units, kind="text", warnings=warnings, encoding=encoding)

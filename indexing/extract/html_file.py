@@ -23,11 +23,13 @@ from indexing.extract.text import decode_bytes, read_source
 from indexing.model import Extracted, ExtractionLimits
 
 _SKIP = frozenset({"script", "style", "template", "noembed", "noframes"})
-_VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
-_BLOCK = frozenset(
-    """address article aside blockquote body br caption dd details dialog div dl dt fieldset figcaption figure
-    footer form header hr html legend li main nav ol p pre section summary table tbody tfoot thead tr ul""".split()
-)
+_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+                   "track", "wbr"})
+_BLOCK = frozenset({
+    "address", "article", "aside", "blockquote", "body", "br", "caption", "dd", "details", "dialog", "div", "dl",
+    "dt", "fieldset", "figcaption", "figure", "footer", "form", "header", "hr", "html", "legend", "li", "main",
+    "nav", "ol", "p", "pre", "section", "summary", "table", "tbody", "tfoot", "thead", "tr", "ul",
+})
 _CELL = frozenset({"td", "th"})
 _HEADING = {f"h{n}": n for n in range(1, 7)}
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
@@ -135,9 +137,7 @@ class _Collector:
             return
         if name == "title" and not self.title:
             self.title_parts = []
-        elif name in _SKIP:
-            self.skip.append(name)
-        elif "hidden" in attrib and name not in _VOID:
+        elif name in _SKIP or "hidden" in attrib and name not in _VOID:
             self.skip.append(name)
         else:
             self._open(name, attrib)

@@ -152,7 +152,7 @@ def _run_markup(kind: str, path: Path, limits: ExtractionLimits, source: IO[byte
         return extract_csv(path, limits, source)
     from indexing.extract.eml_file import extract_eml
 
-    return extract_eml(path, limits, source)
+    return extract_eml(path, limits, source, run_extractor)
 
 
 # ---------------------------------------------------------------- parent side
