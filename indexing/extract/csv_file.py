@@ -33,7 +33,7 @@ def extract_csv(path: Path, limits: ExtractionLimits, source: IO[bytes] | None =
     if more:
         warnings.append("only the first part of the file was read (max_extracted_chars)")
     dialect = sniff_dialect(text[:_SNIFF_CHARS], tab=path.suffix.lower() in (".tsv", ".tab"))
-    csv.field_size_limit(max(limits.max_extracted_chars, 131072))
+    csv.field_size_limit(max(len(text) + 1, 131072))  # a field is never longer than the text
     builder = TextBuilder(limits.max_extracted_chars)
     try:
         add_rows(builder, None, csv_lines(text, dialect))

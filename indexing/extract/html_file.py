@@ -33,6 +33,7 @@ _BLOCK = frozenset({
 _CELL = frozenset({"td", "th"})
 _HEADING = {f"h{n}": n for n in range(1, 7)}
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+_SPACE_AROUND_BREAK = re.compile(r" ?\n ?")
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 HEADING_CHARS = 300
@@ -42,9 +43,12 @@ HEADING_CHARS = 300
 class Section:
     heading_path: tuple[str, ...]
     parts: list[str] = field(default_factory=list)
+    _text: str | None = None
 
     def text(self) -> str:
-        return tidy("".join(self.parts))
+        if self._text is None:
+            self._text = tidy("".join(self.parts))
+        return self._text
 
 
 @dataclass
@@ -110,10 +114,14 @@ def parse_html(markup: str) -> HtmlDocument:
 
 
 def tidy(text: str) -> str:
-    """Collapse runs of spaces (not inside `<pre>`: those arrive pre-protected) and of blank lines."""
-    lines = [_SPACES.sub(" ", line).strip() if "\x01" not in line else line.replace("\x01", "") for line in
-             text.split("\n")]
-    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+    """Collapse runs of spaces (not in `<pre>` lines: those arrive marked with \x01) and of blank lines."""
+    if "\x01" in text:
+        lines = [line.replace("\x01", "") if "\x01" in line else _SPACES.sub(" ", line).strip()
+                 for line in text.split("\n")]
+        text = "\n".join(lines)
+    else:
+        text = _SPACE_AROUND_BREAK.sub("\n", _SPACES.sub(" ", text))
+    return _BLANK_LINES.sub("\n\n", text).strip()
 
 
 class _Collector:
@@ -128,6 +136,7 @@ class _Collector:
         self.heading: tuple[int, list[str]] | None = None
         self.pre = 0
         self.row_cells = 0
+        self.newlines = 2  # line breaks at the end of the text so far
 
     def start(self, tag: object, attrib: dict[str, str]) -> None:
         name = str(tag).lower()
@@ -195,14 +204,13 @@ class _Collector:
 
     def _emit(self, text: str) -> None:
         self.sections[-1].parts.append(text)
+        body = text.rstrip("\n")
+        self.newlines = len(text) - len(body) + (self.newlines if not body else 0)
 
     def _break(self, lines: int) -> None:
         """End the line (and the paragraph when `lines` is 2), counting the breaks already there."""
-        parts = self.sections[-1].parts
-        tail = parts[-1] if parts else "\n\n"
-        have = len(tail) - len(tail.rstrip("\n")) if tail.strip("\n") else min(len(tail), 2)
-        if have < lines:
-            parts.append("\n" * (lines - have))
+        if self.newlines < lines:
+            self._emit("\n" * (lines - self.newlines))
 
     def _close_heading(self) -> None:
         assert self.heading is not None
@@ -215,6 +223,7 @@ class _Collector:
             self.stack.pop()
         self.stack.append((level, title))
         self.sections.append(Section(tuple(t for _, t in self.stack), [title, "\n\n"]))
+        self.newlines = 2
 
     def document(self) -> HtmlDocument:
         if self.heading is not None:
