@@ -351,7 +351,7 @@ def _glob_files(rt: Runtime, pattern: str, roots: tuple[Path, ...]) -> list[str]
 
 class SearchFileResult(BaseModel):
     path: str
-    kind: str = Field(description="text, pdf, docx, xlsx or pptx.")
+    kind: str = Field(description="text, pdf, docx, xlsx, pptx, html, csv, epub, odt, ods, odp or eml.")
     hits: list[Hit]
     searched: str = Field(description="'lines' (live, text files) or 'index'.")
     note: str | None = None

@@ -48,10 +48,11 @@ def extract_eml(path: Path, limits: ExtractionLimits, source: IO[bytes] | None, 
 
 
 def header(message: Message, name: str) -> str:
+    """A header's decoded value, one line ("" when absent)."""
     try:
         value = message.get(name)
     except Exception:  # a malformed header the policy cannot parse: its raw text
-        value = message.get_all(name, [""])[0] if hasattr(message, "get_all") else ""
+        value = next((raw for key, raw in message.raw_items() if key.lower() == name.lower()), "")
     return " ".join(str(value or "").split())
 
 
