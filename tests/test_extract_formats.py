@@ -265,3 +265,64 @@ def test_eml_html_only_body_goes_through_the_html_extractor(tmp_path: Path) -> N
     assert result.title == "月报"
     assert [u.heading_path for u in result.units] == [("月报",), ("月报", "Summary")]
     assert "Numbers & more" in result.text and "x{}" not in result.text
+
+
+# ---------------------------------------------------------------- properties of the ODF and e-mail readers
+
+_WORDS = st.text(alphabet=st.sampled_from("abcxyz 中文&<>'\"é"), min_size=1, max_size=12).filter(lambda t: t.strip())
+_BLOCKS = st.lists(st.one_of(_WORDS, st.builds(Heading, _WORDS, st.integers(1, 4))), max_size=12)
+
+
+def expected_paths(blocks: list[str | Heading]) -> list[tuple[str, ...]]:
+    """The heading path of each heading's section: the nearest earlier heading of a lower level, then itself."""
+    paths: list[tuple[str, ...]] = []
+    open_headings: list[Heading] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            while open_headings and open_headings[-1].level >= block.level:
+                open_headings.pop()
+            open_headings.append(block)
+            paths.append(tuple(" ".join(h.text.split()) for h in open_headings))
+    return paths
+
+
+@settings(max_examples=60, deadline=None)
+@given(_BLOCKS)
+def test_odt_property_headings_nest_and_text_is_kept_in_order(blocks: list[str | Heading]) -> None:
+    import tempfile
+
+    from indexing.extract.odf_file import extract_odf
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = make_odf(Path(folder) / "p.odt", "text", odt_body(list(blocks)))
+        result = extract_odf(path, "odt", ExtractionLimits())
+    flat = " ".join(result.text.split())
+    texts = [" ".join((b.text if isinstance(b, Heading) else b).split()) for b in blocks]
+    position = 0
+    for text in texts:  # each in order, after the one before
+        position = flat.find(text, position)
+        assert position >= 0, text
+        position += len(text)
+    paths = [u.heading_path for u in result.units if u.heading_path]
+    assert paths == expected_paths(list(blocks))
+
+
+@settings(max_examples=40, deadline=None)
+@given(_WORDS, st.text(alphabet=st.sampled_from("ab中 \n.,<&"), max_size=80))
+def test_eml_property_subject_and_body_survive(subject: str, body: str) -> None:
+    import email
+    import email.policy
+    import tempfile
+
+    from indexing.extract.builder import TextBuilder
+    from indexing.extract.eml_file import _Context, add_message
+    from tests.docgen import make_eml
+
+    with tempfile.TemporaryDirectory() as folder:
+        data = make_eml(Path(folder) / "m.eml", subject, body).read_bytes()
+    message = email.message_from_bytes(data, policy=email.policy.default)
+    builder = TextBuilder(10_000)
+    add_message(builder, message, _Context("m.eml", ExtractionLimits(), lambda *a: Extracted("", [], "x"), 0))
+    result = builder.build("eml")
+    flat = " ".join(result.text.split())
+    assert f"Subject: {' '.join(subject.split())}" in flat and " ".join(body.split()) in flat
