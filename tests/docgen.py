@@ -297,15 +297,24 @@ def _central_entry(data: bytes, name: bytes) -> int:
 # ---------------------------------------------------------------- EPUB, ODF, e-mail
 
 
-def make_epub(path: Path, chapters: Sequence[tuple[str, str]], title: str = "A Book", spine_reversed: bool = False) -> Path:
+def make_epub(
+    path: Path, chapters: Sequence[tuple[str, str]], title: str = "A Book", spine_reversed: bool = False,
+    toc: Sequence[str] = (), toc_kind: str = "nav",
+) -> Path:
     """An EPUB 3 whose chapters are (file title, XHTML body markup); the spine lists them in the given
-    order (reversed file names when `spine_reversed`, to tell spine order from name order)."""
+    order (reversed file names when `spine_reversed`, to tell spine order from name order). `toc`: a
+    table-of-contents label per chapter, as an EPUB 3 nav document (`toc_kind="nav"`) or an EPUB 2 NCX."""
     names = [f"text/ch{i:02d}.xhtml" for i in range(len(chapters))]
     if spine_reversed:
         names = names[::-1]
     manifest = "".join(
         f'<item id="c{i}" href="{name}" media-type="application/xhtml+xml"/>' for i, name in enumerate(names)
     )
+    toc_part = _epub_toc(names, toc, toc_kind) if toc else None
+    if toc_part is not None:
+        manifest += (f'<item id="toc" href="{toc_part[0]}" properties="nav" media-type="application/xhtml+xml"/>'
+                     if toc_kind == "nav" else
+                     f'<item id="toc" href="{toc_part[0]}" media-type="application/x-dtbncx+xml"/>')
     spine = "".join(f'<itemref idref="c{i}"/>' for i in range(len(names)))
     opf = (
         '<?xml version="1.0" encoding="utf-8"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
@@ -321,6 +330,8 @@ def make_epub(path: Path, chapters: Sequence[tuple[str, str]], title: str = "A B
         archive.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
         archive.writestr("META-INF/container.xml", container)
         archive.writestr("OEBPS/content.opf", opf)
+        if toc_part is not None:
+            archive.writestr(f"OEBPS/{toc_part[0]}", toc_part[1])
         for name, (chapter_title, body) in zip(names, chapters, strict=True):
             xhtml = (
                 '<?xml version="1.0" encoding="utf-8"?><!DOCTYPE html><html xmlns="http://www.w3.org/1999/xhtml">'
@@ -328,6 +339,21 @@ def make_epub(path: Path, chapters: Sequence[tuple[str, str]], title: str = "A B
             )
             archive.writestr(f"OEBPS/{name}", xhtml)
     return path
+
+
+def _epub_toc(names: Sequence[str], labels: Sequence[str], kind: str) -> tuple[str, str]:
+    """(file name, markup) of a table of contents: label i points at chapter i (names in the OPF folder)."""
+    if kind == "nav":
+        links = "".join(f'<li><a href="{name}#start">{_esc(label)}</a></li>' for name, label in zip(names, labels, strict=True))
+        return "nav.xhtml", ('<?xml version="1.0" encoding="utf-8"?><!DOCTYPE html><html xmlns="http://www.w3.org/1999/xhtml" '
+                             'xmlns:epub="http://www.idpf.org/2007/ops"><body><nav epub:type="toc"><ol>'
+                             f"{links}</ol></nav></body></html>")
+    points = "".join(
+        f'<navPoint id="p{i}"><navLabel><text>{_esc(label)}</text></navLabel><content src="{name}"/></navPoint>'
+        for i, (name, label) in enumerate(zip(names, labels, strict=True))
+    )
+    return "toc.ncx", ('<?xml version="1.0" encoding="utf-8"?><ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" '
+                       f'version="2005-1"><navMap>{points}</navMap></ncx>')
 
 
 _ODF_NS = (

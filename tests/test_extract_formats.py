@@ -180,6 +180,16 @@ def test_epub_chapters_in_spine_order_with_headings(tmp_path: Path) -> None:
     check_offsets(result)
 
 
+@pytest.mark.parametrize("toc_kind", ["nav", "ncx"])
+def test_epub_table_of_contents_heads_chapters_without_headings(tmp_path: Path, toc_kind: str) -> None:
+    chapters = [("Book", '<p class="chapter-title">I. Departure</p><p>We left at dawn.</p>'),
+                ("Book", "<h1>II. Storm</h1><p>Thunder.</p>")]
+    path = make_epub(tmp_path / "toc.epub", chapters, toc=["I. Departure", "II. The Storm"], toc_kind=toc_kind)
+    result = extract_file(path)
+    assert [u.heading_path for u in result.units] == [("I. Departure",), ("II. Storm",)]
+    assert "The Storm" not in result.text  # the table of contents is not read as a chapter
+
+
 # ---------------------------------------------------------------- OpenDocument
 
 
