@@ -103,14 +103,14 @@ def add_rows(builder: TextBuilder, name: str | None, lines: Iterator[tuple[int, 
     if len(builder.units) == before:
         return more
     block = builder.units.pop()
-    header = rows[0][1][:HEADER_CHARS]
+    root: tuple[str, ...] = (name,) if name else ()
+    under = (*root, rows[0][1][:HEADER_CHARS])  # one tuple for every row: pickled once to the parent
     pos = block.start
     for i, (number, line) in enumerate(rows):
         end = min(pos + len(line), block.end)
         if end <= pos:
             break
-        root = (name,) if name else ()
-        heading = root if i == 0 else (*root, header)
+        heading = root if i == 0 else under
         builder.units.append(Unit(pos, end, "row", sheet=name, rows=(number, number), heading_path=heading))
         pos = end + 1
     return more
