@@ -316,6 +316,8 @@ def make_epub(
                      if toc_kind == "nav" else
                      f'<item id="toc" href="{toc_part[0]}" media-type="application/x-dtbncx+xml"/>')
     spine = "".join(f'<itemref idref="c{i}"/>' for i in range(len(names)))
+    if toc and toc_kind == "nav":
+        spine = '<itemref idref="toc"/>' + spine  # as many tools write it: the nav document read first
     opf = (
         '<?xml version="1.0" encoding="utf-8"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
         f'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>{title}</dc:title>'

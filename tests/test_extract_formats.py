@@ -75,6 +75,9 @@ def test_html_declared_charset_and_chinese_fallback(tmp_path: Path) -> None:
     latin = tmp_path / "latin.html"
     latin.write_bytes('<meta charset="windows-1252"><p>café – naïve</p>'.encode("cp1252"))
     assert extract_file(latin).text == "café – naïve"
+    labelled = tmp_path / "labelled.html"  # labelled GB2312 but written as GBK, as browsers read such pages
+    labelled.write_bytes('<meta http-equiv="Content-Type" content="text/html; charset=gb2312"><p>朱镕基</p>'.encode("gbk"))
+    assert extract_file(labelled).text == "朱镕基"
     gbk = tmp_path / "gbk.htm"
     gbk.write_bytes("<h1>标题</h1><p>中文内容</p>".encode("gbk"))
     result = extract_file(gbk)
@@ -135,6 +138,9 @@ def test_csv_gbk_semicolons_and_tsv(tmp_path: Path) -> None:
     gbk.write_bytes("城市;人口\n北京;2100\n上海;2400\n".encode("gbk"))
     result = extract_file(gbk)
     assert result.text == "城市 | 人口\n北京 | 2100\n上海 | 2400" and result.units[2].heading_path == ("城市 | 人口",)
+    excel = tmp_path / "unicode.txt.csv"  # Excel's "Unicode text": UTF-16 with a BOM, tab-separated
+    excel.write_bytes("名称\t数量\r\n苹果\t3\r\n".encode("utf-16"))
+    assert extract_file(excel).text == "名称 | 数量\n苹果 | 3"
     tsv = tmp_path / "t.tsv"
     tsv.write_text("a,b\tc\n1,2\t3\n", encoding="utf-8")
     assert extract_file(tsv).text == "a,b | c\n1,2 | 3"

@@ -92,7 +92,7 @@ def _read_package(archive: zipfile.ZipFile) -> _Package:
 
     spine = [items[e.get("idref", "")] for e in opf.iter() if local_name(e.tag) == "itemref" and e.get("idref") in items]
     title = next((" ".join((e.text or "").split()) for e in opf.iter() if local_name(e.tag) == "title"), "")
-    chapters = [part(item) for item in spine if item.get("media-type") in _HTML_TYPES]
+    chapters = [part(item) for item in spine if item.get("media-type") in _HTML_TYPES and not _is_toc(item)]
     return _Package(title, chapters, _toc_labels(archive, [part(i) for i in items.values() if _is_toc(i)]))
 
 

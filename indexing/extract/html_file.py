@@ -37,6 +37,8 @@ _SPACE_AROUND_BREAK = re.compile(r" ?\n ?")
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 HEADING_CHARS = 300
+# Labels browsers decode with a larger code page (WHATWG Encoding): pages labelled so use its characters.
+_AS_BROWSERS_READ = {"gb2312": "gb18030", "gbk": "gb18030", "iso8859-1": "cp1252", "ascii": "cp1252"}
 
 
 @dataclass
@@ -93,9 +95,10 @@ def _declared_charset(head: bytes) -> str | None:
     if not match:
         return None
     try:
-        return codecs.lookup(match.group(1).decode("ascii")).name
+        name = codecs.lookup(match.group(1).decode("ascii")).name
     except (LookupError, UnicodeDecodeError):
         return None
+    return _AS_BROWSERS_READ.get(name, name)
 
 
 def parse_html(markup: str) -> HtmlDocument:
