@@ -6,7 +6,7 @@ ODT: paragraphs, lists and tables in document order; every `text:h` starts a "se
 heading path is the stack of enclosing headings (by `text:outline-level`). Tables are "cell | cell"
 rows. ODS: one "row" Unit per non-empty row of each `table:table` (as XLSX: the sheet's first
 row in the heading of the others), repeated rows/cells expanded up to a bound, cell text as
-displayed. ODP: one "slide" Unit per `draw:page`, its title frame as heading, then the other
+displayed; streamed (a row is dropped once read), as openpyxl streams XLSX. ODP: one "slide" Unit per `draw:page`, its title frame as heading, then the other
 frames' text, then the speaker notes as "Notes: ...". The document title comes from meta.xml.
 Not read: embedded objects and images, comments (office:annotation), tracked deletions, styles,
 formulas (their displayed values are), flat XML files (.fodt ...).
@@ -46,26 +46,36 @@ _P, _H, _SPACE, _TAB, _BREAK = _q("text:p"), _q("text:h"), _q("text:s"), _q("tex
 _LIST, _TABLE, _ROW, _CELL = _q("text:list"), _q("table:table"), _q("table:table-row"), _q("table:table-cell")
 _COVERED = _q("table:covered-table-cell")
 _SKIPPED = frozenset({_q("office:annotation"), _q("text:tracked-changes"), _q("text:note-citation")})
-_NOTES, _PAGE = _q("presentation:notes"), _q("draw:page")
+_NOTES, _PAGE, _SHEETS = _q("presentation:notes"), _q("draw:page"), _q("office:spreadsheet")
 
 
 def extract_odf(path: Path, kind: str, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
+    builder = TextBuilder(limits.max_extracted_chars)
     with zipfile.ZipFile(source or path) as archive:
         if _encrypted(archive):
             raise ExtractionError(f"{path.name} is password-protected; remove the password and index it again.")
-        body = safe_xml(archive.read("content.xml")).find(_q("office:body"))
         title = _meta_title(archive)
-    if body is None:
-        raise ExtractionError(f"{path.name} has no document body (office:body); check the file.")
-    builder = TextBuilder(limits.max_extracted_chars)
-    readers = (("office:text", _text_document), ("office:spreadsheet", _spreadsheet),
-               ("office:presentation", _presentation))
-    for tag, read in readers:
-        part = body.find(_q(tag))
-        if part is not None:
-            read(builder, part)
-            break
+        with archive.open("content.xml") as content:
+            if not _read_body(builder, content):
+                raise ExtractionError(f"{path.name} has no document body (office:body); check the file.")
     return builder.build(kind, title=title)
+
+
+def _read_body(builder: TextBuilder, content: IO[bytes]) -> bool:
+    """Stream content.xml: a spreadsheet row by row (each row dropped once read, so a large sheet never
+    becomes one tree); a text document or a presentation as one tree. False when there is no body."""
+    import defusedxml.ElementTree
+
+    events = iter(defusedxml.ElementTree.iterparse(content, events=("start", "end")))
+    readers = {_q("office:text"): _text_document, _q("office:presentation"): _presentation}
+    for event, element in events:
+        if event == "start" and element.tag == _SHEETS:
+            _stream_sheets(builder, events)
+            return True
+        if event == "end" and element.tag in readers:
+            readers[element.tag](builder, element)
+            return True
+    return False
 
 
 def _encrypted(archive: zipfile.ZipFile) -> bool:
@@ -149,27 +159,50 @@ def _blocks(element: Element) -> Iterator[tuple[str, int, str]]:
 # ---------------------------------------------------------------- ODS
 
 
-def _spreadsheet(builder: TextBuilder, part: Element) -> None:
-    for table in part.iter(_TABLE):
-        name = table.get(_q("table:name")) or "Sheet"
-        if not add_rows(builder, name, _table_lines(table)):
+def _stream_sheets(builder: TextBuilder, events: Iterator[tuple[str, Element]]) -> None:
+    for event, element in events:
+        if event == "start" and element.tag == _TABLE:
+            if not add_rows(builder, element.get(_q("table:name")) or "Sheet", _streamed_lines(events)):
+                return
+        elif event == "end" and element.tag == _SHEETS:
             return
 
 
+def _streamed_lines(events: Iterator[tuple[str, Element]]) -> Iterator[tuple[int, str]]:
+    """Rows of the sheet whose start was just read, to its end; each row is cleared once read."""
+    number, nested = 0, 0
+    for event, element in events:
+        if element.tag == _TABLE:
+            if event == "start":
+                nested += 1
+            elif nested:
+                nested -= 1
+            else:
+                element.clear()
+                return
+        elif event == "end" and element.tag == _ROW and not nested:
+            lines, number = _row_lines(element, number)
+            yield from lines
+            element.clear()
+
+
 def _table_lines(table: Element) -> Iterator[tuple[int, str]]:
-    """(1-based row number, "cell | cell") for each non-empty row; repeats expanded up to MAX_REPEAT."""
+    """(1-based row number, "cell | cell") for each non-empty row of a table held as a tree."""
     number = 0
     for row in _rows(table):
-        repeat = _repeat(row, "table:number-rows-repeated")
-        cells = _cells(row)
-        if not cells:
-            number += repeat
-            continue
-        line = " | ".join(cells)
-        for _ in range(min(repeat, MAX_REPEAT)):
-            number += 1
-            yield number, line
-        number += max(0, repeat - MAX_REPEAT)
+        lines, number = _row_lines(row, number)
+        yield from lines
+
+
+def _row_lines(row: Element, number: int) -> tuple[list[tuple[int, str]], int]:
+    """The numbered lines of one row (after row `number`; repeats expanded up to MAX_REPEAT), and the
+    number of its last row."""
+    repeat = _repeat(row, "table:number-rows-repeated")
+    cells = _cells(row)
+    if not cells:
+        return [], number + repeat
+    line = " | ".join(cells)
+    return [(number + i, line) for i in range(1, min(repeat, MAX_REPEAT) + 1)], number + repeat
 
 
 def _rows(element: Element) -> Iterator[Element]:
