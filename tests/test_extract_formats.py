@@ -258,6 +258,7 @@ def test_eml_headers_body_and_attachments_as_their_own_documents(tmp_path: Path)
     assert result.kind == "eml" and result.title == "Survey 结果"
     head = result.text[result.units[0].start : result.units[0].end]
     assert head.startswith("Subject: Survey 结果\nFrom: Alice <alice@example.com>\nTo: Bob <bob@example.com>\nDate: ")
+    assert "\nAttachments: report.docx, scan.pdf, costs.xlsx, notes.md, fwd.eml, tool.exe, broken.docx\n" in head
     assert "see the attachments." in head and "HTML copy" not in result.text  # text/plain preferred
     located = [(u.heading_path, u.page, u.sheet) for u in result.units[1:]]
     assert located == [

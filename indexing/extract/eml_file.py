@@ -1,8 +1,8 @@
 """E-mail (.eml, RFC 5322/MIME) extraction with the standard library's `email` package.
 
-Read: the headers Subject, From, To, Cc, Date (first lines of the text; the subject is the title
-and the heading of the message), the body (text/plain preferred, else text/html through the HTML
-extractor, with its headings under the subject), and each attachment as its own document through
+Read: the headers Subject, From, To, Cc, Date and the attachments' names (first lines of the text;
+the subject is the title and the heading of the message), the body (text/plain preferred, else
+text/html through the HTML extractor, its headings under the subject), and each attachment as its own document through
 the same extractors (PDF, DOCX, XLSX, PPTX, EPUB, ODF, HTML, CSV, text, and attached e-mails up
 to MAX_DEPTH levels): its units keep their pages/slides/sheets/headings, under the heading
 "<mail file>/<attachment name>". The index keeps one document per file on disk (what its
@@ -26,7 +26,7 @@ from typing import IO
 
 from foundation.errors import ExtractionError, GeneralAgentError
 from indexing.extract.builder import TextBuilder
-from indexing.extract.html_file import add_sections, parse_html
+from indexing.extract.html_file import HEADING_CHARS, add_sections, parse_html
 from indexing.extract.text import MARKDOWN_EXTENSIONS, decode_bytes, markdown_units, read_source
 from indexing.model import Extracted, ExtractionLimits, Unit
 
@@ -69,15 +69,26 @@ class _Context:
 
 def add_message(builder: TextBuilder, message: Message, context: _Context) -> bool:
     """Headers, body and attachments of one message; False once the text cap is reached."""
-    subject = header(message, "Subject")
+    subject = header(message, "Subject")[:HEADING_CHARS]
     root = (subject,) if subject else ()
-    head = "\n".join(f"{h}: {v}" for h in HEADERS if (v := header(message, h)))
+    lines = [f"{h}: {v}" for h in HEADERS if (v := header(message, h))]
+    names = _attachment_names(message)
+    if names:
+        lines.append("Attachments: " + ", ".join(names))
+    head = "\n".join(lines)
     plain, html = _body(message)
     if not builder.add(head + ("\n\n" + plain if plain else ""), "section", heading_path=root):
         return False
     if html and not add_sections(builder, parse_html(html).sections, root):
         return False
     return _add_attachments(builder, message, context)
+
+
+def _attachment_names(message: Message) -> list[str]:
+    if not isinstance(message, EmailMessage):
+        return []
+    names = (" ".join((part.get_filename() or "").split()) for part in message.iter_attachments())
+    return [name for name in names if name][:MAX_ATTACHMENTS]
 
 
 def _body(message: Message) -> tuple[str, str]:
