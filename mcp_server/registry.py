@@ -29,6 +29,7 @@ from tools import (
     skills,
     tiers,
     todos,
+    watch_tools,
 )
 from tools.runtime import Runtime
 
@@ -93,6 +94,8 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(index_tools.index_status, title="Index status", read_only=True, idempotent=True, tier="core"),
     ToolSpec(index_tools.remove_from_index, title="Remove from the index", read_only=False, destructive=True,
              idempotent=True, tier="full"),
+    ToolSpec(watch_tools.unwatch_path, title="Stop watching a folder", read_only=False, idempotent=False,
+             tier="full"),
     ToolSpec(index_tools.cleanup_index, title="Clean up the index", read_only=False, destructive=True,
              idempotent=True, tier="full"),
 ]

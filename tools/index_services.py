@@ -121,17 +121,24 @@ def stop_index_jobs(rt: Runtime) -> None:
     jobs = _INDEX_JOBS.peek(rt)
     if jobs is not None:
         jobs.close()
+    from tools.live_index import peek_live_index
+
+    live = peek_live_index(rt)
+    if live is not None:
+        live.close()
 
 
 def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
-             session_id: str | None = None) -> Indexer:
+                session_id: str | None = None, roots: tuple[Path, ...] | None = None) -> Indexer:
+    """The indexer of a call, or of background work: files are opened only inside `roots` (default: the
+    session's roots)."""
     from indexing.indexer import Indexer
     s = rt.settings
     limits = rt.extraction_limits()
     chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
     if call is not None:
         should_cancel, session_id = (lambda: call.cancelled), call.session_id
-    roots = roots_for(s, session_id)
+    roots = roots or roots_for(s, session_id)
     allowed = fd_allowed(s, roots, rt.secret_paths)
     return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel,
                    opener=lambda path: open_inside(path, roots, allowed), secrets=secret_filter(rt, roots))
@@ -220,6 +227,10 @@ def warm_up_search(rt: Runtime) -> None:
     from indexing.analyzer import set_cache_dir, warm_up
 
     has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
+    if has_index or rt.settings.watch_roots:
+        from tools.live_index import live_index
+
+        live_index(rt).start_watching()  # the watched folders, from now on (each gets a stat pass first)
     try:
         if has_index:
             set_cache_dir(rt.settings.data_dir / "cache")  # first: a Chinese search meanwhile loads it from there
