@@ -24,6 +24,7 @@ from tools import (
     human,
     index_services,
     index_tools,
+    live_index,
     memory,
     meta,
     skills,
@@ -111,6 +112,7 @@ RESOURCES: list[ResourceSpec] = [
     ),
 ]
 
-WARMUPS: list[Callable[[Runtime], None]] = [index_services.warm_up_search, context_common.warm_up_tokens,
+WARMUPS: list[Callable[[Runtime], None]] = [live_index.warm_up_watcher, index_services.warm_up_search,
+                                            context_common.warm_up_tokens,
                                             bash.warm_up_workspace_scan]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

@@ -251,7 +251,7 @@ async def test_a_watched_folder_follows_the_files(tmp_path: Path, workspace: Pat
     make_pdf(docs / "c.pdf", [["charlie on a page of a PDF"]])
     async with serve(tmp_path, workspace, database_url) as server:
         indexed = await server.call("index_path", path="docs")
-        assert indexed["indexed"] == 3 and "Watched" in indexed["note"], indexed
+        assert indexed["indexed"] == 3 and indexed["watched"] is True, indexed
         assert (await server.call("index_status"))["watcher"]["folders"] == ["docs"]
 
         _save_like_an_editor(docs / "a.md", "# A\n\nThe airship leaves at dawn.\n")
@@ -302,3 +302,23 @@ async def test_changes_made_while_the_server_was_down_are_found(tmp_path: Path, 
         await server.until("kilo", ["docs/added.md"])
         assert await server.search("hotel") == [] and await server.search("india") == []
         assert await server.search("golf") == ["docs/keep.md"]
+
+
+def test_doctor_says_how_folders_are_watched(settings: Any, workspace: Path) -> None:
+    from mcp_server.cmd_doctor import check_watcher
+    from tools.index_tools import index_path
+    from tools.index_watch import watch_health
+
+    assert "none yet" in check_watcher(settings).detail
+    (workspace / "w" / "deep").mkdir(parents=True)
+    (workspace / "w" / "deep" / "x.md").write_text("x-ray")
+    rt = _runtime(settings)
+    try:
+        index_path("w", rt=rt, call=_call())  # a one-shot run (no server): stored, watched by the next server
+    finally:
+        rt.close()
+    check = check_watcher(settings)
+    assert check.detail.startswith("1 folders, file-system events"), check
+    if Path("/proc/sys/fs/inotify/max_user_watches").exists():
+        assert "2 of " in check.detail and "inotify watches needed" in check.detail
+    assert watch_health([str(workspace / "w")], polling=True) == (True, "1 folders, polling every 2 s (watch_polling)")

@@ -40,7 +40,7 @@ from tools.index_services import (
     secret_refusal,
     vector_worker,
 )
-from tools.live_index import changed_note, fresh_page, live_index
+from tools.live_index import changed_note, fresh_page, search_running
 
 QUICK_MAX_RANK = 50  # a quick search asks for hits among the first this many (the largest page)
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
@@ -155,7 +155,7 @@ def search_documents(
 
     searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
     is_secret = secret_hits(rt, roots)
-    with live_index(rt).gauge:  # background re-indexing waits for searches
+    with search_running(rt):  # background re-indexing waits for searches
         result, pending = _fresh_search(rt, searcher, is_secret, call, roots, query=query, scope=scope, page=(
             max_results, offset), use_regex=use_regex, group_by_document=group_by_document, mode=mode,
             context_chars=context_chars)

@@ -121,11 +121,6 @@ def stop_index_jobs(rt: Runtime) -> None:
     jobs = _INDEX_JOBS.peek(rt)
     if jobs is not None:
         jobs.close()
-    from tools.live_index import peek_live_index
-
-    live = peek_live_index(rt)
-    if live is not None:
-        live.close()
 
 
 def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
@@ -227,10 +222,6 @@ def warm_up_search(rt: Runtime) -> None:
     from indexing.analyzer import set_cache_dir, warm_up
 
     has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
-    if has_index or rt.settings.watch_roots:
-        from tools.live_index import live_index
-
-        live_index(rt).start_watching()  # the watched folders, from now on (each gets a stat pass first)
     try:
         if has_index:
             set_cache_dir(rt.settings.data_dir / "cache")  # first: a Chinese search meanwhile loads it from there

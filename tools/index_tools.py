@@ -66,6 +66,8 @@ class IndexResult(OmitNone):
     chunks_added: int
     seconds: float
     note: str | None = None
+    watched: bool | None = Field(default=None, description="For folders: true when watched from now on (changes "
+                                 "re-indexed as they happen, across restarts; unwatch_path stops it).")
     skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
 
 
@@ -101,14 +103,16 @@ def index_path(
         if wait:
             jobs.wait(job, lambda: call.cancelled, call.report)
         return _index_result(job, roots, f"Joined index job {job.row.id}, already running for this path.")
-    watched: list[str] = []  # the note of watch_folder, once the run is done
+    watched: list[bool] = []  # whether the folder is watched now, once the run is done
     work = _index_work(rt, real, recursive, call.session_id, watch if recursive else False, watched)
     if not wait:
         jobs.start_background(job, work)
         return _index_result(job, roots, f"Indexing in the background (job {job.row.id}); index_status shows "
                                          "its progress. search_documents finds files as they are indexed.")
     jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
-    return _index_result(job, roots, _join(None, " ".join(watched)), hint=None if real.is_dir() else skill_hint(rt, real))
+    result = _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
+    result.watched = watched[0] if watched else None
+    return result
 
 
 def _refuse_secret(rt: Runtime, real: Path, shown: str, roots: tuple[Path, ...]) -> None:
@@ -132,15 +136,15 @@ def _check_readable_folder(real: Path, shown: str) -> None:
 
 
 def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None, watch: bool,
-                notes: list[str]) -> Work:
-    """The run; a folder indexed (recursively) whole is then watched (`watch`), or no longer (`notes`: what
-    that changed)."""
+                notes: list[bool]) -> Work:
+    """The run; a folder indexed (recursively) whole is then watched (`watch`), or no longer (`notes`: whether
+    it is watched now)."""
     def work(should_cancel: Callable[[], bool], progress: Progress, report: IndexReport) -> None:
         indexer = indexer_for(rt, should_cancel=should_cancel, session_id=session_id)
         if real.is_dir():
             indexer.index_tree(real, recursive=recursive, progress=progress, report=report)
-            if not report.truncated and (note := watch_folder(rt, real, watch)):
-                notes.append(note)
+            if not report.truncated:
+                notes.append(watch_folder(rt, real, watch))
         else:
             report.add(indexer.index_file(real))
             progress(1, 1, real.name)

@@ -175,7 +175,7 @@ class FolderWatcher:
                 if self._folders() != (folders, missing):
                     return
 
-    def _entries(self, changes: set[tuple[object, str]], folders: list[str]) -> list[Entry]:
+    def _entries(self, changes: Iterable[tuple[object, str]], folders: list[str]) -> list[Entry]:
         import watchfiles
 
         out = []
@@ -204,3 +204,56 @@ def _root_of(path: str, folders: Iterable[str]) -> str | None:
         if path == folder or path.startswith(folder.rstrip("/") + "/"):
             return folder
     return None
+
+
+NETWORK_FILE_SYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "9p", "ceph", "glusterfs",
+                                  "afs", "davfs", "fuse.rclone", "virtiofs", "fuse.s3fs"})
+INOTIFY_WATCHES = Path("/proc/sys/fs/inotify/max_user_watches")
+DIRS_COUNTED = 200_000
+
+
+def watch_health(folders: list[str], polling: bool) -> tuple[bool, str]:
+    """For `doctor`: how the folders are watched and what the watcher cannot see there. False when events
+    will not do (inotify watches too few for their folders; the watcher then polls by itself)."""
+    if polling:
+        return True, f"{len(folders)} folders, polling every {POLL_DELAY_MS / 1000:g} s (watch_polling)"
+    notes, ok = [], True
+    remote = [f"{f} ({fs})" for f in folders if (fs := _file_system(f)) in NETWORK_FILE_SYSTEMS]
+    if remote:
+        notes.append("on network drives, where events miss other machines' changes (set GENERALAGENT_WATCH_POLLING"
+                     f"=true): {', '.join(remote)}")
+    if INOTIFY_WATCHES.exists():
+        limit = int(INOTIFY_WATCHES.read_text().split()[0])
+        needed = sum(_count_dirs(f) for f in folders)
+        if needed > limit:
+            ok = False
+            notes.append(f"{needed} folders to watch but fs.inotify.max_user_watches is {limit}: the watcher polls "
+                         "instead; raise it (sysctl fs.inotify.max_user_watches=524288)")
+        else:
+            notes.append(f"{needed} of {limit} inotify watches needed")
+    said = f"{len(folders)} folders, file-system events" + (f"; {'; '.join(notes)}" if notes else "")
+    return ok, said
+
+
+def _file_system(path: str) -> str:
+    """The type of the file system `path` is on (Linux: the longest matching mount point), or ""."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return ""
+    best, kind = "", ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 2 and (path == parts[1] or path.startswith(parts[1].rstrip("/") + "/")) and len(parts[1]) > len(best):
+            best, kind = parts[1], parts[2]
+    return kind
+
+
+def _count_dirs(folder: str) -> int:
+    count = 0
+    for _, dirs, _ in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in INDEX_DIR_NAMES]
+        count += 1
+        if count >= DIRS_COUNTED:
+            break
+    return count

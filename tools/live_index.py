@@ -16,6 +16,7 @@ import logging
 import os
 import stat
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +66,28 @@ class LiveIndex:
         if self.watcher is not None:
             self.watcher.close()
         self.queue.close()
+
+
+def warm_up_watcher(rt: Runtime) -> None:
+    """Start-up (the server's warm-up thread): watch the stored folders from now on, each after its stat pass
+    (with `watch_roots`, every root too). A data dir without an index has nothing to watch."""
+    has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
+    if has_index or rt.settings.watch_roots:
+        live_index(rt).start_watching()
+
+
+def stop_live_index(rt: Runtime) -> None:
+    """The server stops: its watcher and re-index queue stop (a file being written is finished first)."""
+    live = _LIVE.peek(rt)
+    if live is not None:
+        live.close()
+
+
+def search_running(rt: Runtime) -> AbstractContextManager[object]:
+    """Held while a search runs: the re-index queue waits for it (none made yet: nothing to wait for; a
+    quick search on the event loop makes nothing)."""
+    live = _LIVE.peek(rt)
+    return live.gauge if live is not None else nullcontext()
 
 
 def live_index(rt: Runtime) -> LiveIndex:

@@ -19,23 +19,21 @@ from tools.runtime import CallContext, Runtime
 FAILURES_SHOWN = 5
 
 
-def watch_folder(rt: Runtime, folder: Path, watch: bool) -> str | None:
+def watch_folder(rt: Runtime, folder: Path, watch: bool) -> bool:
     """After index_path indexed `folder`: watch it from now on (or, `watch=False`, stop watching it).
-    Returns a note for the result (None: nothing to say)."""
+    Returns whether it is watched now."""
     store = index_store(rt)
     key = str(folder)
-    if not watch:
-        if key in watched_folders(store):
+    listed = key in watched_folders(store)
+    if not watch or not rt.settings.watch_indexed:
+        if listed and not watch:
             set_watched(store, remove=[key])
             _reload(rt)
-            return "No longer watched: changes are indexed when index_path runs again."
-        return None
-    if not rt.settings.watch_indexed:
-        return None
-    if key not in watched_folders(store):
+        return False if not watch else listed
+    if not listed:
         set_watched(store, add=[key])
     _reload(rt)
-    return "Watched from now on: changes are re-indexed in the background (unwatch_path stops it)."
+    return True
 
 
 def _reload(rt: Runtime) -> None:
@@ -99,8 +97,11 @@ def watcher_info(rt: Runtime, roots: tuple[Path, ...]) -> WatcherInfo:
     if live is None:
         return WatcherInfo(state="not running", folders=shown)
     stats = live.queue.stats
+    store = index_store(rt)
+    failing = [(p, r) for p, (_, _, r) in list(stats.failures.items())
+               if (row := store.file_row(p)) is not None and row.error]  # not fixed since (a save caught halfway)
     failures = [WatchFailure(path=display_path(Path(p), roots), reason=r)
-                for p, (_, _, r) in list(stats.failures.items())[-FAILURES_SHOWN:]] or None
+                for p, r in failing[-FAILURES_SHOWN:]] or None
     info = WatcherInfo(state="not running", folders=shown, queued=live.queue.queued(), reindexed=stats.reindexed,
                        removed=stats.removed, failures=failures)
     if live.watcher is not None:
