@@ -122,10 +122,10 @@ def test_one_watcher_per_data_store(settings: Any, workspace: Path) -> None:
     first, second = _runtime(settings, server=True), _runtime(settings, server=True)
     try:
         index_path("shared", rt=first, call=_call())
-        live_index(second).start_watching()
         leader = live_index(first).watcher
         assert leader is not None
         _until(lambda: leader.status.state == "watching", "the first one leads")
+        live_index(second).start_watching()
         follower = live_index(second).watcher
         assert follower is not None
         _until(lambda: follower.status.state == "follower", "the second one follows")
@@ -322,3 +322,48 @@ def test_doctor_says_how_folders_are_watched(settings: Any, workspace: Path) -> 
     if Path("/proc/sys/fs/inotify/max_user_watches").exists():
         assert "2 of " in check.detail and "inotify watches needed" in check.detail
     assert watch_health([str(workspace / "w")], polling=True) == (True, "1 folders, polling every 2 s (watch_polling)")
+
+
+def test_the_index_command_saves_the_postings_and_the_watch(tmp_path: Path, workspace: Path) -> None:
+    """`generalagent-mcp index` builds the search postings too: the next server opens them (no build)."""
+    from foundation.settings import load_settings
+    from tests.test_cli_paths import run
+    from tools.index_services import index_store, memory_index
+    from tools.index_watch import watched_folders
+
+    (workspace / "docs").mkdir()
+    for n in range(5):
+        (workspace / "docs" / f"n{n}.md").write_text(f"note {n} about the lima project")
+    data = tmp_path / "data"
+    done = run(workspace, data, "--root", str(workspace), "index", "docs", GENERALAGENT_SEARCH_MEMORY_MIN_CHUNKS="1")
+    assert done.returncode == 0, done.stderr
+    assert "Search postings saved (5 chunks" in done.stdout and "Watched" in done.stdout, done.stdout
+    rt = _runtime(load_settings({"data_dir": data, "roots": [workspace], "search_memory_min_chunks": 1}, environ={}))
+    try:
+        assert watched_folders(index_store(rt)) == [str(workspace / "docs")]
+        memory = memory_index(rt)
+        assert memory.current(*index_store(rt).generation()) is not None and memory.builds == 0  # opened, not built
+    finally:
+        rt.close()
+
+
+@pytest.mark.storage
+@pytest.mark.anyio
+async def test_two_servers_on_one_data_store_one_watches(tmp_path: Path, workspace: Path,
+                                                         database_url: str | None) -> None:
+    """Two servers on one data store: one watches (the advisory lock), the other follows, and both find
+    what the watcher indexed (the generation they follow)."""
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "m.md").write_text("mike is here")
+    async with serve(tmp_path, workspace, database_url) as one, serve(tmp_path, workspace, database_url) as two:
+        await one.call("index_path", path="docs")
+        states = set()
+        for _ in range(int(DEADLINE_S / 0.2)):
+            states = {(await s.call("index_status"))["watcher"]["state"] for s in (one, two)}
+            if states == {"watching", "follower"}:
+                break
+            await anyio.sleep(0.2)
+        assert states == {"watching", "follower"}
+        (workspace / "docs" / "n.md").write_text("november arrives")
+        await one.until("november", ["docs/n.md"])
+        await two.until("november", ["docs/n.md"])

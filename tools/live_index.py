@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from foundation.errors import Cancelled
+from foundation.settings import Settings
 from foundation.waiting import about_to_wait
 from tools.index_queue import Entry, QueueStats, ReindexQueue, SearchGauge, note_failure
 from tools.index_watch import LOCK_KEY, FolderWatcher
@@ -31,7 +33,8 @@ log = logging.getLogger("generalagent.index")
 INLINE_TEXT_BYTES = 16_000  # a changed text file up to this size is re-indexed inside the search (~25 ms here)
 INLINE_TOTAL_BYTES = 32_000  # and no more than this much in one search (the budget: about 50 ms)
 SCAN_MAX_ENTRIES = 200_000
-MTIME_SLACK_NS = 1_000  # the walk's float mtime against the stored nanoseconds
+MTIME_SLACK_NS = 1_000
+INDEX_APPEARS_S = 2.0  # a server started before any index exists looks for one this often  # the walk's float mtime against the stored nanoseconds
 
 
 class LiveIndex:
@@ -42,14 +45,19 @@ class LiveIndex:
         self.gauge = SearchGauge()
         self.queue = ReindexQueue(lambda batch, stop, stats: handle(rt, self.queue, batch, stop, stats), self.gauge)
         self.watcher: FolderWatcher | None = None
+        self.closed = threading.Event()
+        self._starting = threading.Lock()
 
     def start_watching(self) -> None:
         """Watch the stored folders (and every root with `watch_roots`) from now on; once per process."""
+        s = self.rt.settings
+        with self._starting:
+            if self.watcher is None and s.watch_indexed and not self.closed.is_set():
+                self._start(s)
+
+    def _start(self, s: Settings) -> None:
         from tools.index_services import index_store
 
-        s = self.rt.settings
-        if self.watcher is not None or not s.watch_indexed:
-            return
         extra: tuple[str, ...] = ()
         if s.watch_roots:
             from foundation.paths import roots_for
@@ -63,6 +71,7 @@ class LiveIndex:
         self.watcher.start()
 
     def close(self) -> None:
+        self.closed.set()
         if self.watcher is not None:
             self.watcher.close()
         self.queue.close()
@@ -71,9 +80,21 @@ class LiveIndex:
 def warm_up_watcher(rt: Runtime) -> None:
     """Start-up (the server's warm-up thread): watch the stored folders from now on, each after its stat pass
     (with `watch_roots`, every root too). A data dir without an index has nothing to watch."""
-    has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
-    if has_index or rt.settings.watch_roots:
+    if not rt.settings.watch_indexed:
+        return
+    if rt.settings.watch_roots or rt.database.backend == "postgresql":
         live_index(rt).start_watching()
+        return
+    live = live_index(rt)  # an index made later (by this process or another) is watched too; no file written before
+
+    def when_indexed() -> None:
+        while not live.closed.is_set():
+            if (rt.settings.data_dir / "index.sqlite3").exists():
+                live.start_watching()
+                return
+            live.closed.wait(INDEX_APPEARS_S)
+
+    threading.Thread(target=when_indexed, name="index-watch-start", daemon=True).start()
 
 
 def stop_live_index(rt: Runtime) -> None:
