@@ -87,6 +87,52 @@ def save_to_searchable(rounds: int) -> None:
     rt.close()
 
 
+def _latencies(rt: Runtime, call: CallContext, seconds: float, until: object = None) -> list[float]:
+    from tools.documents import search_documents
+
+    took, end = [], time.monotonic() + seconds
+    words = ["harbour", "cargo", "manifest", "ledger", "pilot"]
+    while time.monotonic() < end and not (callable(until) and until()):
+        start = time.perf_counter()
+        search_documents(words[len(took) % len(words)], rt=rt, call=call)
+        took.append(time.perf_counter() - start)
+        time.sleep(0.02)
+    return sorted(took)
+
+
+def _p(values: list[float], q: float) -> float:
+    return 1000 * values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def burst(count: int) -> None:
+    """`count` files of a watched folder rewritten at once (a `git checkout`): search latency meanwhile."""
+    from tools.index_tools import index_path
+    from tools.live_index import live_index
+
+    base = Path(tempfile.mkdtemp(prefix="live-burst-"))
+    folder = base / "ws" / "repo"
+    folder.mkdir(parents=True)
+    line = "The harbour pilot checks the cargo manifest against the ledger before noon."
+    for i in range(count):
+        (folder / f"f{i}.md").write_text(f"# File {i}\n\n{line} Version one of {i}.\n")
+    rt = Runtime(load_settings({"data_dir": base / "data", "roots": [base / "ws"]}, environ={}))
+    rt.tool_runner = object()
+    call = CallContext(tool="bench")
+    index_path("repo", rt=rt, call=call)
+    time.sleep(2.0)
+    quiet = _latencies(rt, call, 5.0)
+    queue = live_index(rt).queue
+    start = time.monotonic()
+    for i in range(count):
+        (folder / f"f{i}.md").write_text(f"# File {i}\n\n{line} Version two of {i}, rewritten.\n")
+    time.sleep(0.5)
+    busy = _latencies(rt, call, 120.0, until=lambda: queue.queued() == 0 and time.monotonic() - start > 3)
+    print(f"burst of {count} rewritten files: re-indexed in {time.monotonic() - start:.1f} s; search p50/p95 "
+          f"quiet {_p(quiet, 0.5):.1f}/{_p(quiet, 0.95):.1f} ms, during {_p(busy, 0.5):.1f}/{_p(busy, 0.95):.1f} ms "
+          f"({len(busy)} searches)")
+    rt.close()
+
+
 def watcher_at_rest(count: int, seconds: float) -> None:
     from indexing.store import IndexStore
     from tools.index_queue import ReindexQueue, SearchGauge
@@ -134,8 +180,14 @@ def main() -> None:
     parser.add_argument("--files", type=int, nargs="*", default=[5000])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--rest-seconds", type=float, default=20.0)
+    parser.add_argument("--burst", type=int, default=0, help="Also rewrite this many watched files at once.")
+    parser.add_argument("--only-burst", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
+    if args.burst:
+        burst(args.burst)
+    if args.only_burst:
+        return
     save_to_searchable(args.rounds)
     for count in args.files:
         watcher_at_rest(count, args.rest_seconds)

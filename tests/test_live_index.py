@@ -21,6 +21,9 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from tests.docgen import make_docx, make_pdf
 from tests.test_stdio import CONSOLE_SCRIPT
@@ -367,3 +370,63 @@ async def test_two_servers_on_one_data_store_one_watches(tmp_path: Path, workspa
         (workspace / "docs" / "n.md").write_text("november arrives")
         await one.until("november", ["docs/n.md"])
         await two.until("november", ["docs/n.md"])
+
+
+# -- properties --------------------------------------------------------------------------------------
+
+_NAMES = st.sampled_from(["a", "b.md", ".hidden", ".git", "__generalagent__", "x.swp", "notes", ".a.md.swp"])
+
+
+@given(parts=st.lists(_NAMES, min_size=1, max_size=5))
+@hsettings(max_examples=200, deadline=None)
+def test_the_watch_filter_is_the_indexing_rule(parts: list[str]) -> None:
+    """An event passes exactly when no component under the watched folder is hidden or the server's own,
+    and it is not inside the skipped (data) folder; events outside the watched folders never pass."""
+    from foundation.paths import INDEX_DIR_NAMES
+    from tools.index_queue import ReindexQueue, SearchGauge
+    from tools.index_watch import FolderWatcher
+
+    watcher = FolderWatcher(None, lambda: None, ReindexQueue(lambda *a: None, SearchGauge()),  # type: ignore[arg-type]
+                            skip=(Path("/w/root/notes"),))
+    watcher.status.folders = ("/w/root",)
+    path = "/w/root/" + "/".join(parts)
+    hidden = any(p.startswith(".") or p in INDEX_DIR_NAMES for p in parts)
+    in_skip = parts[0] == "notes"
+    assert watcher._wanted(None, path) == (not hidden and not in_skip)
+    assert not watcher._wanted(None, "/w/other/" + "/".join(parts))
+
+
+@given(edits=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["same", "touch", "grow", "delete"])),
+                      max_size=8))
+@hsettings(max_examples=30, deadline=None)
+def test_changed_files_are_exactly_those_whose_size_or_mtime_moved(tmp_path_factory: Any,
+                                                                     edits: list[tuple[int, str]]) -> None:
+    from indexing.freshness import changed_files
+    from indexing.indexer import Indexer
+    from indexing.store import IndexStore
+
+    folder = tmp_path_factory.mktemp("fresh")
+    files = [folder / f"f{i}.md" for i in range(4)]
+    for i, f in enumerate(files):
+        f.write_text(f"file {i}")
+    store = IndexStore(folder / "index.sqlite3")
+    try:
+        Indexer(store).index_files(files)
+        moved: set[str] = set()
+        for i, what in edits:
+            f = files[i]
+            if not f.exists():
+                continue
+            if what == "touch":
+                os.utime(f, ns=(0, f.stat().st_mtime_ns + 1_000_000))
+                moved.add(str(f))
+            elif what == "grow":
+                f.write_text(f.read_text() + " more")
+                moved.add(str(f))
+            elif what == "delete":
+                f.unlink()
+                moved.discard(str(f))
+        found = {c.path for c in changed_files(store, [str(f) for f in files] * 2 + [""])}
+        assert found == {p for p in moved if os.path.exists(p)}
+    finally:
+        store.close()

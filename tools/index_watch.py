@@ -131,6 +131,8 @@ class FolderWatcher:
             try:
                 self._watch(folders, missing)
             except Exception as exc:
+                if self._folders() != (folders, missing):
+                    continue  # a watched folder went away under the watch: watch the others
                 if self.polling:
                     log.warning("index watcher stopped (%s); it starts again", exc)
                     self.status.reason = f"{type(exc).__name__}: {str(exc)[:200]}"

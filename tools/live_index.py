@@ -188,7 +188,7 @@ def handle(rt: Runtime, queue: ReindexQueue, batch: list[Entry], should_stop: Ca
         if entry.scan:
             queue.add(stat_pass(rt, entry))
             continue
-        kind = _kind(entry.path)
+        kind = _kind(entry.path, entry.roots)
         if kind == "gone":
             gone.append(entry.path)
         elif kind == "dir":
@@ -202,14 +202,20 @@ def handle(rt: Runtime, queue: ReindexQueue, batch: list[Entry], should_stop: Ca
         stats.removed += _forget(rt, gone)
 
 
-def _kind(path: str) -> str:
+def _kind(path: str, roots: tuple[Path, ...]) -> str:
+    """gone, dir, file (a supported regular file) or other. As the folder walk: a symlinked file counts when
+    its target is inside the roots, a symlinked folder never."""
+    from foundation.paths import is_within
     from indexing.extract import is_supported
 
     try:
-        info = os.stat(path)  # a symlinked file counts as its target (the indexer confines it to the roots)
+        info = os.stat(path)
     except OSError:
         return "gone"
-    if stat.S_ISDIR(info.st_mode) and not os.path.islink(path):
+    if os.path.islink(path):
+        inside = is_within(Path(os.path.realpath(path)), roots)
+        return "file" if inside and stat.S_ISREG(info.st_mode) and is_supported(path) else "other"
+    if stat.S_ISDIR(info.st_mode):
         return "dir"
     return "file" if stat.S_ISREG(info.st_mode) and is_supported(path) else "other"
 
