@@ -16,10 +16,12 @@ import logging
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from foundation.errors import Cancelled
 from foundation.settings import Settings
@@ -28,10 +30,15 @@ from tools.index_queue import Entry, QueueStats, ReindexQueue, SearchGauge, note
 from tools.index_watch import LOCK_KEY, FolderWatcher
 from tools.runtime import Runtime, Service
 
+if TYPE_CHECKING:
+    from indexing.indexer import Indexer
+
 log = logging.getLogger("generalagent.index")
 
 INLINE_TEXT_BYTES = 16_000  # a changed text file up to this size is re-indexed inside the search (~25 ms here)
-INLINE_TOTAL_BYTES = 32_000  # and no more than this much in one search (the budget: about 50 ms)
+INLINE_TOTAL_BYTES = 32_000  # and no more than this much in one search
+INLINE_SECONDS = 0.05  # nor for longer than this (checked after each file)
+INLINE_MAX_BACKLOG = 8  # nothing inline while more than this many paths wait in the queue
 SCAN_MAX_ENTRIES = 200_000
 MTIME_SLACK_NS = 1_000
 INDEX_APPEARS_S = 2.0  # a server started before any index exists looks for one this often  # the walk's float mtime against the stored nanoseconds
@@ -142,16 +149,28 @@ def fresh_page(rt: Runtime, paths: list[str], roots: tuple[Path, ...], session_i
     if not changed:
         return PageCheck()
     about_to_wait()  # an index write, or a queue (a quick call moves to a worker thread)
-    now, budget = [], INLINE_TOTAL_BYTES if inline else 0
+    queue = live_index(rt).queue
+    busy = queue.queued() > INLINE_MAX_BACKLOG  # a burst (`git checkout`): the queue does it faster alone
+    now, budget = [], INLINE_TOTAL_BYTES if inline and not busy else 0
     for c in sorted(changed, key=lambda c: c.size):
         if c.size <= min(INLINE_TEXT_BYTES, budget) and _is_text(c.path):
             now.append(c.path)
             budget -= c.size
-    later = [c.path for c in changed if c.path not in now]
-    if now:
-        indexer_for(rt, session_id=session_id).index_files([Path(p) for p in now])
-    live_index(rt).queue.add([Entry(p, roots) for p in later], first=True)
-    return PageCheck(reindexed=len(now), pending=frozenset(later))
+    done = _index_within(indexer_for(rt, session_id=session_id), now, INLINE_SECONDS) if now else []
+    later = [c.path for c in changed if c.path not in done]
+    queue.add([Entry(p, roots) for p in later], first=True)
+    return PageCheck(reindexed=len(done), pending=frozenset(later))
+
+
+def _index_within(indexer: Indexer, paths: list[str], seconds: float) -> list[str]:
+    """Index `paths` one by one until `seconds` have passed (checked after each); returns those indexed."""
+    deadline, done = time.monotonic() + seconds, []
+    for path in paths:
+        if time.monotonic() > deadline:
+            break
+        indexer.index_files([Path(path)])
+        done.append(path)
+    return done
 
 
 def _is_text(path: str) -> bool:
