@@ -430,3 +430,35 @@ def test_changed_files_are_exactly_those_whose_size_or_mtime_moved(tmp_path_fact
         assert found == {p for p in moved if os.path.exists(p)}
     finally:
         store.close()
+
+
+_TREE_NAMES = st.sampled_from(["a.md", "b.txt", "c.bin", "README", ".h.md", "d", ".git", "__generalagent__", "e.pdf"])
+
+
+@given(tree=st.lists(st.tuples(st.lists(_TREE_NAMES, min_size=1, max_size=3), st.booleans()), max_size=12))
+@hsettings(max_examples=40, deadline=None)
+def test_the_stat_pass_walks_as_index_path_does(tmp_path_factory: Any, tree: list[tuple[list[str], bool]]) -> None:
+    """The stat pass's quick walk finds exactly the supported files index_path's walk finds (hidden entries,
+    the server's folders, symlinks leading out skipped), with their sizes."""
+    from foundation.filewalk import FileWalk
+    from indexing.extract import is_supported
+    from tools.index_scan import QuickWalk
+
+    base = tmp_path_factory.mktemp("walk")
+    root, outside = base / "root", base / "outside.md"
+    root.mkdir()
+    outside.write_text("out")
+    for parts, link in tree:
+        path = root.joinpath(*parts)
+        if any(p.is_file() or p.is_symlink() for p in [path, *path.parents] if p != root and root in p.parents):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            continue
+        if link:
+            path.symlink_to(outside if len(parts) % 2 else root / "a.md")
+        else:
+            path.write_text("/".join(parts))
+    quick = {(p, size) for p, size, _ in QuickWalk(str(root))}
+    walked = {(str(e.path), e.size) for e in FileWalk(root) if is_supported(e.path)}
+    assert quick == walked

@@ -27,6 +27,7 @@ from foundation.errors import Cancelled
 from foundation.settings import Settings
 from foundation.waiting import about_to_wait
 from tools.index_queue import Entry, QueueStats, ReindexQueue, SearchGauge, note_failure
+from tools.index_scan import stat_pass
 from tools.index_watch import LOCK_KEY, FolderWatcher
 from tools.runtime import Runtime, Service
 
@@ -205,7 +206,7 @@ def handle(rt: Runtime, queue: ReindexQueue, batch: list[Entry], should_stop: Ca
         if should_stop():
             raise Cancelled("the server stops")
         if entry.scan:
-            queue.add(stat_pass(rt, entry))
+            queue.add(stat_pass(rt, entry))  # (the files it finds are handled after this batch)
             continue
         kind = _kind(entry.path, entry.roots)
         if kind == "gone":
@@ -264,29 +265,3 @@ def _forget(rt: Runtime, gone: list[str]) -> int:
     if targets:
         forget_paths(rt, targets)
     return len(targets)
-
-
-def stat_pass(rt: Runtime, entry: Entry) -> list[Entry]:
-    """A folder's quick stat pass: the files whose size or mtime differ from the index, the supported files
-    it lacks, and the indexed ones gone (no file is read or hashed here)."""
-    from foundation.filewalk import FileWalk
-    from indexing.extract import is_supported
-    from tools.index_services import index_store
-
-    root = Path(entry.path)
-    if not root.is_dir():
-        return [Entry(entry.path, entry.roots)]
-    indexed = {r.path: (r.size, r.mtime_ns) for r in index_store(rt).files_under(str(root))}
-    walk = FileWalk(root, max_depth=64, max_entries=SCAN_MAX_ENTRIES)
-    out, seen = [], set()
-    for found in walk:
-        if not is_supported(found.path):
-            continue
-        key = str(found.path)
-        seen.add(key)
-        old = indexed.get(key)
-        if old is None or old[0] != found.size or abs(int(found.mtime * 1e9) - old[1]) > MTIME_SLACK_NS:
-            out.append(Entry(key, entry.roots))
-    if not walk.truncated:
-        out += [Entry(path, entry.roots) for path in indexed if path not in seen]
-    return out
