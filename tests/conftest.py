@@ -97,10 +97,14 @@ async def connect(settings: Any, mode: str = "legacy", **client_kwargs: Any) -> 
     from mcp.client import Client
 
     from mcp_server.server import build_server
+    from tools.live_index import stop_live_index
 
     server, _ = build_server(settings)
-    async with Client(server, mode=mode, **client_kwargs) as client:
-        yield client
+    try:
+        async with Client(server, mode=mode, **client_kwargs) as client:
+            yield client
+    finally:  # as the transports do when a server stops: its folder watcher (an inotify instance) goes too
+        stop_live_index(server.runtime)
 
 
 async def assert_lists_and_calls_now(client: Any) -> None:
