@@ -22,6 +22,7 @@ from pathlib import Path
 
 from foundation.settings import load_settings
 from tests.docgen import make_docx, make_pdf
+from tools.live_index import live_index
 from tools.runtime import CallContext, Runtime
 
 
@@ -55,7 +56,7 @@ def save_to_searchable(rounds: int) -> None:
     for f in files:
         _save(f, "start")
     rt = Runtime(load_settings({"data_dir": base / "data", "roots": [base / "ws"]}, environ={}))
-    rt.tool_runner = object()  # the server's runtime: its watcher runs
+    live_index(rt).serving = True  # as the server's warm-up: its watcher runs
     call = CallContext(tool="bench")
     index_path("docs", rt=rt, call=call)
     time.sleep(2.0)  # the watch is in place
@@ -90,7 +91,8 @@ def save_to_searchable(rounds: int) -> None:
 def _latencies(rt: Runtime, call: CallContext, seconds: float, until: object = None) -> list[float]:
     from tools.documents import search_documents
 
-    took, end = [], time.monotonic() + seconds
+    took: list[float] = []
+    end = time.monotonic() + seconds
     words = ["harbour", "cargo", "manifest", "ledger", "pilot"]
     while time.monotonic() < end and not (callable(until) and until()):
         start = time.perf_counter()
@@ -107,7 +109,6 @@ def _p(values: list[float], q: float) -> float:
 def burst(count: int) -> None:
     """`count` files of a watched folder rewritten at once (a `git checkout`): search latency meanwhile."""
     from tools.index_tools import index_path
-    from tools.live_index import live_index
 
     base = Path(tempfile.mkdtemp(prefix="live-burst-"))
     folder = base / "ws" / "repo"
@@ -116,7 +117,7 @@ def burst(count: int) -> None:
     for i in range(count):
         (folder / f"f{i}.md").write_text(f"# File {i}\n\n{line} Version one of {i}.\n")
     rt = Runtime(load_settings({"data_dir": base / "data", "roots": [base / "ws"]}, environ={}))
-    rt.tool_runner = object()
+    live_index(rt).serving = True
     call = CallContext(tool="bench")
     index_path("repo", rt=rt, call=call)
     time.sleep(2.0)

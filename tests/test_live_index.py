@@ -15,7 +15,7 @@ import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +35,12 @@ DEADLINE_S = 60.0  # a loaded machine; on a quiet one a change is searchable wel
 
 
 def _runtime(settings: Any, server: bool = False) -> Any:
+    from tools.live_index import live_index
     from tools.runtime import Runtime
 
     rt = Runtime(settings)
     if server:
-        rt.tool_runner = object()  # what marks the server's runtime (its dispatch point)
+        live_index(rt).serving = True  # what the server's warm-up does: watch folders
     return rt
 
 
@@ -53,6 +54,12 @@ def _search(rt: Any, query: str) -> Any:
     from tools.documents import search_documents
 
     return search_documents(query, rt=rt, call=_call())
+
+
+def _watcher(rt: Any) -> Any:
+    from tools.index_tools import index_status
+
+    return index_status(rt=rt, call=_call()).watcher
 
 
 def _paths(result: Any) -> list[str]:
@@ -143,7 +150,7 @@ def test_one_watcher_per_data_store(settings: Any, workspace: Path) -> None:
 
 def test_a_damaged_file_is_reported_once_per_version(settings: Any, workspace: Path) -> None:
     from tests.docgen import make_corrupt_pdf
-    from tools.index_tools import index_path, index_status
+    from tools.index_tools import index_path
     from tools.live_index import live_index
 
     (workspace / "in").mkdir()
@@ -152,14 +159,14 @@ def test_a_damaged_file_is_reported_once_per_version(settings: Any, workspace: P
     try:
         index_path("in", rt=rt, call=_call())
         bad = make_corrupt_pdf(workspace / "in" / "bad.pdf")
-        watcher = _until(lambda: index_status(rt=rt, call=_call()).watcher.failures, "the failure is reported")
+        watcher = _until(lambda: _watcher(rt).failures, "the failure is reported")
         assert [f.path for f in watcher] == ["in/bad.pdf"]
         reindexed = live_index(rt).queue.stats.reindexed
         os.utime(bad)  # an event, same bytes: a new version (mtime) is reported once more, not retried forever
         for _ in range(3):
             (workspace / "in" / "ok.md").write_text(f"fine words {_}")
         _until(lambda: live_index(rt).queue.stats.reindexed >= reindexed + 1, "ok.md re-indexed")
-        assert len(index_status(rt=rt, call=_call()).watcher.failures) == 1
+        assert len(_watcher(rt).failures or []) == 1
     finally:
         rt.close()
 
@@ -386,7 +393,7 @@ def test_the_watch_filter_is_the_indexing_rule(parts: list[str]) -> None:
     from tools.index_queue import ReindexQueue, SearchGauge
     from tools.index_watch import FolderWatcher
 
-    watcher = FolderWatcher(None, lambda: None, ReindexQueue(lambda *a: None, SearchGauge()),  # type: ignore[arg-type]
+    watcher = FolderWatcher(None, nullcontext, ReindexQueue(lambda *a: None, SearchGauge()),  # type: ignore[arg-type]
                             skip=(Path("/w/root/notes"),))
     watcher.status.folders = ("/w/root",)
     path = "/w/root/" + "/".join(parts)

@@ -54,6 +54,7 @@ class LiveIndex:
         self.queue = ReindexQueue(lambda batch, stop, stats: handle(rt, self.queue, batch, stop, stats), self.gauge)
         self.watcher: FolderWatcher | None = None
         self.closed = threading.Event()
+        self.serving = False  # set by the server's warm-up: watch folders (one-shot commands never do)
         self._starting = threading.Lock()
 
     def start_watching(self) -> None:
@@ -90,6 +91,7 @@ def warm_up_watcher(rt: Runtime) -> None:
     (with `watch_roots`, every root too). A data dir without an index has nothing to watch."""
     if not rt.settings.watch_indexed:
         return
+    live_index(rt).serving = True
     if rt.settings.watch_roots or rt.database.backend == "postgresql":
         live_index(rt).start_watching()
         return

@@ -13,7 +13,7 @@ from foundation.paths import display_path, resolve_path, roots_for
 from foundation.schemas import OmitNone
 from tools.index_services import index_store
 from tools.index_watch import set_watched, watched_folders
-from tools.live_index import live_index, peek_live_index
+from tools.live_index import peek_live_index
 from tools.runtime import CallContext, Runtime
 
 FAILURES_SHOWN = 5
@@ -37,10 +37,10 @@ def watch_folder(rt: Runtime, folder: Path, watch: bool) -> bool:
 
 
 def _reload(rt: Runtime) -> None:
-    """Start or refresh this server's watcher (one-shot commands have none: the server picks the list up)."""
-    if rt.tool_runner is None:
+    """Start or refresh this server's watcher (one-shot commands have none: a server picks the list up)."""
+    live = peek_live_index(rt)
+    if live is None or not live.serving:
         return
-    live = live_index(rt)
     live.start_watching()
     if live.watcher is not None:
         live.watcher.reload()
