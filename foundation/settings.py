@@ -103,6 +103,17 @@ class Settings(BaseModel):
         default=5_000_000, ge=0,
         description="Largest index (in chunks) searched through memory-mapped postings (saved in the data dir); 0: never.",
     )
+    watch_indexed: bool = Field(
+        default=True,
+        description="Watch every folder given to index_path from then on (across restarts) and re-index its "
+        "changes in the background; false: folders are indexed only when asked.",
+    )
+    watch_roots: bool = Field(default=False, description="Also watch (and so index) every workspace root.")
+    watch_polling: bool = Field(
+        default=False,
+        description="Watch folders by polling (every 2 s) instead of file-system events, e.g. on network drives; "
+        "used anyway when events are unavailable.",
+    )
     # Hybrid (meaning-aware) search, off by default
     embedding_provider: EmbeddingProviderName = Field(
         default="off", description="Re-rank search with embeddings: off, local (the semantic extra) or openai."

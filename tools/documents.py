@@ -40,6 +40,7 @@ from tools.index_services import (
     secret_refusal,
     vector_worker,
 )
+from tools.live_index import changed_note, fresh_page, search_running
 
 QUICK_MAX_RANK = 50  # a quick search asks for hits among the first this many (the largest page)
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
@@ -154,7 +155,30 @@ def search_documents(
 
     searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
     is_secret = secret_hits(rt, roots)
-    for _ in range(3):  # again when hits of deleted files or of secrets were dropped from the index
+    with search_running(rt):  # background re-indexing waits for searches
+        result, pending = _fresh_search(rt, searcher, is_secret, call, roots, query=query, scope=scope, page=(
+            max_results, offset), use_regex=use_regex, group_by_document=group_by_document, mode=mode,
+            context_chars=context_chars)
+    if pending:
+        result.note = _join(result.note, changed_note(len(pending)))
+    elif not result.hits and not result.documents and result.note is None:
+        result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
+    if not paths:
+        result.note = _join(result.note, _outside_roots_note(store, roots))
+    return result
+
+
+def _fresh_search(
+    rt: Runtime, searcher: Searcher, is_secret: Callable[[str], bool] | None, call: CallContext,
+    roots: tuple[Path, ...], *, query: str, scope: PathFilter, page: tuple[int, int], use_regex: bool,
+    group_by_document: bool, mode: SearchMode, context_chars: int,
+) -> tuple[SearchResult, frozenset[str]]:
+    """The page, never with text its file no longer holds: again when hits of deleted files or of secrets
+    were dropped from the index or changed files were re-indexed; the changed files queued instead (their
+    hits left out) are returned too."""
+    max_results, offset = page
+    pending: frozenset[str] = frozenset()
+    for _ in range(3):
         if use_regex:
             result = _regex_result(searcher, query, scope, max_results, offset, roots)
         elif group_by_document:
@@ -167,15 +191,27 @@ def search_documents(
                 query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
                 next_offset=offset + max_results if len(hits) > max_results else None,
             )
-        if not _forget_unwanted(rt, _result_paths(result), is_secret):
+        if _forget_unwanted(rt, _result_paths(result), is_secret):
+            continue
+        check = fresh_page(rt, _result_paths(result), roots, call.session_id)
+        pending |= check.pending
+        if not check.reindexed:
             break
-    else:  # the last search still met deleted files or secrets
+    else:  # the last search still met deleted files, secrets or changed files
         _drop_secret_hits(result, is_secret)
-    if not result.hits and not result.documents and result.note is None:
-        result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
+        pending |= fresh_page(rt, _result_paths(result), roots, call.session_id, inline=False).pending
+    _drop_paths(result, pending)
+    return result, pending
+
+
+def _drop_paths(result: SearchResult, paths: frozenset[str]) -> None:
+    """Leave out the hits of files that changed since they were indexed (queued to be re-indexed)."""
     if not paths:
-        result.note = _join(result.note, _outside_roots_note(store, roots))
-    return result
+        return
+    result.hits = [h for h in result.hits if h._abs_path not in paths]
+    if result.documents is not None:
+        result.documents = [d for d in result.documents
+                            if not any(h._abs_path in paths for h in d.matched_chunks)]
 
 
 def _grouped_result(
