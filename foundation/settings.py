@@ -125,13 +125,20 @@ class Settings(BaseModel):
     delegate_timeout_seconds: float = Field(default=600.0, gt=0, description="Overall sub-agent time limit.")
     agents_file: Path | None = Field(default=None, description="Agent cards (TOML); default: data dir.")
     handoff_max_depth: int = Field(default=5, ge=1, le=20, description="Longest chain of agent handoffs.")
+    mcp_servers_file: Path | None = Field(
+        default=None, description="Other MCP servers sub-agents may use (TOML); default: data dir mcp_servers.toml."
+    )
+    mcp_server_idle_seconds: float = Field(
+        default=300.0, gt=0, description="Stop another MCP server after this long unused (it restarts on use)."
+    )
     # Skills (SKILL.md folders)
     skills_dirs: tuple[Path, ...] = Field(
         default=(), description="Skill folders (or folders of them), os.pathsep-separated; plus <data dir>/skills."
     )
     skills_file: Path | None = Field(default=None, description="Skills config (TOML); default: data dir skills.toml.")
 
-    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "roots", "skills_dirs", mode="before")
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "mcp_servers_file", "roots", "skills_dirs",
+                     mode="before")
     @classmethod
     def _not_empty(cls, value: Any) -> Any:
         """An empty path would be the current folder (Path('') is '.'): refused, never taken as the cwd."""
@@ -140,7 +147,7 @@ class Settings(BaseModel):
             raise ValueError("is empty; give a folder's path (or leave the option out for the default)")
         return value
 
-    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", mode="after")
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "mcp_servers_file", mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser().absolute()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -13,7 +14,7 @@ from context.llm import LLMConfig
 from context.subagent import StepDelta, Thread, ThreadStore
 from foundation.bounding import bound_json, dumps
 from foundation.calls import CallOrigin, ToolRunner
-from foundation.errors import Conflict, InvalidInput, LLMError
+from foundation.errors import Conflict, GeneralAgentError, InvalidInput, LLMError, NotConfigured, NotFound
 from foundation.toolspec import ToolSpec
 from tools.agents import (
     AgentCard,
@@ -24,6 +25,7 @@ from tools.agents import (
     get_agent,
     transfer_targets,
 )
+from tools.mcp_servers import SEPARATOR
 from tools.runtime import CallContext, Runtime, Service
 from tools.subagent_loop import (
     DEFAULT_TOOLS,
@@ -79,6 +81,47 @@ def offered_specs(
     return [dispatcher.specs[name] for name in names]
 
 
+@dataclass(frozen=True)
+class ServerTools:
+    """The tools of the other MCP servers a sub-agent was given, and why some of them are missing."""
+
+    specs: list[ToolSpec]
+    unavailable: list[str]
+
+    def note(self) -> str:
+        return "\n".join(f"Unavailable: {why}" for why in self.unavailable)
+
+
+async def server_specs(rt: Runtime, servers: list[str]) -> ServerTools:
+    """The tools of other MCP servers (`server__tool`), each server started if it is not running. A server
+    that does not start leaves its tools out (the reason goes to the sub-agent and the result's notes); an
+    unknown server name is the caller's mistake (NotFound)."""
+    wanted = list(dict.fromkeys(name.strip() for name in servers if name.strip()))
+    if not wanted:
+        return ServerTools([], [])
+    if rt.tool_sources is None:
+        raise NotConfigured("Other MCP servers are available only in the running server.")
+    specs: list[ToolSpec] = []
+    unavailable: list[str] = []
+    for server in wanted:
+        try:
+            specs += await rt.tool_sources.tools(server)
+        except NotFound:
+            raise
+        except GeneralAgentError as exc:
+            unavailable.append(str(exc))
+    return ServerTools(specs, unavailable)
+
+
+def thread_servers(tool_names: list[str]) -> list[str]:
+    """The other MCP servers a saved thread's tool names come from (`docs__search` -> docs)."""
+    return list(dict.fromkeys(name.split(SEPARATOR, 1)[0] for name in tool_names if SEPARATOR in name))
+
+
+def _with_note(context: str | None, note: str) -> str | None:
+    return "\n\n".join(part for part in (context, note) if part and part.strip()) or None
+
+
 def _task_message(task: str, context: str | None, new_tools: list[str] | None = None) -> dict[str, Any]:
     text = f"Task:\n{task.strip()}"
     if context and context.strip():
@@ -97,6 +140,9 @@ async def delegate_task(
                                             "(their approval rules still apply).")] = None,
     context: Annotated[str | None, Field(max_length=50_000, description="Background the sub-agent needs.")] = None,
     continue_id: Annotated[str | None, Field(description="Continue this earlier thread (a context_id) with `task`.")] = None,
+    mcp_servers: Annotated[list[str] | None, Field(max_length=8, description="Other MCP servers whose tools it also "
+                                                  "gets, as server__tool (names from the server's mcp_servers.toml; "
+                                                  "their approval rules apply).")] = None,
     *,
     rt: Runtime,
     call: CallContext,
@@ -117,15 +163,20 @@ async def delegate_task(
     _check_caller(parent, label, rt.settings.handoff_max_depth)
     config = agent_config(rt, card)
     if thread is not None:
-        context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [])
+        external = await server_specs(rt, [*thread_servers(thread.tools), *(mcp_servers or [])])
+        context = _with_note(context, external.note())
+        context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [], external.specs)
     else:
-        context_id, specs, messages = _start(rt, card, task, context, tools or [], max_loops, parent)
+        external = await server_specs(rt, [*(card.mcp_servers if card else []), *(mcp_servers or [])])
+        context = _with_note(context, external.note())
+        context_id, specs, messages = _start(rt, card, task, context, tools or [], max_loops, parent, external.specs)
     origin = CallOrigin(kind="subagent", client_id=parent.client_id, session_id=parent.session_id,
                         subagent_id=context_id, agent_stack=(*parent.agent_stack, label),
                         channel=parent.channel, mcp_context=parent.mcp_context)
     loop = SubagentLoop(context_id, dispatcher, store, config, origin, specs, messages, max_loops,
                         _reporter(call, context_id), transfers=transfer_tools(rt, card),
                         handoff=_handoff(rt, context_id, max_loops))
+    loop.outcome.notes.extend(external.unavailable)
     active.add(context_id)
     try:
         outcome = await loop.run(rt.settings.delegate_timeout_seconds)
@@ -155,14 +206,18 @@ def transfer_tools(rt: Runtime, card: AgentCard | None) -> list[dict[str, Any]]:
 def _handoff(rt: Runtime, context_id: str, max_loops: int) -> HandoffFn:
     """What the loop calls on transfer_to_<agent>: check the chain, then build the new agent's setup."""
 
-    def handoff(target: str, stack: tuple[str, ...], note: str) -> Handoff:
+    async def handoff(target: str, stack: tuple[str, ...], note: str) -> Handoff:
         check_handoff(stack, target, rt.settings.handoff_max_depth)
         card = get_agent(rt.settings, target)
         specs = offered_specs(_dispatcher(rt), card.tools, [], f"agent card {card.id!r}")
+        external = await server_specs(rt, card.mcp_servers)
+        specs += external.specs
         transfers = transfer_tools(rt, card)
         took_over = f"You took this task over from agent {stack[-1]!r} (chain: {' > '.join((*stack, target))})."
         if note.strip():
             took_over += f" Its note: {note.strip()}"
+        if external.unavailable:
+            took_over += "\n" + external.note()
         prompt = system_prompt(context_id, [s.name for s in specs], max_loops, card.system_prompt,
                                [t["function"]["name"] for t in transfers], took_over)
         return Handoff(card.id, specs, agent_config(rt, card), prompt, transfers)
@@ -191,10 +246,11 @@ def _reporter(call: CallContext, context_id: str) -> Callable[[str], Awaitable[N
 
 def _start(
     rt: Runtime, card: AgentCard | None, task: str, context: str | None, extra: list[str], max_loops: int,
-    parent: CallOrigin,
+    parent: CallOrigin, external: list[ToolSpec],
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
     store, dispatcher = thread_store(rt), _dispatcher(rt)
     specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "")
+    specs += external
     names = [spec.name for spec in specs]
     context_id = f"subagent-{secrets.token_hex(4)}"
     transfers = [t["function"]["name"] for t in transfer_tools(rt, card)]
@@ -215,9 +271,11 @@ def _load_for_continue(store: ThreadStore, active: set[str], continue_id: str, a
 
 
 def _resume(
-    store: ThreadStore, dispatcher: ToolRunner, thread: Thread, task: str, context: str | None, extra: list[str]
+    store: ThreadStore, dispatcher: ToolRunner, thread: Thread, task: str, context: str | None, extra: list[str],
+    external: list[ToolSpec],
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
-    specs = offered_specs(dispatcher, thread.tools, extra)
+    own = [name for name in thread.tools if SEPARATOR not in name]
+    specs = offered_specs(dispatcher, own, extra) + external
     names = [spec.name for spec in specs]
     added = [name for name in names if name not in thread.tools]
     if added:
@@ -283,6 +341,7 @@ class AgentInfo(BaseModel):
     tools: list[str] | None = Field(description="Its tools (null: the read-only defaults).")
     model: str | None = Field(description="Its model (null: the configured default).")
     slot: str = Field(description="Its model slot (base, reasoning, vision, code, chat).")
+    mcp_servers: list[str] = Field(default_factory=list, description="Other MCP servers whose tools it gets.")
 
 
 class AgentsResult(BaseModel):
@@ -295,8 +354,8 @@ def list_agents(*, rt: Runtime) -> AgentsResult:
     """The specialised sub-agents (agent cards) available to delegate_task(agent=...)."""
     cards = enabled_agents(rt.settings)
     return AgentsResult(
-        agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model, slot=c.slot)
-                for c in cards.values()],
+        agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model, slot=c.slot,
+                          mcp_servers=c.mcp_servers) for c in cards.values()],
         agents_file=str(agents_file(rt.settings)),
         default_tools=default_tool_names(set(_dispatcher(rt).specs)),
     )
