@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import IO, Any, TextIO, cast
 
 import anyio
@@ -231,6 +232,8 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, FileNotFoundError):
         return f"program not found ({exc.filename or exc})"
+    if getattr(exc, "code", None) == _connection_closed():
+        return "it closed the connection before answering (a stdio server: its program ended)"
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]
 
@@ -363,3 +366,38 @@ def _text(content: list[Any]) -> str:
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n…[{len(text) - MAX_RESULT_CHARS:,} more characters cut]"
     return text
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether one configured server starts, and its tool names (for `doctor`)."""
+
+    config: ServerConfig
+    error: str | None
+    tools: list[str]
+
+
+def probe_servers(settings: Settings) -> list[Probe]:
+    """Start every enabled server (at the same time), list its tools, stop it."""
+    servers = ExternalServers(settings)
+    configs = [c for c in load_servers(settings).values() if c.enabled]
+    found: dict[str, Probe] = {}
+
+    async def probe(config: ServerConfig) -> None:
+        try:
+            specs = await servers.tools(config.name)
+        except GeneralAgentError as exc:
+            found[config.name] = Probe(config, str(exc), [])
+        else:
+            found[config.name] = Probe(config, None, [spec.name for spec in specs])
+
+    async def probe_all() -> None:
+        async with anyio.create_task_group() as tg:
+            for config in configs:
+                tg.start_soon(probe, config)
+
+    try:
+        anyio.run(probe_all)
+    finally:
+        servers.close()
+    return [found[c.name] for c in configs]

@@ -29,7 +29,7 @@ def _record(line: str) -> None:
 def build() -> object:
     from mcp.server.mcpserver import MCPServer
 
-    server = MCPServer("external-test")
+    server = MCPServer("external-test", log_level="CRITICAL")
 
     @server.tool()
     def lookup(key: str) -> str:

@@ -1,0 +1,268 @@
+"""Sub-agents using other MCP servers' tools: a real MCP server process written for the test
+(tests/external_mcp_server.py) over stdio and over Streamable HTTP on 127.0.0.1, called by a sub-agent
+whose model is the scripted endpoint (tests/fake_llm.py), through our dispatch point and approval gate.
+
+The machine may be loaded: starting the test server's Python takes seconds, so the timeouts here are
+generous except where a timeout is what is tested."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from foundation.errors import SettingsError
+from tests import approval_helpers as helpers
+from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401  (fixture)
+from tests.test_delegate import allow_tools, client_for
+
+pytestmark = pytest.mark.anyio
+SERVER = Path(__file__).resolve().parent / "external_mcp_server.py"
+LONG = "The other server says the capital of France is Paris and the answer is 42. " * 4
+
+
+def write_servers(data_dir: Path, **servers: dict[str, Any]) -> None:
+    lines = []
+    for name, table in servers.items():
+        lines.append(f"[servers.{name}]")
+        lines += [f"{key} = {toml_value(value)}" for key, value in table.items()]
+    (data_dir / "mcp_servers.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def stdio_server(*flags: str, **extra: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(SERVER), *flags], "start_timeout_seconds": 120,
+            "call_timeout_seconds": 60} | extra
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in request.get("tools") or []]
+
+
+@pytest.fixture
+def calls_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "external-calls.txt"
+    monkeypatch.setenv("EXTERNAL_CALLS_FILE", str(path))  # the stdio server inherits it through `env`
+    return path
+
+
+def ran(calls_file: Path) -> list[str]:
+    return calls_file.read_text().splitlines() if calls_file.exists() else []
+
+
+async def test_a_subagent_calls_a_stdio_servers_tools(make_settings: Any, fake_llm: FakeLLM, data_dir: Path,  # noqa: F811
+                                                      calls_file: Path) -> None:
+    write_servers(data_dir, ext=stdio_server(env={"EXTERNAL_CALLS_FILE": str(calls_file)}))
+    allow_tools(data_dir, "delegate_task", "ext__*")
+    fake_llm.reply_tool_calls([("ext__lookup", {"key": "capital-of-france"}), ("ext__big", {}),
+                               ("ext__broken", {}), ("ext__lookup", {})])
+    fake_llm.reply_text(LONG)
+    settings = make_settings(**fake_llm.settings_overrides())
+    async with client_for(settings) as (client, _):
+        result = await client.call_tool("delegate_task", {"task": "What is the capital of France?",
+                                                          "mcp_servers": ["ext"]})
+    assert not result.is_error, result.content
+    assert result.structured_content["result"] == LONG.strip()
+    first, second = fake_llm.requests
+    offered = tool_names(first)
+    assert {"ext__lookup", "ext__shout", "ext__big", "ext__hang"} <= set(offered) and "search_documents" in offered
+    lookup = next(t for t in first["tools"] if t["function"]["name"] == "ext__lookup")["function"]
+    assert lookup["description"] == "Look a fact up by its key." and "key" in lookup["parameters"]["properties"]
+    assert "ext__lookup" in first["messages"][0]["content"]  # the system prompt lists it
+    found, big, broken, missing = tool_results(second)
+    assert '"content":"Paris"' in found.replace(" ", "") and '"server":"ext"' in found.replace(" ", "")
+    assert len(big) < 4000 * 4 + 500  # bounded like our own results
+    assert broken.startswith("Error: ext__broken failed:"), broken
+    assert missing.startswith("Error: Invalid arguments for ext__lookup") and "'key' is required" in missing
+    assert ran(calls_file) == ["lookup capital-of-france"]
+
+
+async def test_an_unknown_servers_tool_asks_the_human(make_settings: Any, fake_llm: FakeLLM, data_dir: Path,  # noqa: F811
+                                                      calls_file: Path) -> None:
+    write_servers(data_dir, ext=stdio_server(env={"EXTERNAL_CALLS_FILE": str(calls_file)}))
+    allow_tools(data_dir, "delegate_task")  # nothing names ext__*: its tools ask, even read-only-looking ones
+    fake_llm.reply_tool_calls([("ext__lookup", {"key": "answer"})])
+    fake_llm.reply_tool_calls([("ext__shout", {"text": "refused"})])
+    fake_llm.reply_text(LONG)
+    seen: list[str] = []
+    answers = iter(["accept", "decline"])
+
+    async def answer(context: Any, params: Any) -> Any:
+        return await helpers.elicitation_answer(next(answers), seen=seen)(context, params)
+
+    settings = make_settings(**fake_llm.settings_overrides())
+    async with client_for(settings, elicitation_callback=answer) as (client, _):
+        result = await client.call_tool("delegate_task", {"task": "Find the answer.", "mcp_servers": ["ext"]})
+    assert not result.is_error, result.content
+    assert len(seen) == 2 and "ext__lookup" in seen[0] and "ext__shout" in seen[1]
+    assert ran(calls_file) == ["lookup answer"]  # the declined call never reached the other server
+    declined = tool_results(fake_llm.requests[2])[-1]
+    assert declined.startswith("Error:") and "ext__shout" in " ".join(result.structured_content["notes"])
+
+
+async def test_a_crashing_and_a_hanging_server_are_errors_not_a_stuck_subagent(
+        make_settings: Any, fake_llm: FakeLLM, data_dir: Path, calls_file: Path) -> None:  # noqa: F811
+    write_servers(data_dir, ext=stdio_server(env={"EXTERNAL_CALLS_FILE": str(calls_file)}, call_timeout_seconds=8))
+    allow_tools(data_dir, "delegate_task", "ext__*")
+    fake_llm.reply_tool_calls([("ext__crash", {})])
+    fake_llm.reply_tool_calls([("ext__hang", {})])
+    fake_llm.reply_tool_calls([("ext__lookup", {"key": "answer"})])
+    fake_llm.reply_text(LONG)
+    settings = make_settings(**fake_llm.settings_overrides())
+    async with client_for(settings) as (client, _):
+        result = await client.call_tool("delegate_task", {"task": "Try the tools.", "mcp_servers": ["ext"]})
+    assert not result.is_error, result.content
+    crashed = tool_results(fake_llm.requests[1])[-1]
+    hung = tool_results(fake_llm.requests[2])[-1]
+    after = tool_results(fake_llm.requests[3])[-1]
+    assert crashed.startswith("Error: MCP server 'ext' stopped while running crash"), crashed
+    assert "started again on the next call" in crashed
+    assert hung.startswith("Error: ext__hang did not answer within 8 s (call_timeout_seconds of [servers.ext])"), hung
+    assert '"content":"42"' in after.replace(" ", "")  # restarted after each failure
+    assert ran(calls_file) == ["crash", "hang", "lookup answer"]
+
+
+async def test_servers_that_do_not_start_are_named_to_the_subagent(make_settings: Any, fake_llm: FakeLLM,  # noqa: F811
+                                                                   data_dir: Path) -> None:
+    write_servers(data_dir, bad=stdio_server("--fail-start"), slow=stdio_server("--hang-start", start_timeout_seconds=3),
+                  gone={"command": "/no/such/program"})
+    allow_tools(data_dir, "delegate_task")
+    fake_llm.reply_text(LONG)
+    settings = make_settings(**fake_llm.settings_overrides())
+    async with client_for(settings) as (client, _):
+        started = time.monotonic()
+        result = await client.call_tool("delegate_task", {"task": "Use them.", "mcp_servers": ["bad", "slow", "gone"]})
+        waited = time.monotonic() - started
+        unknown = await client.call_tool("delegate_task", {"task": "Use it.", "mcp_servers": ["nosuch"]})
+    assert not result.is_error, result.content
+    notes = result.structured_content["notes"]
+    assert notes[0].startswith("MCP server 'bad' did not start: it closed the connection before answering")
+    assert "Its last error output: external-test: cannot open its database (simulated)" in notes[0]
+    assert notes[1].startswith("MCP server 'slow' did not start within 3 s (start_timeout_seconds of [servers.slow]")
+    assert notes[2].startswith("MCP server 'gone' did not start: program not found (/no/such/program)")
+    assert waited < 60  # the hanging one cost its start timeout, not the sub-agent's
+    task = fake_llm.requests[0]["messages"][1]["content"]
+    assert "Unavailable: MCP server 'bad'" in task and not any("bad__" in n for n in tool_names(fake_llm.requests[0]))
+    assert unknown.is_error and "No MCP server 'nosuch'. Configured servers: bad, gone, slow." in unknown.content[0].text
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Any:
+    port = free_port()
+    log = (tmp_path / "http-server.log").open("w")
+    process = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)], stdout=log, stderr=log)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(10)
+    log.close()
+
+
+async def test_a_subagent_calls_a_streamable_http_servers_tool(make_settings: Any, fake_llm: FakeLLM,  # noqa: F811
+                                                               data_dir: Path, http_server: str) -> None:
+    write_servers(data_dir, web={"url": http_server, "headers": {"X-Test": "yes"}, "start_timeout_seconds": 60})
+    (data_dir / "agents.toml").write_text('[agents.loud]\ndescription = "Shouts."\nmcp_servers = ["web"]\n'
+                                          'tools = ["now"]\n')
+    allow_tools(data_dir, "delegate_task", "web__shout")
+    fake_llm.reply_tool_calls([("web__shout", {"text": "over http"})])
+    fake_llm.reply_text(LONG)
+    settings = make_settings(**fake_llm.settings_overrides())
+    async with client_for(settings) as (client, _):
+        result = await client.call_tool("delegate_task", {"task": "Shout it.", "agent": "loud"})
+        status = await client.call_tool("delegate_status", {"context_id": result.structured_content["context_id"]})
+    assert not result.is_error, result.content
+    assert "now" in tool_names(fake_llm.requests[0]) and "web__shout" in tool_names(fake_llm.requests[0])
+    assert '"content":"OVERHTTP"' in tool_results(fake_llm.requests[1])[0].replace(" ", "")
+    assert "web__shout" in status.structured_content["tools"]
+
+
+async def test_idle_servers_stop_and_restart_on_use(make_settings: Any, data_dir: Path) -> None:
+    from mcp_server.external import ExternalServers
+
+    write_servers(data_dir, ext=stdio_server())
+    servers = ExternalServers(make_settings(mcp_server_idle_seconds=1))
+    try:
+        specs = {spec.name: spec for spec in await servers.tools("ext")}
+        connection = servers._connections["ext"]
+        thread = connection._thread
+        assert thread is not None and thread.is_alive()
+        with anyio.fail_after(60):
+            while thread.is_alive():  # idle for 1 s: stopped (its process too)
+                await anyio.sleep(0.2)
+        result = await specs["ext__shout"].fn(text="again")
+        assert result.content == "AGAIN" and connection._thread is not thread
+    finally:
+        await anyio.to_thread.run_sync(servers.close)
+
+
+def test_doctor_lists_servers_and_whether_each_starts(make_settings: Any, data_dir: Path) -> None:
+    from mcp_server.cmd_doctor import check_mcp_servers
+
+    assert check_mcp_servers(make_settings()).detail.startswith("none configured")
+    write_servers(data_dir, ext=stdio_server(), gone={"command": "/no/such/program"})
+    check = check_mcp_servers(make_settings())
+    assert not check.ok and not check.required
+    ext, gone = check.detail.split("\n    ")
+    assert ext.startswith("ext (stdio: ") and ": starts, 6 tools (ext__lookup, ext__shout," in ext
+    assert gone.startswith("gone (stdio: /no/such/program): FAILS: MCP server 'gone' did not start: program not found")
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('[servers.a]\nurl = "http://x/mcp"\ncommand = "y"\n', "exactly one of command"),
+    ('[servers.a]\nargs = []\n', "exactly one of command"),
+    ('[servers."a__b"]\ncommand = "x"\n', "server name 'a__b'"),
+    ('[servers.a]\ncommand = "x"\nport = 3\n', "port: Extra inputs are not permitted"),
+    ('[servers.a]\nurl = "ftp://x"\n', "url: String should match pattern"),
+    ('servers = 3\n', "'servers' must be tables"),
+    ('[other]\n', "unknown key 'other'"),
+])
+def test_bad_config_files_name_the_problem(make_settings: Any, data_dir: Path, text: str, problem: str) -> None:
+    from tools.mcp_servers import load_servers
+
+    (data_dir / "mcp_servers.toml").write_text(text)
+    with pytest.raises(SettingsError, match="mcp_servers.toml") as info:
+        load_servers(make_settings())
+    assert problem in str(info.value)
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=8), st.one_of(
+    st.text(max_size=10), st.integers(), st.booleans(), st.lists(st.text(max_size=5), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2)), max_size=6))
+def test_any_table_loads_or_names_its_problem(tmp_path_factory: Any, table: dict[str, Any]) -> None:
+    from tools.mcp_servers import _server
+
+    try:
+        config = _server(Path("mcp_servers.toml"), "srv", table)
+    except SettingsError as exc:
+        assert str(exc).startswith("mcp_servers.toml: [servers.srv]")
+    else:
+        assert (config.command is None) != (config.url is None)
