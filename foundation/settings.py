@@ -131,6 +131,17 @@ class Settings(BaseModel):
     mcp_server_idle_seconds: float = Field(
         default=300.0, gt=0, description="Stop another MCP server after this long unused (it restarts on use)."
     )
+    # The web (off unless turned on: it reaches the network)
+    web_fetch_enabled: bool = Field(default=False, description="Enable fetch_url (HTTP GET of public web pages).")
+    web_search_url: str | None = Field(
+        default=None, pattern=r"^https?://", description="SearXNG base URL for web_search (its JSON API); unset: off."
+    )
+    web_allow_networks: tuple[str, ...] = Field(
+        default=(), description="Private or loopback networks fetch_url may reach anyway (CIDR, comma-separated)."
+    )
+    web_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, description="Largest body fetch_url reads.")
+    web_timeout_seconds: float = Field(default=20.0, gt=0, le=300, description="fetch_url's time limit per URL.")
+    web_max_redirects: int = Field(default=5, ge=0, le=20, description="Most redirects fetch_url follows.")
     # Skills (SKILL.md folders)
     skills_dirs: tuple[Path, ...] = Field(
         default=(), description="Skill folders (or folders of them), os.pathsep-separated; plus <data dir>/skills."
@@ -166,6 +177,18 @@ class Settings(BaseModel):
     def _absolute_roots(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
         return tuple(p.expanduser().absolute() for p in value)
 
+    @field_validator("web_allow_networks", mode="after")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import ipaddress
+
+        for network in value:
+            try:
+                ipaddress.ip_network(network.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{network!r} is not a network; write CIDR like 127.0.0.1/32 or 10.0.0.0/8") from None
+        return tuple(n.strip() for n in value)
+
     @model_validator(mode="after")
     def _embeddings_endpoint(self) -> Settings:
         if self.embedding_provider == "openai" and not (self.embedding_base_url and self.embedding_model):
@@ -186,7 +209,8 @@ def user_rules_file(data_dir: Path, policy_file: Path | None) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-_LIST_FIELDS = {"roots": os.pathsep, "skills_dirs": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ","}
+_LIST_FIELDS = {"roots": os.pathsep, "skills_dirs": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ",",
+                "web_allow_networks": ","}
 
 
 def env_name(field: str) -> str:

@@ -15,6 +15,7 @@ from context.subagent import StepDelta, Thread, ThreadStore
 from foundation.bounding import bound_json, dumps
 from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import Conflict, GeneralAgentError, InvalidInput, LLMError, NotConfigured, NotFound
+from foundation.settings import Settings
 from foundation.toolspec import ToolSpec
 from tools.agents import (
     AgentCard,
@@ -66,17 +67,25 @@ def _dispatcher(rt: Runtime) -> ToolRunner:
     return rt.runner("delegate_task")
 
 
-def default_tool_names(known: set[str]) -> list[str]:
-    """The read-only tools a sub-agent gets unless told otherwise (those this server has)."""
-    return [name for name in DEFAULT_TOOLS if name in known]
+def default_tool_names(known: set[str], settings: Settings | None = None) -> list[str]:
+    """The read-only tools a sub-agent gets unless told otherwise (those this server has and has turned on)."""
+    off = tools_off(settings) if settings is not None else set()
+    return [name for name in DEFAULT_TOOLS if name in known and name not in off]
+
+
+def tools_off(settings: Settings) -> set[str]:
+    """Default tools the settings leave off (they would only answer how to turn them on)."""
+    off = set() if settings.web_fetch_enabled else {"fetch_url"}
+    return off if settings.web_search_url else off | {"web_search"}
 
 
 def offered_specs(
-    dispatcher: ToolRunner, base: list[str] | None, extra: list[str], source: str = "the thread"
+    dispatcher: ToolRunner, base: list[str] | None, extra: list[str], source: str = "the thread",
+    settings: Settings | None = None,
 ) -> list[ToolSpec]:
-    """The tools a sub-agent gets: `base` (default: the read-only set that exists) plus `extra`."""
+    """The tools a sub-agent gets: `base` (default: the read-only set that exists and is on) plus `extra`."""
     known = set(dispatcher.specs)
-    names = check_tool_names(base, known, source) if base is not None else default_tool_names(known)
+    names = check_tool_names(base, known, source) if base is not None else default_tool_names(known, settings)
     names = check_tool_names([*names, *extra], known)
     return [dispatcher.specs[name] for name in names]
 
@@ -209,7 +218,7 @@ def _handoff(rt: Runtime, context_id: str, max_loops: int) -> HandoffFn:
     async def handoff(target: str, stack: tuple[str, ...], note: str) -> Handoff:
         check_handoff(stack, target, rt.settings.handoff_max_depth)
         card = get_agent(rt.settings, target)
-        specs = offered_specs(_dispatcher(rt), card.tools, [], f"agent card {card.id!r}")
+        specs = offered_specs(_dispatcher(rt), card.tools, [], f"agent card {card.id!r}", rt.settings)
         external = await server_specs(rt, card.mcp_servers)
         specs += external.specs
         transfers = transfer_tools(rt, card)
@@ -249,7 +258,8 @@ def _start(
     parent: CallOrigin, external: list[ToolSpec],
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
     store, dispatcher = thread_store(rt), _dispatcher(rt)
-    specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "")
+    specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "",
+                          rt.settings)
     specs += external
     names = [spec.name for spec in specs]
     context_id = f"subagent-{secrets.token_hex(4)}"
@@ -357,7 +367,7 @@ def list_agents(*, rt: Runtime) -> AgentsResult:
         agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model, slot=c.slot,
                           mcp_servers=c.mcp_servers) for c in cards.values()],
         agents_file=str(agents_file(rt.settings)),
-        default_tools=default_tool_names(set(_dispatcher(rt).specs)),
+        default_tools=default_tool_names(set(_dispatcher(rt).specs), rt.settings),
     )
 
 

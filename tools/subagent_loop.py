@@ -30,10 +30,11 @@ log = logging.getLogger("generalagent.subagent")
 
 DEFAULT_TOOLS = (
     "search_documents", "search_file", "index_status", "read_file",
-    "list_workspace_files", "find_files", "recall", "todo_read", "now", "ask_human",
+    "list_workspace_files", "find_files", "recall", "todo_read", "now", "ask_human", "fetch_url", "web_search",
 )
-"""A sub-agent's tools unless its card or the call says otherwise: read-only ones, and ask_human (its question
-reaches the user through the parent call's client, the same path as approvals; else it says to ask in chat)."""
+"""A sub-agent's tools unless its card or the call says otherwise: read-only ones, the web ones when the server
+turned them on, and ask_human (its question reaches the user through the parent call's client, the same path
+as approvals; else it is told to put the question in its final answer)."""
 SHORT_ANSWER_CHARS = 200
 MAX_CALLS_PER_STEP = 16  # more tool calls in one model turn are answered with an error, not run
 SUBAGENT_RESULT_TOKENS = 4000  # per tool result fed to the sub-agent's model: keeps its context bounded
