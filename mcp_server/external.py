@@ -212,8 +212,8 @@ class _Connection:
                 f"MCP server {name!r} did not start within {self.config.start_timeout_seconds:g} s "
                 f"(start_timeout_seconds of {where}).{self._stderr_tail()}")
         reason = _reason(exc)
-        return ExternalToolError(f"MCP server {name!r} did not start: {reason}. Check {where} "
-                                 f"(`generalagent-mcp doctor` tries each server).{self._stderr_tail()}")
+        return ExternalToolError(f"MCP server {name!r} did not start: {reason}. Check {where}."
+                                 f"{self._stderr_tail()}")
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:

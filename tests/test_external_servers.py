@@ -17,7 +17,9 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from foundation.errors import SettingsError
 from tests import approval_helpers as helpers

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import connect
 from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401  (fixture)

@@ -9,6 +9,7 @@ the queries it got are in `site.queries`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -73,10 +74,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
             pass
 
         def handle(self) -> None:
-            try:
+            with contextlib.suppress(OSError):  # the client stopped reading (a body over its limit, a timeout)
                 super().handle()
-            except OSError:  # the client stopped reading (a body over its limit, a timeout)
-                pass
 
         def do_GET(self) -> None:  # noqa: C901 - one branch per page
             path = urlsplit(self.path).path
