@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import IO, Any, TextIO, cast
 
@@ -130,7 +130,9 @@ class _Connection:
         if timed_out:
             raise TimeoutError
 
-    def _connect(self) -> Any:
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Any]:
+        """The SDK's client, connected (stdio: the program started; HTTP: our own httpx2 client, closed after)."""
         from mcp import Client
 
         if self.config.command is not None:
@@ -139,13 +141,17 @@ class _Connection:
             params = StdioServerParameters(command=self.config.command, args=self.config.args,
                                            env=self.config.env or None,
                                            cwd=self.config.cwd or str(self.settings.data_dir))
-            return Client(stdio_client(params, errlog=cast(TextIO, self._stderr or sys.stderr)), mode="auto")
+            async with Client(stdio_client(params, errlog=cast(TextIO, self._stderr or sys.stderr)),
+                              mode="auto") as client:
+                yield client
+            return
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
-        http = httpx2.AsyncClient(headers=self.config.headers, timeout=httpx2.Timeout(30.0, read=300.0))
         assert self.config.url is not None
-        return Client(streamable_http_client(self.config.url, http_client=http), mode="auto")
+        async with httpx2.AsyncClient(headers=self.config.headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http, \
+                Client(streamable_http_client(self.config.url, http_client=http), mode="auto") as client:
+            yield client
 
     async def _serve(self) -> None:
         """Until stopped, or idle for mcp_server_idle_seconds with no call running."""

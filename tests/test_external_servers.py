@@ -76,13 +76,23 @@ async def test_a_subagent_calls_a_stdio_servers_tools(make_settings: Any, fake_l
     fake_llm.reply_tool_calls([("ext__lookup", {"key": "capital-of-france"}), ("ext__big", {}),
                                ("ext__broken", {}), ("ext__lookup", {})])
     fake_llm.reply_text(LONG)
+    fake_llm.reply_text("Continued: " + LONG)
+    fake_llm.reply_text("Again: " + LONG)
     settings = make_settings(**fake_llm.settings_overrides())
     async with client_for(settings) as (client, _):
         result = await client.call_tool("delegate_task", {"task": "What is the capital of France?",
                                                           "mcp_servers": ["ext"]})
+        context_id = result.structured_content["context_id"]
+        more = await client.call_tool("delegate_task", {"task": "And of Spain?", "continue_id": context_id})
+        (data_dir / "mcp_servers.toml").write_text("")  # the server is no longer configured
+        again = await client.call_tool("delegate_task", {"task": "And of Italy?", "continue_id": context_id})
     assert not result.is_error, result.content
+    assert "ext__lookup" in tool_names(fake_llm.requests[2]) and not more.is_error  # a saved thread gets them again
+    assert not again.is_error and again.structured_content["notes"] == [
+        "No MCP server 'ext'. Configured servers: none (configure them in " + str(data_dir / "mcp_servers.toml") + ")."]
+    assert "ext__lookup" not in tool_names(fake_llm.requests[3])
     assert result.structured_content["result"] == LONG.strip()
-    first, second = fake_llm.requests
+    first, second = fake_llm.requests[:2]
     offered = tool_names(first)
     assert {"ext__lookup", "ext__shout", "ext__big", "ext__hang"} <= set(offered) and "search_documents" in offered
     lookup = next(t for t in first["tools"] if t["function"]["name"] == "ext__lookup")["function"]

@@ -101,10 +101,13 @@ class ServerTools:
         return "\n".join(f"Unavailable: {why}" for why in self.unavailable)
 
 
-async def server_specs(rt: Runtime, servers: list[str]) -> ServerTools:
+async def server_specs(rt: Runtime, servers: list[str], saved: list[str] | None = None) -> ServerTools:
     """The tools of other MCP servers (`server__tool`), each server started if it is not running. A server
     that does not start leaves its tools out (the reason goes to the sub-agent and the result's notes); an
-    unknown server name is the caller's mistake (NotFound)."""
+    unknown server name is the caller's mistake (NotFound), but for the `saved` ones (a thread's, from
+    before its configuration changed): they are only left out."""
+    saved = saved or []
+    servers = [*saved, *servers]
     wanted = list(dict.fromkeys(name.strip() for name in servers if name.strip()))
     if not wanted:
         return ServerTools([], [])
@@ -115,8 +118,10 @@ async def server_specs(rt: Runtime, servers: list[str]) -> ServerTools:
     for server in wanted:
         try:
             specs += await rt.tool_sources.tools(server)
-        except NotFound:
-            raise
+        except NotFound as exc:
+            if server not in saved:
+                raise
+            unavailable.append(str(exc))
         except GeneralAgentError as exc:
             unavailable.append(str(exc))
     return ServerTools(specs, unavailable)
@@ -172,7 +177,7 @@ async def delegate_task(
     _check_caller(parent, label, rt.settings.handoff_max_depth)
     config = agent_config(rt, card)
     if thread is not None:
-        external = await server_specs(rt, [*thread_servers(thread.tools), *(mcp_servers or [])])
+        external = await server_specs(rt, mcp_servers or [], saved=thread_servers(thread.tools))
         context = _with_note(context, external.note())
         context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [], external.specs)
     else:

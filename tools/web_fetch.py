@@ -186,7 +186,7 @@ def _read(response: http.client.HTTPResponse, url: str, limits: FetchLimits, dea
     truncated = False
     while True:
         if should_cancel is not None and should_cancel():
-            raise Cancelled("fetch_url was cancelled.")
+            raise Cancelled("The web request was cancelled.")
         if conn.sock is not None:
             conn.sock.settimeout(_left(deadline, limits, url))
         try:
