@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.conftest import connect
 from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401  (fixture)
 from tests.test_delegate import allow_tools, client_for, tool_names
-from tests.web_site import Site, web_site  # noqa: F401  (fixture)
+from tests.web_site import Site, tls_site, web_site  # noqa: F401  (fixtures)
 from tools.web_fetch import address_allowed, networks
 from tools.web_html import html_to_markdown, stdlib_markdown
 
@@ -170,3 +170,16 @@ def test_only_public_addresses_unless_allowed(address: Any) -> None:
     assert address_allowed(address, networks(("0.0.0.0/0", "::/0")))
     if plain in ipaddress.ip_network("127.0.0.0/8"):
         assert not address_allowed(address, ()) and address_allowed(address, networks(("127.0.0.0/8",)))
+
+
+async def test_https_checks_the_certificate(make_settings: Any, tls_site: tuple[str, str],  # noqa: F811
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    base, cert = tls_site
+    settings = make_settings(web_fetch_enabled=True, web_allow_networks=LOOPBACK, web_timeout_seconds=10)
+    untrusted = error_text(await fetch(settings, url=base + "/article.html"))
+    assert untrusted.startswith("TLS with 127.0.0.1 failed (") and "CERTIFICATE_VERIFY_FAILED" in untrusted
+    monkeypatch.setenv("SSL_CERT_FILE", cert)  # OpenSSL's default trust store: now the test's certificate
+    for host in ("127.0.0.1", "localhost"):  # the name is checked against the certificate, not the address
+        page = await fetch(settings, url=base.replace("127.0.0.1", host) + "/article.html")
+        assert not page.is_error, page.content
+        assert "first tidal power station" in page.structured_content["text"]
