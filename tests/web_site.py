@@ -174,7 +174,7 @@ def self_signed(folder: Any) -> tuple[str, str]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     import ipaddress
 
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
