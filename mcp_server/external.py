@@ -218,6 +218,8 @@ class _Connection:
                 f"MCP server {name!r} did not start within {self.config.start_timeout_seconds:g} s "
                 f"(start_timeout_seconds of {where}).{self._stderr_tail()}")
         reason = _reason(exc)
+        if self.config.url is not None and "Connect" in type(_innermost(exc)).__name__:
+            reason = f"cannot connect to {self.config.url} ({reason})"
         return ExternalToolError(f"MCP server {name!r} did not start: {reason}. Check {where}."
                                  f"{self._stderr_tail()}")
 
@@ -232,10 +234,16 @@ class _Connection:
         return ""
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost useful message of an exception (task groups wrap them in ExceptionGroups)."""
+def _innermost(exc: BaseException) -> BaseException:
+    """The first real exception inside ExceptionGroups (task groups wrap what failed in them)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost useful message of an exception."""
+    exc = _innermost(exc)
     if isinstance(exc, FileNotFoundError):
         return f"program not found ({exc.filename or exc})"
     if getattr(exc, "code", None) == _connection_closed():

@@ -153,14 +153,16 @@ async def test_a_crashing_and_a_hanging_server_are_errors_not_a_stuck_subagent(
 
 async def test_servers_that_do_not_start_are_named_to_the_subagent(make_settings: Any, fake_llm: FakeLLM,  # noqa: F811
                                                                    data_dir: Path) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
     write_servers(data_dir, bad=stdio_server("--fail-start"), slow=stdio_server("--hang-start", start_timeout_seconds=3),
-                  gone={"command": "/no/such/program"})
+                  gone={"command": "/no/such/program"}, down={"url": closed})
     allow_tools(data_dir, "delegate_task")
     fake_llm.reply_text(LONG)
     settings = make_settings(**fake_llm.settings_overrides())
     async with client_for(settings) as (client, _):
         started = time.monotonic()
-        result = await client.call_tool("delegate_task", {"task": "Use them.", "mcp_servers": ["bad", "slow", "gone"]})
+        result = await client.call_tool("delegate_task", {"task": "Use them.",
+                                                          "mcp_servers": ["bad", "slow", "gone", "down"]})
         waited = time.monotonic() - started
         unknown = await client.call_tool("delegate_task", {"task": "Use it.", "mcp_servers": ["nosuch"]})
     assert not result.is_error, result.content
@@ -169,10 +171,11 @@ async def test_servers_that_do_not_start_are_named_to_the_subagent(make_settings
     assert "Its last error output: external-test: cannot open its database (simulated)" in notes[0]
     assert notes[1].startswith("MCP server 'slow' did not start within 3 s (start_timeout_seconds of [servers.slow]")
     assert notes[2].startswith("MCP server 'gone' did not start: program not found (/no/such/program)")
+    assert notes[3].startswith(f"MCP server 'down' did not start: cannot connect to {closed} (")
     assert waited < 60  # the hanging one cost its start timeout, not the sub-agent's
     task = fake_llm.requests[0]["messages"][1]["content"]
     assert "Unavailable: MCP server 'bad'" in task and not any("bad__" in n for n in tool_names(fake_llm.requests[0]))
-    assert unknown.is_error and "No MCP server 'nosuch'. Configured servers: bad, gone, slow." in unknown.content[0].text
+    assert unknown.is_error and "No MCP server 'nosuch'. Configured servers: bad, down, gone, slow." in unknown.content[0].text
 
 
 def free_port() -> int:

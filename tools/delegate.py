@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import anyio
 from pydantic import BaseModel, Field
 
 from context.llm import LLMConfig
@@ -113,17 +114,28 @@ async def server_specs(rt: Runtime, servers: list[str], saved: list[str] | None 
         return ServerTools([], [])
     if rt.tool_sources is None:
         raise NotConfigured("Other MCP servers are available only in the running server.")
+    sources = rt.tool_sources
+    found: dict[str, list[ToolSpec] | GeneralAgentError] = {}
+
+    async def start(server: str) -> None:
+        try:
+            found[server] = await sources.tools(server)
+        except GeneralAgentError as exc:
+            found[server] = exc
+
+    async with anyio.create_task_group() as group:  # at the same time: a slow one costs its timeout once
+        for server in wanted:
+            group.start_soon(start, server)
     specs: list[ToolSpec] = []
     unavailable: list[str] = []
     for server in wanted:
-        try:
-            specs += await rt.tool_sources.tools(server)
-        except NotFound as exc:
-            if server not in saved:
-                raise
-            unavailable.append(str(exc))
-        except GeneralAgentError as exc:
-            unavailable.append(str(exc))
+        result = found[server]
+        if isinstance(result, NotFound) and server not in saved:
+            raise result
+        if isinstance(result, GeneralAgentError):
+            unavailable.append(str(result))
+        else:
+            specs += result
     return ServerTools(specs, unavailable)
 
 
