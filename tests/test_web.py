@@ -183,3 +183,41 @@ async def test_https_checks_the_certificate(make_settings: Any, tls_site: tuple[
         page = await fetch(settings, url=base.replace("127.0.0.1", host) + "/article.html")
         assert not page.is_error, page.content
         assert "first tidal power station" in page.structured_content["text"]
+
+
+def test_the_address_checked_is_the_address_connected_to(web_site: Site, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A name is resolved once per connection; every answer is checked and the socket goes to a checked one
+    (a DNS answer that changes between a check and the connection cannot reach a refused address)."""
+    import socket
+
+    from foundation.errors import WebError
+    from tools.web_fetch import open_socket
+
+    port = int(web_site.base_url.rsplit(":", 1)[1])
+    answers = [[("10.0.0.5", port), ("127.0.0.1", port)]]
+    resolved: list[str] = []
+
+    def getaddrinfo(host: str, *args: Any, **kwargs: Any) -> list[Any]:
+        resolved.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", addr) for addr in answers[0]]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    sock = open_socket("rebind.example", port, 5, networks(("127.0.0.0/8",)))
+    with sock:
+        assert sock.getpeername() == ("127.0.0.1", port)  # 10.0.0.5 was refused, never tried
+    assert resolved == ["rebind.example"]
+    with pytest.raises(WebError, match=r"rebind.example is a private, loopback .* \(10.0.0.5, 127.0.0.1\)"):
+        open_socket("rebind.example", port, 5, ())
+
+
+@given(st.text(max_size=80))
+def test_any_url_is_checked_or_refused_with_a_reason(text: str) -> None:
+    from foundation.errors import InvalidInput
+    from tools.web_fetch import check_url
+
+    try:
+        scheme, host, port, path = check_url(text)
+    except InvalidInput as exc:
+        assert str(exc)
+    else:
+        assert scheme in ("http", "https") and host and 0 <= port < 65536 and path.startswith("/")
