@@ -165,6 +165,8 @@ async def test_servers_that_do_not_start_are_named_to_the_subagent(make_settings
                                                           "mcp_servers": ["bad", "slow", "gone", "down"]})
         waited = time.monotonic() - started
         unknown = await client.call_tool("delegate_task", {"task": "Use it.", "mcp_servers": ["nosuch"]})
+        listed = await client.call_tool("list_agents", {})
+    assert listed.structured_content["mcp_servers"] == ["bad", "down", "gone", "slow"]
     assert not result.is_error, result.content
     notes = result.structured_content["notes"]
     assert notes[0].startswith("MCP server 'bad' did not start: it closed the connection before answering")

@@ -27,7 +27,7 @@ from tools.agents import (
     get_agent,
     transfer_targets,
 )
-from tools.mcp_servers import SEPARATOR
+from tools.mcp_servers import SEPARATOR, load_servers
 from tools.runtime import CallContext, Runtime, Service
 from tools.subagent_loop import (
     DEFAULT_TOOLS,
@@ -167,8 +167,8 @@ async def delegate_task(
     context: Annotated[str | None, Field(max_length=50_000, description="Background the sub-agent needs.")] = None,
     continue_id: Annotated[str | None, Field(description="Continue this earlier thread (a context_id) with `task`.")] = None,
     mcp_servers: Annotated[list[str] | None, Field(max_length=8, description="Other MCP servers whose tools it also "
-                                                  "gets, as server__tool (names from the server's mcp_servers.toml; "
-                                                  "their approval rules apply).")] = None,
+                                                  "gets, as server__tool (names: list_agents' mcp_servers; approval "
+                                                  "rules apply).")] = None,
     *,
     rt: Runtime,
     call: CallContext,
@@ -375,6 +375,8 @@ class AgentsResult(BaseModel):
     agents: list[AgentInfo] = Field(description="The configured agent cards.")
     agents_file: str = Field(description="Where agent cards are configured (TOML).")
     default_tools: list[str] = Field(description="Tools a sub-agent gets when neither the card nor tools= says.")
+    mcp_servers: list[str] = Field(default_factory=list, description="Other MCP servers a sub-agent can be given "
+                                   "(delegate_task mcp_servers=...).")
 
 
 def list_agents(*, rt: Runtime) -> AgentsResult:
@@ -385,6 +387,7 @@ def list_agents(*, rt: Runtime) -> AgentsResult:
                           mcp_servers=c.mcp_servers) for c in cards.values()],
         agents_file=str(agents_file(rt.settings)),
         default_tools=default_tool_names(set(_dispatcher(rt).specs), rt.settings),
+        mcp_servers=sorted(name for name, server in load_servers(rt.settings).items() if server.enabled),
     )
 
 
