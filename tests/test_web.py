@@ -85,6 +85,7 @@ async def test_loopback_is_refused_unless_allowed(make_settings: Any, web_site: 
     assert off.startswith("fetch_url is off: it reaches the network. To turn it on, set GENERALAGENT_WEB_FETCH_ENABLED=1")
 
 
+@pytest.mark.slow  # waits out a 3 s time limit
 async def test_sizes_times_and_types_are_bounded(web_settings: Any, web_site: Site) -> None:  # noqa: F811
     big = (await fetch(web_settings, url=web_site.url("/big.html"))).structured_content
     assert big["truncated"] is True and "filler text here" in big["text"] and big["total_chars"] < 64 * 1024
