@@ -69,7 +69,7 @@ async def test_redirects_are_followed_and_bounded(web_settings: Any, web_site: S
     loop = error_text(await fetch(web_settings, url=web_site.url("/loop-a")))
     assert loop.startswith(f"Redirect loop: {web_site.url('/loop-a')} redirects back to an address already visited")
     many = error_text(await fetch(web_settings, url=web_site.url("/chain/9")))
-    assert many.startswith("More than 4 redirects (last to ") and "web_max_redirects" in many
+    assert many.startswith("More than 4 redirects (last to ") and "(GENERALAGENT_WEB_MAX_REDIRECTS)" in many
     private = error_text(await fetch(web_settings, url=web_site.url("/to-private")))
     assert private.startswith("10.0.0.1 is a private, loopback or otherwise non-public address (10.0.0.1)")
 
@@ -92,7 +92,7 @@ async def test_sizes_times_and_types_are_bounded(web_settings: Any, web_site: Si
     big_pdf = error_text(await fetch(web_settings, url=web_site.url("/big.pdf")))
     assert "is a PDF file of " in big_pdf and "over the 0.1 MiB limit (GENERALAGENT_WEB_MAX_BYTES)" in big_pdf
     drip = error_text(await fetch(web_settings, url=web_site.url("/drip")))
-    assert drip == f"{web_site.url('/drip')} did not load within 3 s (web_timeout_seconds)."
+    assert drip == f"{web_site.url('/drip')} did not load within 3 s (GENERALAGENT_WEB_TIMEOUT_SECONDS)."
     image = error_text(await fetch(web_settings, url=web_site.url("/image.png")))
     assert "is image/png (108 bytes read): fetch_url reads web pages, text, JSON, PDF and Office files." in image
     missing = error_text(await fetch(web_settings, url=web_site.url("/missing")))

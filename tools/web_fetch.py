@@ -149,7 +149,7 @@ def fetch(url: str, limits: FetchLimits, should_cancel: Callable[[], bool] | Non
                            f"({len(redirects) + 1} redirects). The page cannot be fetched.")
         if len(redirects) >= limits.max_redirects:
             raise WebError(f"More than {limits.max_redirects} redirects (last to {target[:200]}); not followed "
-                           "(web_max_redirects).")
+                           "(GENERALAGENT_WEB_MAX_REDIRECTS).")
         redirects.append(target)
         seen.add(target)
         url = target
@@ -214,7 +214,8 @@ def _left(deadline: float, limits: FetchLimits, url: str) -> float:
 
 
 def _timeout(limits: FetchLimits, url: str) -> LimitExceeded:
-    return LimitExceeded(f"{url[:200]} did not load within {limits.timeout_seconds:g} s (web_timeout_seconds).")
+    return LimitExceeded(f"{url[:200]} did not load within {limits.timeout_seconds:g} s "
+                         "(GENERALAGENT_WEB_TIMEOUT_SECONDS).")
 
 
 def _content_type(header: str) -> tuple[str, str | None]:
