@@ -6,7 +6,7 @@
     python tests/external_mcp_server.py --hang-start     # never answers (does not read its input)
 
 Tools: `lookup(key)` answers from a tiny table, `shout(text)` upper-cases, `crash()` ends the process
-mid-call, `hang()` never answers, `big()` returns 200,000 characters, `broken()` reports a tool error.
+mid-call, `hang()` never answers, `pid()` gives its process id, `big()` returns 200,000 characters, `broken()` reports a tool error.
 Each call is appended to the file named by EXTERNAL_CALLS_FILE (when set), so a test sees what ran.
 """
 
@@ -55,6 +55,11 @@ def build() -> object:
         _record("hang")
         while True:
             time.sleep(1)
+
+    @server.tool()
+    def pid() -> str:
+        """This server's process id."""
+        return str(os.getpid())
 
     @server.tool()
     def big() -> str:

@@ -248,7 +248,7 @@ def test_doctor_lists_servers_and_whether_each_starts(make_settings: Any, data_d
     check = check_mcp_servers(make_settings())
     assert not check.ok and not check.required
     ext, gone = check.detail.split("\n    ")
-    assert ext.startswith("ext (stdio: ") and ": starts, 6 tools (ext__lookup, ext__shout," in ext
+    assert ext.startswith("ext (stdio: ") and ": starts, 7 tools (ext__lookup, ext__shout," in ext
     assert gone.startswith("gone (stdio: /no/such/program): FAILS: MCP server 'gone' did not start: program not found")
 
 
@@ -283,3 +283,41 @@ def test_any_table_loads_or_names_its_problem(tmp_path_factory: Any, table: dict
         assert str(exc).startswith("mcp_servers.toml: [servers.srv]")
     else:
         assert (config.command is None) != (config.url is None)
+
+
+async def test_the_other_server_ends_when_our_server_process_exits(tmp_path: Path, fake_llm: FakeLLM) -> None:  # noqa: F811
+    """Our console script over stdio starts the other server for a sub-agent; when our process ends (its
+    client closes stdin), so does the other one."""
+    import os
+
+    from mcp.client import Client
+    from mcp.client.stdio import stdio_client
+
+    from tests.fake_llm import MODEL
+    from tests.test_stdio import stdio_params
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_servers(data, ext=stdio_server())
+    allow_tools(data, "delegate_task", "ext__pid")
+    fake_llm.reply_tool_calls([("ext__pid", {})])
+    fake_llm.reply_text(LONG)
+    params = stdio_params(tmp_path, GENERALAGENT_LLM_BASE_URL=fake_llm.base_url, GENERALAGENT_LLM_MODEL=MODEL,
+                          GENERALAGENT_LLM_API_KEY="test-key", GENERALAGENT_TOOL_PROFILE="full")
+    with (tmp_path / "stderr.txt").open("w") as err:
+        async with Client(stdio_client(params, errlog=err), mode="legacy") as client:
+            result = await client.call_tool("delegate_task", {"task": "Which pid?", "mcp_servers": ["ext"]})
+            assert not result.is_error, result.content
+    answer = tool_results(fake_llm.requests[1])[0].replace(" ", "")
+    pid = int(answer.split('"content":"')[1].split('"')[0])
+
+    def alive() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    with anyio.fail_after(60):
+        while alive():
+            await anyio.sleep(0.2)
