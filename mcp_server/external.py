@@ -72,6 +72,7 @@ class _Connection:
         self._busy = 0
         self._last_used = time.monotonic()
         self._stderr: IO[str] | None = None
+        self._starting = threading.Lock()
 
     async def ready(self) -> list[Any]:
         """The server's tools, starting it when it is not running (bounded by its start timeout)."""
@@ -81,17 +82,18 @@ class _Connection:
     def start(self) -> concurrent.futures.Future[list[Any]]:
         """The future of the tool list: the running connection's, or a new connection's (may wait for a
         stopping one to end: call it from a worker thread)."""
-        thread = self._thread
-        if thread is not None and thread.is_alive() and self._stop is not None and self._stop.is_set():
-            thread.join(STOP_GRACE_SECONDS)  # stopping: let it end before a new one starts
-        if self._ready is not None and self._thread is not None and self._thread.is_alive():
-            return self._ready
-        ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
-        self._ready = ready
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
-                                        name=f"mcp-server-{self.config.name}")
-        self._thread.start()
-        return ready
+        with self._starting:  # two sub-agents at once start one connection
+            thread = self._thread
+            if thread is not None and thread.is_alive() and self._stop is not None and self._stop.is_set():
+                thread.join(STOP_GRACE_SECONDS)  # stopping: let it end before a new one starts
+            if self._ready is not None and self._thread is not None and self._thread.is_alive():
+                return self._ready
+            ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
+            self._ready, self._loop, self._stop = ready, None, None
+            self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
+                                            name=f"mcp-server-{self.config.name}")
+            self._thread.start()
+            return ready
 
     def _run(self, ready: concurrent.futures.Future[list[Any]]) -> None:
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
@@ -168,7 +170,9 @@ class _Connection:
         """Call `tool` from the caller's event loop; the work runs on this connection's loop."""
         await self.ready()
         loop = self._loop
-        assert loop is not None
+        if loop is None or loop.is_closed():
+            raise ExternalToolError(f"MCP server {self.config.name!r} stopped before {tool} ran; it is started again "
+                                    "on the next call.")
         future = asyncio.run_coroutine_threadsafe(self._call(tool, args), loop)
         return await _wait(future, self.config.call_timeout_seconds + STOP_GRACE_SECONDS)
 
