@@ -321,3 +321,41 @@ async def test_the_other_server_ends_when_our_server_process_exits(tmp_path: Pat
     with anyio.fail_after(60):
         while alive():
             await anyio.sleep(0.2)
+
+
+async def test_two_users_at_once_share_one_server_process(make_settings: Any, data_dir: Path) -> None:
+    from mcp_server.external import ExternalServers
+
+    write_servers(data_dir, ext=stdio_server())
+    servers = ExternalServers(make_settings())
+    try:
+        found: list[Any] = []
+
+        async def use() -> None:
+            specs = {spec.name: spec for spec in await servers.tools("ext")}
+            found.append((await specs["ext__pid"].fn()).content)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(use)
+            group.start_soon(use)
+        assert len(found) == 2 and found[0] == found[1]  # one process answered both
+    finally:
+        await anyio.to_thread.run_sync(servers.close)
+
+
+async def test_a_handoff_gives_the_new_agent_its_servers_tools(make_settings: Any, fake_llm: FakeLLM,  # noqa: F811
+                                                               data_dir: Path) -> None:
+    write_servers(data_dir, ext=stdio_server())
+    (data_dir / "agents.toml").write_text('[agents.triage]\ndescription = "Routes."\ntools = ["now"]\n\n'
+                                          '[agents.facts]\ndescription = "Knows facts."\ntools = ["now"]\n'
+                                          'mcp_servers = ["ext"]\n')
+    allow_tools(data_dir, "delegate_task", "ext__*")
+    fake_llm.reply_tool_calls([("transfer_to_facts", {"note": "needs the fact table"})])
+    fake_llm.reply_tool_calls([("ext__lookup", {"key": "answer"})])
+    fake_llm.reply_text(LONG)
+    async with client_for(make_settings(**fake_llm.settings_overrides())) as (client, _):
+        result = await client.call_tool("delegate_task", {"task": "What is the answer?", "agent": "triage"})
+    assert not result.is_error, result.content
+    assert result.structured_content["handoffs"] == ["facts"]
+    assert "ext__lookup" not in tool_names(fake_llm.requests[0]) and "ext__lookup" in tool_names(fake_llm.requests[1])
+    assert '"content":"42"' in tool_results(fake_llm.requests[2])[-1].replace(" ", "")
