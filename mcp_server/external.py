@@ -360,7 +360,8 @@ def _caller(connection: _Connection, tool: str) -> Callable[..., Awaitable[Exter
         if result.is_error:
             raise ExternalToolError(f"{connection.config.name}{SEPARATOR}{tool} failed: {text or 'no details'}")
         structured = result.structured_content if isinstance(result.structured_content, dict) else None
-        if structured is not None and len(json.dumps(structured, default=str)) > MAX_RESULT_CHARS:
+        if structured is not None and (len(json.dumps(structured, default=str)) > MAX_RESULT_CHARS
+                                       or structured == {"result": text}):  # (the text again, as SDK servers send it)
             structured = None
         return ExternalToolResult(server=connection.config.name, tool=tool, content=text, structured=structured)
 

@@ -100,6 +100,7 @@ async def test_a_subagent_calls_a_stdio_servers_tools(make_settings: Any, fake_l
     assert "ext__lookup" in first["messages"][0]["content"]  # the system prompt lists it
     found, big, broken, missing = tool_results(second)
     assert '"content":"Paris"' in found.replace(" ", "") and '"server":"ext"' in found.replace(" ", "")
+    assert '"structured":null' in found.replace(" ", "")  # the SDK's {"result": text} is not sent twice
     assert len(big) < 4000 * 4 + 500  # bounded like our own results
     assert broken.startswith("Error: ext__broken failed:"), broken
     assert missing.startswith("Error: Invalid arguments for ext__lookup") and "'key' is required" in missing
