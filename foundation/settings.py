@@ -84,7 +84,7 @@ class Settings(BaseModel):
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1, description="Largest file that is indexed.")
     max_extracted_chars: int = Field(default=20_000_000, ge=1000, description="Text cap per document.")
     max_decompressed_bytes: int = Field(
-        default=512 * 1024 * 1024, ge=1024, description="Zip (DOCX/XLSX/PPTX) uncompressed size cap."
+        default=512 * 1024 * 1024, ge=1024, description="Zip (DOCX/XLSX/PPTX/EPUB/ODF) uncompressed size cap."
     )
     file_timeout_seconds: float = Field(default=120.0, gt=0, description="Time budget to extract one file.")
     chunk_max_chars: int = Field(default=500, ge=50, description="Largest chunk, in characters.")

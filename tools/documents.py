@@ -143,8 +143,8 @@ def search_documents(
     rt: Runtime,
     call: CallContext,
 ) -> SearchResult:
-    """Search every indexed document (PDF, DOCX, XLSX, PPTX, text) with BM25 ranking, English
-    stemming and Chinese word segmentation. Index folders first with index_path."""
+    """Search every indexed document (PDF, Office, OpenDocument, EPUB, HTML, CSV, e-mail, text) with
+    BM25 ranking, English stemming and Chinese word segmentation. Index folders first with index_path."""
     store = index_store(rt)
     if not store.has_files():
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
@@ -351,7 +351,7 @@ def _glob_files(rt: Runtime, pattern: str, roots: tuple[Path, ...]) -> list[str]
 
 class SearchFileResult(BaseModel):
     path: str
-    kind: str = Field(description="text, pdf, docx, xlsx or pptx.")
+    kind: str = Field(description="text, pdf, docx, xlsx, pptx, html, csv, epub, odt, ods, odp or eml.")
     hits: list[Hit]
     searched: str = Field(description="'lines' (live, text files) or 'index'.")
     note: str | None = None
@@ -368,8 +368,8 @@ def search_file(
     rt: Runtime,
     call: CallContext,
 ) -> SearchFileResult:
-    """Search inside one file. PDF/DOCX/XLSX/PPTX are indexed on first use (then reused while
-    unchanged); text files are searched line by line, with line numbers."""
+    """Search inside one file. Documents (PDF, Office, HTML, CSV, e-mail, ...) are indexed on first use
+    (then reused while unchanged); text files are searched line by line, with line numbers."""
     from indexing.extract import detect_kind
 
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
