@@ -94,7 +94,7 @@ async def test_sizes_times_and_types_are_bounded(web_settings: Any, web_site: Si
     drip = error_text(await fetch(web_settings, url=web_site.url("/drip")))
     assert drip == f"{web_site.url('/drip')} did not load within 3 s (GENERALAGENT_WEB_TIMEOUT_SECONDS)."
     image = error_text(await fetch(web_settings, url=web_site.url("/image.png")))
-    assert "is image/png (108 bytes read): fetch_url reads web pages, text, JSON, PDF and Office files." in image
+    assert "is image/png (108 bytes read): fetch_url reads web pages, text, JSON, PDF, Office, OpenDocument and EPUB files." in image
     missing = error_text(await fetch(web_settings, url=web_site.url("/missing")))
     assert missing == f"GET {web_site.url('/missing')} answered HTTP 404 Not Found."
     scheme = error_text(await fetch(web_settings, url="file:///etc/passwd"))

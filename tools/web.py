@@ -30,6 +30,10 @@ DOCUMENT_TYPES = {
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ".docx",
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ".xlsx",
     "application/vnd.openxmlformats-officedocument.presentationml.presentation": ".pptx",
+    "application/vnd.oasis.opendocument.text": ".odt",
+    "application/vnd.oasis.opendocument.spreadsheet": ".ods",
+    "application/vnd.oasis.opendocument.presentation": ".odp",
+    "application/epub+zip": ".epub",
 }
 MAX_PAGE_CHARS = 40_000
 SNIPPET_CHARS = 500
@@ -63,8 +67,8 @@ def fetch_url(
     rt: Runtime,
     call: CallContext,
 ) -> WebPage:
-    """Read a web page (HTTP GET) as readable Markdown text, boilerplate removed; PDFs and Office files as
-    text. Public addresses only; size, time and redirects are bounded. Off unless the server enables it."""
+    """Read a web page (HTTP GET) as readable Markdown text, boilerplate removed; PDF, Office, OpenDocument
+    and EPUB files as text. Public addresses only; size, time and redirects are bounded. Off unless the server enables it."""
     settings = rt.settings
     if not settings.web_fetch_enabled:
         raise NotConfigured("fetch_url is off: it reaches the network. To turn it on, set "
@@ -89,7 +93,7 @@ def readable(fetched: Fetched, rt: Runtime, call: CallContext) -> tuple[str, str
     if kind.startswith("text/") or kind in TEXT_TYPES or kind.endswith(("+json", "+xml")):
         return decode(fetched), None, "text"
     raise WebError(f"{fetched.url[:200]} is {kind or 'of an unknown type'} ({len(fetched.body):,} bytes read): "
-                   "fetch_url reads web pages, text, JSON, PDF and Office files.")
+                   "fetch_url reads web pages, text, JSON, PDF, Office, OpenDocument and EPUB files.")
 
 
 def decode(fetched: Fetched) -> str:
