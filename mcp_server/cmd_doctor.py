@@ -16,6 +16,7 @@ from pathlib import Path
 
 from context.llm import SLOTS, slot_values
 from context.skills import scan
+from foundation.errors import SettingsError
 from foundation.settings import Settings
 from tools.skills import skill_roots, skills_config_path
 
@@ -258,6 +259,29 @@ def check_model_slots(settings: Settings) -> Check:
     return Check("model slots", ok, "\n    ".join(lines), required=False)
 
 
+def check_mcp_servers(settings: Settings) -> Check:
+    """Each configured MCP server (mcp_servers.toml): whether it starts, and its tools."""
+    from mcp_server.external import probe_servers
+    from tools.mcp_servers import servers_file
+
+    try:
+        probes = probe_servers(settings)
+    except SettingsError as exc:
+        return Check("MCP servers for sub-agents", False, str(exc), required=False)
+    if not probes:
+        return Check("MCP servers for sub-agents", True, f"none configured ({servers_file(settings)})", required=False)
+    lines = []
+    for probe in probes:
+        where = f"{probe.config.name} ({probe.config.describe()})"
+        if probe.error is None:
+            shown = ", ".join(probe.tools[:MAX_SHOWN]) + (", …" if len(probe.tools) > MAX_SHOWN else "")
+            lines.append(f"{where}: starts, {len(probe.tools)} tools ({shown})")
+        else:
+            lines.append(f"{where}: FAILS: {probe.error}")
+    ok = all(probe.error is None for probe in probes)
+    return Check("MCP servers for sub-agents", ok, "\n    ".join(lines), required=False)
+
+
 CHECKS: list[Callable[[Settings], Check]] = [
     check_data_dir,
     check_database,
@@ -276,6 +300,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_watcher,
     check_model_slots,
     check_skills,
+    check_mcp_servers,
 ]
 
 

@@ -31,6 +31,7 @@ from tools import (
     tiers,
     todos,
     watch_tools,
+    web,
 )
 from tools.runtime import Runtime
 
@@ -66,6 +67,9 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(files.edit_file, title="Edit a file", read_only=False, destructive=True, idempotent=False, tier="default"),
     ToolSpec(bash.run_bash_command, title="Run a shell command", read_only=False, destructive=True, open_world=True,
              tier="full"),
+    # -- the web (off until the user turns it on; sub-agents get it by default then)
+    ToolSpec(web.fetch_url, title="Fetch a web page", read_only=True, open_world=True, tier="full"),
+    ToolSpec(web.web_search, title="Search the web", read_only=True, open_world=True, tier="full"),
     # -- delegation (calls the user's LLM endpoint: open world)
     ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default",
              without_llm="Unavailable: no LLM endpoint is configured."),

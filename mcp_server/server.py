@@ -33,6 +33,7 @@ from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitati
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
+from mcp_server.external import ExternalServers
 from mcp_server.http_state import SharedKeyCodec, SharedToolLists
 from mcp_server.prompts import install_prompts
 from mcp_server.sdk_adapter import lowlevel, register_tool
@@ -292,11 +293,15 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     dispatcher = Dispatcher(runtime, registry.TOOLS, gate=gate)
     runtime.tool_runner = dispatcher  # sub-agents dispatch their tool calls through it
     runtime.secret_paths = PolicySecretPaths(lambda: gate.rules)  # what read_file asks for is never indexed
+    sources = runtime.tool_sources = ExternalServers(settings)  # other MCP servers, started when a sub-agent needs one
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
         threading.Thread(target=_warm_up, args=(runtime, gate), name="warm-up", daemon=True).start()
-        yield None
+        try:
+            yield None
+        finally:
+            await anyio.to_thread.run_sync(sources.close)
 
     shared = settings.database_url is not None  # other server processes may answer this client's next request
     server = SessionToolServer(

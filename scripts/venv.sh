@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/sandbox.sh" || true  # the OS sandbox for shell commands (bubblewrap), when missing
 venv="$root/.venv"
-extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench}"
+extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web}"
 
 pick_python() {
   for candidate in python3.11 python3.12 python3.13 python3; do

@@ -30,8 +30,11 @@ log = logging.getLogger("generalagent.subagent")
 
 DEFAULT_TOOLS = (
     "search_documents", "search_file", "index_status", "read_file",
-    "list_workspace_files", "find_files", "recall", "todo_read", "now",
+    "list_workspace_files", "find_files", "recall", "todo_read", "now", "ask_human", "fetch_url", "web_search",
 )
+"""A sub-agent's tools unless its card or the call says otherwise: read-only ones, the web ones when the server
+turned them on, and ask_human (its question reaches the user through the parent call's client, the same path
+as approvals; else it is told to put the question in its final answer)."""
 SHORT_ANSWER_CHARS = 200
 MAX_CALLS_PER_STEP = 16  # more tool calls in one model turn are answered with an error, not run
 SUBAGENT_RESULT_TOKENS = 4000  # per tool result fed to the sub-agent's model: keeps its context bounded
@@ -51,7 +54,8 @@ Reporter = Callable[[str], Awaitable[None]]
 def function_schema(spec: ToolSpec) -> dict[str, Any]:
     """The OpenAI function-calling schema of one of our tools, built from its signature: the same
     portable (strict) schema MCP clients list."""
-    parameters = portable_schema(arguments_schema(spec))  # portable_schema copies: the cached schema stays as it is
+    # (another MCP server's tool keeps its own schema; portable_schema copies: the cached one stays as it is)
+    parameters = spec.input_schema if spec.input_schema is not None else portable_schema(arguments_schema(spec))
     return {
         "type": "function",
         "function": {"name": spec.name, "description": spec.description[:1024], "parameters": parameters},
@@ -80,7 +84,7 @@ class Handoff:
     transfers: list[dict[str, Any]]
 
 
-HandoffFn = Callable[[str, tuple[str, ...], str], Handoff]
+HandoffFn = Callable[[str, tuple[str, ...], str], Awaitable[Handoff]]
 """(target agent, the current chain, the note) -> Handoff; raises GeneralAgentError when refused."""
 
 
@@ -232,15 +236,15 @@ class SubagentLoop:
         await self.report(f"step {self.outcome.loops}: {describe_call(call.name, args)}")
         target = transfer_target(call.name)
         if target is not None and call.name in self._transfer_names():
-            return self._transfer(target, args)
+            return await self._transfer(target, args)
         return await self._dispatch(call.name, args)
 
-    def _transfer(self, target: str, args: dict[str, Any]) -> str:
+    async def _transfer(self, target: str, args: dict[str, Any]) -> str:
         """Prepare the handoff (applied after this step's tool results) or say why it is refused."""
         assert self.handoff is not None
         note = str(args.get("note") or "")[:4000]
         try:
-            self._next = self.handoff(target, self.origin.agent_stack, note)
+            self._next = await self.handoff(target, self.origin.agent_stack, note)
         except GeneralAgentError as exc:
             return f"Error: {exc}"
         return f"Transferred to agent {target!r}; it continues this task."
@@ -271,14 +275,14 @@ class SubagentLoop:
         return [systems[-1], *(m for m in self.messages if m.get("role") != "system")]
 
     async def _dispatch(self, name: str, args: dict[str, Any]) -> str:
-        offered = {spec.name for spec in self.offered}
+        offered = {spec.name: spec for spec in self.offered}
         if name == "delegate_task":
             return "Error: delegate_task is not available to sub-agents (no nesting). Do the work yourself."
         if name not in offered:
-            mine = ", ".join(sorted(offered | self._transfer_names()))
+            mine = ", ".join(sorted(set(offered) | self._transfer_names()))
             return f"Error: tool {name!r} is not available to you. Your tools: {mine}."
         try:
-            result = await self.dispatcher.run(name, args, self.origin, validate=True)
+            result = await self.dispatcher.run(name, args, self.origin, validate=True, spec=offered[name])
         except (ApprovalRequired, PolicyDenied) as exc:
             self.outcome.notes.append(f"{name}: {exc}")
             return f"Error: {exc}"
