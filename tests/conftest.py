@@ -26,7 +26,7 @@ pytest_plugins = ["tests.storage_fixtures"]
 
 # The quick loop is `pytest -m "not slow"` (about a minute on 2 quiet cores); scripts/test.sh and CI run all.
 # Slow: modules whose tests start processes or servers (the console script, uvicorn, PostgreSQL, bubblewrap,
-# node), drive third-party clients or run benchmarks; and single tests marked `@pytest.mark.slow` (long
+# node), drive third-party clients or run benchmarks; and the tests listed in tests/slow_tests.txt (long
 # property tests, timed load phases). tests/test_slow_marks.py keeps this list true.
 SLOW_MODULES = frozenset({
     "test_approval_http_page", "test_approval_oob", "test_approval_stdio", "test_bash", "test_bench_mcp_overhead",
@@ -38,9 +38,21 @@ SLOW_MODULES = frozenset({
 })
 
 
+SLOW_TESTS_FILE = Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_tests() -> frozenset[str]:
+    """The `tests/<module>.py::<function>` names listed in tests/slow_tests.txt."""
+    lines = SLOW_TESTS_FILE.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    listed = slow_tests()
     for item in items:
-        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        name = f"tests/{module}.py::{getattr(item, 'originalname', item.name)}"
+        if module in SLOW_MODULES or name in listed:
             item.add_marker(pytest.mark.slow)
 
 
