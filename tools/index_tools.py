@@ -80,17 +80,15 @@ def index_path(
     ] = True,
     watch: Annotated[
         bool,
-        Field(description="For folders: keep them indexed, re-indexing changes as they happen (across restarts). "
-                          "False: index once (and stop watching)."),
+        Field(description="Folders: re-index changes as they happen, across restarts. False: index once."),
     ] = True,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexResult:
-    """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
-    skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped.
-    A folder is then watched: its changes are re-indexed by themselves. Secrets (keys, credentials,
-    .env files) are never indexed."""
+    """Index a file or folder for search_documents (PDF, Office, OpenDocument, HTML, EPUB, CSV, e-mail,
+    text) and keep a folder indexed as its files change. Unchanged files are skipped; a stopped run
+    continues. Secrets (keys, credentials, .env files) are never indexed."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
     if not real.is_dir():
