@@ -29,13 +29,15 @@ from multiprocessing.reduction import recv_handle, send_handle
 from pathlib import Path
 from typing import IO, Any
 
-from foundation.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
+from foundation.errors import Cancelled, ExtractionError, GeneralAgentError, InvalidInput, LimitExceeded
+from indexing.extract.render import RENDER_PREFIX, RenderedPage
 from indexing.model import Extracted, ExtractionLimits
 
 _POLL_SECONDS = 0.1
 TASKS_PER_WORKER = 500
 _BLOCKED_IMPORTS = ("pymupdf.layout", "pymupdf4llm", "numpy")
-_ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionError, "LimitExceeded": LimitExceeded}
+_ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionError, "LimitExceeded": LimitExceeded,
+                                               "InvalidInput": InvalidInput}
 
 
 # ---------------------------------------------------------------- child side
@@ -96,9 +98,16 @@ def _handle(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] |
         return ("error", "ExtractionError", f"{path.name} could not be read ({type(exc).__name__}: {exc}).")
 
 
-def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None) -> Extracted:
+def run_extractor(
+    kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None = None
+) -> Extracted | RenderedPage:
     """Dispatch to the format's extractor (also usable in-process, e.g. by benchmarks); with
-    `source`, the extractor reads that open file instead of `path`."""
+    `source`, the extractor reads that open file instead of `path`. A `render:<page>:<side>` kind
+    draws that PDF page as a picture instead (indexing/extract/render.py)."""
+    if kind.startswith(RENDER_PREFIX):
+        from indexing.extract.render import render_task
+
+        return render_task(kind, path, source)
     if kind == "warm":
         import docx  # noqa: F401
         import openpyxl  # noqa: F401
@@ -194,6 +203,19 @@ class WorkerPool:
         should_cancel: Callable[[], bool] | None = None,
         fd: int | None = None,
     ) -> Extracted:
+        result = self._call(kind, path, limits, should_cancel, fd)
+        assert isinstance(result, Extracted)
+        return result
+
+    def rendered(self, kind: str, path: Path, limits: ExtractionLimits, fd: int | None = None,
+                 should_cancel: Callable[[], bool] | None = None) -> RenderedPage:
+        """A PDF page drawn by a worker (`kind`: render_kind(page, side)), under the same limits."""
+        result = self._call(kind, path, limits, should_cancel, fd)
+        assert isinstance(result, RenderedPage)
+        return result
+
+    def _call(self, kind: str, path: Path, limits: ExtractionLimits, should_cancel: Callable[[], bool] | None,
+              fd: int | None) -> Extracted | RenderedPage:
         worker = self._acquire(limits.max_worker_memory_bytes)
         reply: tuple[Any, ...] = ("crashed", None)
         try:
@@ -242,10 +264,10 @@ class WorkerPool:
             self._cond.notify()
 
 
-def _unpack(reply: tuple[Any, ...], path: Path, limits: ExtractionLimits) -> Extracted:
+def _unpack(reply: tuple[Any, ...], path: Path, limits: ExtractionLimits) -> Extracted | RenderedPage:
     status = reply[0]
     if status == "ok":
-        result: Extracted = reply[1]
+        result: Extracted | RenderedPage = reply[1]
         return result
     if status == "error":
         raise _ERRORS.get(reply[1], ExtractionError)(reply[2])
