@@ -16,6 +16,7 @@ connections. Every other statement is written once, in the SQL both share, with 
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -32,6 +33,7 @@ from indexing.model import Chunk
 from indexing.query import quote
 
 BUSY_TIMEOUT_S = 10.0
+_UNREAD_PAGES = re.compile(r"^(\d+) page\(s\) without a text layer were not read", re.MULTILINE)
 READ_CONNECTIONS = 4
 """Read connections of one index, shared by every thread (a connection, and its map of the file, per
 thread multiplied with the SDK's worker threads)."""
@@ -302,6 +304,14 @@ class IndexStore:
         ).fetchone()
         counts = {"files": files, "failed": failed, "documents": docs, "chunks": chunks, "chars": chars}
         return {key: int(value) for key, value in counts.items()}
+
+    def unread_scanned_pages(self) -> int:
+        """PDF pages without a text layer that indexed documents left unread (no OCR, or out of time),
+        as their extraction warnings count them (indexing/extract/pdf.py)."""
+        rows = self.conn().execute(
+            "SELECT warnings FROM documents WHERE warnings LIKE '%without a text layer were not read%'"
+        ).fetchall()
+        return sum(int(found) for (text,) in rows for found in _UNREAD_PAGES.findall(text))
 
     def has_files(self) -> bool:
         """True when any path (indexed or failed) is recorded."""
