@@ -16,7 +16,7 @@ from pydantic import Field
 
 from foundation.errors import InvalidInput, LimitExceeded
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
-from foundation.pictures import IMAGE_FORMATS, MAX_BYTES, MAX_SIDE, WithPictures, fit_picture
+from foundation.pictures import IMAGE_FORMATS, MAX_BYTES, MAX_SIDE, Fitted, Picture, WithPictures, fit_picture
 from foundation.safe_open import opened, read_fd
 from tools.files import PathArg, ReadFileResult
 from tools.runtime import CallContext, Runtime
@@ -25,14 +25,28 @@ MAX_IMAGE_FILE_BYTES = 50 * 1024 * 1024
 CAPS = f"longest side <= {MAX_SIDE} px, <= {MAX_BYTES // 1000} KB"
 
 
-def read_image(rt: Runtime, real: Path, fd: int, session: str | None) -> ReadFileResult:
-    """read_file's answer for a PNG/JPEG/GIF/WebP file: the picture (within the caps) plus a text line."""
+def _fitted(rt: Runtime, real: Path, fd: int) -> Fitted:
     size = os.fstat(fd).st_size
     limit = min(MAX_IMAGE_FILE_BYTES, rt.settings.max_file_bytes)
     if size > limit:
         raise LimitExceeded(f"{real.name} is {size / 2**20:,.1f} MiB, over the {limit / 2**20:,.0f} MiB limit for "
                             "pictures; scale it down first.")
-    fitted = fit_picture(read_fd(fd, limit), real.name, IMAGE_FORMATS[real.suffix.lower()])
+    return fit_picture(read_fd(fd, limit), real.name, IMAGE_FORMATS[real.suffix.lower()])
+
+
+def read_picture(rt: Runtime, path: str, session: str | None) -> Picture:
+    """A workspace picture (PNG/JPEG/GIF/WebP) within the caps, read as read_file reads it."""
+    real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
+    if real.suffix.lower() not in IMAGE_FORMATS:
+        raise InvalidInput(f"{path!r} is not a PNG, JPEG, GIF or WebP picture. For a PDF page, give the sub-agent "
+                           "render_page (tools=[\"render_page\"]) and name the page in the task.")
+    with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
+        return _fitted(rt, real, fd).picture
+
+
+def read_image(rt: Runtime, real: Path, fd: int, session: str | None) -> ReadFileResult:
+    """read_file's answer for a PNG/JPEG/GIF/WebP file: the picture (within the caps) plus a text line."""
+    fitted = _fitted(rt, real, fd)
     sent = fitted.picture
     text = (f"{fitted.source_format} image, {fitted.source_width}x{fitted.source_height} px; sent as "
             f"{sent.mime_type.split('/')[1].upper()} {sent.width}x{sent.height} px ({len(sent.data) // 1000} KB; caps: "
