@@ -2,7 +2,7 @@
 
 Generated pages: text set in a page (11 or 14 pt), drawn to a 200 dpi grey picture, and a PDF made of
 that picture alone (no text layer). Each is read through the real extractor (extract_pdf, Tesseract via
-PyMuPDF at OCR_DPI); accuracy is difflib's matching-character ratio, whitespace ignored.
+PyMuPDF at OCR_DPI); accuracy is 1 - edit distance / length, whitespace ignored.
 
 Run: .venv/bin/python -m bench.ocr_speed [--pages 3]
 """
@@ -10,7 +10,6 @@ Run: .venv/bin/python -m bench.ocr_speed [--pages 3]
 from __future__ import annotations
 
 import argparse
-import difflib
 import statistics
 import tempfile
 import time
@@ -41,8 +40,15 @@ def scanned_pdf(path: Path, text: str, fontsize: float) -> None:
 
 
 def accuracy(expected: str, got: str) -> float:
+    """Character accuracy: 1 - edit distance / expected length, whitespace ignored (floored at 0)."""
     a, b = "".join(expected.split()), "".join(got.split())
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other)))
+        previous = current
+    return max(0.0, 1 - previous[-1] / max(1, len(a)))
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexing.extract.ocr import _CJK, join_cjk, ocr_available
+from bench.ocr_speed import accuracy
+from indexing.extract.ocr import _CJK, MAX_OCR_PIXELS, OCR_DPI, join_cjk, ocr_available, ocr_dpi
 from tests.conftest import MODES, connect
 
 EN = ("The quarterly invoice from Northwind Traders lists 42 crates of green tea, shipped on 14 March to the "
@@ -43,14 +44,6 @@ def write_scanned_pdf(path: Path, pages: list[tuple[str, bool]]) -> None:
         picture = drawn.get_pixmap(dpi=200, colorspace=pymupdf.csGRAY).tobytes("png")
         target.insert_image(target.rect, stream=picture)
     out.save(path)
-
-
-def accuracy(expected: str, got: str) -> float:
-    """Character accuracy: matching characters over the longer text, whitespace ignored."""
-    import difflib
-
-    a, b = "".join(expected.split()), "".join(got.split())
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
 
 
 async def call(client: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -115,3 +108,12 @@ def test_join_cjk_only_removes_whitespace_between_cjk(text: str) -> None:
     assert not re.search(rf"{_CJK}\s+{_CJK}", joined)
     if not re.search(_CJK, text):
         assert joined == text
+
+
+@given(st.floats(1, 14_400), st.floats(1, 14_400))
+def test_ocr_dpi_bounds_the_drawn_page(width: float, height: float) -> None:
+    dpi = ocr_dpi(width, height)
+    assert 1 <= dpi <= OCR_DPI
+    assert dpi == 1 or (width / 72 * dpi) * (height / 72 * dpi) <= MAX_OCR_PIXELS
+    if width * height <= 595 * 842 * 4:  # up to A2: the full resolution
+        assert dpi == OCR_DPI

@@ -17,6 +17,8 @@ from typing import Any
 
 OCR_DPI = 200
 """Pages are drawn at this resolution for Tesseract (150 read our 14 pt pages as well; small print needs more)."""
+MAX_OCR_PIXELS = 40_000_000
+"""A page larger than this at OCR_DPI (a poster, a hostile page size) is read at a lower resolution."""
 SKIPPED_NO_OCR = "page(s) without a text layer were not read: OCR is not available"
 SKIPPED_TIME = "page(s) without a text layer were not read: the OCR time budget of this file ran out"
 OCR_NOTE = "page(s) were read by OCR (scanned): their text may contain recognition errors"
@@ -60,8 +62,15 @@ def ocr_page(page: Any, languages: str) -> str:
     Tesseract puts between CJK characters removed."""
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # one thread a worker: the workers are the parallelism
     tessdata = tessdata_for(languages)
-    textpage = page.get_textpage_ocr(language=languages, dpi=OCR_DPI, full=True, tessdata=tessdata)
+    textpage = page.get_textpage_ocr(language=languages, dpi=ocr_dpi(page.rect.width, page.rect.height), full=True,
+                                     tessdata=tessdata)
     return join_cjk(page.get_text(textpage=textpage))
+
+
+def ocr_dpi(width_pt: float, height_pt: float) -> int:
+    """OCR_DPI, or less for a page that would be drawn larger than MAX_OCR_PIXELS (at least 1 dpi)."""
+    square_inches = max(width_pt, 1.0) * max(height_pt, 1.0) / 72 / 72
+    return max(1, min(OCR_DPI, int((MAX_OCR_PIXELS / square_inches) ** 0.5)))
 
 
 def join_cjk(text: str) -> str:
