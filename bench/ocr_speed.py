@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from indexing.extract.ocr import ocr_available
+from indexing.extract import ocr
 from indexing.extract.pdf import extract_pdf
 from indexing.model import ExtractionLimits
 
@@ -54,8 +54,10 @@ def accuracy(expected: str, got: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pages", type=int, default=3, help="pages per language and size")
+    parser.add_argument("--dpi", type=int, default=ocr.OCR_DPI, help="resolution the page is drawn at for OCR")
     args = parser.parse_args()
-    if not ocr_available("eng+chi_sim"):
+    ocr.OCR_DPI = args.dpi
+    if not ocr.ocr_available("eng+chi_sim"):
         raise SystemExit("Tesseract with eng+chi_sim is not installed: run scripts/ocr.sh")
     with tempfile.TemporaryDirectory() as folder:
         for label, base in (("en", EN), ("zh", ZH)):
@@ -66,7 +68,7 @@ def main() -> None:
                     path = Path(folder) / f"{label}{fontsize}-{i}.pdf"
                     scanned_pdf(path, text, fontsize)
                     started = time.perf_counter()
-                    got = extract_pdf(path, ExtractionLimits()).text
+                    got = extract_pdf(path, ExtractionLimits(timeout_seconds=3600)).text
                     seconds.append(time.perf_counter() - started)
                     scores.append(accuracy(text, got))
                 print(f"{label} {fontsize:>2} pt: {len(seconds) / sum(seconds):.2f} pages/s "

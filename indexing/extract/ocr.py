@@ -1,19 +1,27 @@
-"""OCR of PDF pages that have no text layer (scans), offline, with Tesseract through PyMuPDF.
+"""OCR of PDF pages that have no text layer (scans), offline, with the Tesseract program.
 
-Tesseract and its language data (eng, chi_sim) are an install extra: scripts/ocr.sh installs the Debian
-packages. Without them, or with ocr_languages empty, OCR is off: such pages are counted and the PDF's
+PyMuPDF draws the page in grey at OCR_DPI; `tesseract` reads it in a child process with a time limit, so
+a slow page is killed and counted, not the whole file lost to the worker's timeout. Tesseract and its
+language data (eng, chi_sim) are an install extra: scripts/ocr.sh installs the Debian packages. Without them, or with ocr_languages empty, OCR is off: such pages are counted and the PDF's
 warning says how many were skipped and why (index_status adds them up). Runs in the extraction worker.
 
-Measured on generated scanned pages (tests/test_ocr.py; bench/ocr_speed.py): character accuracy 0.99-1.0
-for English and Simplified Chinese at OCR_DPI; 2-7 s a page on a loaded 2-core machine.
+Measured on generated scanned pages (bench/ocr_speed.py): character accuracy 0.99-1.0 for English and
+Simplified Chinese at OCR_DPI; slow on a loaded 2-core machine (see the bench's notes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
 from typing import Any
+
+from foundation.errors import ExtractionError
 
 OCR_DPI = 200
 """Pages are drawn at this resolution for Tesseract (150 read our 14 pt pages as well; small print needs more)."""
@@ -27,24 +35,22 @@ _CJK_GAP = re.compile(rf"(?<={_CJK})[ \t\r\n]+(?={_CJK})")
 
 
 @functools.lru_cache(maxsize=8)
-def tessdata_for(languages: str) -> str | None:
-    """The tessdata folder holding every language of `languages` ('eng+chi_sim'), or None: OCR is off."""
-    if not languages:
+def tesseract_for(languages: str) -> str | None:
+    """The `tesseract` program when it is installed with every language of `languages` ('eng+chi_sim')
+    (asked of the program itself), else None: OCR is off."""
+    program = shutil.which("tesseract")
+    if not languages or program is None:
         return None
-    import pymupdf
-
     try:
-        folder = os.environ.get("TESSDATA_PREFIX") or pymupdf.get_tessdata()
-    except Exception:  # PyMuPDF raises when no Tesseract installation is found
+        listed = subprocess.run([program, "--list-langs"], capture_output=True, text=True, timeout=60,
+                                stdin=subprocess.DEVNULL, check=False).stdout.split()
+    except (OSError, subprocess.SubprocessError):
         return None
-    if not folder or not all(os.path.isfile(os.path.join(folder, f"{lang}.traineddata"))
-                             for lang in languages.split("+")):
-        return None
-    return str(folder)
+    return program if set(languages.split("+")) <= set(listed) else None
 
 
 def ocr_available(languages: str) -> bool:
-    return tessdata_for(languages) is not None
+    return tesseract_for(languages) is not None
 
 
 def needs_ocr(page: Any, text: str) -> bool:
@@ -57,14 +63,36 @@ def needs_ocr(page: Any, text: str) -> bool:
         return False
 
 
-def ocr_page(page: Any, languages: str) -> str:
-    """The text Tesseract reads on `page` (PyMuPDF draws it at OCR_DPI), with the spaces and line breaks
-    Tesseract puts between CJK characters removed."""
-    os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # one thread a worker: the workers are the parallelism
-    tessdata = tessdata_for(languages)
-    textpage = page.get_textpage_ocr(language=languages, dpi=ocr_dpi(page.rect.width, page.rect.height), full=True,
-                                     tessdata=tessdata)
-    return join_cjk(page.get_text(textpage=textpage))
+def ocr_page(page: Any, languages: str, seconds: float) -> str | None:
+    """The text Tesseract reads on `page` (drawn in grey at `ocr_dpi`), with the spaces and line breaks it puts
+    between CJK characters removed; None when it did not finish within `seconds` (it is killed then).
+    Raises ExtractionError when Tesseract fails on the page."""
+    import pymupdf
+
+    program = tesseract_for(languages)
+    assert program is not None  # callers check ocr_available first
+    dpi = ocr_dpi(page.rect.width, page.rect.height)
+    picture = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False).tobytes("png")
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}  # one thread a page: the extraction workers run in parallel
+    try:
+        done = subprocess.run([program, "stdin", "stdout", "-l", languages, "--dpi", str(dpi)], input=picture,
+                              capture_output=True, timeout=max(seconds, 0.1), env=env, check=False,
+                              preexec_fn=_die_with_parent)
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
+        raise ExtractionError(f"Tesseract failed (exit code {done.returncode}): {detail[0][:200]}")
+    return join_cjk(done.stdout.decode("utf-8", "replace"))
+
+
+def _die_with_parent() -> None:
+    """In the Tesseract child: on Linux, be killed when the worker is (a cancelled or timed-out read)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def ocr_dpi(width_pt: float, height_pt: float) -> int:

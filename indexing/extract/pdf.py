@@ -76,11 +76,13 @@ class _Ocr:
         if not ocr_available(self.languages):
             self.no_ocr += 1
             return text
-        if time.monotonic() > self.deadline:
+        left = self.deadline - time.monotonic()
+        found = ocr_page(page, self.languages, left) if left > 0 else None
+        if found is None:
             self.out_of_time += 1
             return text
         self.read += 1
-        return ocr_page(page, self.languages)
+        return found
 
     def warnings(self) -> list[str]:
         found = [f"{self.read} {OCR_NOTE}"] if self.read else []
