@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, PrivateAttr
 
@@ -54,7 +54,7 @@ class WithPictures(BaseModel):
 
     _pictures: list[Picture] = PrivateAttr(default_factory=list)
 
-    def with_pictures(self, pictures: list[Picture]) -> Any:
+    def with_pictures(self, pictures: list[Picture]) -> Self:
         self._pictures = list(pictures)
         return self
 

@@ -229,7 +229,11 @@ def read_file(
         if real.suffix.lower() in IMAGE_FORMATS:
             from tools.images import read_image
 
-            return read_image(rt, real, fd, session)
+            shown = read_image(rt, real, fd)
+            return ReadFileResult(
+                path=display_path(real, roots_for(rt.settings, session)), kind="image", content=shown.text,
+                next_offset=None, total_chars=len(shown.text), location=shown.location, warnings=shown.warnings,
+            ).with_pictures([shown.picture])
         small = os.fstat(fd).st_size <= TEXT_WHOLE_BYTES
         extracted = _extract(rt, real, fd, call)
     text: str = extracted.text

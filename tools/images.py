@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -18,10 +19,10 @@ from foundation.errors import InvalidInput, LimitExceeded
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
 from foundation.pictures import IMAGE_FORMATS, MAX_BYTES, MAX_SIDE, Fitted, Picture, WithPictures, fit_picture
 from foundation.safe_open import opened, read_fd
-from tools.files import PathArg, ReadFileResult
 from tools.runtime import CallContext, Runtime
 
 MAX_IMAGE_FILE_BYTES = 50 * 1024 * 1024
+PathArg = Annotated[str, Field(description="File path (relative to the workspace root).")]
 CAPS = f"longest side <= {MAX_SIDE} px, <= {MAX_BYTES // 1000} KB"
 
 
@@ -44,7 +45,17 @@ def read_picture(rt: Runtime, path: str, session: str | None) -> Picture:
         return _fitted(rt, real, fd).picture
 
 
-def read_image(rt: Runtime, real: Path, fd: int, session: str | None) -> ReadFileResult:
+@dataclass(frozen=True)
+class ImageRead:
+    """What read_file says of a picture file (tools/files.py shapes it): a text line and the picture."""
+
+    text: str
+    location: str
+    warnings: list[str]
+    picture: Picture
+
+
+def read_image(rt: Runtime, real: Path, fd: int) -> ImageRead:
     """read_file's answer for a PNG/JPEG/GIF/WebP file: the picture (within the caps) plus a text line."""
     fitted = _fitted(rt, real, fd)
     sent = fitted.picture
@@ -52,11 +63,7 @@ def read_image(rt: Runtime, real: Path, fd: int, session: str | None) -> ReadFil
             f"{sent.mime_type.split('/')[1].upper()} {sent.width}x{sent.height} px ({len(sent.data) // 1000} KB; caps: "
             f"{CAPS}).")
     warnings = [f"animated ({fitted.frames} frames): only the first frame is shown"] if fitted.frames > 1 else []
-    result = ReadFileResult(
-        path=display_path(real, roots_for(rt.settings, session)), kind="image", content=text, next_offset=None,
-        total_chars=len(text), location=f"{sent.width}x{sent.height} px", warnings=warnings,
-    )
-    return result.with_pictures([sent])  # type: ignore[no-any-return]
+    return ImageRead(text, f"{sent.width}x{sent.height} px", warnings, sent)
 
 
 class RenderPageResult(WithPictures):
@@ -101,7 +108,7 @@ def render_page(
     result = RenderPageResult(path=display_path(real, roots_for(rt.settings, session)), page=page,
                               page_count=drawn.page_count, width=sent.width, height=sent.height,
                               mime_type=sent.mime_type, note=note)
-    return result.with_pictures([sent])  # type: ignore[no-any-return]
+    return result.with_pictures([sent])
 
 
 def _not_pdf(path: str, suffix: str) -> str:
