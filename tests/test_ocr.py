@@ -75,6 +75,7 @@ async def test_scanned_pages_are_found_by_search_with_their_page(make_settings: 
 
 
 @pytest.mark.anyio
+@pytest.mark.storage
 async def test_without_ocr_scanned_pages_are_counted(make_settings: Any, workspace: Path) -> None:
     write_scanned_pdf(workspace / "scan.pdf", [(EN, True), ("A page with text.", False), (EN, True)])
     write_scanned_pdf(workspace / "scan2.pdf", [(ZH, True)])
@@ -117,3 +118,19 @@ def test_ocr_dpi_bounds_the_drawn_page(width: float, height: float) -> None:
     assert dpi == 1 or (width / 72 * dpi) * (height / 72 * dpi) <= MAX_OCR_PIXELS
     if width * height <= 595 * 842 * 4:  # up to A2: the full resolution
         assert dpi == OCR_DPI
+
+
+@needs_tesseract
+@pytest.mark.anyio
+@pytest.mark.storage
+async def test_turning_ocr_on_reads_the_skipped_pages_again(make_settings: Any, workspace: Path) -> None:
+    write_scanned_pdf(workspace / "scan.pdf", [("A page with text.", False), (EN, True)])
+    async with connect(make_settings(ocr_languages=""), "legacy") as client:
+        await call(client, "index_path", {"path": "."})
+        assert (await call(client, "index_status", {}))["unread_scanned_pages"] == 1
+    async with connect(make_settings(), "legacy") as client:
+        report = await call(client, "index_path", {"path": "."})
+        assert report["indexed"] == 1  # not skipped as unchanged: OCR is on now
+        assert (await call(client, "index_status", {}))["unread_scanned_pages"] == 0
+        found = await call(client, "search_documents", {"query": "Northwind Rotterdam"})
+        assert (found["hits"][0]["path"], found["hits"][0]["page"]) == ("scan.pdf", 2)
