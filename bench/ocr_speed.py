@@ -4,7 +4,15 @@ Generated pages: text set in a page (11 or 14 pt), drawn to a 200 dpi grey pictu
 that picture alone (no text layer). Each is read through the real extractor (extract_pdf, Tesseract via
 PyMuPDF at OCR_DPI); accuracy is 1 - edit distance / length, whitespace ignored.
 
-Run: .venv/bin/python -m bench.ocr_speed [--pages 3]
+Run: .venv/bin/python -m bench.ocr_speed [--pages 3] [--dpi 200]
+
+Measured 2026-11-29 on the 2-core development machine under heavy load (load average 10-17), Tesseract 5.3.0,
+one page at a time, full A4 pages (~1,000 English / ~300-500 Chinese characters):
+- 200 dpi (OCR_DPI): English 5-14 s/page, Chinese 5-24 s/page (0.04-0.19 pages/s); character accuracy
+  English 1.000, Chinese 0.988-0.997.
+- 150 dpi: 3-8 s/page, the same accuracy on these pages (11 and 14 pt); 200 is kept for smaller print.
+- rapidocr-onnxruntime 1.4.4 (same pages, same load, a throwaway venv): 76-118 s/page, Chinese 0.998 but
+  English 0.52-0.60 (words run together and lost), and onnxruntime + OpenCV to install: not chosen.
 """
 
 from __future__ import annotations
