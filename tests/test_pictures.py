@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from PIL import Image, ImageDraw
 
 from foundation.errors import ExtractionError, LimitExceeded
-from foundation.pictures import MAX_BYTES, MAX_SIDE, fit_picture
+from foundation.pictures import MAX_BYTES, MAX_SIDE
 from tests.conftest import MODES, connect
+from tools.picture_fit import fit_picture
 
 pytestmark = pytest.mark.anyio
 

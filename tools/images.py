@@ -17,8 +17,9 @@ from pydantic import Field
 
 from foundation.errors import InvalidInput, LimitExceeded
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
-from foundation.pictures import IMAGE_FORMATS, MAX_BYTES, MAX_SIDE, Fitted, Picture, WithPictures, fit_picture
+from foundation.pictures import IMAGE_FORMATS, MAX_BYTES, MAX_SIDE, Picture, WithPictures
 from foundation.safe_open import opened, read_fd
+from tools.picture_fit import Fitted, encode_within_caps, fit_picture
 from tools.runtime import CallContext, Runtime
 
 MAX_IMAGE_FILE_BYTES = 50 * 1024 * 1024
@@ -97,8 +98,6 @@ def render_page(
         drawn = render_pdf_page(real, page, max_side, rt.extraction_limits(), fd=fd,
                                 should_cancel=lambda: call.cancelled)
     from PIL import Image
-
-    from foundation.pictures import encode_within_caps
 
     with Image.open(io.BytesIO(drawn.png), formats=["PNG"]) as image:
         image.load()
