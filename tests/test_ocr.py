@@ -134,3 +134,12 @@ async def test_turning_ocr_on_reads_the_skipped_pages_again(make_settings: Any, 
         assert (await call(client, "index_status", {}))["unread_scanned_pages"] == 0
         found = await call(client, "search_documents", {"query": "Northwind Rotterdam"})
         assert (found["hits"][0]["path"], found["hits"][0]["page"]) == ("scan.pdf", 2)
+
+
+def test_doctor_says_whether_ocr_reads_scans(make_settings: Any) -> None:
+    from mcp_server.cmd_doctor import check_ocr
+
+    off = check_ocr(make_settings(ocr_languages=""))
+    assert off.ok and "off" in off.detail
+    missing = check_ocr(make_settings(ocr_languages="eng+zzz_nolang"))
+    assert not missing.ok and "sudo apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-zzz-nolang" in missing.detail
