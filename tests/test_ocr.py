@@ -143,3 +143,22 @@ def test_doctor_says_whether_ocr_reads_scans(make_settings: Any) -> None:
     assert off.ok and "off" in off.detail
     missing = check_ocr(make_settings(ocr_languages="eng+zzz_nolang"))
     assert not missing.ok and "sudo apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-zzz-nolang" in missing.detail
+
+
+@needs_tesseract
+def test_a_page_past_the_ocr_budget_is_counted_not_lost(tmp_path: Path) -> None:
+    import time
+
+    import pymupdf
+
+    from indexing.extract.ocr import ocr_page
+    from indexing.extract.pdf import _Ocr
+
+    write_scanned_pdf(tmp_path / "scan.pdf", [(EN, True)])
+    with pymupdf.open(tmp_path / "scan.pdf") as doc:
+        assert ocr_page(doc[0], "eng+chi_sim", 0.05) is None  # Tesseract is killed at its time limit
+        late = _Ocr("eng+chi_sim", time.monotonic() - 1)
+        assert late.text_of(doc[0], "") == "" and late.out_of_time == 1
+        assert late.warnings() == ["1 page(s) without a text layer were not read: the OCR time budget of this file "
+                                   "ran out (raise GENERALAGENT_FILE_TIMEOUT_SECONDS)"]
+        assert _Ocr("eng+chi_sim", time.monotonic() + 1).text_of(doc[0], "typed text") == "typed text"
