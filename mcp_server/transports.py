@@ -362,7 +362,9 @@ def stop_runs(server: Any) -> None:
     """The server process stops: the index runs it started stop with it and are recorded as interrupted
     (else they meet the interpreter's shut-down thread pools and are recorded as failed)."""
     from tools.index_services import stop_index_jobs
+    from tools.live_index import stop_live_index
 
     runtime = getattr(server, "runtime", None)
     if runtime is not None:
         stop_index_jobs(runtime)
+        stop_live_index(runtime)

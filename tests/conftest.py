@@ -30,9 +30,9 @@ pytest_plugins = ["tests.storage_fixtures"]
 # property tests, timed load phases). tests/test_slow_marks.py keeps this list true.
 SLOW_MODULES = frozenset({
     "test_approval_http_page", "test_approval_oob", "test_approval_stdio", "test_bash", "test_bench_mcp_overhead",
-    "test_cli", "test_cli_errors", "test_cli_paths", "test_cli_printed_commands", "test_clients_http",
+    "test_cli", "test_cli_errors", "test_cli_paths", "test_cli_printed_commands", "test_clients_http", "test_live_index",
     "test_conformance", "test_delegate_stdio", "test_http", "test_inspector", "test_mcpb", "test_peers",
-    "test_policy_cli", "test_policy_corpus", "test_sandbox", "test_sandbox_wiring", "test_stdio",
+    "test_policy_cli", "test_policy_corpus", "test_sandbox", "test_sandbox_allowlist", "test_sandbox_wiring", "test_stdio",
     "test_stdio_transport", "test_storage_index_processes", "test_storage_processes", "test_storage_transfer",
     "test_third_party_clients", "test_walk_skips", "test_workers",
 })
@@ -117,10 +117,14 @@ async def connect(settings: Any, mode: str = "legacy", **client_kwargs: Any) -> 
     from mcp.client import Client
 
     from mcp_server.server import build_server
+    from tools.live_index import stop_live_index
 
     server, _ = build_server(settings)
-    async with Client(server, mode=mode, **client_kwargs) as client:
-        yield client
+    try:
+        async with Client(server, mode=mode, **client_kwargs) as client:
+            yield client
+    finally:  # as the transports do when a server stops: its folder watcher (an inotify instance) goes too
+        stop_live_index(server.runtime)
 
 
 async def assert_lists_and_calls_now(client: Any) -> None:
