@@ -90,6 +90,10 @@ class Settings(BaseModel):
         default=512 * 1024 * 1024, ge=1024, description="Zip (DOCX/XLSX/PPTX/EPUB/ODF) uncompressed size cap."
     )
     file_timeout_seconds: float = Field(default=120.0, gt=0, description="Time budget to extract one file.")
+    ocr_languages: str = Field(
+        default="eng+chi_sim", pattern=r"^([a-z_]+(\+[a-z_]+)*)?$",
+        description="Tesseract languages for PDF pages without a text layer (scans); empty turns OCR off.",
+    )
     chunk_max_chars: int = Field(default=500, ge=50, description="Largest chunk, in characters.")
     chunk_overlap_chars: int = Field(
         default=80, ge=0,

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from context.llm import SLOTS, slot_values
+from context.llm import SLOTS, slot_sees_images, slot_values
 from context.skills import scan
 from foundation.errors import SettingsError
 from foundation.settings import Settings
@@ -232,6 +232,22 @@ def check_sandbox(settings: Settings) -> Check:
     return Check("shell sandbox", status.available, describe(status) + network, required=False)
 
 
+def check_ocr(settings: Settings) -> Check:
+    from indexing.extract.ocr import tesseract_for
+
+    languages = settings.ocr_languages
+    if not languages:
+        return Check("OCR", True, "off (GENERALAGENT_OCR_LANGUAGES is empty): scanned PDF pages are not read",
+                     required=False)
+    program = tesseract_for(languages)
+    if program is None:
+        packages = " ".join(f"tesseract-ocr-{lang.replace('_', '-')}" for lang in languages.split("+"))
+        return Check("OCR", False, f"Tesseract with {languages} is not installed: scanned PDF pages are skipped "
+                     f"(index_status counts them); install: sudo apt-get install tesseract-ocr {packages}",
+                     required=False)
+    return Check("OCR", True, f"{program} ({languages}): scanned PDF pages are read", required=False)
+
+
 # -- skills: every broken SKILL.md named with its problem, and the model slots
 MAX_SHOWN = 20  # skills listed by name
 
@@ -254,7 +270,8 @@ def check_model_slots(settings: Settings) -> Check:
         values = slot_values(settings, slot)
         where = f"{values.base_url or '(no endpoint)'} model {values.model or '(none)'}"
         inherited = f" (from base: {', '.join(values.inherits)})" if values.inherits else ""
-        lines.append(f"{slot}: {where}{inherited}")
+        sees = "; sees pictures" if slot_sees_images(settings, slot) else ""
+        lines.append(f"{slot}: {where}{inherited}{sees}")
     ok = all(slot_values(settings, slot).model or not settings.llm_configured for slot in SLOTS)
     return Check("model slots", ok, "\n    ".join(lines), required=False)
 
@@ -298,6 +315,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_llm,
     check_sandbox,
     check_watcher,
+    check_ocr,
     check_model_slots,
     check_skills,
     check_mcp_servers,

@@ -50,7 +50,7 @@ from tools.runtime import CallContext, Runtime
 log = logging.getLogger("generalagent.dispatch")
 _approval_log = logging.getLogger("generalagent.approval")
 
-PATH_ARGUMENTS = frozenset({"path", "paths", "directory"})
+PATH_ARGUMENTS = frozenset({"path", "paths", "directory", "images"})
 """Arguments that name workspace paths: capped at MAX_PATH_CHARS bytes each at the edge."""
 
 

@@ -18,13 +18,14 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resolve import Elicit, ElicitationResult, Resolve
 from mcp.server.request_state import RequestStateSecurity
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from foundation.calls import CallOrigin
 from foundation.errors import GeneralAgentError, SettingsError
+from foundation.pictures import pictures_of
 from foundation.schemas import portable_schema
 from foundation.settings import Settings
 from foundation.toolspec import ToolSpec, return_model, tool_parameters
@@ -104,7 +105,8 @@ def make_entry(spec: ToolSpec, dispatcher: Dispatcher,
         except GeneralAgentError as exc:
             raise ToolError(str(exc)) from exc
         data, text = dispatcher.bounded_payload(result)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+        pictures = [ImageContent(type="image", data=p.base64(), mime_type=p.mime_type) for p in pictures_of(result)]
+        return CallToolResult(content=[TextContent(type="text", text=text), *pictures], structured_content=data)
 
     approval_type = Annotated[ElicitationResult[ApprovalForm], Resolve(_approval_resolver(spec, dispatcher, names))]
     hidden = [inspect.Parameter("ga_approval", inspect.Parameter.KEYWORD_ONLY, annotation=approval_type)]

@@ -11,11 +11,13 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import BaseModel, Field
 
-from context.llm import LLMConfig
+from context.llm import LLMConfig, choose_slot, slot_sees_images
+from context.pictures import content_text, picture_message
 from context.subagent import StepDelta, Thread, ThreadStore
 from foundation.bounding import bound_json, dumps
 from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import Conflict, GeneralAgentError, InvalidInput, LLMError, NotConfigured, NotFound
+from foundation.pictures import Picture
 from foundation.settings import Settings
 from foundation.toolspec import ToolSpec
 from tools.agents import (
@@ -40,6 +42,7 @@ from tools.subagent_loop import (
 )
 
 GENERAL_AGENT = "subagent"  # the label of a card-less sub-agent on the agent stack
+MAX_TASK_PICTURES = 4
 
 
 class DelegateResult(BaseModel):
@@ -148,13 +151,14 @@ def _with_note(context: str | None, note: str) -> str | None:
     return "\n\n".join(part for part in (context, note) if part and part.strip()) or None
 
 
-def _task_message(task: str, context: str | None, new_tools: list[str] | None = None) -> dict[str, Any]:
+def _task_message(task: str, context: str | None, new_tools: list[str] | None = None,
+                  pictures: list[Picture] | None = None) -> dict[str, Any]:
     text = f"Task:\n{task.strip()}"
     if context and context.strip():
         text += f"\n\nContext from the parent agent:\n{context.strip()}"
     if new_tools:
         text += f"\n\n(You now also have these tools: {', '.join(new_tools)}.)"
-    return {"role": "user", "content": text}
+    return picture_message(text, pictures) if pictures else {"role": "user", "content": text}
 
 
 async def delegate_task(
@@ -169,6 +173,9 @@ async def delegate_task(
     mcp_servers: Annotated[list[str] | None, Field(max_length=8, description="Other MCP servers whose tools it also "
                                                   "gets, as server__tool (names: list_agents' mcp_servers; approval "
                                                   "rules apply).")] = None,
+    images: Annotated[list[str] | None, Field(max_length=MAX_TASK_PICTURES, description="Workspace pictures "
+                                             "(PNG/JPEG/GIF/WebP) the sub-agent should see; it then runs on the "
+                                             "vision model slot.")] = None,
     *,
     rt: Runtime,
     call: CallContext,
@@ -187,21 +194,28 @@ async def delegate_task(
     card = get_agent(rt.settings, agent_id) if agent_id else None
     label = card.id if card else GENERAL_AGENT
     _check_caller(parent, label, rt.settings.handoff_max_depth)
-    config = agent_config(rt, card)
+    pictures = task_pictures(rt, images or [], parent.session_id)
+    config = agent_config(rt, card, carries_images=bool(pictures))
+    eyes = eyes_for(rt, card)
+    if pictures and eyes is None:
+        raise NotConfigured("This task carries pictures, but no model slot can see them: set "
+                            "GENERALAGENT_LLM_VISION_MODEL (and _BASE_URL if it is another endpoint), or omit images.")
     if thread is not None:
         external = await server_specs(rt, mcp_servers or [], saved=thread_servers(thread.tools))
         context = _with_note(context, external.note())
-        context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [], external.specs)
+        context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [], external.specs,
+                                              pictures)
     else:
         external = await server_specs(rt, [*(card.mcp_servers if card else []), *(mcp_servers or [])])
         context = _with_note(context, external.note())
-        context_id, specs, messages = _start(rt, card, task, context, tools or [], max_loops, parent, external.specs)
+        context_id, specs, messages = _start(rt, card, task, context, tools or [], max_loops, parent, external.specs,
+                                             pictures)
     origin = CallOrigin(kind="subagent", client_id=parent.client_id, session_id=parent.session_id,
                         subagent_id=context_id, agent_stack=(*parent.agent_stack, label),
                         channel=parent.channel, mcp_context=parent.mcp_context)
     loop = SubagentLoop(context_id, dispatcher, store, config, origin, specs, messages, max_loops,
                         _reporter(call, context_id), transfers=transfer_tools(rt, card),
-                        handoff=_handoff(rt, context_id, max_loops))
+                        handoff=_handoff(rt, context_id, max_loops), eyes=eyes)
     loop.outcome.notes.extend(external.unavailable)
     active.add(context_id)
     try:
@@ -218,10 +232,30 @@ async def delegate_task(
     )
 
 
-def agent_config(rt: Runtime, card: AgentCard | None) -> LLMConfig:
-    """The card's model slot (falling back to the base slot), with the card's model when it names one."""
-    config = LLMConfig.from_settings(rt.settings, feature="delegate_task", slot=card.slot if card else "base")
+def agent_config(rt: Runtime, card: AgentCard | None, carries_images: bool = False) -> LLMConfig:
+    """The model slot chosen by capability (context/llm.py choose_slot: the card's slot, else vision when the
+    task carries pictures, else base), with the card's model when it names one."""
+    slot = choose_slot(rt.settings, card.slot if card else None, carries_images)
+    config = LLMConfig.from_settings(rt.settings, feature="delegate_task", slot=slot)
     return dataclasses.replace(config, model=card.model) if card and card.model else config
+
+
+def eyes_for(rt: Runtime, card: AgentCard | None) -> LLMConfig | None:
+    """The model that sees the pictures of this sub-agent: its own when its slot sees, else (when the card
+    prefers no slot) the vision slot's when that one sees; None: pictures are not shown."""
+    preferred = card.slot if card else "base"
+    if slot_sees_images(rt.settings, preferred):
+        return agent_config(rt, card)
+    if preferred == "base" and slot_sees_images(rt.settings, "vision"):
+        return LLMConfig.from_settings(rt.settings, feature="delegate_task", slot="vision")
+    return None
+
+
+def task_pictures(rt: Runtime, paths: list[str], session: str | None) -> list[Picture]:
+    """The task's pictures, read from the workspace like read_file reads them (within the same caps)."""
+    from tools.images import read_picture
+
+    return [read_picture(rt, path, session) for path in paths]
 
 
 def transfer_tools(rt: Runtime, card: AgentCard | None) -> list[dict[str, Any]]:
@@ -272,7 +306,7 @@ def _reporter(call: CallContext, context_id: str) -> Callable[[str], Awaitable[N
 
 def _start(
     rt: Runtime, card: AgentCard | None, task: str, context: str | None, extra: list[str], max_loops: int,
-    parent: CallOrigin, external: list[ToolSpec],
+    parent: CallOrigin, external: list[ToolSpec], pictures: list[Picture],
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
     store, dispatcher = thread_store(rt), _dispatcher(rt)
     specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "",
@@ -282,7 +316,7 @@ def _start(
     context_id = f"subagent-{secrets.token_hex(4)}"
     transfers = [t["function"]["name"] for t in transfer_tools(rt, card)]
     prompt = system_prompt(context_id, names, max_loops, card.system_prompt if card else "", transfers)
-    messages = [{"role": "system", "content": prompt}, _task_message(task, context)]
+    messages = [{"role": "system", "content": prompt}, _task_message(task, context, pictures=pictures)]
     store.create(context_id, card.id if card else None, names, parent.client_id)
     store.save_step(context_id, StepDelta(list(messages)))
     return context_id, specs, messages
@@ -299,7 +333,7 @@ def _load_for_continue(store: ThreadStore, active: set[str], continue_id: str, a
 
 def _resume(
     store: ThreadStore, dispatcher: ToolRunner, thread: Thread, task: str, context: str | None, extra: list[str],
-    external: list[ToolSpec],
+    external: list[ToolSpec], pictures: list[Picture],
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
     own = [name for name in thread.tools if SEPARATOR not in name]
     specs = offered_specs(dispatcher, own, extra) + external
@@ -308,7 +342,7 @@ def _resume(
     if added:
         store.set_tools(thread.context_id, names)
     messages = thread.messages
-    new = close_open_calls(messages, "Error: interrupted before it ran.") + [_task_message(task, context, added)]
+    new = close_open_calls(messages, "Error: interrupted before it ran.") + [_task_message(task, context, added, pictures)]
     messages.extend(new)
     store.save_step(thread.context_id, StepDelta(new))
     return thread.context_id, specs, messages
@@ -336,7 +370,7 @@ class ThreadStatus(BaseModel):
 
 
 def _entry(seq: int, message: dict[str, Any], limit: int = 1500) -> TranscriptEntry:
-    content = message.get("content")
+    content = content_text(message.get("content"))  # a picture shows as [picture]
     if isinstance(content, str) and len(content) > limit:
         content = content[:limit] + f"…[{len(content) - limit} more chars]"
     calls = [f"{c['function']['name']}({c['function'].get('arguments', '')[:200]})" for c in message.get("tool_calls") or []]

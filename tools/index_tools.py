@@ -224,6 +224,8 @@ class IndexStatus(BaseModel):
     documents: int
     chunks: int
     characters: int
+    unread_scanned_pages: int = Field(default=0, description="PDF pages without a text layer left unread (no "
+                                      "OCR installed, or out of time); the documents' warnings say which.")
     search: str = ""
     jobs: list[JobInfo] = Field(default_factory=list, description="Index runs: running ones, then the latest.")
     vectors: str | None = Field(default=None, description="Hybrid mode: chunks embedded so far.")
@@ -247,7 +249,8 @@ def index_status(
     status = IndexStatus(
         database=store.where(), database_bytes=store.db_bytes(), files=totals["files"],
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
-        characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
+        characters=totals["chars"], unread_scanned_pages=store.unread_scanned_pages(),
+        search=memory_index(rt).state(*store.generation()),
         jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
         vectors=worker.status() if (worker := vector_worker(rt)) is not None else None,
         watcher=watcher_info(rt, roots),

@@ -75,7 +75,8 @@ class Runtime:
 
         s = self.settings
         return ExtractionLimits(max_file_bytes=s.max_file_bytes, max_extracted_chars=s.max_extracted_chars,
-                                max_decompressed_bytes=s.max_decompressed_bytes, timeout_seconds=s.file_timeout_seconds)
+                                max_decompressed_bytes=s.max_decompressed_bytes, timeout_seconds=s.file_timeout_seconds,
+                                ocr_languages=s.ocr_languages)
 
     def close(self) -> None:
         with self._lock:

@@ -18,10 +18,12 @@ import anyio
 import anyio.to_thread
 
 from context.llm import ChatReply, LLMConfig, ToolCall, chat
+from context.pictures import NOT_SEEN, carries_pictures, latest_pictures_only, picture_message
 from context.subagent import StepDelta, ThreadStore
 from foundation.bounding import bound_json
 from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
+from foundation.pictures import Picture, pictures_of
 from foundation.schemas import portable_schema
 from foundation.toolspec import ToolSpec, arguments_schema
 from tools.agents import TRANSFER_PREFIX, transfer_target
@@ -161,8 +163,11 @@ class SubagentLoop:
     report: Reporter
     transfers: list[dict[str, Any]] = field(default_factory=list)
     handoff: HandoffFn | None = None
+    eyes: LLMConfig | None = None
+    """The model that sees pictures (requests carrying any go to it); None: no slot can see them."""
     outcome: LoopOutcome = field(default_factory=lambda: LoopOutcome("", "final"))
     _next: Handoff | None = None
+    _seen: list[dict[str, Any]] = field(default_factory=list)  # pictures from this step's tool results
 
     async def run(self, timeout: float) -> LoopOutcome:
         """Run to a final answer, max_loops or the timeout; cancellation propagates (status saved)."""
@@ -211,7 +216,9 @@ class SubagentLoop:
 
     async def _ask(self, schemas: list[dict[str, Any]], progress: str, **kwargs: Any) -> ChatReply:
         await self.report(progress)
-        request = partial(chat, self.config, self._request_messages(), tools=schemas or None, **kwargs)
+        messages = latest_pictures_only(self._request_messages())
+        config = self.eyes if self.eyes is not None and carries_pictures(messages) else self.config
+        request = partial(chat, config, messages, tools=schemas or None, **kwargs)
         reply: ChatReply = await anyio.to_thread.run_sync(request, abandon_on_cancel=True)
         self.outcome.loops += 1
         self.outcome.tokens += reply.total_tokens
@@ -223,6 +230,8 @@ class SubagentLoop:
             content = await self._answer(call, over_limit=index >= MAX_CALLS_PER_STEP)
             self.outcome.tool_calls += 1
             self._persist([{"role": "tool", "tool_call_id": call.id, "content": content}], tool_calls=1)
+        seen, self._seen = self._seen, []
+        self._persist(seen)  # after every tool result of the step: pictures go in a user message
 
     async def _answer(self, call: ToolCall, over_limit: bool) -> str:
         if over_limit:
@@ -289,7 +298,16 @@ class SubagentLoop:
         except GeneralAgentError as exc:
             return f"Error: {exc}"
         limit = min(SUBAGENT_RESULT_TOKENS, self.dispatcher.max_result_tokens)
-        return bound_json(result.model_dump(mode="json", by_alias=True), limit)[1]
+        text = bound_json(result.model_dump(mode="json", by_alias=True), limit)[1]
+        pictures = pictures_of(result)
+        return text + self._shown(name, pictures) if pictures else text
+
+    def _shown(self, name: str, pictures: list[Picture]) -> str:
+        """Queue a tool result's pictures for the model when one can see them; the note for its result."""
+        if self.eyes is None:
+            return "\n" + NOT_SEEN.format(count=len(pictures))
+        self._seen.append(picture_message(f"The picture(s) from your {name} call:", pictures))
+        return f"\n[{len(pictures)} picture(s) follow in the next message.]"
 
     async def _wrap_up(self, schemas: list[dict[str, Any]]) -> None:
         self.outcome.stop_reason = "max_loops"
