@@ -166,16 +166,13 @@ async def delegate_task(
                                "(the sub-agent does not see your conversation). With continue_id: the follow-up.")],
     max_loops: Annotated[int, Field(ge=1, le=50, description="Most model turns before it must stop and summarise.")] = 10,
     agent: Annotated[str | None, Field(description="An agent card id from list_agents; omit for the general sub-agent.")] = None,
-    tools: Annotated[list[str] | None, Field(description="Extra tools to allow beyond the read-only defaults "
-                                            "(their approval rules still apply).")] = None,
+    tools: Annotated[list[str] | None, Field(description="Extra tools beyond the read-only defaults.")] = None,
     context: Annotated[str | None, Field(max_length=50_000, description="Background the sub-agent needs.")] = None,
     continue_id: Annotated[str | None, Field(description="Continue this earlier thread (a context_id) with `task`.")] = None,
-    mcp_servers: Annotated[list[str] | None, Field(max_length=8, description="Other MCP servers whose tools it also "
-                                                  "gets, as server__tool (names: list_agents' mcp_servers; approval "
-                                                  "rules apply).")] = None,
-    images: Annotated[list[str] | None, Field(max_length=MAX_TASK_PICTURES, description="Workspace pictures "
-                                             "(PNG/JPEG/GIF/WebP) the sub-agent should see; it then runs on the "
-                                             "vision model slot.")] = None,
+    mcp_servers: Annotated[list[str] | None, Field(max_length=8, description="Other MCP servers (list_agents) whose "
+                                                  "tools it gets as server__tool.")] = None,
+    images: Annotated[list[str] | None, Field(max_length=MAX_TASK_PICTURES, description="Workspace pictures for "
+                                             "it to see (runs on the vision model).")] = None,
     *,
     rt: Runtime,
     call: CallContext,
