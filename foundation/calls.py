@@ -16,6 +16,11 @@ from pydantic import BaseModel
 from foundation.toolspec import ToolSpec
 
 OriginKind = Literal["client", "subagent"]
+Consent = Literal["policy", "person"]
+"""Who let a call run, as the approval gate found it: "policy" - the shipped policy's allow-list, no person
+involved (a shell command then runs with every workspace root read-only: an allow-list miss writes nothing);
+"person" - a person approved this call (a form, a grant, the approve command or page) or the user's own
+allow rule names it (a shell command may write in the roots). Unknown: "policy" (fail closed)."""
 
 
 class ClientChannel(Protocol):
@@ -59,7 +64,22 @@ class ToolRunner(Protocol):
     def max_result_tokens(self) -> int: ...
 
     async def run(self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None,
-                  validate: bool = False) -> BaseModel: ...
+                  validate: bool = False, *, spec: ToolSpec | None = None) -> BaseModel:
+        """`spec`: run this tool (another MCP server's, not registered here) instead of looking `name` up."""
+        ...
+
+
+class ToolSources(Protocol):
+    """Other MCP servers whose tools sub-agents may be given (configured in the data dir)."""
+
+    def names(self) -> list[str]:
+        """The configured, enabled servers."""
+        ...
+
+    async def tools(self, server: str) -> list[ToolSpec]:
+        """That server's tools as `server__tool` specs (started on first use); raises GeneralAgentError
+        (NotFound for an unknown server, a clear error when it does not start in time)."""
+        ...
 
 
 class ToolCatalogView(Protocol):

@@ -22,13 +22,17 @@ from tools import (
     documents,
     files,
     human,
+    images,
     index_services,
     index_tools,
+    live_index,
     memory,
     meta,
     skills,
     tiers,
     todos,
+    watch_tools,
+    web,
 )
 from tools.runtime import Runtime
 
@@ -58,12 +62,16 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(todos.todo_read, title="Read todo list", read_only=True, idempotent=True, tier="core"),
     # -- workspace files and shell (paths confined to the roots; bash disabled unless enabled)
     ToolSpec(files.read_file, title="Read a file", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(images.render_page, title="See a PDF page as a picture", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.list_workspace_files, title="List a folder", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.find_files, title="Find files by pattern", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.write_file, title="Write a file", read_only=False, destructive=True, idempotent=True, tier="default"),
     ToolSpec(files.edit_file, title="Edit a file", read_only=False, destructive=True, idempotent=False, tier="default"),
     ToolSpec(bash.run_bash_command, title="Run a shell command", read_only=False, destructive=True, open_world=True,
              tier="full"),
+    # -- the web (off until the user turns it on; sub-agents get it by default then)
+    ToolSpec(web.fetch_url, title="Fetch a web page", read_only=True, open_world=True, tier="full"),
+    ToolSpec(web.web_search, title="Search the web", read_only=True, open_world=True, tier="full"),
     # -- delegation (calls the user's LLM endpoint: open world)
     ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default",
              without_llm="Unavailable: no LLM endpoint is configured."),
@@ -93,6 +101,8 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(index_tools.index_status, title="Index status", read_only=True, idempotent=True, tier="core"),
     ToolSpec(index_tools.remove_from_index, title="Remove from the index", read_only=False, destructive=True,
              idempotent=True, tier="full"),
+    ToolSpec(watch_tools.unwatch_path, title="Stop watching a folder", read_only=False, idempotent=False,
+             tier="full"),
     ToolSpec(index_tools.cleanup_index, title="Clean up the index", read_only=False, destructive=True,
              idempotent=True, tier="full"),
 ]
@@ -108,6 +118,7 @@ RESOURCES: list[ResourceSpec] = [
     ),
 ]
 
-WARMUPS: list[Callable[[Runtime], None]] = [index_services.warm_up_search, context_common.warm_up_tokens,
+WARMUPS: list[Callable[[Runtime], None]] = [live_index.warm_up_watcher, index_services.warm_up_search,
+                                            context_common.warm_up_tokens,
                                             bash.warm_up_workspace_scan]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

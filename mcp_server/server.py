@@ -18,13 +18,14 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resolve import Elicit, ElicitationResult, Resolve
 from mcp.server.request_state import RequestStateSecurity
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from foundation.calls import CallOrigin
 from foundation.errors import GeneralAgentError, SettingsError
+from foundation.pictures import pictures_of
 from foundation.schemas import portable_schema
 from foundation.settings import Settings
 from foundation.toolspec import ToolSpec, return_model, tool_parameters
@@ -33,8 +34,10 @@ from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitati
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
+from mcp_server.external import ExternalServers
 from mcp_server.http_state import SharedKeyCodec, SharedToolLists
 from mcp_server.prompts import install_prompts
+from mcp_server.sdk_adapter import lowlevel, register_tool
 from mcp_server.secret_paths import PolicySecretPaths
 from mcp_server.tool_surface import CheckedTool, SessionToolServer, connection_of
 from tools.runtime import Runtime
@@ -102,7 +105,8 @@ def make_entry(spec: ToolSpec, dispatcher: Dispatcher,
         except GeneralAgentError as exc:
             raise ToolError(str(exc)) from exc
         data, text = dispatcher.bounded_payload(result)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+        pictures = [ImageContent(type="image", data=p.base64(), mime_type=p.mime_type) for p in pictures_of(result)]
+        return CallToolResult(content=[TextContent(type="text", text=text), *pictures], structured_content=data)
 
     approval_type = Annotated[ElicitationResult[ApprovalForm], Resolve(_approval_resolver(spec, dispatcher, names))]
     hidden = [inspect.Parameter("ga_approval", inspect.Parameter.KEYWORD_ONLY, annotation=approval_type)]
@@ -234,7 +238,8 @@ class ToolCatalog:
         if tool.fn_metadata.output_schema is not None:
             tool.fn_metadata.output_schema = portable_schema(tool.fn_metadata.output_schema, output=True)
             tool.fn_metadata.output_model = None  # results are dumps of that model: the SDK need not re-validate
-        self.server._tool_manager._tools[spec.name] = tool
+        register_tool(self.server, tool)
+        self.server.registered.add(spec.name)
 
     def enable(self, names: list[str], origin: CallOrigin | None = None) -> list[str]:
         """List the named tools in the caller's session from now on; returns the newly enabled names."""
@@ -244,7 +249,7 @@ class ToolCatalog:
             for name in names:
                 self.dispatcher.spec(name)  # NotFound names the available tools
                 if name not in self.server.listed_by_profile and name not in enabled and name not in added:
-                    if self.server._tool_manager.get_tool(name) is None:
+                    if name not in self.server.registered:
                         self.add(self.dispatcher.spec(name))
                     added.append(name)
             if added:
@@ -290,11 +295,15 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     dispatcher = Dispatcher(runtime, registry.TOOLS, gate=gate)
     runtime.tool_runner = dispatcher  # sub-agents dispatch their tool calls through it
     runtime.secret_paths = PolicySecretPaths(lambda: gate.rules)  # what read_file asks for is never indexed
+    sources = runtime.tool_sources = ExternalServers(settings)  # other MCP servers, started when a sub-agent needs one
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
         threading.Thread(target=_warm_up, args=(runtime, gate), name="warm-up", daemon=True).start()
-        yield None
+        try:
+            yield None
+        finally:
+            await anyio.to_thread.run_sync(sources.close)
 
     shared = settings.database_url is not None  # other server processes may answer this client's next request
     server = SessionToolServer(
@@ -335,15 +344,15 @@ def _advertise_list_changed(server: MCPServer[Any]) -> None:
     false; enable_tools sends the tools one, skill and agent-card changes the other two)."""
     from mcp.server import NotificationOptions
 
-    lowlevel = server._lowlevel_server
-    original = lowlevel.create_initialization_options
+    low = lowlevel(server)
+    original = low.create_initialization_options
 
     def create_initialization_options(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
         options = notification_options or NotificationOptions(tools_changed=True, prompts_changed=True,
                                                               resources_changed=True)
         return original(options, *args, **kwargs)
 
-    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+    low.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
 
 
 def _add_resources(server: MCPServer[Any], runtime: Runtime) -> None:
