@@ -25,7 +25,8 @@ from typing import Protocol
 
 from indexing.analyzer import EN_STOP, ZH_STOP, analyze, jieba_tokenizer, normalize
 from indexing.model import Chunk, ChunkingOptions
-from indexing.postings import MemoryIndex, Weighting
+from indexing.postings import MemoryIndex
+from indexing.scoring import Weighting
 from indexing.search import ChunkHit, RankParams, Searcher
 from indexing.store import AnalyzedChunk, IndexStore
 
