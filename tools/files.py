@@ -22,6 +22,7 @@ import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -451,6 +452,30 @@ def edit_file(
 ) -> EditFileResult:
     """Replace exact text in a workspace file; old_string must occur once unless replace_all."""
     session = call.session_id
+    edit = _planned_edit(rt, session, path, old_string, new_string, replace_all)
+    updated = edit.text.replace(edit.old, edit.new)
+    data = (b"\xef\xbb\xbf" if edit.bom else b"") + _utf8(updated, "new_string")
+    with opened(open_folder(rt.settings, edit.real.parent, session, shown=path, secrets=rt.secret_paths)) as dir_fd:
+        atomic_write_at(dir_fd, edit.real.name, data, expect=edit.before, shown=path)
+    name = display_path(edit.real, roots_for(rt.settings, session))
+    return EditFileResult(path=name, replacements=edit.count, diff=small_diff(edit.text, updated, name))
+
+
+@dataclass(frozen=True)
+class _Edit:
+    real: Path
+    text: str
+    bom: bool
+    before: tuple[int, int]
+    old: str
+    new: str
+    count: int
+
+
+def _planned_edit(rt: Runtime, session: str | None, path: str, old_string: str, new_string: str,
+                  replace_all: bool) -> _Edit:
+    """What edit_file would change, read from the file now; raises when it cannot (no such file, old_string
+    absent or not unique, same strings, not text)."""
     real = _writable_target(rt, path, session)
     if not real.exists():
         raise NotFound(f"{path!r} does not exist. Create it with write_file.")
@@ -463,12 +488,15 @@ def edit_file(
     if old_string not in text and "\r\n" in text and "\r\n" not in old_string:
         old_string, new_string = old_string.replace("\n", "\r\n"), new_string.replace("\n", "\r\n")
     count = _count_or_raise(text, old_string, path, replace_all)
-    updated = text.replace(old_string, new_string)
-    data = (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string")
-    with opened(open_folder(rt.settings, real.parent, session, shown=path, secrets=rt.secret_paths)) as dir_fd:
-        atomic_write_at(dir_fd, real.name, data, expect=before, shown=path)
-    name = display_path(real, roots_for(rt.settings, session))
-    return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
+    return _Edit(real, text, bom, before, old_string, new_string, count)
+
+
+def edit_file_precheck(rt: Runtime, session: str | None, args: dict[str, Any]) -> None:
+    """edit_file's checks before the approval gate: the file exists, is text, and old_string occurs (once,
+    unless replace_all). Reads only."""
+    old, new = args.get("old_string"), args.get("new_string")
+    if isinstance(args.get("path"), str) and isinstance(old, str) and old and isinstance(new, str):
+        _planned_edit(rt, session, args["path"], old, new, bool(args.get("replace_all", False)))
 
 
 # -- list_workspace_files and find_files ------------------------------------------------------
