@@ -130,6 +130,9 @@ class Settings(BaseModel):
         default=(), description="Skill folders (or folders of them), os.pathsep-separated; plus <data dir>/skills."
     )
     skills_file: Path | None = Field(default=None, description="Skills config (TOML); default: data dir skills.toml.")
+    builtins_enabled: bool = Field(
+        default=True, description="Built-in skills and agent cards (yours of the same name win); 0: none."
+    )
 
     @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "roots", "skills_dirs", mode="before")
     @classmethod

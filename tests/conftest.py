@@ -49,8 +49,9 @@ def make_settings(data_dir: Path, workspace: Path, database_url: str | None) -> 
 
     def make(**overrides: Any) -> Any:
         # Every tool listed: tests exercise tools; tier tests ask for tool_profile="default" explicitly.
+        # No built-in skills or agent cards: tests count what they configure (test_builtins.py turns them on).
         values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace], "tool_profile": "full",
-                                  "database_url": database_url}
+                                  "database_url": database_url, "builtins_enabled": False}
         values.update(overrides)
         return load_settings(values, environ={})
 

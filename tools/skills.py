@@ -25,16 +25,25 @@ RESULT_SHARE = 0.8
 PROMPT_FILES = 50  # files named in a prompt / resource listing per skill
 
 
+BUILTIN_SKILLS = Path(__file__).parent / "builtin" / "skills"
+
+
 def skill_roots(settings: Settings) -> list[Path]:
-    """Where skills are found: GENERALAGENT_SKILLS_DIRS, then <data dir>/skills."""
+    """Where skills are found: GENERALAGENT_SKILLS_DIRS, then <data dir>/skills (then the built-in ones,
+    which yield to a skill of the same name: `builtin_skill_roots`)."""
     return [*settings.skills_dirs, settings.data_dir / "skills"]
+
+
+def builtin_skill_roots(settings: Settings) -> list[Path]:
+    return [BUILTIN_SKILLS] if settings.builtins_enabled else []
 
 
 def skills_config_path(settings: Settings) -> Path:
     return settings.skills_file or settings.data_dir / "skills.toml"
 
 
-SKILLS: Service[SkillRegistry] = Service(lambda rt: SkillRegistry(skill_roots(rt.settings), skills_config_path(rt.settings)))
+SKILLS: Service[SkillRegistry] = Service(lambda rt: SkillRegistry(
+    skill_roots(rt.settings), skills_config_path(rt.settings), builtin_skill_roots(rt.settings)))
 
 
 def skill_catalog(rt: Runtime, refresh: bool = False) -> SkillCatalog:
@@ -164,14 +173,42 @@ def skill_prompt(skill: Skill, request: str | None = None) -> str:
     return text
 
 
+CATALOG_SKILLS = 60  # skills named in a system prompt's catalog
+CATALOG_LINE_CHARS = 160
+
+
+def catalog_text(catalog: SkillCatalog) -> str:
+    """The skill catalog for a system prompt: one line per skill (name: the description's first line)."""
+    if not catalog.skills:
+        return ""
+    skills = sorted(catalog.skills.values(), key=lambda s: s.name)
+    lines = [f"- {s.name}: {_one_line(s.description)}" for s in skills[:CATALOG_SKILLS]]
+    more = len(skills) - len(lines)
+    if more > 0:
+        lines.append(f"- ... and {more} more (list_skills finds them)")
+    return ("Skills (read a skill's instructions before its task: the prompt of the same name, or "
+            "load_skill(name)):\n" + "\n".join(lines))
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= CATALOG_LINE_CHARS else line[: CATALOG_LINE_CHARS - 1] + "…"
+
+
+def skill_for_file(rt: Runtime, path: str) -> Skill | None:
+    """The skill mapped to this file's type (skills.toml, or its SKILL.md's file-types), or None."""
+    try:
+        return skill_catalog(rt).for_file_type(path)
+    except Exception:
+        log.warning("skill lookup for %s failed", path, exc_info=True)
+        return None
+
+
 def skill_hint(rt: Runtime, path: str | Path) -> str | None:
     """"The pdf skill has instructions for this file type: load_skill('pdf')" when a skill is mapped to
     the file's type in skills.toml; never fails the calling tool."""
     try:
-        config = SKILLS.of(rt).config_path
-        if not Path(path).suffix or config is None or not config.is_file():
-            return None  # file types are mapped only in skills.toml: without one, no skill scan on this path
-        skill = skill_catalog(rt).for_file_type(path)
+        skill = skill_catalog(rt).for_file_type(path) if Path(path).suffix else None
     except Exception:
         log.warning("skill hint for %s failed", path, exc_info=True)
         return None
