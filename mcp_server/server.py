@@ -63,7 +63,8 @@ def origin_from_context(ctx: Context) -> CallOrigin:
     client_id, session_id = "default", None
     try:
         request_context = ctx.request_context
-        session_id = getattr(connection_of(request_context), "session_id", None)  # None on stdio
+        session_id = getattr(connection_of(request_context), "session_id", None)  # None on stdio: its own id
+        session_id = session_id or getattr(ctx.mcp_server, "stdio_session", None)
         params = request_context.session.client_params
         if params is not None and params.client_info is not None:
             client_id = params.client_info.name or client_id

@@ -215,7 +215,7 @@ class QuickCalls:
         validated = self._validated(spec.name, arguments)
         if validated is None:
             return None
-        origin = CallOrigin(kind="client", client_id=envelope.client, session_id=None)
+        origin = CallOrigin(kind="client", client_id=envelope.client, session_id=self._server.stdio_session)
         return (spec, validated, origin, envelope) if self._dispatcher.runs_at_once(spec, validated, origin) else None
 
     def _session_envelope(self, meta: Any) -> _Envelope | None:
