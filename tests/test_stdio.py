@@ -190,6 +190,7 @@ async def test_each_stdio_connection_without_roots_has_its_own_workspace(tmp_pat
     `workspaces/default`: each works in `workspaces/stdio-<start>-<pid>/`; a workspace nothing was put in is removed when its connection ends, one with a file is kept."""
     from mcp.client import Client
     from mcp.client.stdio import stdio_client
+
     from tests.approval_helpers import elicitation_answer
 
     async def roots(client: Client) -> list[str]:
