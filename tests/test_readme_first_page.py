@@ -1,0 +1,161 @@
+"""README's first page, followed literally (issue 35): it reads in two minutes; every command in it runs as
+printed here or, for a client that is not installed here (Claude Code), is checked against that client's
+argument rules; every client configuration starts the server as written and answers a first search; and
+`./scripts/serve.sh` in a terminal says that it waits for a client."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIENTS = ("claude_desktop_config.json", "claude mcp add", ".vscode/mcp.json", ".cursor/mcp.json",
+           ".gemini/settings.json")
+
+
+def first_page() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text[: text.index("\n---\n")]
+
+
+def blocks(kind: str) -> list[str]:
+    return re.findall(rf"```{kind}\n(.*?)```", first_page(), re.S)
+
+
+def commands(block: str) -> list[str]:
+    """The commands of a sh block (continuation lines joined, comments dropped)."""
+    joined = block.replace("\\\n", " ")
+    return [line.split("  #")[0].strip() for line in joined.splitlines() if line.strip()]
+
+
+def test_first_page_reads_in_two_minutes_and_names_every_client() -> None:
+    page = first_page()
+    prose = re.sub(r"```.*?```", "", page, flags=re.S)
+    assert len(prose.split()) <= 480  # two minutes at ~240 words a minute (the configs are skimmed)
+    for needle in (*CLIENTS, "Approve your first write", "approve ap-"):
+        assert needle in page, needle
+    for heading in ("## Quick start", "## Connect a client", "## Approve your first write"):
+        assert heading in page
+
+
+def claude_mcp_add(argv: list[str]) -> dict[str, Any]:
+    """`claude mcp add`'s reading of its arguments (commander.js): `-e/--env` and `-H/--header` take every
+    value up to the next option; other options take one; `--` ends the options; then the name, then the
+    command (or URL) and its arguments."""
+    assert argv[:3] == ["claude", "mcp", "add"]
+    out: dict[str, Any] = {"env": [], "positionals": []}
+    rest, i = argv[3:], 0
+    while i < len(rest):
+        word = rest[i]
+        if word == "--":
+            out["positionals"] += rest[i + 1:]
+            break
+        if word in ("-e", "--env", "-H", "--header"):
+            i += 1
+            while i < len(rest) and not rest[i].startswith("-"):
+                if word in ("-e", "--env"):
+                    assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[i]), (
+                        f"Invalid environment variable format: {rest[i]}")
+                    out["env"].append(rest[i])
+                i += 1
+            continue
+        if word.startswith("-"):
+            out[word.lstrip("-")] = rest[i + 1]
+            i += 2
+            continue
+        out["positionals"].append(word)
+        i += 1
+    return out
+
+
+def test_the_claude_code_command_means_what_it_says() -> None:
+    [block] = [b for b in blocks("sh") if "claude mcp add" in b]
+    [command] = commands(block)
+    parsed = claude_mcp_add(shlex.split(command.replace('"$PWD"', "/home/me/docs")))
+    assert parsed["transport"] == "stdio" and parsed["env"] == ["GENERALAGENT_ROOTS=/home/me/docs"]
+    name, program, *args = parsed["positionals"]
+    assert name == "generalagent" and args == ["serve"]
+    assert program == "/ABS/PATH/generalagent-mcp/.venv/bin/generalagent-mcp"
+    with pytest.raises(AssertionError, match="Invalid environment variable format: generalagent"):
+        claude_mcp_add(["claude", "mcp", "add", "--transport", "stdio", "--env", "A=1", "generalagent", "--", "x"])
+
+
+def literal(text: str, workspace: Path) -> str:
+    return text.replace("/ABS/PATH/generalagent-mcp", str(ROOT)).replace("/ABS/PATH/your-documents", str(workspace))
+
+
+def clean_env(data: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
+    return env | {"GENERALAGENT_DATA_DIR": str(data), "PATH": "/usr/bin:/bin"} | extra
+
+
+@pytest.mark.anyio
+async def test_every_client_configuration_answers_a_first_search(tmp_path: Path) -> None:
+    """Each JSON configuration, with the placeholders filled in, starts the server as the client would (its
+    command, args and env; VS Code's ${workspaceFolder} is the project folder) and answers a search."""
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    workspace = tmp_path / "your-documents"
+    workspace.mkdir()
+    (workspace / "budget.txt").write_text("The 2027 budget for the river project is 4.2 million.\n")
+    configs = [json.loads(literal(b, workspace)) for b in blocks("json")]
+    assert len(configs) == 3
+    for k, config in enumerate(configs):
+        [server] = (config.get("mcpServers") or config["servers"]).values()
+        env = {key: value.replace("${workspaceFolder}", str(workspace)) for key, value in server["env"].items()}
+        params = StdioServerParameters(command=server["command"], args=server["args"],
+                                       env=clean_env(tmp_path / f"data{k}", **env), cwd=str(tmp_path))
+        started = time.monotonic()
+        with (tmp_path / f"stderr{k}.txt").open("w") as err:
+            async with Client(stdio_client(params, errlog=err)) as client:
+                indexed = await client.call_tool("index_path", {"path": "."})
+                assert not indexed.is_error, indexed.content[0].text
+                found = await client.call_tool("search_documents", {"query": "river project budget"})
+        assert found.structured_content["hits"][0]["path"] == "budget.txt", found.content[0].text
+        print(f"config {k}: first search answered {time.monotonic() - started:.1f} s after the start")
+
+
+def test_the_printed_approval_command_runs(tmp_path: Path) -> None:
+    [block] = [b for b in blocks("sh") if " approve " in b]
+    [command] = commands(literal(block, tmp_path))
+    done = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=120,
+                          env=clean_env(tmp_path / "data"), cwd=tmp_path)
+    assert "ap-7f3k2q" in done.stdout + done.stderr  # runs; there is no such approval here
+    assert "Traceback" not in done.stderr and "command not found" not in done.stderr
+
+
+def test_serve_sh_in_a_terminal_says_it_waits_for_a_client(tmp_path: Path) -> None:
+    [quick] = [b for b in blocks("sh") if "serve.sh" in b]
+    assert commands(quick)[0] == "./scripts/serve.sh"
+    main, theirs = pty.openpty()
+    process = subprocess.Popen([str(ROOT / "scripts" / "serve.sh")], stdin=theirs, stdout=theirs,
+                               stderr=subprocess.PIPE, cwd=ROOT, env=clean_env(tmp_path / "data", PATH=os.environ["PATH"]),
+                               start_new_session=True)
+    os.close(theirs)
+    try:
+        said, deadline = b"", time.monotonic() + 300
+        while b"waiting for an MCP client" not in said and time.monotonic() < deadline:
+            ready, _, _ = select.select([process.stderr], [], [], 1)
+            if ready:
+                chunk = os.read(process.stderr.fileno(), 4096)  # type: ignore[union-attr]
+                if not chunk:
+                    break
+                said += chunk
+        assert b"waiting for an MCP client" in said, said.decode(errors="replace")
+        assert b"Connect a client" in said
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+        os.close(main)
