@@ -80,7 +80,7 @@ class ReadFileResult(BaseModel):
     total_chars: int
     location: str | None = Field(default=None, description="Pages, slides, sheets or lines shown.")
     warnings: list[str] = Field(default_factory=list)
-    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
+    skill_hint: str | None = Field(default=None, description="A skill's instructions for this file type (or where).")  # skills
 
 
 class _ExtractCache:
@@ -250,7 +250,7 @@ def read_file(
         path=display_path(real, roots), kind=extracted.kind, content=text[offset:end],
         next_offset=end if end < len(text) else None, total_chars=len(text),
         location=location or _text_location(text, offset, end), warnings=list(extracted.warnings),
-        skill_hint=skill_hint(rt, real) if offset == 0 else None,  # skills: the file-type hint
+        skill_hint=skill_hint(rt, real, session) if offset == 0 else None,  # skills: the file-type hint
     )
 
 

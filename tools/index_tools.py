@@ -65,7 +65,7 @@ class IndexResult(OmitNone):
     chunks_added: int
     seconds: float
     note: str | None = None
-    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
+    skill_hint: str | None = Field(default=None, description="A skill's instructions for this file type (or where).")  # skills
 
 
 def index_path(
@@ -100,7 +100,7 @@ def index_path(
         return _index_result(job, roots, f"Indexing in the background (job {job.row.id}); index_status shows "
                                          "its progress. search_documents finds files as they are indexed.")
     jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
-    return _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
+    return _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real, call.session_id))
 
 
 def _refuse_secret(rt: Runtime, real: Path, shown: str, roots: tuple[Path, ...]) -> None:

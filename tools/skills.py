@@ -204,9 +204,14 @@ def skill_for_file(rt: Runtime, path: str) -> Skill | None:
         return None
 
 
-def skill_hint(rt: Runtime, path: str | Path) -> str | None:
-    """"The pdf skill has instructions for this file type: load_skill('pdf')" when a skill is mapped to
-    the file's type in skills.toml; never fails the calling tool."""
+HINT_INSTRUCTION_CHARS = 6_000
+_TOLD: Service[set[tuple[str, str]]] = Service(lambda rt: set())  # (session, skill) whose instructions were given
+
+
+def skill_hint(rt: Runtime, path: str | Path, session: str | None = None) -> str | None:
+    """When a skill is mapped to the file's type: the first time in this session, the skill's instructions
+    (auto-loaded, so the model sees them with the file); later, a one-line pointer to load_skill. Never fails
+    the calling tool."""
     try:
         skill = skill_catalog(rt).for_file_type(path) if Path(path).suffix else None
     except Exception:
@@ -214,5 +219,12 @@ def skill_hint(rt: Runtime, path: str | Path) -> str | None:
         return None
     if skill is None:
         return None
+    told, key = _TOLD.of(rt), (session or "", skill.name)
+    if key not in told and len(told) < 100_000:
+        told.add(key)
+        body = skill.body.strip()
+        cut = f"\n(cut here: load_skill('{skill.name}') has the rest)" if len(body) > HINT_INSTRUCTION_CHARS else ""
+        return (f"The {skill.name} skill has instructions for this file type; follow them:\n\n"
+                f"{body[:HINT_INSTRUCTION_CHARS]}{cut}")
     return (f"The {skill.name} skill has instructions for this file type: load_skill('{skill.name}') "
             '(enable_tools(["load_skill"]) first if it is not listed)')
