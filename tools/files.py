@@ -14,9 +14,7 @@ Extractions are cached per (path, mtime, size) so paging does not re-parse a doc
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
-import re
 import secrets
 import stat
 import threading
@@ -45,6 +43,7 @@ from foundation.paths import (
 from foundation.safe_open import opened, read_fd, unwritable
 from tools.runtime import CallContext, Runtime, Service
 from tools.skills import skill_hint
+from tools.text_diff import MAX_DIFF_CHARS, MAX_DIFF_LINES, count_or_raise, small_diff  # noqa: F401 (files.MAX_*)
 
 TEXT_WHOLE_BYTES = 100_000
 TEXT_PAGE_CHARS = 50_000
@@ -64,10 +63,6 @@ _PAGED_BY = {"pdf": "page", "pptx": "slide", "odp": "slide", "xlsx": "sheet", "o
 RESULT_SHARE = 0.8  # share of max_result_tokens a page of content may use
 MAX_EDIT_BYTES = 10 * 1024 * 1024
 MAX_WRITE_CHARS = 10_000_000
-MAX_DIFF_LINES = 80
-MAX_DIFF_LINE_CHARS = 400
-MAX_DIFF_CHARS = 8000
-MAX_DIFF_MIDDLE_LINES = 4000
 MAX_LIST_SCAN = 100_000
 FIND_MAX_ENTRIES = 200_000
 FIND_MAX_DEPTH = 64
@@ -399,55 +394,6 @@ def _read_utf8(fd: int, path: str) -> tuple[str, bool]:
                            "replaced for good).") from None
 
 
-def _count_or_raise(text: str, old: str, path: str, replace_all: bool) -> int:
-    count = text.count(old)
-    if count == 0:
-        near = " (it does occur with different leading/trailing whitespace)" if old.strip() in text else ""
-        raise NotFound(f"old_string was not found in {path!r}{near}. Read the file with read_file and copy "
-                       "the exact text, including indentation and line breaks.")
-    if count > 1 and not replace_all:
-        raise InvalidInput(f"old_string occurs {count} times in {path!r}. Add surrounding lines to make it "
-                           "unique, or set replace_all=true to replace all of them.")
-    return count
-
-
-def small_diff(before: str, after: str, name: str) -> str:
-    """A unified diff limited to the changed region (common head/tail lines skipped), bounded."""
-    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
-    head = 0
-    while head < min(len(old), len(new)) and old[head] == new[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
-    skip = max(0, head - 2)
-    old_mid, new_mid = old[skip : len(old) - max(0, tail - 2)], new[skip : len(new) - max(0, tail - 2)]
-    if len(old_mid) + len(new_mid) > MAX_DIFF_MIDDLE_LINES:
-        return f"(diff omitted: the change spans {len(old_mid)} lines, from line {head + 1})"
-    lines = list(difflib.unified_diff(old_mid, new_mid, f"a/{name}", f"b/{name}", n=2))
-    lines = [_shift_hunk(line, skip) if line.startswith("@@") else line for line in lines]
-    lines = [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
-    if len(lines) > MAX_DIFF_LINES:
-        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more diff lines)\n"]
-    lines = [_clip_line(line) for line in lines]
-    diff = "".join(lines)
-    return diff if len(diff) <= MAX_DIFF_CHARS else diff[:MAX_DIFF_CHARS] + "\n... (diff shortened)\n"
-
-
-def _clip_line(line: str) -> str:
-    if len(line) <= MAX_DIFF_LINE_CHARS:
-        return line
-    return line[:MAX_DIFF_LINE_CHARS] + f"... ({len(line) - MAX_DIFF_LINE_CHARS} more characters)\n"
-
-
-def _shift_hunk(header: str, offset: int) -> str:
-    def shift(match: re.Match[str]) -> str:
-        start = int(match.group(2))
-        return f"{match.group(1)}{start + offset if start else start}"
-
-    return re.sub(r"([-+])(\d+)", shift, header, count=2)
-
-
 def edit_file(
     path: PathArg,
     old_string: Annotated[str, Field(min_length=1, description="Exact text to replace.")],
@@ -494,7 +440,7 @@ def _planned_edit(rt: Runtime, session: str | None, path: str, old_string: str, 
         text, bom = _read_utf8(fd, path)
     if old_string not in text and "\r\n" in text and "\r\n" not in old_string:
         old_string, new_string = old_string.replace("\n", "\r\n"), new_string.replace("\n", "\r\n")
-    count = _count_or_raise(text, old_string, path, replace_all)
+    count = count_or_raise(text, old_string, path, replace_all)
     return _Edit(real, text, bom, before, old_string, new_string, count)
 
 
