@@ -153,7 +153,8 @@ def assemble(
     for kind, items in (("tools", tools), ("skills", [*(skills or []), *catalog.skills]), ("files", files)):
         if items is not None:
             observe(state, kind, items)
-    early = _early_reminders(rt, state, now, messages if recall_memory else None)
+    told_time = time_reminder(state, now)
+    early = _early_reminders(rt, state, messages if recall_memory else None)
     todo_text = _todo_reminder(rt, todo_list_id, call.client_id, transcript.messages)
     tokens = counter.count(sys_text) + total_tokens(counter, transcript.messages)
     level, level_text = "info", None
@@ -163,7 +164,8 @@ def assemble(
         )
         level = status.level
         level_text = f"Context is {status.ratio:.0%} full ({tokens} of {context_window} tokens). {status.recommendation}"
-    due = [*early[:1], *emit(state, todo_text, level if context_window else None, level_text), *early[1:]]
+    due = [*([told_time] if told_time else []), *emit(state, todo_text, level if context_window else None, level_text),
+           *early]
     store.put_state(conversation_id, state)
     msgs = transcript.messages
     if due:
@@ -184,11 +186,10 @@ def assemble(
     )
 
 
-def _early_reminders(rt: Runtime, state: dict[str, Any], now: datetime,
-                     messages: list[dict[str, Any]] | None) -> list[Due]:
-    """The time (first, when the minute moved on), then a skill's instructions for each new file whose type
-    a skill is mapped to, then facts recalled for the last turns: each told once per conversation."""
-    out = [r for r in [time_reminder(state, now)] if r is not None]
+def _early_reminders(rt: Runtime, state: dict[str, Any], messages: list[dict[str, Any]] | None) -> list[Due]:
+    """A skill's instructions for each new file whose type a skill is mapped to, then the facts recalled for
+    the last turns: each told once per conversation (read before `emit` clears the new files)."""
+    out: list[Due] = []
     found = [s for s in (skill_for_file(rt, f) for f in state.get("new_files") or []) if s is not None]
     for name in tell_once(state, "loaded_skills", [s.name for s in found]):
         skill = next(s for s in found if s.name == name)
