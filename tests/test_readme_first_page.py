@@ -1,7 +1,8 @@
 """README's first page, followed literally (issue 35): it reads in two minutes; every command in it runs as
-printed here or, for a client that is not installed here (Claude Code), is checked against that client's
-argument rules; every client configuration starts the server as written and answers a first search; and
-`./scripts/serve.sh` in a terminal says that it waits for a client."""
+printed (Claude Code's `claude mcp add` by the real, pinned Claude Code CLI: scripts/claude_code.sh); every
+client configuration starts the server as written and answers a first search; and `./scripts/serve.sh` in
+a terminal says that it waits for a client. (Claude Desktop, VS Code, Cursor and Gemini CLI themselves are
+not run: their configuration is started here as they would start it.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -49,46 +49,30 @@ def test_first_page_reads_in_two_minutes_and_names_every_client() -> None:
         assert heading in page
 
 
-def claude_mcp_add(argv: list[str]) -> dict[str, Any]:
-    """`claude mcp add`'s reading of its arguments (commander.js): `-e/--env` and `-H/--header` take every
-    value up to the next option; other options take one; `--` ends the options; then the name, then the
-    command (or URL) and its arguments."""
-    assert argv[:3] == ["claude", "mcp", "add"]
-    out: dict[str, Any] = {"env": [], "positionals": []}
-    rest, i = argv[3:], 0
-    while i < len(rest):
-        word = rest[i]
-        if word == "--":
-            out["positionals"] += rest[i + 1:]
-            break
-        if word in ("-e", "--env", "-H", "--header"):
-            i += 1
-            while i < len(rest) and not rest[i].startswith("-"):
-                if word in ("-e", "--env"):
-                    assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", rest[i]), (
-                        f"Invalid environment variable format: {rest[i]}")
-                    out["env"].append(rest[i])
-                i += 1
-            continue
-        if word.startswith("-"):
-            out[word.lstrip("-")] = rest[i + 1]
-            i += 2
-            continue
-        out["positionals"].append(word)
-        i += 1
-    return out
+def claude(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Claude Code's real CLI (pinned, scripts/claude_code.sh), with its own home (its config file)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GENERALAGENT_", "ANTHROPIC_", "CLAUDE"))}
+    return subprocess.run([str(ROOT / "scripts" / "claude_code.sh"), *args], capture_output=True, text=True,
+                          timeout=600, env=env | {"HOME": str(home)}, cwd=cwd, stdin=subprocess.DEVNULL)
 
 
-def test_the_claude_code_command_means_what_it_says() -> None:
+def test_the_claude_code_command_runs_as_printed_and_connects(tmp_path: Path) -> None:
+    """README's `claude mcp add` line, run as printed in a project folder (the placeholder filled in) by Claude
+    Code itself; `claude mcp get` then starts the server and reports it connected, with the root it was given.
+    The old form (name after the variadic --env) is refused by the same CLI."""
     [block] = [b for b in blocks("sh") if "claude mcp add" in b]
-    [command] = commands(block)
-    parsed = claude_mcp_add(shlex.split(command.replace('"$PWD"', "/home/me/docs")))
-    assert parsed["transport"] == "stdio" and parsed["env"] == ["GENERALAGENT_ROOTS=/home/me/docs"]
-    name, program, *args = parsed["positionals"]
-    assert name == "generalagent" and args == ["serve"]
-    assert program == "/ABS/PATH/generalagent-mcp/.venv/bin/generalagent-mcp"
-    with pytest.raises(AssertionError, match="Invalid environment variable format: generalagent"):
-        claude_mcp_add(["claude", "mcp", "add", "--transport", "stdio", "--env", "A=1", "generalagent", "--", "x"])
+    [command] = commands(block.replace("/ABS/PATH/generalagent-mcp", str(ROOT)))
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    argv = shlex.split(command.replace('"$PWD"', shlex.quote(str(project))))
+    assert argv[:3] == ["claude", "mcp", "add"]
+    added = claude(home, project, *argv[1:])
+    assert added.returncode == 0, added.stdout + added.stderr
+    got = claude(home, project, "mcp", "get", "generalagent")
+    assert "Connected" in got.stdout and f"GENERALAGENT_ROOTS={project}" in got.stdout, got.stdout + got.stderr
+    old = claude(home, project, "mcp", "add", "--transport", "stdio", "--env", "A=1", "other", "--", "/bin/true")
+    assert old.returncode != 0
 
 
 def literal(text: str, workspace: Path) -> str:
