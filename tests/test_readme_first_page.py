@@ -1,8 +1,9 @@
 """README's first page, followed literally (issue 35): it reads in two minutes; every command in it runs as
 printed (Claude Code's `claude mcp add` by the real, pinned Claude Code CLI: scripts/claude_code.sh); every
 client configuration starts the server as written and answers a first search; and `./scripts/serve.sh` in
-a terminal says that it waits for a client. (Claude Desktop, VS Code, Cursor and Gemini CLI themselves are
-not run: their configuration is started here as they would start it.)"""
+a terminal says that it waits for a client; Gemini CLI (real, pinned) connects with the settings shown.
+(Claude Desktop, VS Code and Cursor themselves are not run: their configuration is started here as they
+would start it.)"""
 
 from __future__ import annotations
 
@@ -49,11 +50,33 @@ def test_first_page_reads_in_two_minutes_and_names_every_client() -> None:
         assert heading in page
 
 
-def claude(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Claude Code's real CLI (pinned, scripts/claude_code.sh), with its own home (its config file)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GENERALAGENT_", "ANTHROPIC_", "CLAUDE"))}
-    return subprocess.run([str(ROOT / "scripts" / "claude_code.sh"), *args], capture_output=True, text=True,
+def client_cli(name: str, home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A client's real CLI (pinned, scripts/client_cli.sh), with its own home (its configuration)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GENERALAGENT_", "ANTHROPIC_", "CLAUDE", "GEMINI", "GOOGLE"))}
+    return subprocess.run([str(ROOT / "scripts" / "client_cli.sh"), name, *args], capture_output=True, text=True,
                           timeout=600, env=env | {"HOME": str(home)}, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def claude(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return client_cli("claude", home, cwd, *args)
+
+
+def test_gemini_cli_connects_with_the_settings_shown(tmp_path: Path) -> None:
+    """The JSON shown for Gemini CLI, as the project's .gemini/settings.json (placeholders filled in), in a folder
+    the user trusted (README: say yes when asked): Gemini CLI's `mcp list` starts the server and reports it
+    connected."""
+    block = blocks("json")[-1]  # shown for Cursor and Gemini CLI
+    page = first_page()
+    assert page.index(".gemini/settings.json") < page.rindex(block)
+    project, home = tmp_path / "project", tmp_path / "home"
+    (project / ".gemini").mkdir(parents=True)
+    (home / ".gemini").mkdir(parents=True)
+    (project / ".gemini" / "settings.json").write_text(literal(block, project))
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    listed = client_cli("gemini", home, project, "mcp", "list")
+    line = next((x for x in (listed.stdout + listed.stderr).splitlines() if "generalagent:" in x), "")
+    assert "Connected" in line, listed.stdout + listed.stderr
 
 
 def test_the_claude_code_command_runs_as_printed_and_connects(tmp_path: Path) -> None:
