@@ -221,8 +221,8 @@ def read_file(
     rt: Runtime,
     call: CallContext,
 ) -> ReadFileResult:
-    """Read a workspace file (text, PDF, Office, OpenDocument, EPUB, e-mail; PNG/JPEG/GIF/WebP come back as an
-    image). Large files come in pages: call again with offset=next_offset until it is null."""
+    """Read a workspace file: text, a document's text, or a picture (PNG/JPEG/GIF/WebP) as an image.
+    Large files come in pages: call again with offset=next_offset until it is null."""
     session = call.session_id
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     if real.is_dir():

@@ -235,14 +235,14 @@ class IndexStatus(BaseModel):
 
 def index_status(
     path: Annotated[
-        str | None, Field(description="A file or folder to report on; omit for index totals.")
+        str | None, Field(description="A file or folder; omit for totals.")
     ] = None,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexStatus:
-    """What is indexed: totals (files, documents, chunks, database size), or one file's or folder's
-    state (indexed? complete? unchanged since? when? how many chunks?), and index jobs."""
+    """What is indexed: totals, or one file's or folder's state (indexed? unchanged since? chunks?), the
+    index jobs and the folder watcher."""
     store = index_store(rt)
     totals = store.totals()
     roots = roots_for(rt.settings, call.session_id)
