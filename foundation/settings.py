@@ -167,8 +167,14 @@ class Settings(BaseModel):
         default=(), description="Skill folders (or folders of them), os.pathsep-separated; plus <data dir>/skills."
     )
     skills_file: Path | None = Field(default=None, description="Skills config (TOML); default: data dir skills.toml.")
+    jieba_user_dict: Path | None = Field(
+        default=None, description="Words jieba keeps whole (one a line: names, products); re-read when it changes.")
+    builtins_enabled: bool = Field(
+        default=True, description="Built-in skills and agent cards (yours of the same name win); 0: none."
+    )
 
-    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "mcp_servers_file", "roots", "skills_dirs", "bash_read_paths",
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "mcp_servers_file", "jieba_user_dict",
+                     "roots", "skills_dirs", "bash_read_paths",
                      mode="before")
     @classmethod
     def _not_empty(cls, value: Any) -> Any:
@@ -178,7 +184,8 @@ class Settings(BaseModel):
             raise ValueError("is empty; give a folder's path (or leave the option out for the default)")
         return value
 
-    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "mcp_servers_file", mode="after")
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "mcp_servers_file", "jieba_user_dict",
+                     mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser().absolute()

@@ -45,6 +45,11 @@ class ToolSpec:
     """`check_args(args)`: pure checks of the arguments that the signature cannot express (e.g. "exactly
     one of id or query"), raising InvalidInput. The dispatch point runs it before the approval gate, so a
     call that cannot run never asks the human first. Cheap, never blocking; `args` may lack defaults."""
+    precheck: Callable[[Any, str | None, dict[str, Any]], None] | None = None
+    """`precheck(rt, session_id, args)`: checks that need the workspace (e.g. "the file exists and
+    old_string occurs in it once"), raising a GeneralAgentError. The dispatch point (and the approval
+    question's resolver) run it before the approval gate, so a call that would fail never asks the human
+    first. It may read files (it runs in a worker thread); it never changes anything."""
     quick: Callable[[Any, dict[str, Any]], bool] | None = None
     """`quick(rt, args)`: True when this call will finish in a few ms from data already in memory, with
     nothing to wait for (no lock, no network, no write). The dispatcher then runs it on the event loop

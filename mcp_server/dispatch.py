@@ -217,6 +217,8 @@ class Dispatcher:
         and the gate allows it at once, on the event loop (no crossing); else one after the other."""
         check_blocking = getattr(self.gate, "check_blocking", None)
         if check_blocking is None or _shape(spec.fn).is_async:
+            if spec.precheck is not None:  # a call that would fail never asks the human first
+                await anyio.to_thread.run_sync(spec.precheck, self.runtime, origin.session_id, args)
             consent = await _checked_by_gate(self.gate, spec, args, origin)
             return await self._invoke(spec, args, origin, sink, consent or "policy")
         kwargs, call = self._prepared(spec, args, origin, sink)
@@ -225,6 +227,8 @@ class Dispatcher:
         def checked_then_run() -> Any:
             nonlocal checked
             if not checked:
+                if spec.precheck is not None:  # a call that would fail never asks the human first
+                    spec.precheck(self.runtime, call.session_id, args)
                 try:
                     call.consent = check_blocking(spec, args, origin) or "policy"
                 except (ApprovalRequired, PolicyDenied) as exc:

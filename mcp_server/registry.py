@@ -66,7 +66,8 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(files.list_workspace_files, title="List a folder", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.find_files, title="Find files by pattern", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.write_file, title="Write a file", read_only=False, destructive=True, idempotent=True, tier="default"),
-    ToolSpec(files.edit_file, title="Edit a file", read_only=False, destructive=True, idempotent=False, tier="default"),
+    ToolSpec(files.edit_file, title="Edit a file", read_only=False, destructive=True, idempotent=False, tier="default",
+             precheck=files.edit_file_precheck),
     ToolSpec(bash.run_bash_command, title="Run a shell command", read_only=False, destructive=True, open_world=True,
              tier="full"),
     # -- the web (off until the user turns it on; sub-agents get it by default then)

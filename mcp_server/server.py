@@ -66,7 +66,8 @@ def origin_from_context(ctx: Context) -> CallOrigin:
     client_id, session_id = "default", None
     try:
         request_context = ctx.request_context
-        session_id = getattr(connection_of(request_context), "session_id", None)  # None on stdio
+        session_id = getattr(connection_of(request_context), "session_id", None)  # None on stdio: its own id
+        session_id = session_id or getattr(ctx.mcp_server, "stdio_session", None)
         params = request_context.session.client_params
         if params is not None and params.client_info is not None:
             client_id = params.client_info.name or client_id
@@ -142,11 +143,24 @@ def _approval_resolver(spec: ToolSpec, dispatcher: Dispatcher, names: list[str])
         origin = origin_from_context(ctx)
         if gate.allows_at_once(spec, args, origin):
             return None  # decided here (pure policy, small input); the call's check uses this verdict
-        question = await anyio.to_thread.run_sync(gate.question, spec, args, origin)
+        question = await anyio.to_thread.run_sync(_question_unless_failing, dispatcher, spec, args, origin)
         return Elicit(question[0], question[1]) if question else None
 
     approval_question.__qualname__ = f"approval_question.{spec.name}"
     return _with_signature(approval_question, names)
+
+
+def _question_unless_failing(dispatcher: Dispatcher, spec: ToolSpec, args: dict[str, Any],
+                             origin: CallOrigin) -> tuple[str, type[BaseModel]] | None:
+    """The approval question for this call, or None when its precheck fails (the dispatcher then says why,
+    and nobody is asked to approve a call that cannot run)."""
+    if spec.precheck is not None:
+        try:
+            spec.precheck(dispatcher.runtime, origin.session_id, args)
+        except GeneralAgentError:
+            return None
+    assert isinstance(dispatcher.gate, PolicyGate)
+    return dispatcher.gate.question(spec, args, origin)
 
 
 def _human_resolver(question: Callable[..., Any], names: list[str]) -> Callable[..., Any]:

@@ -35,7 +35,7 @@ SLOW_MODULES = frozenset({
     "test_approval_http_page", "test_approval_oob", "test_approval_stdio", "test_bash", "test_bench_mcp_overhead",
     "test_cli", "test_cli_errors", "test_cli_paths", "test_cli_printed_commands", "test_clients_http", "test_live_index",
     "test_conformance", "test_delegate_stdio", "test_external_servers", "test_http", "test_inspector", "test_mcpb", "test_peers",
-    "test_policy_cli", "test_policy_corpus", "test_sandbox", "test_sandbox_allowlist", "test_sandbox_wiring", "test_stdio",
+    "test_policy_cli", "test_policy_corpus", "test_readme_first_page", "test_sandbox", "test_sandbox_allowlist", "test_sandbox_wiring", "test_stdio",
     "test_stdio_transport", "test_storage_index_processes", "test_storage_processes", "test_storage_transfer",
     "test_third_party_clients", "test_walk_skips", "test_workers",
 })
@@ -84,8 +84,10 @@ def make_settings(data_dir: Path, workspace: Path, database_url: str | None) -> 
 
     def make(**overrides: Any) -> Any:
         # Every tool listed: tests exercise tools; tier tests ask for tool_profile="default" explicitly.
+        # No built-in skills or agent cards: tests count what they configure (test_builtins.py turns them on).
         values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace], "tool_profile": "full",
-                                  "database_url": database_url, "embedding_provider": "off"}
+                                  "database_url": database_url, "builtins_enabled": False,
+                                  "embedding_provider": "off"}
         values.update(overrides)
         return load_settings(values, environ={})
 

@@ -52,11 +52,18 @@ def agents_file(settings: Settings) -> Path:
     return settings.agents_file or settings.data_dir / "agents.toml"
 
 
+BUILTIN_AGENTS = Path(__file__).parent / "builtin" / "agents.toml"
+
+
 def load_agents(settings: Settings) -> dict[str, AgentCard]:
-    """All cards in the file ({} when the file does not exist); SettingsError names the problem."""
+    """The built-in cards (unless turned off), then all cards in the file (a card of the same id replaces a
+    built-in one); SettingsError names the problem."""
+    builtin = _cards_in(BUILTIN_AGENTS) if settings.builtins_enabled else {}
     path = agents_file(settings)
-    if not path.is_file():
-        return {}
+    return builtin | (_cards_in(path) if path.is_file() else {})
+
+
+def _cards_in(path: Path) -> dict[str, AgentCard]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

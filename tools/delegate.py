@@ -177,9 +177,9 @@ async def delegate_task(
     rt: Runtime,
     call: CallContext,
 ) -> DelegateResult:
-    """Run an isolated sub-agent (the configured LLM with this server's read-only tools) on a sub-task and
-    return only its final answer. The transcript is saved: read it with delegate_status, continue it
-    with continue_id. Sub-agents cannot delegate further."""
+    """Run an isolated sub-agent (the configured LLM with this server's read-only tools) on a sub-task;
+    returns its final answer. delegate_status reads its transcript, continue_id continues it. Sub-agents
+    cannot delegate further."""
     if not task.strip():
         raise InvalidInput("task is empty. Describe the sub-task in a few sentences.")
     parent = call.origin

@@ -27,8 +27,49 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
 
 
 def index_store(rt: Runtime) -> IndexStore:
-    """The shared index database of this server (re-analysed once if made by another analyzer)."""
-    return _INDEX_STORE.of(rt)
+    """The shared index database of this server (re-analysed once if made by another analyzer, or when
+    the jieba user dictionary changed)."""
+    store = _INDEX_STORE.of(rt)
+    if rt.settings.jieba_user_dict is not None and _USER_DICT.of(rt).changed():
+        from indexing.analyzer import analyze, analyzer_version
+
+        store.ensure_analysis(analyzer_version(), analyze)
+    return store
+
+
+class UserDictionary:
+    """The jieba user dictionary file, read again when it changed (looked at most once a second)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._seen: tuple[int, int] | None = None
+        self._checked = 0.0
+
+    def changed(self) -> bool:
+        """Reads the file when it changed since last time; True when jieba's words changed."""
+        import logging
+        import os
+
+        from foundation.waiting import about_to_wait
+        from indexing.analyzer import read_user_words, set_user_words
+
+        now = time.monotonic()
+        if self.path is None or now - self._checked < 1.0:
+            return False
+        self._checked = now
+        try:
+            info = os.stat(self.path)
+            seen = (info.st_mtime_ns, info.st_size)
+            if seen == self._seen:
+                return False
+            about_to_wait()  # reading it and re-analysing the index: not on the event loop
+            words = read_user_words(self.path)
+        except (OSError, UnicodeDecodeError) as exc:
+            logging.getLogger("generalagent.index").warning(
+                "the jieba user dictionary %s cannot be read (%s); fix GENERALAGENT_JIEBA_USER_DICT", self.path, exc)
+            return False
+        self._seen = seen
+        return set_user_words(words)
 
 
 def memory_index(rt: Runtime) -> MemoryIndex:
@@ -52,7 +93,7 @@ def _new_memory_index(rt: Runtime) -> MemoryIndex:
 def open_index(database: Database, data_dir: Path) -> IndexStore:
     """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3` in `data_dir`
     (re-analysed once if made by another analyzer)."""
-    from indexing.analyzer import ANALYZER_VERSION, analyze
+    from indexing.analyzer import analyze, analyzer_version
 
     if database.backend == "postgresql":
         from foundation.storage.postgres import PostgresDatabase
@@ -62,7 +103,7 @@ def open_index(database: Database, data_dir: Path) -> IndexStore:
         store: IndexStore = PgIndexStore(database)
     else:
         store = _open_store(data_dir / "index.sqlite3")
-    store.ensure_analysis(ANALYZER_VERSION, analyze)
+    store.ensure_analysis(analyzer_version(), analyze)
     return store
 
 
@@ -236,7 +277,15 @@ def warm_up_search(rt: Runtime) -> None:
         warm_up()
 
 
-_INDEX_STORE: Service[IndexStore] = Service(lambda rt: open_index(rt.database, rt.data_dir))
+_USER_DICT: Service[UserDictionary] = Service(lambda rt: UserDictionary(rt.settings.jieba_user_dict))
+
+
+def _opened_index(rt: Runtime) -> IndexStore:
+    _USER_DICT.of(rt).changed()  # its words first: the index is analysed with them
+    return open_index(rt.database, rt.data_dir)
+
+
+_INDEX_STORE: Service[IndexStore] = Service(_opened_index)
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
 _INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt), rt.database))
 _HIT_VERDICTS: Service[dict[tuple[tuple[Path, ...], str], bool]] = Service(lambda rt: {})

@@ -68,7 +68,7 @@ class IndexResult(OmitNone):
     note: str | None = None
     watched: bool | None = Field(default=None, description="For folders: true when watched from now on (changes "
                                  "re-indexed as they happen, across restarts; unwatch_path stops it).")
-    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
+    skill_hint: str | None = Field(default=None, description="A skill's instructions for this file type (or where).")  # skills
 
 
 def index_path(
@@ -108,7 +108,7 @@ def index_path(
         return _index_result(job, roots, f"Indexing in the background (job {job.row.id}); index_status shows "
                                          "its progress. search_documents finds files as they are indexed.")
     jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
-    result = _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
+    result = _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real, call.session_id))
     result.watched = watched[0] if watched else None
     return result
 
@@ -235,14 +235,14 @@ class IndexStatus(BaseModel):
 
 def index_status(
     path: Annotated[
-        str | None, Field(description="A file or folder to report on; omit for index totals.")
+        str | None, Field(description="A file or folder; omit for totals.")
     ] = None,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexStatus:
-    """What is indexed: totals (files, documents, chunks, database size), or one file's or folder's
-    state (indexed? complete? unchanged since? when? how many chunks?), and index jobs."""
+    """What is indexed: totals, or one file's or folder's state (indexed? unchanged since? chunks?), the
+    index jobs and the folder watcher."""
     store = index_store(rt)
     totals = store.totals()
     roots = roots_for(rt.settings, call.session_id)
