@@ -308,10 +308,11 @@ class PolicyGate:
         from mcp_server import policy
 
         roots = self.roots(origin)
-        tops = git_tops(roots) if spec.name in self.rules.shell.tools else ()
+        shell = spec.name in self.rules.shell.tools
+        tops = git_tops(roots) if shell else ()
         return policy.PolicyContext(rules=self.rules, roots=roots, read_only=spec.read_only,
                                     protected_paths=self.protected, origin=origin.kind, sandboxed=self.sandboxed,
-                                    git_tops=tops)
+                                    git_tops=tops, real_path=real_path_resolver() if shell else None)
 
     # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
     # here for the same call's check; a verdict is used once and only for a few seconds.
@@ -564,6 +565,25 @@ def git_tops(roots: tuple[Path, ...]) -> tuple[tuple[Path, Path], ...]:
             except (OSError, ValueError):
                 break
     return tuple(out)
+
+
+def real_path_resolver(limit: int = 4096) -> Callable[[str], str]:
+    """For one shell verdict: where an absolute path really leads (`realpath`, links resolved before `..` as
+    the kernel does), kept per path; after `limit` distinct paths (a huge command line) a path counts as
+    leading to `/` (outside every root: the command asks)."""
+    kept: dict[str, str] = {}
+
+    def real(path: str) -> str:
+        if path not in kept:
+            if len(kept) >= limit:
+                return os.sep
+            try:
+                kept[path] = os.path.realpath(path)
+            except (OSError, ValueError):
+                kept[path] = path
+        return kept[path]
+
+    return real
 
 
 def resolved_path_args(args: dict[str, Any], keys: tuple[str, ...], roots: tuple[Path, ...]) -> dict[str, Any] | None:

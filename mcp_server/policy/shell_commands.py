@@ -345,8 +345,9 @@ def _cd(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comma
         seg.safe = False
         return DECIDED
     an.cwd = paths.normalize(target.text, an.cwd)
-    if an.cwd is None or not paths.inside_roots(an.cwd, an.env.roots):
+    if an.cwd is None or not paths.inside_roots(an.cwd, an.env.roots) or not an.real_inside(an.cwd):
         seg.safe = False
+        seg.note = seg.note or f"cd {target.text} leads outside the workspace roots"
     return DECIDED
 
 
