@@ -38,6 +38,7 @@ from foundation.storage import Database, open_database
 from foundation.toolspec import ToolSpec
 from foundation.waiting import running_on_the_loop
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
+from mcp_server.approval.git_config import program_finder
 from mcp_server.approval.store import (
     APPROVALS_FILE,
     WIDE_SCOPE_RISKS,
@@ -312,7 +313,8 @@ class PolicyGate:
         tops = git_tops(roots) if shell else ()
         return policy.PolicyContext(rules=self.rules, roots=roots, read_only=spec.read_only,
                                     protected_paths=self.protected, origin=origin.kind, sandboxed=self.sandboxed,
-                                    git_tops=tops, real_path=real_path_resolver() if shell else None)
+                                    git_tops=tops, real_path=real_path_resolver() if shell else None,
+                                    repo_programs=program_finder() if shell else None)
 
     # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
     # here for the same call's check; a verdict is used once and only for a few seconds.

@@ -47,6 +47,8 @@ class PolicyContext:
     git_tops: tuple[tuple[Path, Path], ...] = ()  # (root, top of the git work tree above or at it), found at the edge
     real_path: Callable[[str], str] | None = None  # resolves a shell word's symlinks (the gate's: `realpath`);
     # None: shell paths are judged as written
+    repo_programs: Callable[[str], tuple[str, ...]] | None = None  # a folder -> the program-valued config keys
+    # of the repository git would use there (the gate reads them with git); None: not known
 
 
 def decide(tool: str, args: Mapping[str, Any], context: PolicyContext) -> Decision:
@@ -106,7 +108,7 @@ def _shell_report(call: _Call, matches: list[Decision]) -> bash.Report | None:
         return None
     tops = tuple((os.path.normpath(root), os.path.normpath(top)) for root, top in call.ctx.git_tops)
     env = bash.Env(rules=call.ctx.rules, roots=call.roots, protected=call.protected, git_tops=tops,
-                   real_path=call.ctx.real_path)
+                   real_path=call.ctx.real_path, repo_programs=call.ctx.repo_programs)
     report = bash.analyze(command, env)
     matches += report.findings
     return report

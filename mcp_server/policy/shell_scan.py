@@ -73,6 +73,8 @@ class Env:
     git_tops: tuple[tuple[str, str], ...] = ()  # (root, top of the git work tree holding it), found at the edge
     real_path: Callable[[str], str] | None = None  # an absolute path with its symlinks resolved (the gate's,
     # as for file tools); None: paths are judged as written
+    repo_programs: Callable[[str], tuple[str, ...]] | None = None  # the program-valued config keys of the
+    # repository git uses in a folder (`core.fsmonitor`, `diff.external`, ...), found at the edge
 
 
 @dataclass
