@@ -4,9 +4,10 @@ For every allow-listed command installed here, command lines are generated from 
 (bundles of short options with values after them, `--opt=value`, `--opt value`, abbreviations of long
 options, attached values, `--`) and decided by the policy; each one the policy ALLOWS is run, the real
 binary in bubblewrap on a scratch root (writable, to see what it would write), with a folder outside
-the root holding a secret and an executable. The test fails when an allowed command line changed a
-file in the root, ran the outside program, or printed the outside secret (issue 30, finding 1: the
-policy read `tree -Lo 1 FILE` as `-L o`, tree as `-L 1 -o FILE`, and wrote FILE)."""
+the root holding a secret, a named pipe and an executable. The test fails when an allowed command line
+changed a file in the root, ran the outside program, opened the outside pipe (any read of an outside file,
+seen even when nothing is printed) or printed the outside secret (issue 30, finding 1: the policy read
+`tree -Lo 1 FILE` as `-L o`, tree as `-L 1 -o FILE`, and wrote FILE; `rg -f=/x` reads /x)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import os
 import shlex
 import shutil
 import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +59,10 @@ class Scene:
     def program(self) -> str:
         return str(self.outside / "run.sh")
 
+    @property
+    def pipe(self) -> str:
+        return str(self.outside / "pipe")
+
 
 def _scene(base: Path) -> Scene:
     root, outside, marks = base / "ws", base / "outside", base / "marks"
@@ -67,6 +74,8 @@ def _scene(base: Path) -> Scene:
     run = outside / "run.sh"
     run.write_text(f"#!/bin/sh\necho ran > {marks}/ran\n")
     run.chmod(0o755)
+    if not (outside / "pipe").exists():
+        os.mkfifo(outside / "pipe")
     if not (root / ".git").exists():
         env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(base)}
         for args in (["init", "-q"], ["add", "-A"],
@@ -97,25 +106,47 @@ def _snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def _run(scene: Scene, argv: list[str]) -> str:
-    """Run argv in bubblewrap with the root and the marks folder writable; returns what it printed."""
+def _run(scene: Scene, argv: list[str]) -> tuple[str, bool]:
+    """Run argv in bubblewrap with the root and the marks folder writable; returns what it printed and
+    whether it opened the outside pipe for reading (a reader blocks until this side opens it for writing)."""
     assert BWRAP is not None
     wrapped = [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(scene.root),
                str(scene.root), "--bind", str(scene.marks), str(scene.marks), "--unshare-all", "--cap-drop", "ALL",
                "--die-with-parent", "--chdir", str(scene.root), "--", *argv]
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": str(scene.root), "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_PAGER": "cat", "PAGER": "cat"}
+    opened = False
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(wrapped, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            opened = _feed_pipe(scene.pipe) or opened
+            time.sleep(0.005)
+        if proc.poll() is None:
+            proc.kill()
+            opened = True  # hung: waiting on the outside pipe (opened for writing) counts as touching it
+        proc.wait()
+        out.seek(0)
+        return out.read().decode(errors="replace"), opened
+
+
+def _feed_pipe(pipe: str) -> bool:
     try:
-        done = subprocess.run(wrapped, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
-    except subprocess.TimeoutExpired as exc:
-        return (exc.stdout or b"").decode(errors="replace")
-    return (done.stdout + done.stderr).decode(errors="replace")
+        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader
+        return False
+    try:
+        os.write(fd, (SECRET + "\n").encode())
+    except OSError:
+        pass
+    os.close(fd)
+    return True
 
 
 def harm(scene: Scene, argv: list[str]) -> str | None:
     """What the real program did that an allowed command must never do, or None."""
     before = _snapshot(scene.root)
-    printed = _run(scene, argv)
+    printed, opened = _run(scene, argv)
     after = _snapshot(scene.root)
     ran = list(scene.marks.iterdir())
     for mark in ran:
@@ -126,6 +157,8 @@ def harm(scene: Scene, argv: list[str]) -> str | None:
         return f"changed {changed}"
     if ran:
         return "ran the outside program"
+    if opened:
+        return "opened the outside pipe (read a file outside the root) or hung on it"
     if SECRET in printed:
         return "printed the outside secret"
     return None
@@ -155,7 +188,7 @@ def _value_options(spec: CommandSpec) -> list[str]:
 
 
 def _values(scene: Scene) -> list[str]:
-    return ["1", "OUT", scene.secret, scene.program, "a.txt", "-"]
+    return ["1", "OUT", scene.secret, scene.program, scene.pipe, "a.txt", "-"]
 
 
 def _check(scene: Scene, argv: list[str]) -> None:
@@ -178,12 +211,13 @@ def test_bundled_value_options_are_read_as_the_real_program_reads_them(scene: Sc
     bundles += [f + v[1] for f in flags for v in shorts] + [v + f[1] for f in flags for v in shorts]
     values = _values(scene)
     for bundle in bundles:
-        for first, second in [("1", "OUT"), ("OUT", "1"), (scene.program, scene.secret), ("a.txt", "OUT")]:
+        for first, second in [("1", "OUT"), ("OUT", "1"), (scene.program, scene.pipe), ("a.txt", "OUT")]:
             _check(scene, [*name.split(), bundle, first, second, "."])
         _check(scene, [*name.split(), bundle + "OUT", "a.txt"])
     for opt in shorts:
         for value in values:
             _check(scene, [*name.split(), opt + value, "a.txt"])
+            _check(scene, [*name.split(), opt + "=" + value, "a.txt"])
 
 
 # -- generated: random spellings from the allow-list --------------------------------------------------
