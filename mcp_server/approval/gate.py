@@ -39,6 +39,7 @@ from foundation.toolspec import ToolSpec
 from foundation.waiting import running_on_the_loop
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
 from mcp_server.approval.git_config import program_finder
+from mcp_server.approval.page_key import KEY_FILE, URL_FILE
 from mcp_server.approval.store import (
     APPROVALS_FILE,
     WIDE_SCOPE_RISKS,
@@ -130,7 +131,7 @@ def protected_paths(settings: Settings) -> tuple[Path, ...]:
     the audit log and the approvals store (with SQLite's side files)."""
     data = settings.data_dir
     paths = [data / USER_RULES_FILENAME, data / AUDIT_FILE, data / APPROVALS_FILE,
-             data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm")]
+             data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm"), data / KEY_FILE, data / URL_FILE]
     if settings.policy_file is not None:
         paths.insert(0, settings.policy_file)
     paths.append(SHIPPED_RULES)
@@ -447,7 +448,8 @@ class PolicyGate:
         # With a bearer token the whole HTTP app (this page too) answers 401 to a browser: no page then.
         page = None if self.settings.http_token else approval_page_url(origin, approval_id)
         if page:
-            lines.append(f"or in a browser on this computer: {page}")
+            lines.append(f"or in a browser on this computer: {page} (the page needs its key once: open the "
+                         f"address `{approve_command(self.settings, '--list')}` prints)")
         lines.append("After the user has approved, repeat exactly the same call once; changed arguments need a "
                      "new approval. You cannot approve it yourself.")
         return "\n".join(lines)
