@@ -58,7 +58,7 @@ def approvals(settings: Any) -> Iterator[Any]:
 
     database = open_database(settings.data_dir, settings.database_url)
     try:
-        yield ApprovalStore(database, settings.approval_ttl_seconds)
+        yield ApprovalStore(database, settings.approval_ttl_seconds, settings)
     finally:
         database.close()
 

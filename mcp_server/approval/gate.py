@@ -39,7 +39,7 @@ from foundation.toolspec import ToolSpec
 from foundation.waiting import running_on_the_loop
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
 from mcp_server.approval.git_config import program_finder
-from mcp_server.approval.page_key import KEY_FILE, URL_FILE
+from mcp_server.approval.page_key import GRANT_KEY_FILE, KEY_FILE, URL_FILE
 from mcp_server.approval.store import (
     APPROVALS_FILE,
     WIDE_SCOPE_RISKS,
@@ -131,7 +131,7 @@ def protected_paths(settings: Settings) -> tuple[Path, ...]:
     the audit log and the approvals store (with SQLite's side files)."""
     data = settings.data_dir
     paths = [data / USER_RULES_FILENAME, data / AUDIT_FILE, data / APPROVALS_FILE,
-             data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm"), data / KEY_FILE, data / URL_FILE]
+             data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm"), data / KEY_FILE, data / URL_FILE, data / GRANT_KEY_FILE]
     if settings.policy_file is not None:
         paths.insert(0, settings.policy_file)
     paths.append(SHIPPED_RULES)

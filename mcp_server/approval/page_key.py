@@ -17,14 +17,22 @@ import secrets
 from pathlib import Path
 
 KEY_FILE = "approval-page.key"
+GRANT_KEY_FILE = "approvals.key"  # seals granted approvals (store.py): a row changed by plain SQL is no grant
 URL_FILE = "approval-page.url"
 COOKIE = "generalagent_approvals"
 QUERY = "key"
 
 
 def page_key(data_dir: Path) -> str:
-    """The data directory's page key, made on first use (two processes racing agree: O_EXCL)."""
-    path = data_dir / KEY_FILE
+    """The data directory's page key, made on first use."""
+    return data_key(data_dir, KEY_FILE)
+
+
+def data_key(data_dir: Path, name: str) -> str:
+    """A random key kept in the data directory's file `name` (0600), made on first use (two processes racing
+    agree: O_EXCL)."""
+    path = data_dir / name
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     for _ in range(3):
         with contextlib.suppress(FileNotFoundError):
             text = path.read_text(encoding="ascii").strip()
