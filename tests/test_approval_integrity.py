@@ -63,3 +63,69 @@ async def test_a_plain_update_grants_nothing_but_the_person_does(make_settings: 
         assert done.returncode == 0, done.stderr
         ok = await client.call_tool("poke", {"text": "z"})
         assert not ok.is_error and helpers.CALLS == ["z"]
+
+
+def _as_role(url: str, role: str, password: str) -> str:
+    """`url` (the test server's superuser URL of one schema) for another role."""
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = parts.netloc.split("@", 1)[1]
+    return urlunsplit((parts.scheme, f"{role}:{quote(password, safe='')}@{host}", parts.path, parts.query, ""))
+
+
+def test_served_by_a_role_that_does_not_own_it_the_audit_log_cannot_be_undone(pg_server: Any, data_dir: Path,
+                                                                              workspace: Path) -> None:
+    """The owner role migrates; the server's role gets only the grants `doctor` prints. Then the server works,
+    writes its audit rows, and its role can neither delete nor change them nor disable the triggers (before,
+    the server's role owned the table: `ALTER TABLE audit_log DISABLE TRIGGER` then let it delete rows).
+    `doctor` warns about the owner's URL and not about the server role's."""
+    import psycopg
+
+    from foundation.settings import load_settings
+    from foundation.storage import open_database
+    from mcp_server.approval.audit import audit_log_for, audit_weaknesses
+    from mcp_server.stores import store_kinds
+
+    owner_url, schema = pg_server.fresh_schema()
+    owner_db = open_database(data_dir, owner_url)
+    try:
+        for kind in store_kinds():
+            owner_db.open(kind.schema)
+        assert "is a superuser" in audit_weaknesses(owner_db)
+    finally:
+        owner_db.close()
+    role, password = f"server_{schema}", "role-pw-1"
+    with psycopg.connect(owner_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        from mcp_server.approval.audit import GRANTS
+
+        for statement in GRANTS.replace("<schema>", schema).replace("<server role>", role).split("; "):
+            conn.execute(statement)
+    server_url = _as_role(owner_url, role, password)
+    settings = load_settings({"data_dir": data_dir, "roots": [workspace], "database_url": server_url}, environ={})
+    database = open_database(data_dir, server_url)
+    try:
+        assert audit_weaknesses(database) == []
+        audit_log_for(database, data_dir).record(tool="poke", args={"x": 1}, action="ask", rule_id="r", risk="low",
+                                                 reason="r", outcome="approval_required", origin="client:t",
+                                                 approved_by=None, approval_id=None, scope=None)
+        with helpers.approvals(settings) as store:  # the approvals work under this role too
+            pending = store.request("poke", {"x": 1}, risk="medium", reason="r", rule_id="x", origin="t")
+            assert store.decide(pending.id, True, by="cli").status == "granted"
+    finally:
+        database.close()
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        for attack in ("ALTER TABLE audit_log DISABLE TRIGGER ALL", "DELETE FROM audit_log", "TRUNCATE audit_log",
+                       "UPDATE audit_log SET entry = 'x'", "DROP TABLE audit_log",
+                       "ALTER TABLE audit_log OWNER TO CURRENT_USER"):
+            with pytest.raises(psycopg.Error):
+                conn.execute(attack)
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (1,)
+    env = {**helpers.cli_env(settings)}
+    doctor = subprocess.run([str(CLI), "doctor"], env={**env, "GENERALAGENT_DATABASE_URL": owner_url},
+                            capture_output=True, text=True, timeout=120)
+    assert "[warn] audit log: the server's database role is a superuser" in doctor.stdout, doctor.stdout
+    doctor = subprocess.run([str(CLI), "doctor"], env={**env, "GENERALAGENT_DATABASE_URL": server_url},
+                            capture_output=True, text=True, timeout=120)
+    assert "[ok  ] audit log: append-only by privilege" in doctor.stdout, doctor.stdout
