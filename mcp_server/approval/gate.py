@@ -139,7 +139,10 @@ def protected_paths(settings: Settings) -> tuple[Path, ...]:
 
 
 def session_key(origin: Any) -> str:
-    return f"{origin.client_id}|{origin.session_id or '-'}"
+    """What a session grant is bound to: the client and its server-issued session (stdio: the one client of
+    this process), or on sessionless HTTP the grant key the server made (`server.sessionless_grant_key`)."""
+    grant_key = getattr(origin, "grant_key", None)
+    return f"{origin.client_id}|{grant_key}" if grant_key else f"{origin.client_id}|{origin.session_id or '-'}"
 
 
 def describe_origin(origin: Any) -> str:
