@@ -124,8 +124,7 @@ def _show(approval: Approval) -> None:
 
 def _list(store: ApprovalStore, settings: Settings, show_hint: bool) -> int:
     from foundation.command import run_hint
-
-    from mcp_server.approval.page_key import remembered_url
+    from mcp_server.approval_keys import remembered_url
 
     pending = store.pending()
     page = remembered_url(settings.data_dir)

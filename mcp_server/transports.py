@@ -298,7 +298,7 @@ def run_http(build: Callable[[], Any], settings: Settings, host: str, port: int,
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{sockets[0].getsockname()[1]}/mcp"
     if is_loopback(host) and not settings.http_token:  # the approval page, with its key: for the person only
-        from mcp_server.approval.page_key import remember_url
+        from mcp_server.approval_keys import remember_url
 
         page = remember_url(address[: -len("/mcp")], settings.data_dir)
         print(f"generalagent-mcp: approval page (open it in a browser on this computer): {page}", file=sys.stderr,

@@ -136,6 +136,6 @@ def page_client(settings: Any, server: Any) -> Iterator[Any]:
 
 def page_cookie(settings: Any) -> dict[str, str]:
     """The approval page's key as the person's browser keeps it (after opening the keyed address once)."""
-    from mcp_server.approval.page_key import COOKIE, page_key
+    from mcp_server.approval_keys import COOKIE, page_key
 
     return {COOKIE: page_key(settings.data_dir)}

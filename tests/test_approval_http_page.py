@@ -229,7 +229,7 @@ def test_the_page_needs_its_key_which_no_tool_result_carries(settings: Any, monk
     given (a terminal), is kept in a cookie, and appears in no tool result."""
     import httpx2 as httpx
 
-    from mcp_server.approval.page_key import KEY_FILE, page_key
+    from mcp_server.approval_keys import KEY_FILE, page_key
 
     helpers.install(monkeypatch)
     server, dispatcher = build_server(settings)

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.bash import scrubbed_env
-from tools.env_secrets import secret_value
 from tests.approval_helpers import elicitation_answer
 from tests.conftest import connect
+from tools.bash import scrubbed_env
+from tools.env_secrets import secret_value
 
 NAME = st.from_regex(r"[A-Z][A-Z0-9_]{0,12}", fullmatch=True).filter(
     lambda n: not any(w in n for w in ("KEY", "TOKEN", "SECRET", "PASS", "PWD", "CRED", "PRIV", "AUTH", "COOKIE")))

@@ -11,6 +11,7 @@ seen even when nothing is printed) or printed the outside secret (issue 30, find
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
@@ -135,10 +136,8 @@ def _feed_pipe(pipe: str) -> bool:
         fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
     except OSError:  # ENXIO: no reader
         return False
-    try:
+    with contextlib.suppress(OSError):
         os.write(fd, (SECRET + "\n").encode())
-    except OSError:
-        pass
     os.close(fd)
     return True
 

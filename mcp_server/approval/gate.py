@@ -39,7 +39,6 @@ from foundation.toolspec import ToolSpec
 from foundation.waiting import running_on_the_loop
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
 from mcp_server.approval.git_config import program_finder
-from mcp_server.approval.page_key import GRANT_KEY_FILE, KEY_FILE, URL_FILE
 from mcp_server.approval.store import (
     APPROVALS_FILE,
     WIDE_SCOPE_RISKS,
@@ -48,6 +47,7 @@ from mcp_server.approval.store import (
     call_target,
     canonical_json,
 )
+from mcp_server.approval_keys import GRANT_KEY_FILE, KEY_FILE, URL_FILE
 
 log = logging.getLogger("generalagent.approval")
 

@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from foundation.command import cli_command
 from foundation.errors import GeneralAgentError
 from foundation.peers import peer_of
-from mcp_server.approval import page_key
+from mcp_server import approval_keys as page_key
 from mcp_server.approval.store import SCOPES, scope_choices
 
 _HEADERS = {

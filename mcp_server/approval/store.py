@@ -211,7 +211,7 @@ class ApprovalStore:
         self.settings = settings  # the deployment's, for the commands messages print
         self._seal_key: bytes | None = None
         if settings is not None:
-            from mcp_server.approval.page_key import GRANT_KEY_FILE, data_key
+            from mcp_server.approval_keys import GRANT_KEY_FILE, data_key
 
             self._seal_key = data_key(settings.data_dir, GRANT_KEY_FILE).encode()
         self.ttl = float(ttl_seconds)

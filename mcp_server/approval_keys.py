@@ -1,4 +1,4 @@
-"""The approval page's key: proof that a request comes from the person, which no sandboxed process can hold
+"""The approval page's key (and the grants' seal key): proof that a request comes from the person, which no sandboxed process can hold
 (issue 30, finding 4). Through a local TCP relay the page sees the relay, not the sandboxed command, as its
 peer; what the command cannot have is a secret that only the person is given.
 
