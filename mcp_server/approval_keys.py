@@ -1,5 +1,5 @@
-"""The approval page's key (and the grants' seal key): proof that a request comes from the person, which no sandboxed process can hold
-(issue 30, finding 4). Through a local TCP relay the page sees the relay, not the sandboxed command, as its
+"""The approval page's key (and the grants' seal key): proof that a request comes from the person, which no
+sandboxed process can hold (issue 30, finding 4). Through a local TCP relay the page sees the relay, not the sandboxed command, as its
 peer; what the command cannot have is a secret that only the person is given.
 
 The key is random, made once per data directory (`approval-page.key`, mode 0600, beside the approvals
