@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests import approval_helpers as helpers
 from tests.conftest import connect
@@ -129,3 +131,31 @@ def test_served_by_a_role_that_does_not_own_it_the_audit_log_cannot_be_undone(pg
     doctor = subprocess.run([str(CLI), "doctor"], env={**env, "GENERALAGENT_DATABASE_URL": server_url},
                             capture_output=True, text=True, timeout=120)
     assert "[ok  ] audit log: append-only by privilege" in doctor.stdout, doctor.stdout
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(["id", "tool", "args_hash", "scope", "scope_path", "expires", "approved_by"]),
+       value=st.text(max_size=12))
+def test_changing_any_field_a_grant_is_judged_by_breaks_its_seal(tmp_path_factory: Any, field: str,
+                                                               value: str) -> None:
+    import dataclasses
+
+    from foundation.settings import load_settings
+    from foundation.storage import open_database
+    from mcp_server.approval.store import ApprovalStore
+
+    data = tmp_path_factory.mktemp("seal")
+    settings = load_settings({"data_dir": data}, environ={})
+    database = open_database(data)
+    try:
+        store = ApprovalStore(database, 60, settings)
+        pending = store.request("poke", {"n": 1}, risk="medium", reason="r", rule_id="x", origin="t",
+                                target="/w/a.txt")
+        granted = store.decide(pending.id, True, by="cli", scope="file")
+        assert store.sealed(granted)
+        changed = dataclasses.replace(granted, **{field: float(len(value)) + 1e9 if field == "expires" else value})
+        if getattr(changed, field) != getattr(granted, field):
+            assert not store.sealed(changed), field
+        assert not ApprovalStore(database, 60, load_settings({"data_dir": data / "other"}, environ={})).sealed(granted)
+    finally:
+        database.close()

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcp_server import session_limit
 from tests import approval_helpers as helpers
@@ -43,3 +45,21 @@ def test_the_victim_is_the_biggest_clients_least_recently_used_session() -> None
     room.sessions.move_to_end("f1")
     assert room._victim() == ("f2", "flood")
     assert list(room.sessions) == ["a", "b", "f3", "f1"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(owners=st.lists(st.sampled_from(["flood", "alice", "bob", "carol"]), min_size=1, max_size=40),
+       touched=st.lists(st.integers(0, 39), max_size=10))
+def test_the_victim_always_belongs_to_a_client_holding_the_most(owners: list[str], touched: list[int]) -> None:
+    room = session_limit.SessionRoom(app=None, limit=len(owners))  # type: ignore[arg-type]
+    for i, owner in enumerate(owners):
+        room.sessions[f"s{i}"] = owner
+    for i in touched:
+        if f"s{i}" in room.sessions:
+            room.sessions.move_to_end(f"s{i}")
+    before = list(room.sessions.items())
+    counts = {o: owners.count(o) for o in owners}
+    session, owner = room._victim()
+    assert counts[owner] == max(counts.values())
+    first_of_owner = next(s for s, o in before if counts[o] == max(counts.values()))
+    assert session == first_of_owner and session not in room.sessions
