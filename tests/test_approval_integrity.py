@@ -65,6 +65,9 @@ async def test_a_plain_update_grants_nothing_but_the_person_does(make_settings: 
         assert done.returncode == 0, done.stderr
         ok = await client.call_tool("poke", {"text": "z"})
         assert not ok.is_error and helpers.CALLS == ["z"]
+        _plain_sql(settings, "UPDATE approvals SET status='granted' WHERE id=?", (fresh_id,))  # re-arm a used one
+        again = await client.call_tool("poke", {"text": "z"})
+        assert again.is_error and helpers.CALLS == ["z"]
 
 
 def _as_role(url: str, role: str, password: str) -> str:

@@ -364,7 +364,8 @@ class ApprovalStore:
 
 
 def _use_up(conn: Conn, approval_id: str) -> int:
-    return int(conn.execute("UPDATE approvals SET status='used' WHERE id=? AND status='granted'",
+    # the seal goes with the use: a row set back to 'granted' by hand is no grant
+    return int(conn.execute("UPDATE approvals SET status='used', seal=NULL WHERE id=? AND status='granted'",
                             (approval_id,)).rowcount)
 
 
