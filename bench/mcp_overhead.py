@@ -8,9 +8,7 @@
    replicated `--copies` times) and of a trivial tool (`todo_read`):
    - in-process: `indexing.search.Searcher.search` directly (search only), the tool function
      `tools.documents.search_documents` called directly (search plus the result's hits), the tool through
-     `Dispatcher.run` (argument checks, approval gate, audit line, logging; no protocol), and a search as
-     the stdio quick lane answers it (`mcp_server.stdio_fast`: the line parsed and checked, the call run,
-     the answer shaped and written; no pipes, no client), in a 2025 and a 2026-07-28 session;
+     `Dispatcher.run` (argument checks, approval gate, audit line, logging; no protocol);
    - the MCP SDK client over the in-memory transport, over stdio (the `generalagent-mcp` console
      script) and over Streamable HTTP on loopback;
    - `raw`: the server's cost alone, without the SDK client's (it re-validates every result against the
@@ -162,7 +160,7 @@ def in_process(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Ro
     from indexing.hybrid import searcher as make_searcher
     from tools.index_services import index_store, memory_index, vector_worker
 
-    server, dispatcher = built_here(data, ws)
+    _server, dispatcher = built_here(data, ws)
     rt = dispatcher.runtime
     searcher = make_searcher(index_store(rt), memory_index(rt), vector_worker(rt))
     out = {"search: Searcher.search": timed(lambda i: searcher.search(queries[i % len(queries)], limit=11), n)}
@@ -178,8 +176,6 @@ def in_process(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Ro
 
         out["search: Dispatcher.run"] = await atimed(search, n)
         out["todo_read: Dispatcher.run"] = await atimed(todo, n)
-        for era, label in ((PROTOCOL, LANE), (MODERN_PROTOCOL, LANE_MODERN)):
-            out[f"search: {label}"] = await atimed(await quick_lane(server, era, queries), n)
 
     anyio.run(run)
     return out
@@ -209,53 +205,6 @@ def searching(rt: Any) -> Callable[[str], Any]:
 
     call = CallContext(tool="search_documents", client_id="bench", session_id=None)
     return lambda query: search_documents(query, rt=rt, call=call)
-
-
-LANE = "stdio quick lane in-process (no pipes, no client)"
-LANE_MODERN = f"{LANE}, 2026-07-28"
-
-
-async def quick_lane(server: Any, era: str, queries: list[str]) -> Callable[[int], Awaitable[object]]:
-    """A search as the stdio reader answers a quick call (mcp_server.stdio_fast): the line parsed, checked,
-    run and its answer written (nowhere), in `era`'s session: what our server adds without the pipes."""
-    import anyio
-
-    from mcp_server.stdio_fast import QuickCalls
-    from mcp_server.stdio_pipes import ANSWER
-
-    answer = anyio.Event()
-
-    async def write(line: str) -> None:
-        if ANSWER.match(line):  # the answer (not a progress or log notification)
-            answer.set()
-
-    from foundation.calls import CallOrigin
-
-    # a server that has answered a first call: the rules, the audit file and jieba are loaded
-    await server.dispatcher.run("search_documents", {"query": queries[0]}, CallOrigin(kind="client"))
-    lane = QuickCalls(server, write)  # the session opens as the SDK would answer it
-    meta = RawClient.envelope() if era == MODERN_PROTOCOL else None
-    if meta is None:
-        lane.read({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": era}})
-    lane.answered("0", json.dumps({"result": {"protocolVersion": era}} if meta is None else
-                                  {"result": {"resultType": "complete", "_meta": SERVER_STAMP}}))
-
-    async def search(i: int) -> object:
-        """The i-th question, or the next one the lane takes (one in 100 quotes a phrase: not quick)."""
-        nonlocal answer
-        answer = anyio.Event()
-        for query in (queries[(i + k) % len(queries)] for k in range(10)):
-            params: dict[str, Any] = {"name": "search_documents", "arguments": {"query": query}}
-            if meta is not None:
-                params["_meta"] = meta
-            line = json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params})
-            if lane.read(json.loads(line)):
-                with anyio.fail_after(60):
-                    await answer.wait()
-                return None
-        raise SystemExit("the quick lane takes no search: are the postings loaded?")
-
-    return search
 
 
 CLIENT_CHECK = [0.0]  # seconds the SDK client spent re-validating structured results (its output-schema check)

@@ -16,6 +16,11 @@ from pydantic import BaseModel
 from foundation.toolspec import ToolSpec
 
 OriginKind = Literal["client", "subagent"]
+Consent = Literal["policy", "person"]
+"""Who let a call run, as the approval gate found it: "policy" - the shipped policy's allow-list, no person
+involved (a shell command then runs with every workspace root read-only: an allow-list miss writes nothing);
+"person" - a person approved this call (a form, a grant, the approve command or page) or the user's own
+allow rule names it (a shell command may write in the roots). Unknown: "policy" (fail closed)."""
 
 
 class ClientChannel(Protocol):

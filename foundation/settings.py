@@ -80,11 +80,14 @@ class Settings(BaseModel):
     approval_ttl_seconds: int = Field(default=600, ge=10, description="How long an out-of-band approval lasts.")
     bash_enabled: bool = Field(default=False, description="Enable run_bash_command (always policy-checked).")
     bash_network: bool = Field(default=False, description="Let sandboxed shell commands use the network.")
+    bash_read_paths: tuple[Path, ...] = Field(
+        default=(), description="Folders outside the roots that shell commands may read (toolchains: ~/.cargo, "
+        "~/.pyenv), os.pathsep-separated; the secret stores the policy names in the home stay hidden.")
     # Indexing limits
     max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1, description="Largest file that is indexed.")
     max_extracted_chars: int = Field(default=20_000_000, ge=1000, description="Text cap per document.")
     max_decompressed_bytes: int = Field(
-        default=512 * 1024 * 1024, ge=1024, description="Zip (DOCX/XLSX/PPTX) uncompressed size cap."
+        default=512 * 1024 * 1024, ge=1024, description="Zip (DOCX/XLSX/PPTX/EPUB/ODF) uncompressed size cap."
     )
     file_timeout_seconds: float = Field(default=120.0, gt=0, description="Time budget to extract one file.")
     chunk_max_chars: int = Field(default=500, ge=50, description="Largest chunk, in characters.")
@@ -99,6 +102,17 @@ class Settings(BaseModel):
     search_memory_max_chunks: int = Field(
         default=5_000_000, ge=0,
         description="Largest index (in chunks) searched through memory-mapped postings (saved in the data dir); 0: never.",
+    )
+    watch_indexed: bool = Field(
+        default=True,
+        description="Watch every folder given to index_path from then on (across restarts) and re-index its "
+        "changes in the background; false: folders are indexed only when asked.",
+    )
+    watch_roots: bool = Field(default=False, description="Also watch (and so index) every workspace root.")
+    watch_polling: bool = Field(
+        default=False,
+        description="Watch folders by polling (every 2 s) instead of file-system events, e.g. on network drives; "
+        "used anyway when events are unavailable.",
     )
     # Hybrid (meaning-aware) search, off by default
     embedding_provider: EmbeddingProviderName = Field(
@@ -131,7 +145,8 @@ class Settings(BaseModel):
     )
     skills_file: Path | None = Field(default=None, description="Skills config (TOML); default: data dir skills.toml.")
 
-    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "roots", "skills_dirs", mode="before")
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "roots", "skills_dirs", "bash_read_paths",
+                     mode="before")
     @classmethod
     def _not_empty(cls, value: Any) -> Any:
         """An empty path would be the current folder (Path('') is '.'): refused, never taken as the cwd."""
@@ -154,7 +169,7 @@ class Settings(BaseModel):
             raise ValueError("use postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or leave it unset for SQLite)")
         return value.strip() or None if value is not None else None
 
-    @field_validator("roots", "skills_dirs", mode="after")
+    @field_validator("roots", "skills_dirs", "bash_read_paths", mode="after")
     @classmethod
     def _absolute_roots(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
         return tuple(p.expanduser().absolute() for p in value)
@@ -179,7 +194,7 @@ def user_rules_file(data_dir: Path, policy_file: Path | None) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-_LIST_FIELDS = {"roots": os.pathsep, "skills_dirs": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ","}
+_LIST_FIELDS = {"roots": os.pathsep, "skills_dirs": os.pathsep, "bash_read_paths": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ","}
 
 
 def env_name(field: str) -> str:

@@ -39,7 +39,7 @@ class ExtractionLimits:
     max_extracted_chars: int = 20_000_000
     max_decompressed_bytes: int = 512 * 1024 * 1024
     timeout_seconds: float = 120.0
-    max_zip_entries: int = 20_000  # DOCX/XLSX/PPTX: more entries than this is refused
+    max_zip_entries: int = 20_000  # zipped formats (DOCX, EPUB, ODT, ...): more entries than this is refused
     max_compression_ratio: float = 300.0  # per zip entry over 1 MiB uncompressed (zip bombs)
     max_worker_memory_bytes: int = 2 * 1024 * 1024 * 1024  # RLIMIT_AS of the extraction worker
 
@@ -64,7 +64,7 @@ class Extracted:
 
     text: str
     units: list[Unit]
-    kind: str  # "pdf" | "docx" | "xlsx" | "pptx" | "text"
+    kind: str  # "pdf" | "docx" | "xlsx" | "pptx" | "epub" | "odt" | "ods" | "odp" | "html" | "csv" | "eml" | "text"
     warnings: list[str] = field(default_factory=list)  # e.g. "PDF was repaired: text may be partial"
     encoding: str | None = None  # for text files
     title: str | None = None  # document title from metadata, when the file has one

@@ -29,6 +29,7 @@ from mcp_types import EmptyResult, SetLevelRequestParams
 
 from mcp_server.eras import is_modern
 from mcp_server.loop_calls import run_on_loop
+from mcp_server.sdk_adapter import lowlevel
 from mcp_server.tool_surface import session_state
 
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -137,7 +138,7 @@ def install(server: MCPServer[Any], fallback: dict[str, dict[str, Any]]) -> None
         _log.info("client log level set to %s", params.level)
         return EmptyResult()
 
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+    lowlevel(server).add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
     root = logging.getLogger("generalagent")
     if not any(isinstance(h, ClientLogHandler) for h in root.handlers):
         root.addHandler(ClientLogHandler())

@@ -145,6 +145,31 @@ def check_roots(settings: Settings) -> Check:
     return Check("workspace roots", True, ", ".join(str(root) for root in settings.roots))
 
 
+def check_watcher(settings: Settings) -> Check:
+    """The live index's watched folders: events or polling, inotify watches, network drives."""
+    if not settings.watch_indexed:
+        return Check("watched folders", True, "off (watch_indexed=false): folders are indexed when asked",
+                     required=False)
+    from foundation.storage import StorageError, open_database
+    from tools.index_services import open_index
+    from tools.index_watch import watch_health, watched_folders
+
+    if settings.database_url is None and not (settings.data_dir / "index.sqlite3").exists():
+        return Check("watched folders", True, "none yet (index_path watches the folders it indexes)", required=False)
+    try:
+        database = open_database(settings.data_dir, settings.database_url)
+    except StorageError as exc:
+        return Check("watched folders", False, f"the index cannot be opened ({exc})", required=False)
+    try:
+        store = open_index(database, settings.data_dir)
+        folders = [f for f in watched_folders(store) if os.path.isdir(f)]
+        store.close()
+    finally:
+        database.close()
+    ok, detail = watch_health(folders, settings.watch_polling)
+    return Check("watched folders", ok, detail, required=False)
+
+
 def check_mcp_sdk(_: Settings) -> Check:
     try:
         sdk = version("mcp")
@@ -227,7 +252,7 @@ def check_sandbox(settings: Settings) -> Check:
     from tools.sandbox import describe, sandbox_status
 
     status = sandbox_status()
-    network = " Network for commands: " + ("on (bash_network)." if settings.bash_network else "off.")
+    network = " Network for commands: " + ("on (bash_network), outbound only." if settings.bash_network else "off.")
     return Check("shell sandbox", status.available, describe(status) + network, required=False)
 
 
@@ -274,6 +299,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_module("pptx", "python-pptx"),
     check_llm,
     check_sandbox,
+    check_watcher,
     check_model_slots,
     check_skills,
 ]

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
 from foundation.bounding import MAX_COMMAND_CHARS, bound_json, estimate_tokens
-from foundation.calls import CallOrigin
+from foundation.calls import CallOrigin, Consent
 from foundation.errors import (
     ApprovalRequired,
     GeneralAgentError,
@@ -120,16 +120,18 @@ class Gate(Protocol):
     A gate may also offer `check_blocking(spec, args, origin)`: the same check, called from a worker
     thread; then a sync tool's call crosses to a worker thread once, for the check and the tool. And
     `checks_at_once(spec, args, origin)`: True when `check_blocking` would allow this call without
-    waiting for anything; then a quick call (`ToolSpec.quick`) is checked and run on the event loop."""
+    waiting for anything; then a quick call (`ToolSpec.quick`) is checked and run on the event loop.
+    A check that lets the call run may say who let it (`Consent`: the tool sees it as `call.consent`);
+    None counts as "policy"."""
 
-    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None: ...
+    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None: ...
 
 
 class AllowAll:
-    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
+    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None:
         return None
 
-    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
+    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None:
         return None
 
     def checks_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
@@ -214,8 +216,8 @@ class Dispatcher:
         and the gate allows it at once, on the event loop (no crossing); else one after the other."""
         check_blocking = getattr(self.gate, "check_blocking", None)
         if check_blocking is None or _shape(spec.fn).is_async:
-            await _checked_by_gate(self.gate, spec, args, origin)
-            return await self._invoke(spec, args, origin, sink)
+            consent = await _checked_by_gate(self.gate, spec, args, origin)
+            return await self._invoke(spec, args, origin, sink, consent or "policy")
         kwargs, call = self._prepared(spec, args, origin, sink)
         checked = False
 
@@ -223,7 +225,7 @@ class Dispatcher:
             nonlocal checked
             if not checked:
                 try:
-                    check_blocking(spec, args, origin)
+                    call.consent = check_blocking(spec, args, origin) or "policy"
                 except (ApprovalRequired, PolicyDenied) as exc:
                     return _Refused(exc)
                 checked = True
@@ -259,8 +261,10 @@ class Dispatcher:
             log.exception("the quick test of %s failed; the call runs in a worker thread", spec.name)
             return False
 
-    async def _invoke(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, sink: Any) -> BaseModel:
+    async def _invoke(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, sink: Any,
+                      consent: Consent = "policy") -> BaseModel:
         kwargs, call = self._prepared(spec, args, origin, sink)
+        call.consent = consent
         if _shape(spec.fn).is_async:
             return await _run_async(spec.fn, kwargs, call)  # type: ignore[no-any-return]
         call.portal = run_on_loop
@@ -300,10 +304,11 @@ class Dispatcher:
         return text if estimate_tokens(text) <= self.runtime.settings.max_result_tokens else None
 
 
-async def _checked_by_gate(gate: Gate, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> None:
-    """The gate's check; a refusal or a pending approval is also an approval event for the client's log."""
+async def _checked_by_gate(gate: Gate, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None:
+    """The gate's check (who let the call run); a refusal or a pending approval is also an approval event for
+    the client's log."""
     try:
-        await gate.check(spec, args, origin)
+        return await gate.check(spec, args, origin)
     except (ApprovalRequired, PolicyDenied) as exc:
         await _announce_refusal(spec, exc)
         raise

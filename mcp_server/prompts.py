@@ -34,6 +34,7 @@ from mcp.server.mcpserver.resources import FunctionResource
 from context.skills import SKILL_FILE, Skill, SkillCatalog, read_skill_file, skill_files
 from foundation.errors import GeneralAgentError
 from mcp_server.eras import is_modern
+from mcp_server.sdk_adapter import remove_resource
 from tools.agents import AgentCard, agent_document, agent_prompt, agents_file, enabled_agents
 from tools.runtime import Runtime
 from tools.skills import PROMPT_FILES, SKILLS, skill_catalog, skill_prompt
@@ -140,7 +141,7 @@ class PromptSync:
         for name in self.prompts:
             self.server.remove_prompt(name)
         for uri in self.resources:
-            self.server._resource_manager._resources.pop(uri, None)  # the SDK has no public remove
+            remove_resource(self.server, uri)
         self.prompts, self.resources, self.state = set(), set(), state
         for skill in catalog.skills.values():
             self._add_prompt(_skill_prompt(self.runtime, skill))
@@ -157,7 +158,7 @@ class PromptSync:
         return found is not None
 
     def _add_prompt(self, prompt: Prompt) -> None:
-        if self.server._prompt_manager.get_prompt(prompt.name) is not None:
+        if prompt.name in self.prompts:
             log.warning("prompt %r exists already (a skill and an agent card share the name); skipped", prompt.name)
             return
         self.server.add_prompt(prompt)

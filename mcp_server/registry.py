@@ -24,11 +24,13 @@ from tools import (
     human,
     index_services,
     index_tools,
+    live_index,
     memory,
     meta,
     skills,
     tiers,
     todos,
+    watch_tools,
 )
 from tools.runtime import Runtime
 
@@ -93,6 +95,8 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(index_tools.index_status, title="Index status", read_only=True, idempotent=True, tier="core"),
     ToolSpec(index_tools.remove_from_index, title="Remove from the index", read_only=False, destructive=True,
              idempotent=True, tier="full"),
+    ToolSpec(watch_tools.unwatch_path, title="Stop watching a folder", read_only=False, idempotent=False,
+             tier="full"),
     ToolSpec(index_tools.cleanup_index, title="Clean up the index", read_only=False, destructive=True,
              idempotent=True, tier="full"),
 ]
@@ -108,6 +112,7 @@ RESOURCES: list[ResourceSpec] = [
     ),
 ]
 
-WARMUPS: list[Callable[[Runtime], None]] = [index_services.warm_up_search, context_common.warm_up_tokens,
+WARMUPS: list[Callable[[Runtime], None]] = [live_index.warm_up_watcher, index_services.warm_up_search,
+                                            context_common.warm_up_tokens,
                                             bash.warm_up_workspace_scan]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

@@ -37,6 +37,7 @@ from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
 from mcp_server.http_state import SharedKeyCodec, SharedToolLists
 from mcp_server.prompts import install_prompts
+from mcp_server.sdk_adapter import lowlevel, register_tool
 from mcp_server.secret_paths import PolicySecretPaths
 from mcp_server.tool_surface import CheckedTool, SessionToolServer, connection_of
 from tools.runtime import Runtime
@@ -251,7 +252,8 @@ class ToolCatalog:
         if tool.fn_metadata.output_schema is not None:
             tool.fn_metadata.output_schema = portable_schema(tool.fn_metadata.output_schema, output=True)
             tool.fn_metadata.output_model = None  # results are dumps of that model: the SDK need not re-validate
-        self.server._tool_manager._tools[spec.name] = tool
+        register_tool(self.server, tool)
+        self.server.registered.add(spec.name)
 
     def enable(self, names: list[str], origin: CallOrigin | None = None) -> list[str]:
         """List the named tools in the caller's session from now on; returns the newly enabled names."""
@@ -261,7 +263,7 @@ class ToolCatalog:
             for name in names:
                 self.dispatcher.spec(name)  # NotFound names the available tools
                 if name not in self.server.listed_by_profile and name not in enabled and name not in added:
-                    if self.server._tool_manager.get_tool(name) is None:
+                    if name not in self.server.registered:
                         self.add(self.dispatcher.spec(name))
                     added.append(name)
             if added:
@@ -352,15 +354,15 @@ def _advertise_list_changed(server: MCPServer[Any]) -> None:
     false; enable_tools sends the tools one, skill and agent-card changes the other two)."""
     from mcp.server import NotificationOptions
 
-    lowlevel = server._lowlevel_server
-    original = lowlevel.create_initialization_options
+    low = lowlevel(server)
+    original = low.create_initialization_options
 
     def create_initialization_options(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
         options = notification_options or NotificationOptions(tools_changed=True, prompts_changed=True,
                                                               resources_changed=True)
         return original(options, *args, **kwargs)
 
-    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+    low.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
 
 
 def _add_resources(server: MCPServer[Any], runtime: Runtime) -> None:

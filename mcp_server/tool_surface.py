@@ -4,7 +4,7 @@
   rejected with the closest valid name; null / "" for an optional argument means its default),
   then validation with one short line per problem instead of pydantic's raw text. This happens
   before the approval resolver and the gate see (and hash) the arguments.
-- `SessionToolServer`: an MCPServer whose tools/list is per session: the profile's tools plus
+- `SessionToolServer`: an MCPServer whose tools/list is per session (`SessionTools`, an SDK middleware): the profile's tools plus
   the ones this session enabled (`enable_tools`); calling a tool that is not listed says which
   profile has it and how to enable it.
 """
@@ -12,11 +12,12 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import anyio.to_thread
 from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import CallToolResult, ListToolsResult, TextContent
@@ -26,6 +27,7 @@ from foundation.errors import InvalidInput
 from foundation.toolspec import ToolSpec, invalid_arguments_message, prepare_arguments
 from mcp_server.eras import is_modern
 from mcp_server.http_state import ENABLED_KEY, MemoryToolLists
+from mcp_server.sdk_adapter import connection
 
 PROFILE_OF_TIER = {"core": "minimal", "default": "default", "full": "full"}
 
@@ -62,7 +64,7 @@ class CheckedTool(Tool):
 
 def connection_of(request_context: Any) -> Any:
     """The SDK's per-client Connection behind a request (None outside a request)."""
-    return getattr(getattr(request_context, "session", None), "_connection", None)
+    return connection(getattr(request_context, "session", None))
 
 
 def session_state(request_context: Any, fallback: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -118,6 +120,8 @@ class SessionToolServer(MCPServer[Any]):
         self.stateless_http = False  # set when served by stateless HTTP workers (transports.http_app)
         self.register: Callable[[str], None] = lambda name: None  # registers a tool enabled in another process
         self.prompt_sync: Any = None  # mcp_server.prompts.PromptSync, set by build_server
+        self.registered: set[str] = set()  # the names in the SDK's tool table (mcp_server.server.ToolTable.add)
+        self.middleware.append(SessionTools(self))  # the SDK's public hook around every request
 
     def setup_tools(self, listed: set[str], specs: dict[str, ToolSpec]) -> None:
         self.listed_by_profile = set(listed)
@@ -154,19 +158,9 @@ class SessionToolServer(MCPServer[Any]):
         else:
             names = await anyio.to_thread.run_sync(self.visible, ctx)
         for name in names:
-            if self._tool_manager.get_tool(name) is None and name in self.all_specs:
+            if name not in self.registered and name in self.all_specs:
                 self.register(name)
         return names
-
-    async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
-        visible = await self._visible_registered(ctx)
-        return ListToolsResult(tools=[tool for tool in await self.list_tools() if tool.name in visible])
-
-    async def _handle_call_tool(self, ctx: Any, params: Any) -> Any:
-        problem = self.hidden_tool_problem(params.name, await self._visible_registered(ctx))
-        if problem is not None:
-            return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
-        return await super()._handle_call_tool(ctx, params)
 
     def _lists_in_memory(self, ctx: Any) -> bool:
         """True when this request's tool list is held in this process (a session's own set, or the
@@ -186,3 +180,31 @@ class SessionToolServer(MCPServer[Any]):
         return (f"Tool {name!r} is not enabled in this session (it is listed in the {profile!r} profile). "
                 f'Call enable_tools(["{name}"]) first, or start the server with '
                 f"GENERALAGENT_TOOL_PROFILE={profile} (or GENERALAGENT_TOOLS_ENABLED={name}).")
+
+
+class SessionTools(ServerMiddleware[Any]):
+    """tools/list filtered to the session's tools; tools/call of a tool the session does not list answered
+    with how to enable it (before the SDK looks the tool up)."""
+
+    def __init__(self, server: SessionToolServer) -> None:
+        self.server = server
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/list":
+            visible = await self.server._visible_registered(ctx)
+            return _only(await call_next(ctx), visible)
+        params = ctx.params
+        if ctx.method == "tools/call" and isinstance(params, Mapping) and isinstance(params.get("name"), str):
+            problem = self.server.hidden_tool_problem(params["name"], await self.server._visible_registered(ctx))
+            if problem is not None:
+                return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
+        return await call_next(ctx)
+
+
+def _only(listed: HandlerResult, visible: set[str]) -> HandlerResult:
+    """A tools/list result (a model or its dump) with only the `visible` tools."""
+    if isinstance(listed, ListToolsResult):
+        return listed.model_copy(update={"tools": [tool for tool in listed.tools if tool.name in visible]})
+    if isinstance(listed, dict) and isinstance(listed.get("tools"), list):
+        return {**listed, "tools": [tool for tool in listed["tools"] if tool.get("name") in visible]}
+    return listed

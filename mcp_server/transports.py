@@ -349,15 +349,17 @@ def serve_socket(sock: socket.socket, server: Any, settings: Settings, host: str
 
 
 def run_stdio(server: Any) -> None:
-    """Serve `server` (an MCPServer) over stdin/stdout until stdin closes (mcp_server.stdio_pipes)."""
+    """Serve `server` (an MCPServer) over stdin/stdout until stdin closes: the SDK's own transport on the
+    streams of mcp_server.stdio_wire (answers before the end of input, lone surrogates answered)."""
     import anyio
 
-    from mcp_server.stdio_pipes import stdio_streams
+    from mcp_server.sdk_adapter import lowlevel
+    from mcp_server.stdio_wire import stdio_streams
 
     async def serve() -> None:
-        lowlevel = server._lowlevel_server
-        async with stdio_streams(server) as (read_stream, write_stream):
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        low = lowlevel(server)
+        async with stdio_streams() as (read_stream, write_stream):
+            await low.run(read_stream, write_stream, low.create_initialization_options())
 
     try:
         anyio.run(serve)
@@ -371,7 +373,9 @@ def stop_runs(server: Any) -> None:
     """The server process stops: the index runs it started stop with it and are recorded as interrupted
     (else they meet the interpreter's shut-down thread pools and are recorded as failed)."""
     from tools.index_services import stop_index_jobs
+    from tools.live_index import stop_live_index
 
     runtime = getattr(server, "runtime", None)
     if runtime is not None:
         stop_index_jobs(runtime)
+        stop_live_index(runtime)

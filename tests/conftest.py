@@ -24,6 +24,26 @@ MODES = ["legacy", "auto"]
 pytest_plugins = ["tests.storage_fixtures"]
 
 
+# The quick loop is `pytest -m "not slow"` (about a minute on 2 quiet cores); scripts/test.sh and CI run all.
+# Slow: modules whose tests start processes or servers (the console script, uvicorn, PostgreSQL, bubblewrap,
+# node), drive third-party clients or run benchmarks; and single tests marked `@pytest.mark.slow` (long
+# property tests, timed load phases). tests/test_slow_marks.py keeps this list true.
+SLOW_MODULES = frozenset({
+    "test_approval_http_page", "test_approval_oob", "test_approval_stdio", "test_bash", "test_bench_mcp_overhead",
+    "test_cli", "test_cli_errors", "test_cli_paths", "test_cli_printed_commands", "test_clients_http", "test_live_index",
+    "test_conformance", "test_delegate_stdio", "test_http", "test_inspector", "test_mcpb", "test_peers",
+    "test_policy_cli", "test_policy_corpus", "test_sandbox", "test_sandbox_allowlist", "test_sandbox_wiring", "test_stdio",
+    "test_stdio_transport", "test_storage_index_processes", "test_storage_processes", "test_storage_transfer",
+    "test_third_party_clients", "test_walk_skips", "test_workers",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -97,10 +117,14 @@ async def connect(settings: Any, mode: str = "legacy", **client_kwargs: Any) -> 
     from mcp.client import Client
 
     from mcp_server.server import build_server
+    from tools.live_index import stop_live_index
 
     server, _ = build_server(settings)
-    async with Client(server, mode=mode, **client_kwargs) as client:
-        yield client
+    try:
+        async with Client(server, mode=mode, **client_kwargs) as client:
+            yield client
+    finally:  # as the transports do when a server stops: its folder watcher (an inotify instance) goes too
+        stop_live_index(server.runtime)
 
 
 async def assert_lists_and_calls_now(client: Any) -> None:

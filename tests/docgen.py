@@ -292,3 +292,184 @@ def _central_entry(data: bytes, name: bytes) -> int:
             return pos
         pos = data.find(b"PK\x01\x02", pos + 4)
     raise ValueError(f"{name!r} not in the central directory")
+
+
+# ---------------------------------------------------------------- EPUB, ODF, e-mail
+
+
+def make_epub(
+    path: Path, chapters: Sequence[tuple[str, str]], title: str = "A Book", spine_reversed: bool = False,
+    toc: Sequence[str] = (), toc_kind: str = "nav",
+) -> Path:
+    """An EPUB 3 whose chapters are (file title, XHTML body markup); the spine lists them in the given
+    order (reversed file names when `spine_reversed`, to tell spine order from name order). `toc`: a
+    table-of-contents label per chapter, as an EPUB 3 nav document (`toc_kind="nav"`) or an EPUB 2 NCX."""
+    names = [f"text/ch{i:02d}.xhtml" for i in range(len(chapters))]
+    if spine_reversed:
+        names = names[::-1]
+    manifest = "".join(
+        f'<item id="c{i}" href="{name}" media-type="application/xhtml+xml"/>' for i, name in enumerate(names)
+    )
+    toc_part = _epub_toc(names, toc, toc_kind) if toc else None
+    if toc_part is not None:
+        manifest += (f'<item id="toc" href="{toc_part[0]}" properties="nav" media-type="application/xhtml+xml"/>'
+                     if toc_kind == "nav" else
+                     f'<item id="toc" href="{toc_part[0]}" media-type="application/x-dtbncx+xml"/>')
+    spine = "".join(f'<itemref idref="c{i}"/>' for i in range(len(names)))
+    if toc and toc_kind == "nav":
+        spine = '<itemref idref="toc"/>' + spine  # as many tools write it: the nav document read first
+    opf = (
+        '<?xml version="1.0" encoding="utf-8"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
+        f'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>{title}</dc:title>'
+        f'<dc:identifier id="id">x</dc:identifier></metadata><manifest>{manifest}</manifest><spine>{spine}</spine></package>'
+    )
+    container = (
+        '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
+        '<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+        "</rootfiles></container>"
+    )
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
+        archive.writestr("META-INF/container.xml", container)
+        archive.writestr("OEBPS/content.opf", opf)
+        if toc_part is not None:
+            archive.writestr(f"OEBPS/{toc_part[0]}", toc_part[1])
+        for name, (chapter_title, body) in zip(names, chapters, strict=True):
+            xhtml = (
+                '<?xml version="1.0" encoding="utf-8"?><!DOCTYPE html><html xmlns="http://www.w3.org/1999/xhtml">'
+                f"<head><title>{chapter_title}</title></head><body>{body}</body></html>"
+            )
+            archive.writestr(f"OEBPS/{name}", xhtml)
+    return path
+
+
+def _epub_toc(names: Sequence[str], labels: Sequence[str], kind: str) -> tuple[str, str]:
+    """(file name, markup) of a table of contents: label i points at chapter i (names in the OPF folder)."""
+    if kind == "nav":
+        links = "".join(f'<li><a href="{name}#start">{_esc(label)}</a></li>' for name, label in zip(names, labels, strict=True))
+        return "nav.xhtml", ('<?xml version="1.0" encoding="utf-8"?><!DOCTYPE html><html xmlns="http://www.w3.org/1999/xhtml" '
+                             'xmlns:epub="http://www.idpf.org/2007/ops"><body><nav epub:type="toc"><ol>'
+                             f"{links}</ol></nav></body></html>")
+    points = "".join(
+        f'<navPoint id="p{i}"><navLabel><text>{_esc(label)}</text></navLabel><content src="{name}"/></navPoint>'
+        for i, (name, label) in enumerate(zip(names, labels, strict=True))
+    )
+    return "toc.ncx", ('<?xml version="1.0" encoding="utf-8"?><ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" '
+                       f'version="2005-1"><navMap>{points}</navMap></ncx>')
+
+
+_ODF_NS = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+    'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
+    'xmlns:dc="http://purl.org/dc/elements/1.1/"'
+)
+_ODF_TYPES = {
+    "text": "application/vnd.oasis.opendocument.text",
+    "spreadsheet": "application/vnd.oasis.opendocument.spreadsheet",
+    "presentation": "application/vnd.oasis.opendocument.presentation",
+}
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def make_odf(path: Path, body_kind: str, body: str, title: str = "", encrypted: bool = False) -> Path:
+    """An OpenDocument file (the zip layout LibreOffice writes) whose office:body holds
+    `<office:{body_kind}>{body}</office:{body_kind}>` (body is ODF XML markup)."""
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_ODF_NS} office:version="1.3">'
+        f"<office:body><office:{body_kind}>{body}</office:{body_kind}></office:body></office:document-content>"
+    )
+    meta = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta {_ODF_NS}><office:meta>'
+        f"<dc:title>{_esc(title)}</dc:title></office:meta></office:document-meta>"
+    )
+    encryption = '<manifest:encryption-data manifest:checksum-type="SHA1"/>' if encrypted else ""
+    manifest = (
+        '<?xml version="1.0" encoding="UTF-8"?><manifest:manifest '
+        'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0">'
+        f'<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml">{encryption}'
+        "</manifest:file-entry></manifest:manifest>"
+    )
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), _ODF_TYPES[body_kind])
+        archive.writestr("content.xml", content)
+        archive.writestr("meta.xml", meta)
+        archive.writestr("META-INF/manifest.xml", manifest)
+    return path
+
+
+def odt_body(blocks: Sequence[Block]) -> str:
+    """ODF text markup for `make_odf(path, "text", ...)`: paragraphs, Heading(text, level), Table(rows)."""
+    out = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append(f'<text:h text:outline-level="{max(block.level, 1)}">{_esc(block.text)}</text:h>')
+        elif isinstance(block, Table):
+            out.append("<table:table>" + "".join(_odf_row(row) for row in block.rows) + "</table:table>")
+        else:
+            out.append(f"<text:p>{_esc(block)}</text:p>")
+    return "".join(out)
+
+
+def _odf_row(row: Sequence[object], repeat: int = 1) -> str:
+    cells = "".join(f"<table:table-cell><text:p>{_esc(str(value))}</text:p></table:table-cell>" for value in row)
+    extra = f' table:number-rows-repeated="{repeat}"' if repeat > 1 else ""
+    return f"<table:table-row{extra}>{cells}</table:table-row>"
+
+
+def ods_body(sheets: Mapping[str, Sequence[Sequence[object]]]) -> str:
+    """ODF spreadsheet markup: {sheet name: rows}; an empty row list entry is a blank row."""
+    out = []
+    for name, rows in sheets.items():
+        body = "".join(_odf_row(row) if row else "<table:table-row><table:table-cell/></table:table-row>" for row in rows)
+        out.append(f'<table:table table:name="{_esc(name)}">{body}</table:table>')
+    return "".join(out)
+
+
+def odp_body(slides: Sequence[Slide]) -> str:
+    """ODF presentation markup: one draw:page per Slide (title frame, bullets frame, notes)."""
+    out = []
+    for number, slide in enumerate(slides, start=1):
+        title = (f'<draw:frame presentation:class="title"><draw:text-box><text:p>{_esc(slide.title)}</text:p>'
+                 "</draw:text-box></draw:frame>") if slide.title else ""
+        items = "".join(f"<text:p>{_esc(b)}</text:p>" for b in slide.bullets)
+        bullets = f'<draw:frame presentation:class="outline"><draw:text-box>{items}</draw:text-box></draw:frame>'
+        notes = (f"<presentation:notes><draw:frame><draw:text-box><text:p>{_esc(slide.notes)}</text:p>"
+                 "</draw:text-box></draw:frame></presentation:notes>") if slide.notes else ""
+        out.append(f'<draw:page draw:name="page{number}">{title}{bullets}{notes}</draw:page>')
+    return "".join(out)
+
+
+def make_eml(
+    path: Path, subject: str, body: str, html: str | None = None,
+    attachments: Sequence[tuple[str, bytes]] = (), sender: str = "Alice <alice@example.com>",
+) -> Path:
+    """An RFC 5322 e-mail: a text/plain body (plus an HTML alternative when `html`), and attachments
+    (file name, bytes), built with the standard library's email package."""
+    import mimetypes
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["Subject"] = subject
+    message["From"] = sender
+    message["To"] = "Bob <bob@example.com>"
+    message["Date"] = "Tue, 03 Mar 2026 10:00:00 +0800"
+    message.set_content(body)
+    if html is not None:
+        message.add_alternative(html, subtype="html")
+    for name, data in attachments:
+        if name.endswith(".eml"):  # a forwarded e-mail: attached as message/rfc822
+            from email import message_from_bytes, policy
+
+            message.add_attachment(message_from_bytes(data, policy=policy.default), filename=name)
+            continue
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        maintype, subtype = kind.split("/", 1)
+        message.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    path.write_bytes(bytes(message))
+    return path

@@ -202,9 +202,10 @@ async def test_a_sandboxed_command_cannot_read_or_decide_approvals(make_settings
 
             result = await anyio.to_thread.run_sync(
                 sandboxed, f"python3 approve.py {base} {approval_id} {token}")  # the system's: /tmp is the sandbox's own
-            lines = result.stdout.split("\n")
+            lines = result.stdout.split("\n")  # (issue 30: the command's own network namespace reaches no
+            # address of this computer: refused, or not even connected)
             assert lines[:3] == ["list 403 False False True", "page 403 False False True",
-                                 "post 403 False False True"], result
+                                 "post 403 False False True"] or "Connection refused" in result.stderr, result
             assert settings.database_url or (data_dir / "approvals.sqlite3").is_file()
             listed = await anyio.to_thread.run_sync(sandboxed, f"ls -A {data_dir}")  # the data dir is hidden
             assert listed.stdout == "", listed
@@ -212,7 +213,7 @@ async def test_a_sandboxed_command_cannot_read_or_decide_approvals(make_settings
                 cli = await anyio.to_thread.run_sync(  # the approvals database is hidden: the CLI finds nothing
                     sandboxed, f"GENERALAGENT_DATA_DIR={data_dir} {sys.executable} -m mcp_server "
                                f"approve {approval_id} < /dev/null")
-                assert cli.stdout == "" and "No approval" in cli.stderr, cli
+                assert cli.stdout == "" and cli.exit_code, cli  # (the server's own python is not in the sandbox)
             assert helpers.CALLS == []
             still = await client.call_tool("poke", {"text": "hook"})
             assert still.is_error and helpers.CALLS == []

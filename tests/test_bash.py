@@ -25,7 +25,7 @@ def rt(make_settings: Any) -> Runtime:
 
 @pytest.fixture
 def call() -> CallContext:
-    return CallContext(tool="run_bash_command")
+    return CallContext(tool="run_bash_command", consent="person")  # a person let these run
 
 
 def _running_with(marker: str) -> list[int]:
@@ -138,7 +138,7 @@ def test_stdin_is_closed(rt: Runtime, call: CallContext) -> None:
 def test_cancel_kills_the_command(rt: Runtime, workspace: Path) -> None:
     """Cancelled once the command runs (it wrote sh.log): a cancel at a fixed 0.5 s could come before a
     loaded machine had started the shell, and sh.log was never written."""
-    call = CallContext(tool="run_bash_command")
+    call = CallContext(tool="run_bash_command", consent="person")
     cancelled_at: list[float] = []
 
     def cancel_once_started() -> None:

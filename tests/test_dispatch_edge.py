@@ -108,14 +108,14 @@ def data_dir_error(path: Annotated[str, Field(description="A path in the data di
 
 
 @pytest.fixture
-def test_tools(monkeypatch: Any) -> None:
+def failing_tools(monkeypatch: Any) -> None:
     extra = [ToolSpec(fill_device, title="Fill", read_only=True, tier="full"),
              ToolSpec(data_dir_error, title="Fail", read_only=True, tier="full")]
     monkeypatch.setattr(registry, "TOOLS", [*registry.TOOLS, *extra])
 
 
 @pytest.mark.parametrize("what", ["disk", "sqlite"])
-async def test_disk_full_is_reported_plainly(settings: Any, test_tools: None, what: str) -> None:
+async def test_disk_full_is_reported_plainly(settings: Any, failing_tools: None, what: str) -> None:
     if what == "disk" and not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this platform")
     async with connect(settings) as client:
@@ -144,7 +144,7 @@ async def test_write_file_on_a_full_disk_says_so(make_settings: Any, tmp_path: P
         assert [p.name for p in root.iterdir()] == []  # no temp file left behind
 
 
-async def test_errors_never_show_the_data_dir(settings: Any, test_tools: None, data_dir: Path) -> None:
+async def test_errors_never_show_the_data_dir(settings: Any, failing_tools: None, data_dir: Path) -> None:
     real = os.path.realpath(data_dir)
     async with connect(settings) as client:
         named = await client.call_tool("data_dir_error", {"path": f"{real}/todos.sqlite3"})

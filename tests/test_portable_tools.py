@@ -202,7 +202,7 @@ async def test_enable_tools_is_per_session_and_hidden_tools_say_how(make_setting
         assert (await second.call_tool("list_workspace_files", {})).is_error
         unknown = await first.call_tool("list_workspace_file", {})
         assert "Did you mean 'list_workspace_files'?" in unknown.content[0].text
-    tools = {t.name: t for t in server._tool_manager.list_tools()}
+    tools = {t.name: t for t in await server.list_tools()}
     assert tools["enable_tools"].annotations is not None
     assert tools["enable_tools"].annotations.read_only_hint is False
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import connect, shell_runtime
+from tools import sandbox_net
 from tools.bash import GIT_GUARD_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
 from tools.sandbox import SandboxSpec, bwrap_argv, sandbox_status, seatbelt_profile
@@ -46,7 +47,7 @@ def rt(make_settings: Any) -> Runtime:
 
 
 def run(rt: Runtime, command: str) -> Any:
-    return run_bash_command(command, timeout=30, rt=rt, call=CallContext(tool="run_bash_command"))
+    return run_bash_command(command, timeout=30, rt=rt, call=CallContext(tool="run_bash_command", consent="person"))
 
 
 @pytest.fixture
@@ -112,9 +113,16 @@ def test_processes_of_the_host_are_not_visible(rt: Runtime) -> None:
 
 
 @pytest.mark.usefixtures("need_sandbox")
-def test_network_is_off_unless_enabled(make_settings: Any) -> None:
+def test_network_is_off_unless_enabled_and_never_reaches_the_host(make_settings: Any) -> None:
+    """Finding 4's class: the command has its own network namespace, network on or off; with `bash_network` it
+    is connected outbound-only (slirp4netns), and neither the host's loopback nor its own addresses (a service
+    bound to all of them) can be reached: no relay to the approval page or the database. With the network off
+    netlink and vsock sockets cannot be made either."""
+    from tools.sandbox_net import host_addresses
+
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", 0))
     listener.listen(4)
     port = listener.getsockname()[1]
     accepted: list[Any] = []
@@ -127,12 +135,21 @@ def test_network_is_off_unless_enabled(make_settings: Any) -> None:
             return
 
     threading.Thread(target=serve, daemon=True).start()
-    probe = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 5); print(\"connected\")'"
+    hosts = ["127.0.0.1", "10.0.2.2", *host_addresses()]
+    probe = ("python3 -c 'import socket\nfor h in " + repr(hosts).replace("'", '"') + ":\n try:\n"
+             f"  socket.create_connection((h, {port}), 3); print(\"connected\", h)\n except OSError as e: print(h, e)'"
+             "; python3 -c 'import socket\nfor f in (16, 40):\n try: socket.socket(f, socket.SOCK_DGRAM); print(\"made\", f)\n"
+             " except OSError as e: print(f, e)'; ip route; cat /etc/resolv.conf")
     try:
         off = run(shell_runtime(make_settings(bash_enabled=True)), probe)
-        assert "connected" not in off.stdout and off.exit_code != 0 and not accepted, off
+        assert "connected" not in off.stdout and not accepted, off
+        assert "made" not in off.stdout and "16 [Errno 1]" in off.stdout and "40 [Errno 1]" in off.stdout, off
+        if sandbox_net.available() is not None:
+            pytest.skip(f"bash_network needs {sandbox_net.available()}")
         on = run(shell_runtime(make_settings(bash_enabled=True, bash_network=True)), probe)
-        assert on.stdout.strip() == "connected", on
+        assert "connected" not in on.stdout and not accepted, on
+        assert "default via 10.0.2.2" in on.stdout and "nameserver 10.0.2.3" in on.stdout, on
+        assert "made 16" in on.stdout and "made 40" not in on.stdout, on  # netlink in its own namespace only
     finally:
         listener.close()
 
@@ -186,14 +203,17 @@ def test_bwrap_argv_shape(tmp_path: Path) -> None:
     rules.write_text("")
     (root / ".env").write_text("")
     spec = SandboxSpec(roots=(tmp_path, root), cwd=root, home=tmp_path, hidden=(data,), read_only=(rules,),
-                       covered=(root / ".env",))
+                       covered=(root / ".env",), roots_writable=True)
     argv = bwrap_argv(["true"], spec, "bwrap")
     joined = " ".join(argv)
+    assert "--ro-bind / /" not in joined and "--ro-bind /usr /usr" in joined and "/etc/shadow" in joined
     assert "--share-net" not in argv and "--die-with-parent" in argv and "--new-session" in argv
     assert joined.index(f"--tmpfs {data}") < joined.rindex(f"--bind {root} {root}") < joined.index(f"--ro-bind {rules}")
     assert joined.rindex(f"--bind {tmp_path} {tmp_path}") < joined.index(f"--ro-bind /dev/null {root / '.env'}")
     assert argv[-2:] == ["--", "true"]
-    assert "--share-net" in bwrap_argv(["true"], SandboxSpec(roots=(root,), cwd=root, home=tmp_path, network=True))
+    assert "--share-net" not in bwrap_argv(["true"], SandboxSpec(roots=(root,), cwd=root, home=tmp_path, network=True))
+    read_only = " ".join(bwrap_argv(["true"], SandboxSpec(roots=(tmp_path, root), cwd=root, home=Path("/tmp/h"))))
+    assert f"--ro-bind {tmp_path} {tmp_path}" in read_only and f"--bind {tmp_path} " not in read_only
 
 
 def test_seatbelt_profile_shape(tmp_path: Path) -> None:
@@ -504,9 +524,9 @@ def test_the_hooks_path_and_included_config_files_stay_read_only(rt: Runtime, wo
 @pytest.mark.usefixtures("need_sandbox")
 def test_a_root_without_a_repository_of_its_own_cannot_become_one(make_settings: Any) -> None:
     """Red team A (d): a root that is a sub-folder of a repository (or of none) gets an empty read-only `.git`
-    while a command runs: `git init` there fails (and says why), git still works on the repository above, and
-    a repository in a new sub-folder may be made. Nothing is left in the root. (Outside /tmp: git does not
-    look above a root the sandbox mounts from another file system.)"""
+    while a command runs: `git init` there fails (and says why), and a repository in a new sub-folder may be made.
+    Nothing is left in the root. The repository above the root is outside it: not in the sandbox (an allow-list
+    view), so git in the root finds none."""
     with tempfile.TemporaryDirectory(prefix="ga-newrepo-", dir="/var/tmp") as tmp:
         _no_repository_in_the_root(make_settings, Path(tmp) / "proj")
 
@@ -519,8 +539,10 @@ def _no_repository_in_the_root(make_settings: Any, proj: Path) -> None:
     result = run(rt, "git init -q . && git config core.fsmonitor 'touch pwned'")
     assert result.exit_code and result.note == GIT_GUARD_NOTE, result
     assert not (root / ".git").exists() and list(root.iterdir()) == []
-    used = run(rt, "git status --short && git log --oneline && git init -q new && git -C new status --short && echo ok")
-    assert used.exit_code == 0 and "first" in used.stdout, used
+    above = run(rt, "git log --oneline")
+    assert above.exit_code == 128 and "not a git repository" in above.stderr, above
+    used = run(rt, "git init -q new && git -C new status --short && echo ok")
+    assert used.exit_code == 0 and "ok" in used.stdout, used
     assert (root / "new" / ".git").is_dir() and not (root / ".git").exists()
 
 
@@ -550,7 +572,7 @@ def test_every_config_file_git_reads_and_its_hooks_path_are_found(tmp_path_facto
     """Whatever includes (relative to the including file, missing or not, nested) and core.hooksPath values a
     repository's config holds: every file git itself reads for it is among config_reads' files, every file an
     include names too, and the hooks folder is git's own core.hooksPath, relative to the worktree."""
-    from tools.sandbox import config_reads
+    from tools.sandbox_git import config_reads
 
     top = tmp_path_factory.mktemp("repo")
     _git(top, "init", "-q")
@@ -667,8 +689,10 @@ HOME_ORDINARY = ("notes.txt", ".bashrc", ".config/app/settings.toml", ".cargo/co
 def test_the_secret_stores_the_policy_names_in_the_home_cannot_be_read(make_settings: Any, workspace: Path,
                                                                        monkeypatch: Any) -> None:
     """The red team read ~/.vault-token, ~/.env and ~/.cargo/credentials.toml (the sandbox had its own, shorter
-    list): what the policy's secret patterns name in the home, the user's own too, is hidden; its other files stay
-    readable, and a tool installed there still runs. The home lies outside /tmp (the sandbox's /tmp is its own)."""
+    list). Nothing of the home is visible when no root holds it (the sandbox's view is an allow-list); with the
+    home as a root, what the policy's secret patterns name in it, the user's own too, is hidden, its other files
+    stay readable, and a tool installed there still runs. The home lies outside /tmp (the sandbox's /tmp is its
+    own)."""
     home = Path(tempfile.mkdtemp(prefix="ga-home-", dir="/var/tmp"))
     try:
         for name in (*HOME_STORES, *HOME_ORDINARY):
@@ -680,11 +704,16 @@ def test_the_secret_stores_the_policy_names_in_the_home_cannot_be_read(make_sett
         rules = workspace.parent / "rules.toml"
         rules.write_text("[secrets]\ndeny = ['(^|/)\\.mytool/session\\.key$']\n")
         monkeypatch.setenv("HOME", str(home))
-        rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules))
         names = " ".join(f"{home}/{name}" for name in (*HOME_STORES, *HOME_ORDINARY))
-        result = run(rt, f"for f in {names}; do cat $f 2>/dev/null; done; {home}/.local/bin/tool")
-        shown = {line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith(MARKER)}
-        assert shown == set(HOME_ORDINARY), result
-        assert "tool-ran" in result.stdout
+        command = f"for f in {names}; do cat $f 2>/dev/null; done; {home}/.local/bin/tool"
+        read = (home / ".cargo", home / ".local")  # bash_read_paths: the user lets commands read these
+        for roots, paths, expected in (([workspace], (), set()), ([workspace, home], (), set(HOME_ORDINARY)),
+                                       ([workspace], read, {".cargo/config.toml"})):
+            rt = shell_runtime(make_settings(bash_enabled=True, policy_file=rules, roots=roots, bash_read_paths=paths))
+            result = run(rt, command + f"; touch {home}/.cargo/new-{len(paths)} 2>/dev/null")
+            shown = {line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith(MARKER)}
+            assert shown == expected, result
+            assert ("tool-ran" in result.stdout) == bool(expected), result
+        assert not (home / ".cargo" / "new-2").exists()  # a read path is read-only
     finally:
         shutil.rmtree(home, ignore_errors=True)

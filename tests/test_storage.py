@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from foundation.errors import Conflict
 from foundation.storage import Schema, StorageError, Table, open_database
 from foundation.storage.postgres import to_pyformat
 
@@ -151,10 +150,6 @@ def db_value(db: Any) -> int | None:
 def test_pyformat_translation() -> None:
     assert to_pyformat("SELECT ? , '%?' , \"a?\" , x % 2 WHERE y LIKE '50%'") == \
         "SELECT %s , '%%?' , \"a?\" , x %% 2 WHERE y LIKE '50%%'"
-
-
-def test_write_conflict_error_is_a_plain_conflict() -> None:
-    assert issubclass(Conflict, Exception)
 
 
 def test_sqlite_is_the_default_and_keeps_one_file_per_store(data_dir: Path) -> None:

@@ -33,15 +33,16 @@ from tools.env_secrets import secret_value
 from tools.runtime import CallContext, Runtime, Service
 from tools.sandbox import (
     SYSTEM_SECRETS,
-    GitGuards,
     SandboxSpec,
-    git_guards,
     launch,
+    make_stubs,
     placeholders,
     remove_placeholders,
     sandbox_status,
     wrap,
 )
+from tools.sandbox_git import GitGuards, git_guards, neutral_git_env, sanitized_configs
+from tools.sandbox_net import NetworkSetupError, Outbound
 from tools.workspace_scan import WorkspaceScan, WorkspaceScanResult, home_scan
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE", re.IGNORECASE)
@@ -57,6 +58,9 @@ EXIT_GRACE_SECONDS = 0.5  # after the shell exits, how long background children 
 GIT_GUARD_ERRORS = ("Device or resource busy", "Read-only file system", "Permission denied")  # a write to a read-only bind mount
 GIT_GUARD_NAMES = (".git/config", "config.worktree", ".git/hooks")
 SCANS_KEPT = 32  # workspaces whose secret scan is kept (each HTTP session may have its own)
+READ_ONLY_NOTE = ("This command ran without the user's approval (the approval policy lets it run as one that "
+                  "writes nothing), so the workspace was read-only. To change files use write_file or edit_file, or a "
+                  "command whose writes are visible (a `> file` redirection, cp, mv), which asks the user.")
 GIT_GUARD_NOTE = ("The sandbox keeps the repository's git config and hooks read-only (and makes no repository in a "
                   "workspace root): change them with edit_file (which asks the user) or ask the user to run the command.")
 
@@ -175,7 +179,9 @@ def run_bash_command(
     call: CallContext,
 ) -> BashResult:
     """Run a bash command in the workspace root (no stdin, secrets removed from the environment);
-    it and its children are killed at the timeout. The repository's git config and hooks are read-only;
+    it and its children are killed at the timeout. Commands the user did not approve run with the workspace
+    read-only (and git runs no program its repository config names). The repository's git config and hooks are
+    read-only;
     secret stores in the workspace (.env files, private keys, .ssh) cannot be read; Unix sockets cannot be
     opened (serve on 127.0.0.1 instead)."""
     if not rt.settings.bash_enabled:
@@ -196,14 +202,19 @@ def run_bash_command(
         raise LimitExceeded(f"Shell commands cannot run in this workspace: the sandbox checks it for secret stores "
                             f"first, but {found.unchecked}. Use a narrower workspace root, or ask the user to run "
                             "the command.")
+    writable = call.consent == "person" or not sandboxed  # (unsandboxed: every command was asked)
     with tempfile.TemporaryDirectory(prefix="generalagent-home-") as home:
-        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found, in_home, guard_git=sandboxed)
+        spec = sandbox_spec(rt.settings, roots, Path(os.path.realpath(home)), found, in_home, guard_git=sandboxed,
+                            writable=writable)
         made = placeholders(spec) if sandbox_status().kind == "bwrap" else []
+        git = {} if writable else neutral_git_env(spec.git_programs)
         try:
-            result = _run(command_argv(command, spec), spec, timeout, call)
+            result = _run(command_argv(command, spec), spec, timeout, call, git)
         finally:
             remove_placeholders(made)
-    if sandboxed and _hit_git_guard(result, spec, _git_guarded(spec, rt.settings)):
+    if sandboxed and not writable and result.exit_code and "Read-only file system" in result.stderr:
+        result.note = READ_ONLY_NOTE
+    elif sandboxed and _hit_git_guard(result, spec, _git_guarded(spec, rt.settings)):
         result.note = GIT_GUARD_NOTE
     elif found.secrets and result.exit_code:
         result.note = hidden_secrets_note(found.secrets, roots, result.stderr + result.stdout)
@@ -267,22 +278,26 @@ def hidden_secrets_note(hidden: tuple[Path, ...], roots: tuple[Path, ...], outpu
 
 
 def sandbox_spec(settings: Settings, roots: tuple[Path, ...], home: Path, scanned: WorkspaceScanResult | None = None,
-                 in_home: tuple[Path, ...] = (), *, guard_git: bool = True) -> SandboxSpec:
+                 in_home: tuple[Path, ...] = (), *, guard_git: bool = True, writable: bool = False) -> SandboxSpec:
     """What a command may see and change: the roots (the first is the working folder), a private
     HOME; not the server's data folder, the system's secret stores, those in the user's home (`in_home`:
     `scan_home`) or the secret stores inside the roots (`scanned`);
     what the file tools may not write stays read-only (the rules, agents and skills files, skill folders:
     existing or not), and so do the git config and hooks of each root and of the repositories in them
-    (`guard_git`: False without a sandbox, where nothing would use them)."""
+    (`guard_git`: False without a sandbox, where nothing would use them). `writable`: the roots may be written
+    (a person let the command run); else every root is read-only."""
     files = tuple(Path(os.path.realpath(p)) for p in (settings.policy_file, settings.agents_file, settings.skills_file)
                   if p)
     folders = tuple(Path(os.path.realpath(d)) for d in settings.skills_dirs)
     found = scanned or WorkspaceScanResult((), ())
     git = git_guards(roots, _in_roots(found.repos, roots)) if guard_git else GitGuards()
+    stubs = make_stubs(Path(settings.data_dir) / "sandbox")
+    overlays = () if writable or stubs is None else sanitized_configs(git.programs, stubs / "configs")
     hidden = (*server_data_dirs(settings), *SYSTEM_SECRETS, *in_home)
     return SandboxSpec(roots=roots, cwd=roots[0], home=home, hidden=hidden, covered=found.secrets,
                        read_only=(*files, *git.files), read_only_folders=(*folders, *git.folders), pinned=git.pinned,
-                       commondirs=git.commondirs, network=settings.bash_network)
+                       commondirs=git.commondirs, network=settings.bash_network, roots_writable=writable,
+                       git_programs=git.programs, overlays=overlays, stubs=stubs, readable=settings.bash_read_paths)
 
 
 def _in_roots(paths: tuple[Path, ...], roots: tuple[Path, ...]) -> list[Path]:
@@ -314,15 +329,43 @@ def command_argv(command: str, spec: SandboxSpec) -> list[str]:
     return wrap(argv, spec, status) if status.available else argv
 
 
-def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) -> BashResult:
+def _connect(proc: subprocess.Popen[bytes], outbound: Outbound | None) -> None:
+    """Give the started command its outbound-only network (it waits for it); if that fails, it dies unstarted."""
+    if outbound is None:
+        return
+    try:
+        outbound.start()
+    except NetworkSetupError:
+        _kill_group(proc)
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        outbound.close()
+        raise
+
+
+def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext,
+         git_env: Mapping[str, str] | None = None) -> BashResult:
+    """Run `argv`; `git_env` (read-only runs: `neutral_git_env`) replaces every GIT_ variable of the server's."""
     workspace = spec.cwd
     started = time.monotonic()
-    with launch(argv) as (short, fds):
-        proc = subprocess.Popen(
-            short, cwd=workspace, env=scrubbed_env(os.environ, workspace, spec.home),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True, pass_fds=fds,
-        )
+    env = scrubbed_env(os.environ, workspace, spec.home)
+    if git_env:
+        env = {k: v for k, v in env.items() if not k.startswith("GIT_") or k in ("GIT_CONFIG_GLOBAL",
+                                                                               "GIT_CONFIG_NOSYSTEM")}
+        env.update(git_env)
+    try:
+        with launch(argv, spec.network) as (short, fds, outbound):
+            proc = subprocess.Popen(
+                short, cwd=workspace, env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, close_fds=True, pass_fds=fds,
+            )
+            _connect(proc, outbound)
+    except NetworkSetupError as exc:
+        raise NotConfigured(f"{exc}. The command did not run; turn bash_network off to run commands without a "
+                            "network, or fix the above and try again.") from None
     assert proc.stdout is not None and proc.stderr is not None
     out, err = _Capture(STDOUT_HEAD, STDOUT_TAIL), _Capture(STDERR_HEAD, STDERR_TAIL)
     try:
@@ -333,6 +376,8 @@ def _run(argv: list[str], spec: SandboxSpec, timeout: int, call: CallContext) ->
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+        if outbound is not None:
+            outbound.close()
     return BashResult(
         exit_code=code, timed_out=timed_out,
         stdout=out.text(), stderr=err.text() + (f"\n[killed after {timeout} s]" if timed_out else ""),

@@ -40,6 +40,7 @@ from tools.index_services import (
     secret_refusal,
     vector_worker,
 )
+from tools.live_index import changed_note, fresh_page, search_running
 
 QUICK_MAX_RANK = 50  # a quick search asks for hits among the first this many (the largest page)
 LIVE_TEXT_MAX_BYTES = 1_000_000  # larger text files are searched through the index
@@ -143,8 +144,8 @@ def search_documents(
     rt: Runtime,
     call: CallContext,
 ) -> SearchResult:
-    """Search every indexed document (PDF, DOCX, XLSX, PPTX, text) with BM25 ranking, English
-    stemming and Chinese word segmentation. Index folders first with index_path."""
+    """Search every indexed document (PDF, Office, OpenDocument, EPUB, HTML, CSV, e-mail, text) with
+    BM25 ranking, English stemming and Chinese word segmentation. Index folders first with index_path."""
     store = index_store(rt)
     if not store.has_files():
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
@@ -154,7 +155,30 @@ def search_documents(
 
     searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
     is_secret = secret_hits(rt, roots)
-    for _ in range(3):  # again when hits of deleted files or of secrets were dropped from the index
+    with search_running(rt):  # background re-indexing waits for searches
+        result, pending = _fresh_search(rt, searcher, is_secret, call, roots, query=query, scope=scope, page=(
+            max_results, offset), use_regex=use_regex, group_by_document=group_by_document, mode=mode,
+            context_chars=context_chars)
+    if pending:
+        result.note = _join(result.note, changed_note(len(pending)))
+    elif not result.hits and not result.documents and result.note is None:
+        result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
+    if not paths:
+        result.note = _join(result.note, _outside_roots_note(store, roots))
+    return result
+
+
+def _fresh_search(
+    rt: Runtime, searcher: Searcher, is_secret: Callable[[str], bool] | None, call: CallContext,
+    roots: tuple[Path, ...], *, query: str, scope: PathFilter, page: tuple[int, int], use_regex: bool,
+    group_by_document: bool, mode: SearchMode, context_chars: int,
+) -> tuple[SearchResult, frozenset[str]]:
+    """The page, never with text its file no longer holds: again when hits of deleted files or of secrets
+    were dropped from the index or changed files were re-indexed; the changed files queued instead (their
+    hits left out) are returned too."""
+    max_results, offset = page
+    pending: frozenset[str] = frozenset()
+    for _ in range(3):
         if use_regex:
             result = _regex_result(searcher, query, scope, max_results, offset, roots)
         elif group_by_document:
@@ -167,15 +191,27 @@ def search_documents(
                 query=query, mode=mode, hits=[_hit_model(h, roots) for h in hits[:max_results]],
                 next_offset=offset + max_results if len(hits) > max_results else None,
             )
-        if not _forget_unwanted(rt, _result_paths(result), is_secret):
+        if _forget_unwanted(rt, _result_paths(result), is_secret):
+            continue
+        check = fresh_page(rt, _result_paths(result), roots, call.session_id)
+        pending |= check.pending
+        if not check.reindexed:
             break
-    else:  # the last search still met deleted files or secrets
+    else:  # the last search still met deleted files, secrets or changed files
         _drop_secret_hits(result, is_secret)
-    if not result.hits and not result.documents and result.note is None:
-        result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
+        pending |= fresh_page(rt, _result_paths(result), roots, call.session_id, inline=False).pending
+    _drop_paths(result, pending)
+    return result, pending
+
+
+def _drop_paths(result: SearchResult, paths: frozenset[str]) -> None:
+    """Leave out the hits of files that changed since they were indexed (queued to be re-indexed)."""
     if not paths:
-        result.note = _join(result.note, _outside_roots_note(store, roots))
-    return result
+        return
+    result.hits = [h for h in result.hits if h._abs_path not in paths]
+    if result.documents is not None:
+        result.documents = [d for d in result.documents
+                            if not any(h._abs_path in paths for h in d.matched_chunks)]
 
 
 def _grouped_result(
@@ -351,7 +387,7 @@ def _glob_files(rt: Runtime, pattern: str, roots: tuple[Path, ...]) -> list[str]
 
 class SearchFileResult(BaseModel):
     path: str
-    kind: str = Field(description="text, pdf, docx, xlsx or pptx.")
+    kind: str = Field(description="text, pdf, docx, xlsx, pptx, html, csv, epub, odt, ods, odp or eml.")
     hits: list[Hit]
     searched: str = Field(description="'lines' (live, text files) or 'index'.")
     note: str | None = None
@@ -368,8 +404,8 @@ def search_file(
     rt: Runtime,
     call: CallContext,
 ) -> SearchFileResult:
-    """Search inside one file. PDF/DOCX/XLSX/PPTX are indexed on first use (then reused while
-    unchanged); text files are searched line by line, with line numbers."""
+    """Search inside one file. Documents (PDF, Office, HTML, CSV, e-mail, ...) are indexed on first use
+    (then reused while unchanged); text files are searched line by line, with line numbers."""
     from indexing.extract import detect_kind
 
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)

@@ -53,7 +53,13 @@ DOC_PREVIEW: dict[str, tuple[int | None, int]] = {
     "docx": (None, 30_000),
     "xlsx": (3, 20_000),
     "pptx": (15, 25_000),
+    "odt": (None, 30_000),
+    "epub": (None, 30_000),
+    "eml": (None, 30_000),
+    "ods": (3, 20_000),
+    "odp": (15, 25_000),
 }
+_PAGED_BY = {"pdf": "page", "pptx": "slide", "odp": "slide", "xlsx": "sheet", "ods": "sheet"}
 RESULT_SHARE = 0.8  # share of max_result_tokens a page of content may use
 MAX_EDIT_BYTES = 10 * 1024 * 1024
 MAX_WRITE_CHARS = 10_000_000
@@ -73,7 +79,7 @@ PathArg = Annotated[str, Field(description="File path (relative to the workspace
 
 class ReadFileResult(BaseModel):
     path: str
-    kind: str = Field(description="text, pdf, docx, xlsx or pptx.")
+    kind: str = Field(description="text, pdf, docx, xlsx, pptx, epub, odt, ods, odp or eml.")
     content: str
     next_offset: int | None = Field(description="Offset of the next page; null at the end.")
     total_chars: int
@@ -108,10 +114,10 @@ class _ExtractCache:
 def _extract_any(real: Path, fd: int, limits: Any, call: CallContext) -> Any:
     """extract_file for supported types; other files are tried as text (binary ones are refused).
     Reads the opened descriptor `fd`, never the path again."""
-    from indexing.extract import extract_file, is_supported
+    from indexing.extract import extract_file, is_supported, reads_as_source
     from indexing.model import Extracted
 
-    if is_supported(real):
+    if is_supported(real) and not reads_as_source(real):
         return extract_file(real, limits, should_cancel=lambda: call.cancelled, fd=fd)
     from indexing.extract.text import extract_text_file
 
@@ -160,7 +166,8 @@ def _snap_to_newline(text: str, start: int, end: int) -> int:
 
 
 def _part_key(kind: str, unit: Any) -> Any:
-    return {"pdf": unit.page, "pptx": unit.slide, "xlsx": unit.sheet}.get(kind)
+    attribute = _PAGED_BY.get(kind)
+    return getattr(unit, attribute) if attribute else None
 
 
 def _document_end(extracted: Any, offset: int, max_units: int | None, max_chars: int) -> int:
@@ -190,16 +197,16 @@ def _location(extracted: Any, start: int, end: int) -> str | None:
     if not units:
         return None
     kind = extracted.kind
-    if kind in ("pdf", "pptx"):
+    if kind in ("pdf", "pptx", "odp"):
         word, attr = ("pages", "page") if kind == "pdf" else ("slides", "slide")
         numbers = [getattr(u, attr) for u in units if getattr(u, attr) is not None]
         total = max((getattr(u, attr) or 0 for u in extracted.units), default=0)
         return f"{word} {min(numbers)}-{max(numbers)} of {total}" if numbers else None
-    if kind == "xlsx":
+    if kind in ("xlsx", "ods"):
         sheets = list(dict.fromkeys(u.sheet for u in units if u.sheet))
         return "sheets: " + ", ".join(sheets) if sheets else None
     first = next(i for i, u in enumerate(extracted.units) if u is units[0])
-    word = "sections" if kind == "docx" else "parts"
+    word = "sections" if kind in ("docx", "odt", "epub", "html") else "parts"
     return f"{word} {first + 1}-{first + len(units)} of {len(extracted.units)}"
 
 
@@ -217,8 +224,8 @@ def read_file(
     rt: Runtime,
     call: CallContext,
 ) -> ReadFileResult:
-    """Read a workspace file (text, PDF, DOCX, XLSX, PPTX). Large files come in pages: call again
-    with offset=next_offset until it is null."""
+    """Read a workspace file (text, PDF, Office, OpenDocument, EPUB, e-mail). Large files come in pages:
+    call again with offset=next_offset until it is null."""
     session = call.session_id
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     if real.is_dir():

@@ -124,14 +124,16 @@ def stop_index_jobs(rt: Runtime) -> None:
 
 
 def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
-             session_id: str | None = None) -> Indexer:
+                session_id: str | None = None, roots: tuple[Path, ...] | None = None) -> Indexer:
+    """The indexer of a call, or of background work: files are opened only inside `roots` (default: the
+    session's roots)."""
     from indexing.indexer import Indexer
     s = rt.settings
     limits = rt.extraction_limits()
     chunking = ChunkingOptions(s.chunk_max_chars, s.chunk_overlap_chars, s.chunk_min_chars)
     if call is not None:
         should_cancel, session_id = (lambda: call.cancelled), call.session_id
-    roots = roots_for(s, session_id)
+    roots = roots or roots_for(s, session_id)
     allowed = fd_allowed(s, roots, rt.secret_paths)
     return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel,
                    opener=lambda path: open_inside(path, roots, allowed), secrets=secret_filter(rt, roots))

@@ -22,6 +22,7 @@ from foundation.schemas import OmitNone
 from tools.index_jobs import IndexJob, Progress, Work
 from tools.runtime import CallContext, Runtime
 from tools.skills import skill_hint
+from tools.watch_tools import WatcherInfo, watch_folder, watcher_info
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from indexing.indexer import IndexReport
@@ -65,6 +66,8 @@ class IndexResult(OmitNone):
     chunks_added: int
     seconds: float
     note: str | None = None
+    watched: bool | None = Field(default=None, description="For folders: true when watched from now on (changes "
+                                 "re-indexed as they happen, across restarts; unwatch_path stops it).")
     skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
 
 
@@ -75,13 +78,19 @@ def index_path(
         bool,
         Field(description="False: return at once with a job id; index_status shows progress."),
     ] = True,
+    watch: Annotated[
+        bool,
+        Field(description="For folders: keep them indexed, re-indexing changes as they happen (across restarts). "
+                          "False: index once (and stop watching)."),
+    ] = True,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexResult:
     """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
     skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped.
-    Secrets (keys, credentials, .env files) are never indexed."""
+    A folder is then watched: its changes are re-indexed by themselves. Secrets (keys, credentials,
+    .env files) are never indexed."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
     if not real.is_dir():
@@ -94,13 +103,16 @@ def index_path(
         if wait:
             jobs.wait(job, lambda: call.cancelled, call.report)
         return _index_result(job, roots, f"Joined index job {job.row.id}, already running for this path.")
-    work = _index_work(rt, real, recursive, call.session_id)
+    watched: list[bool] = []  # whether the folder is watched now, once the run is done
+    work = _index_work(rt, real, recursive, call.session_id, watch if recursive else False, watched)
     if not wait:
         jobs.start_background(job, work)
         return _index_result(job, roots, f"Indexing in the background (job {job.row.id}); index_status shows "
                                          "its progress. search_documents finds files as they are indexed.")
     jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
-    return _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
+    result = _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
+    result.watched = watched[0] if watched else None
+    return result
 
 
 def _refuse_secret(rt: Runtime, real: Path, shown: str, roots: tuple[Path, ...]) -> None:
@@ -123,11 +135,16 @@ def _check_readable_folder(real: Path, shown: str) -> None:
                              "access to it, or index another folder.") from None
 
 
-def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None) -> Work:
+def _index_work(rt: Runtime, real: Path, recursive: bool, session_id: str | None, watch: bool,
+                notes: list[bool]) -> Work:
+    """The run; a folder indexed (recursively) whole is then watched (`watch`), or no longer (`notes`: whether
+    it is watched now)."""
     def work(should_cancel: Callable[[], bool], progress: Progress, report: IndexReport) -> None:
         indexer = indexer_for(rt, should_cancel=should_cancel, session_id=session_id)
         if real.is_dir():
             indexer.index_tree(real, recursive=recursive, progress=progress, report=report)
+            if not report.truncated:
+                notes.append(watch_folder(rt, real, watch))
         else:
             report.add(indexer.index_file(real))
             progress(1, 1, real.name)
@@ -212,6 +229,7 @@ class IndexStatus(BaseModel):
     search: str = ""
     jobs: list[JobInfo] = Field(default_factory=list, description="Index runs: running ones, then the latest.")
     vectors: str | None = Field(default=None, description="Hybrid mode: chunks embedded so far.")
+    watcher: WatcherInfo | None = Field(default=None, description="Watched folders and their re-index queue.")
     path_status: PathStatus | None = None
 
 
@@ -234,6 +252,7 @@ def index_status(
         characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
         jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
         vectors=worker.status() if (worker := vector_worker(rt)) is not None else None,
+        watcher=watcher_info(rt, roots),
     )
     if path:
         real = resolve_path(rt.settings, path, session_id=call.session_id)

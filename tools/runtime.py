@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from foundation.calls import CallOrigin, SecretPaths, ToolCatalogView, ToolRunner
+from foundation.calls import CallOrigin, Consent, SecretPaths, ToolCatalogView, ToolRunner
 from foundation.errors import Cancelled, NotConfigured
 from foundation.settings import Settings
 from foundation.storage import Database, open_database
@@ -127,6 +127,7 @@ class CallContext:
     cancel_event: threading.Event = field(default_factory=threading.Event)
     origin: CallOrigin = field(default_factory=CallOrigin)
     log_sink: Callable[[str, str, str], None] | None = None  # (level, message, logger): to the client
+    consent: Consent = "policy"  # who let this call run (set by the dispatch point from the gate's check)
 
     def check_cancelled(self) -> None:
         """Raise Cancelled when the client cancelled this call."""

@@ -3,12 +3,20 @@
 The approval policy decides whether a command may run; the sandbox limits what a command that
 runs can do, so that a hole in the command parser is harmless:
 
-- the workspace roots are writable, the rest of the file system is read-only;
-- the server's data folder, the secret stores in the user's home (~/.ssh, ~/.aws, ~/.vault-token, ...:
-  what the policy's secret patterns name there, tools/bash.py `scan_home`) and /run (docker and agent
-  sockets) are not visible; the rules, agents and skills files and the skill
-  folders stay read-only (a missing one too: an empty read-only placeholder holds its place while the
-  command runs, removed after it);
+- the file-system view is an allow-list: an empty root with the system folders (SYSTEM_FOLDERS: /usr, /bin,
+  /sbin, /lib*, /etc minus its credential files, /opt; read-only), a minimal /dev, its own /proc, a private
+  /tmp and /run (tmpfs), a private empty HOME, and the workspace roots. Nothing else of the host: not the
+  user's home, other disks, /var, nor the server's data folder; a symlink in a root that leads elsewhere leads
+  nowhere;
+- the roots are read-only unless a person let the command run (`SandboxSpec.roots_writable`: an approval, or
+  the user's own allow rule; the gate's `Consent`): a command the shipped policy allows on its own writes
+  nothing, whatever its option parser does (an allow-list miss is harmless);
+- in a root that is writable: the server's data folder and the secret stores in the user's home (when a root
+  holds them: ~/.ssh, ~/.aws, ~/.vault-token, ...: what the policy's secret patterns name there, tools/bash.py
+  `scan_home`) are not visible; the rules, agents and skills files and the skill folders stay read-only (a
+  missing one too: an empty read-only placeholder holds its place while the command runs, removed after it),
+  and every folder on the way from the root to one of these guarded paths is bound onto itself
+  (`pinned_chain`): no parent can be renamed to put a planted folder in the guarded one's place;
 - every file git reads as configuration or runs as a hook for a root's repository and for those nested in
   the roots (`root/proj/.git`, submodules; tools/workspace_scan.py finds them) stays read-only, missing ones
   too (`git_guards`: config, config.worktree, commondir, hooks/, the core.hooksPath folder, included config
@@ -20,9 +28,10 @@ runs can do, so that a hole in the command parser is harmless:
 - the secret stores inside the roots (`tools/workspace_scan.py`: the policy's deny patterns, `.env`, keys) cannot be
   read: each is covered by an empty device (a folder: an empty folder), like the ones under HOME;
 - a fresh /proc in a new pid namespace: other processes (and their environ) are not visible;
-- a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`); with it, the
-  server's approval page refuses a command's requests (foundation/peers.py: Linux), and on macOS the
-  profile denies connections to localhost;
+- a private, empty HOME and /tmp; no network unless the user enables it (`bash_network`), and then outbound
+  only: its own network namespace still, connected by slirp4netns, the host's loopback and own addresses out
+  of reach (tools/sandbox_net.py); on macOS the profile denies connections to localhost;
+- no vsock socket, and no netlink socket with the network off (tools/seccomp.py);
 - no Unix-domain socket that could connect outside the sandbox (tools/seccomp.py: `socket(AF_UNIX)` fails,
   connected `socketpair()` works), network on or off: a host service's socket file (lxd, docker, a
   database) is reachable wherever it lies, read-only or not;
@@ -31,7 +40,8 @@ runs can do, so that a hole in the command parser is harmless:
 `sandbox_status()` says whether a sandbox works here (found on PATH AND a trivial command ran
 in it: bubblewrap can fail inside some containers); it is checked once and cached.
 `wrap(argv, spec)` returns the argv that runs `argv` inside it; `launch(argv)` gives the command line
-to start and the file descriptors it reads (the seccomp filter, a long option list).
+to start and the file descriptors it reads (the seccomp filter, a long option list, the network's setup).
+macOS (Seatbelt, untested here): the roots are read-only likewise, but reads are not an allow-list there.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import glob
 import os
 import platform
 import shutil
@@ -51,10 +62,23 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools import seccomp
+from tools import sandbox_net, seccomp
+from tools.sandbox_git import ProgramKey
+from tools.sandbox_net import Outbound
 
 SYSTEM_SECRETS = (Path("/var/run/docker.sock"), Path("/var/run/containerd"), Path("/var/run/secrets"))
-"""Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets."""
+"""Outside /run (hidden as a whole): container-runtime sockets and mounted service-account secrets (only
+reachable when a root holds them: /var is not in the sandbox)."""
+SYSTEM_FOLDERS = tuple(Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+                                         "/opt"))
+"""The host's folders a command sees (read-only; a linked one, as on merged-/usr systems, as the same link):
+programs, libraries and their configuration. Nothing else of the host is visible but the roots: not the user's
+home, not other disks, not /var, not the server's data folder (an allow-list, so a path nobody thought of is
+not in it)."""
+ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "security/opasswd", "ssh/ssh_host_*_key",
+               "ssl/private", "krb5.keytab", "NetworkManager/system-connections", "wireguard", "ppp/chap-secrets",
+               "ppp/pap-secrets", "libvirt/secrets", "sudoers", "sudoers.d", "docker/key.json")
+"""Credential files in /etc (globs relative to it), covered in the sandbox (readable only by root anyway)."""
 PRIVATE_MOUNTS = (Path("/tmp"), Path("/run"))
 """Empty in the sandbox (a tmpfs each): nothing of the host's is visible there unless a root brings it back."""
 FRESH_MOUNTS = (Path("/proc"), Path("/dev"))
@@ -92,181 +116,11 @@ class SandboxSpec:
     pinned: tuple[Path, ...] = ()  # folders that stay writable but cannot be renamed, removed or replaced (.git)
     covered: tuple[Path, ...] = ()  # secret stores inside the roots: unreadable, mounted after everything else
     commondirs: tuple[Path, ...] = ()  # missing git `commondir` files: held by a read-only one saying "."
-
-
-GIT_CONFIG_NAMES = ("config", "config.worktree", "commondir")
-"""What git reads in a git folder as configuration (`commondir` moves config and hooks elsewhere): read-only,
-a missing one held by a read-only placeholder (`commondir`: one saying ".", the folder itself)."""
-
-
-@dataclass(frozen=True)
-class GitGuards:
-    pinned: tuple[Path, ...] = ()  # git folders: bound onto themselves (not renamed, removed or replaced)
-    files: tuple[Path, ...] = ()  # config files and `.git` files, read-only (missing ones: an empty placeholder)
-    folders: tuple[Path, ...] = ()  # hooks folders (and a root's missing `.git`), read-only, missing ones too
-    commondirs: tuple[Path, ...] = ()  # missing `commondir` files, held by a read-only file saying "."
-
-
-def git_guards(roots: Iterable[Path], repos: Iterable[Path] = ()) -> GitGuards:
-    """What keeps git configuration and hooks out of a command's reach, for each repository in `roots` (a root
-    itself) and `repos` (folders holding a `.git`): every file git reads as configuration or runs as a hook,
-    missing ones too (config, config.worktree, commondir, hooks/, the core.hooksPath folder, included config
-    files), in its git folder, its common folder, its linked worktrees' and submodules' git folders. A root
-    without a `.git` of its own gets an empty read-only `.git` folder: `git init` there fails (git itself
-    passes over it to a repository above); a repository a command makes in a new sub-folder is its own."""
-    pinned: dict[Path, None] = {}
-    files: dict[Path, None] = {}
-    folders: dict[Path, None] = {}
-    roots = list(roots)
-    for top in dict.fromkeys([*roots, *repos]):
-        dot = top / ".git"
-        if dot.is_symlink():
-            continue
-        if dot.is_dir():
-            gitdirs = [dot]
-        elif dot.is_file():
-            files[dot] = None
-            gitdirs = _gitfile_dirs(dot)
-        else:
-            if top in roots:
-                folders[dot] = None
-            continue
-        firsts = {Path(os.path.realpath(g)) for g in gitdirs[:1]}
-        for gitdir in _family(gitdirs):
-            pinned[gitdir] = None
-            files.update(dict.fromkeys(gitdir / name for name in GIT_CONFIG_NAMES))
-            folders[gitdir / "hooks"] = None
-            worktree = top if gitdir in firsts else _worktree_of(gitdir)
-            read, hooks = config_reads(gitdir, worktree)
-            files.update(dict.fromkeys(read))
-            if hooks is not None:
-                folders[hooks] = None
-    missing_common = tuple(f for f in files if f.name == "commondir" and not os.path.lexists(f)
-                           and f.parent in pinned)
-    return GitGuards(tuple(pinned), tuple(f for f in files if f not in missing_common), tuple(folders),
-                     missing_common)
-
-
-def _gitfile_dirs(dot: Path) -> list[Path]:
-    """The git folder a `.git` file names (`gitdir: ...`) and its common folder (`commondir`), resolved."""
-    try:
-        text = dot.read_text(encoding="utf-8", errors="replace")[:4096]
-    except OSError:
-        return []
-    line = next((ln for ln in text.splitlines() if ln.startswith("gitdir:")), None)
-    if line is None:
-        return []
-    gitdir = Path(os.path.realpath(dot.parent / line[len("gitdir:"):].strip()))
-    if not (gitdir / "HEAD").is_file():  # not a git folder (a planted `gitdir: .ssh` names any folder)
-        return []
-    out = [gitdir]
-    with contextlib.suppress(OSError):
-        common = (gitdir / "commondir").read_text(encoding="utf-8", errors="replace").strip()
-        if common and (found := Path(os.path.realpath(gitdir / common))).is_dir():
-            out.append(found)
-    return out
-
-
-def _family(gitdirs: list[Path]) -> list[Path]:
-    """The git folders and every git folder kept in them: linked worktrees' (`worktrees/*`) and submodules'
-    (`modules/**`, nested), resolved."""
-    out: dict[Path, None] = {}
-    todo = [Path(os.path.realpath(g)) for g in gitdirs]
-    while todo:
-        gitdir = todo.pop()
-        if gitdir in out or not gitdir.is_dir():
-            continue
-        out[gitdir] = None
-        with contextlib.suppress(OSError):
-            todo += [w for w in (gitdir / "worktrees").iterdir() if w.is_dir() and not w.is_symlink()]
-        todo += _module_dirs(gitdir / "modules")
-    return list(out)
-
-
-def _module_dirs(folder: Path, depth: int = 0) -> list[Path]:
-    """The git folders under a `modules` folder (a submodule named `a/b` lies in `modules/a/b`)."""
-    found: list[Path] = []
-    with contextlib.suppress(OSError):
-        for sub in folder.iterdir():
-            if sub.is_symlink() or not sub.is_dir():
-                continue
-            if (sub / "HEAD").is_file():
-                found.append(sub)
-            elif depth < 8:
-                found += _module_dirs(sub, depth + 1)
-    return found
-
-
-def _worktree_of(gitdir: Path) -> Path | None:
-    """A linked worktree's folder (its git folder's `gitdir` file names the worktree's `.git` file); a main
-    worktree's: the folder holding `.git`."""
-    if gitdir.name == ".git":
-        return gitdir.parent
-    with contextlib.suppress(OSError):
-        named = (gitdir / "gitdir").read_text(encoding="utf-8", errors="replace").strip()
-        if named:
-            return Path(os.path.realpath(gitdir / named)).parent
-    return None
-
-
-_CONFIG_READS: dict[Path, tuple[tuple[tuple[str, int, int], ...], tuple[Path, ...], Path | None]] = {}
-_CONFIG_READS_LOCK = threading.Lock()
-
-
-def config_reads(gitdir: Path, worktree: Path | None) -> tuple[tuple[Path, ...], Path | None]:
-    """The config files git reads for this git folder (as the user's git outside the sandbox would: system,
-    global, local, and every file an include names, existing or not) and its core.hooksPath folder (relative:
-    to the worktree). Asked of git itself (`git config --list --show-origin`, which runs nothing), kept until
-    one of those files changes."""
-    with _CONFIG_READS_LOCK:
-        kept = _CONFIG_READS.get(gitdir)
-    if kept is not None and kept[0] == _signature([gitdir / "config", *kept[1]]):
-        return kept[1], kept[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    try:
-        done = subprocess.run([shutil.which("git") or "git", f"--git-dir={gitdir}", "config", "--list",
-                               "--show-origin", "--includes", "-z"], capture_output=True, env=env, timeout=10,
-                              cwd=worktree or gitdir, stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return (), None
-    read, hooks = parse_config_list(done.stdout.decode("utf-8", "surrogateescape"), worktree or gitdir)
-    with _CONFIG_READS_LOCK:
-        _CONFIG_READS[gitdir] = (_signature([gitdir / "config", *read]), read, hooks)
-    return read, hooks
-
-
-def parse_config_list(listing: str, base: Path) -> tuple[tuple[Path, ...], Path | None]:
-    """From `git config --list --show-origin -z`: the files read and those includes name (relative to the
-    including file; `~/` is the home), and the last core.hooksPath (relative: to `base`)."""
-    read: dict[Path, None] = {}
-    hooks: Path | None = None
-    parts = listing.split("\0")
-    for origin, entry in zip(parts[::2], parts[1::2], strict=False):
-        if not origin.startswith("file:"):
-            continue
-        source = Path(os.path.realpath(base / origin[len("file:"):]))  # `..` after links, as the kernel
-        read[source] = None
-        key, _, value = entry.partition("\n")
-        key = key.lower()
-        if not value:
-            continue
-        value = os.path.expanduser(value) if value.startswith("~") else value
-        if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
-            read[Path(os.path.realpath(source.parent / value))] = None
-        elif key == "core.hookspath":
-            hooks = Path(os.path.realpath(base / value))
-    return tuple(read), hooks
-
-
-def _signature(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
-    out = []
-    for path in paths:
-        try:
-            info = os.stat(path)
-            out.append((str(path), info.st_mtime_ns, info.st_size))
-        except OSError:
-            out.append((str(path), -1, -1))
-    return tuple(out)
+    roots_writable: bool = False  # False: every root (and its sub-folders) read-only, whatever the command does
+    stubs: Path | None = None  # a server-private folder holding the placeholders' sources (`make_stubs`)
+    git_programs: tuple[ProgramKey, ...] = ()  # config keys naming programs in the roots' repositories
+    overlays: tuple[tuple[Path, Path], ...] = ()  # (file, where): read-only in its place (sanitised git config)
+    readable: tuple[Path, ...] = ()  # folders outside the roots the user lets commands read (bash_read_paths)
 
 
 # -- Linux: bubblewrap -------------------------------------------------------------------------
@@ -280,15 +134,21 @@ def _inside(path: Path, folders: Iterable[Path]) -> bool:
     return any(path != f and path.is_relative_to(f) for f in folders)
 
 
-def _visible(path: Path, writable: Iterable[Path]) -> bool:
-    """Under the private /tmp and /run only what a writable root brings back is visible."""
-    return not any(path.is_relative_to(p) for p in PRIVATE_MOUNTS) or any(path.is_relative_to(w) for w in writable)
+def _visible(path: Path, shown: Iterable[Path]) -> bool:
+    """In the sandbox only the roots (`shown`) and the system folders are; under the private /tmp and /run
+    only what a root brings back."""
+    shown = list(shown)
+    if any(path.is_relative_to(r) for r in shown):
+        return True
+    return not any(path.is_relative_to(p) for p in PRIVATE_MOUNTS) and \
+        any(path.is_relative_to(f) for f in SYSTEM_FOLDERS)
 
 
-def _mount_order(paths: Iterable[Path], writable: Iterable[Path]) -> list[Path]:
+def _mount_order(paths: Iterable[Path], shown: Iterable[Path]) -> list[Path]:
     """The existing `paths` resolved (a linked ~/.ssh: its target), those the command can see, parents first."""
     real = {Path(os.path.realpath(p)) for p in _existing(paths)}
-    return sorted((p for p in real if _visible(p, writable)), key=lambda p: len(p.parts))
+    shown = list(shown)
+    return sorted((p for p in real if _visible(p, shown)), key=lambda p: len(p.parts))
 
 
 def _hide_args(paths: Iterable[Path]) -> list[str]:
@@ -312,7 +172,7 @@ def placeholders(spec: SandboxSpec) -> list[tuple[Path, bool]]:
     """Where a missing read-only path is held by an empty read-only placeholder: its topmost missing
     folder (True: a folder) or the path itself (False: a file). bubblewrap creates these on the host as
     mount points; `remove_placeholders` removes them after the command."""
-    writable = {*spec.roots, *spec.extra_writable}
+    writable = _writable(spec)
     out: dict[Path, bool] = {}
     for path, folder in [*((p, False) for p in (*spec.read_only, *spec.commondirs)),
                          *((p, True) for p in spec.read_only_folders)]:
@@ -336,69 +196,128 @@ def remove_placeholders(made: Iterable[tuple[Path, bool]]) -> None:
                 path.unlink()
 
 
+def _writable(spec: SandboxSpec) -> list[Path]:
+    """The folders a command may write in (parents first): the roots only when a person let it."""
+    paths = {*spec.extra_writable, *(spec.roots if spec.roots_writable else ())}
+    return sorted(paths, key=lambda p: len(p.parts))
+
+
+def pinned_chain(spec: SandboxSpec, writable: list[Path]) -> list[Path]:
+    """Every folder on the way from a writable root to a guarded path (a pinned git folder, a read-only file or
+    folder, a placeholder, a hidden folder): bound onto itself, so that no command can rename a parent and put
+    a folder of its own in the guarded one's place. Parents first."""
+    guarded = [*spec.pinned, *spec.read_only, *spec.read_only_folders, *spec.commondirs, *spec.hidden,
+               *(top for top, _ in placeholders(spec))]
+    chain: dict[Path, None] = {}
+    for path in guarded:
+        top = next((w for w in writable if path != w and path.is_relative_to(w)), None)
+        if top is None:
+            continue
+        for folder in reversed(path.parents):
+            if folder != top and folder.is_relative_to(top) and folder.is_dir() and not folder.is_symlink():
+                chain[folder] = None
+    return sorted(chain, key=lambda p: len(p.parts))
+
+
 def _read_only_args(spec: SandboxSpec, writable: list[Path]) -> list[str]:
-    """Pinned folders bound onto themselves (a mount point cannot be renamed or removed), then the
-    read-only files and folders; missing ones get an empty read-only placeholder."""
+    """The folders on the way to a guarded path and pinned folders bound onto themselves (a mount point cannot
+    be renamed or removed), then the read-only files and folders; missing ones get an empty read-only
+    placeholder."""
     args: list[str] = []
-    for path in spec.pinned:
-        if path.is_dir() and _writable_place(path, writable):
-            args += ["--bind", str(path), str(path)]
+    pinned = [p for p in spec.pinned if p.is_dir() and _writable_place(p, writable)]
+    for path in sorted({*pinned_chain(spec, writable), *pinned}, key=lambda p: len(p.parts)):  # parents first
+        args += ["--bind", str(path), str(path)]
     for path in [*spec.read_only, *spec.read_only_folders]:
         if os.path.lexists(path) and _writable_place(path, writable):
             args += ["--ro-bind", str(path), str(path)]
-    stubs = set(spec.commondirs)
+    commondirs = set(spec.commondirs)
     for path, folder in placeholders(spec):
         if folder:
             args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        elif spec.stubs is None:
+            args += ["--ro-bind", "/dev/null", str(path)]  # (no stub folder: an unreadable stand-in)
         else:
-            args += ["--ro-bind", str(_commondir_stub()) if path in stubs else "/dev/null", str(path)]
+            args += ["--ro-bind", str(spec.stubs / ("commondir" if path in commondirs else "empty")), str(path)]
     return args
 
 
-def _commondir_stub() -> Path:
-    """A read-only file saying "." (git's `commondir`: the git folder itself), in a private folder of the
-    server's (git dies on an empty one)."""
-    global _STUB
-    if _STUB is None or not _STUB.is_file():
-        folder = Path(tempfile.mkdtemp(prefix="generalagent-git-"))
-        stub = folder / "commondir"
-        stub.write_text(".\n")
-        stub.chmod(0o444)
-        _STUB = stub
-    return _STUB
+STUB_FILES = {"empty": "", "commondir": ".\n", "resolv.conf": f"nameserver {sandbox_net.SLIRP_DNS}\n"}
+"""The placeholders' sources: an empty file (readable: `grep -r` reads the stand-in of a missing
+`config.worktree` like an empty file) and git's `commondir` saying "." (the git folder itself)."""
 
 
-_STUB: Path | None = None
+def make_stubs(folder: Path) -> Path | None:
+    """The stub files in `folder` (a folder of the server's own, out of every command's sight: in its data
+    folder, so that nothing is left behind in the temp folder), made once; None when they cannot be made (a
+    read-only data folder: missing paths are then held by unreadable stand-ins)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in STUB_FILES.items():
+            path = folder / name
+            if not path.is_file() or path.read_text() != text:  # made whole, then put in place (atomically)
+                work = folder / f".{name}-{os.getpid()}-{threading.get_ident()}"
+                work.write_text(text)
+                work.chmod(0o444)
+                os.replace(work, path)
+    except OSError:
+        return None
+    return folder
 
 
-def _resolv_conf_args() -> list[str]:
-    """/etc/resolv.conf often links into /run (hidden): bind its target back, read-only."""
+def _system_args() -> list[str]:
+    """The system folders, read-only (a linked one as the same link), and /etc's credential files covered."""
+    args: list[str] = []
+    for folder in SYSTEM_FOLDERS:
+        if folder.is_symlink():
+            args += ["--symlink", os.readlink(folder), str(folder)]
+        elif folder.is_dir():
+            args += ["--ro-bind", str(folder), str(folder)]
+    secrets = [Path(p) for pattern in ETC_SECRETS for p in glob.glob(f"/etc/{pattern}")]
+    return args + _hide_args(p for p in secrets if not p.is_symlink())
+
+
+def _resolv_conf_args(stubs: Path | None) -> list[str]:
+    """With the network on, the command's only name server is slirp4netns's (the host's may be a loopback
+    address, out of reach): a resolv.conf saying so, where /etc/resolv.conf leads (often into /run)."""
     target = Path(os.path.realpath("/etc/resolv.conf"))
+    stub = stubs / "resolv.conf" if stubs is not None else None
+    if stub is not None and stub.is_file():
+        return ["--ro-bind", str(stub), str(target)]
     if target.is_relative_to("/run") and target.is_file():
         return ["--ro-bind", str(target), str(target)]
     return []
 
 
 def bwrap_argv(argv: Sequence[str], spec: SandboxSpec, bwrap: str = "bwrap") -> list[str]:
-    """The bubblewrap command line that runs `argv` under `spec` (later mounts cover earlier ones)."""
-    writable = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
-    hidden = _mount_order(spec.hidden, writable)
+    """The bubblewrap command line that runs `argv` under `spec` (later mounts cover earlier ones): an empty
+    root file system with the system folders (read-only), a minimal /dev, its own /proc, a private /tmp and
+    /run, and the roots (read-only unless `spec.roots_writable`)."""
+    writable = _writable(spec)
+    shown = sorted({*spec.roots, *spec.extra_writable}, key=lambda p: len(p.parts))
+    readable = sorted({Path(os.path.realpath(p)) for p in spec.readable if os.path.isdir(p)},
+                      key=lambda p: len(p.parts))
+    hidden = _mount_order(spec.hidden, [*shown, *readable])
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
-    if spec.network:
-        args.append("--share-net")
-    args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += [*_system_args(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if Path("/run").is_dir():
-        args += ["--tmpfs", "/run", *(_resolv_conf_args() if spec.network else [])]
-    for path in writable:
-        args += ["--bind", str(path), str(path)]
+        args += ["--tmpfs", "/run"]
+    if spec.network:  # (its own network namespace still: `launch` connects it outbound-only)
+        args += _resolv_conf_args(spec.stubs)
+    for path in readable:  # read-only, before the roots (a root inside one stays writable)
+        args += ["--ro-bind", str(path), str(path)]
+    for path in shown:
+        args += ["--bind" if path in writable else "--ro-bind", str(path), str(path)]
     args += _hide_args(hidden)
-    for path in writable:  # a root inside a hidden folder (the default workspace in the data dir)
+    for path in shown:  # a root inside a hidden folder (the default workspace in the data dir)
         if _inside(path, hidden):
-            args += ["--bind", str(path), str(path)]
+            args += ["--bind" if path in writable else "--ro-bind", str(path), str(path)]
     args += _read_only_args(spec, writable)
+    for source, target in spec.overlays:
+        if any(target.is_relative_to(r) for r in shown):
+            args += ["--ro-bind", str(source), str(target)]
     args += ["--bind", str(spec.home), str(spec.home)]
     # last: no later bind of a root or a git folder lays the real files back over the covers
-    args += _hide_args(_mount_order(spec.covered, writable))
+    args += _hide_args(_mount_order(spec.covered, shown))
     args += ["--chdir", str(spec.cwd), "--", *argv]
     return args
 
@@ -418,7 +337,8 @@ def seatbelt_profile(spec: SandboxSpec) -> str:
     """A Seatbelt profile equivalent to bwrap_argv's mounts (later rules win over earlier ones).
 
     Not exercised by the test suite (it runs on Linux only)."""
-    writable = [*spec.roots, *spec.extra_writable, spec.home, Path(tempfile.gettempdir())]
+    roots = spec.roots if spec.roots_writable else ()
+    writable = [*roots, *spec.extra_writable, spec.home, Path(tempfile.gettempdir())]
     lines = ["(version 1)", "(allow default)", "(deny file-write*)",
              f"(allow file-write* {_sb_paths(writable)} (literal \"/dev/null\") (regex #\"^/dev/tty\")"
              " (regex #\"^/dev/fd/\"))"]
@@ -460,25 +380,36 @@ def wrap(argv: Sequence[str], spec: SandboxSpec, status: SandboxStatus | None = 
 
 
 @contextlib.contextmanager
-def launch(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """The command line to start for `argv` and the descriptors to pass to it: a bubblewrap one gets the
-    seccomp filter (`--seccomp FD`), and its options go in a descriptor when they are too long for exec
-    (`--args FD`); any other command line as it is."""
+def launch(argv: list[str], network: bool = False) -> Iterator[tuple[list[str], tuple[int, ...], Outbound | None]]:
+    """The command line to start for `argv`, the descriptors to pass to it and, with the network on, its
+    outbound-only connection (`Outbound.start()` once the command started, `close()` after it ended): a
+    bubblewrap one gets the seccomp filter (`--seccomp FD`), and its options go in a descriptor when they are
+    too long for exec (`--args FD`); any other command line as it is. Raises NetworkSetupError when the network
+    is on and cannot be set up outbound-only (sandbox_net.available)."""
     if not argv[0].endswith("bwrap"):
-        yield argv, ()
+        yield argv, (), None
         return
+    if network and (missing := sandbox_net.available()) is not None:
+        raise sandbox_net.NetworkSetupError(f"Shell commands cannot have the network here: {missing}")
     fds: list[int] = []
+    outbound = sandbox_net.Outbound() if network else None
     try:
         front: list[str] = []
         if seccomp.available():
-            fds.append(_memfd("bwrap-seccomp", seccomp.unix_socket_filter()))
+            fds.append(_memfd("bwrap-seccomp", seccomp.unix_socket_filter(network)))
             front = ["--seccomp", str(fds[-1])]
+        if outbound is not None:
+            front += outbound.args()
         if sum(len(a) + 1 for a in argv) >= ARGV_INLINE_BYTES:
             options = argv.index("--")  # its options go in the file; the command stays on the command line
             fds.append(_memfd("bwrap-args", b"".join(a.encode("utf-8", "surrogateescape") + b"\0"
                                                      for a in argv[1:options])))
             argv = [argv[0], "--args", str(fds[-1]), *argv[options:]]
-        yield [argv[0], *front, *argv[1:]], tuple(fds)
+        yield [argv[0], *front, *argv[1:]], (*fds, *(outbound.fds() if outbound else ())), outbound
+    except BaseException:
+        if outbound is not None:
+            outbound.close()
+        raise
     finally:
         for fd in fds:
             os.close(fd)
@@ -500,10 +431,10 @@ def _probe(kind: str, make: object) -> SandboxStatus:
     with tempfile.TemporaryDirectory(prefix="generalagent-probe-") as tmp:
         root = Path(os.path.realpath(tmp))
         (root / "home").mkdir()
-        spec = SandboxSpec(roots=(root,), cwd=root, home=root / "home")
+        spec = SandboxSpec(roots=(root,), cwd=root, home=root / "home", roots_writable=True)
         argv = make(["/bin/sh", "-c", "echo ok > probe"], spec)  # type: ignore[operator]
         try:
-            with launch(argv) as (started, fds):
+            with launch(argv) as (started, fds, _):
                 done = subprocess.run(started, capture_output=True, timeout=_PROBE_TIMEOUT, stdin=subprocess.DEVNULL,
                                       check=False, pass_fds=fds)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -513,7 +444,10 @@ def _probe(kind: str, make: object) -> SandboxStatus:
             return SandboxStatus(False, kind, f"{kind} is installed but does not work here ({why})")
     sockets = "no Unix sockets" if kind != "bwrap" or seccomp.available() else \
         f"Unix sockets NOT blocked: no seccomp filter for {platform.machine()}"
-    return SandboxStatus(True, kind, f"{kind} works (roots writable, the rest read-only, {sockets})")
+    network = "" if kind != "bwrap" or (missing := sandbox_net.available()) is None else \
+        f"; bash_network cannot be used: {missing}"
+    return SandboxStatus(True, kind, f"{kind} works (the system folders and the roots only; roots read-only unless "
+                                     f"approved; {sockets}){network}")
 
 
 @functools.lru_cache(maxsize=1)

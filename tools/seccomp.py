@@ -4,6 +4,9 @@ A read-only bind does not stop `connect()` on a socket file, and the host's sock
 system (/var/snap/lxd/common/lxd/unix.socket, /var/lib/mysql/mysql.sock, ~/.docker/run/docker.sock): a list
 of known places would always miss one. So a command cannot make a Unix socket that could connect anywhere:
 
+- `socket(AF_VSOCK, ...)` fails (a virtual machine's channel to its host), and so does `socket(AF_NETLINK,
+  ...)` with the network off (the kernel's own sockets: routes, interfaces, audit; nothing a command without a
+  network needs);
 - `socket(AF_UNIX, ...)` fails with EPERM (network on or off: Unix sockets are local IPC, not network, and
   the host's services behind them, docker, lxd, databases, are root-equivalent or hold data);
 - `socketpair(AF_UNIX, SOCK_STREAM or SOCK_SEQPACKET)` still works (python's asyncio and multiprocessing,
@@ -41,6 +44,7 @@ _NR, _ARCH, _ARGS = 0, 4, 16  # offsets in struct seccomp_data (args are 64-bit:
 _X32_BIT = 0x40000000
 _SYS_SOCKET, _SYS_SOCKETPAIR = 1, 8  # socketcall's first argument
 IO_URING_SETUP = 425  # the same number on every architecture
+AF_NETLINK, AF_VSOCK = 16, 40  # (socket.AF_VSOCK is missing on some builds)
 
 
 @functools.lru_cache(maxsize=1)
@@ -90,9 +94,9 @@ class _Program:
         return bytes(out)
 
 
-@functools.lru_cache(maxsize=1)
-def unix_socket_filter() -> bytes:
-    """The compiled filter (struct sock_filter[]), see the module's docstring."""
+@functools.lru_cache(maxsize=2)
+def unix_socket_filter(network: bool = False) -> bytes:
+    """The compiled filter (struct sock_filter[]), see the module's docstring (`network`: netlink allowed)."""
     p = _Program()
     p.op(_LD_W_ABS, _ARCH)
     for i, (arch, *_rest) in enumerate(_arches()):
@@ -113,6 +117,9 @@ def unix_socket_filter() -> bytes:
         p.label(f"socket{i}")  # socket(family, ...): no AF_UNIX
         p.op(_LD_W_ABS, _ARGS + low)
         p.op(_JEQ_K, socket.AF_UNIX, jt="deny")
+        p.op(_JEQ_K, AF_VSOCK, jt="deny")
+        if not network:
+            p.op(_JEQ_K, AF_NETLINK, jt="deny")
         p.op(_RET_K, RET_ALLOW)
         p.label(f"pair{i}")  # socketpair(family, type, ...): AF_UNIX only connected (stream, seqpacket)
         p.op(_LD_W_ABS, _ARGS + low)

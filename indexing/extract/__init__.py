@@ -1,8 +1,9 @@
 """Document extraction: `extract_file(path, limits) -> Extracted`, hardened against hostile files.
 
 Kind is decided by the extension and confirmed by the file's magic bytes. Plain-text files
-(`text.py`) are decoded in-process; PDF/DOCX/XLSX/PPTX are parsed in a reused worker process
-(`worker.py`) under memory and time limits, after zip checks (`safety.py`) for Office files.
+(`text.py`) are decoded in-process; every other kind (PDF, DOCX/XLSX/PPTX, EPUB, ODT/ODS/ODP, HTML,
+CSV/TSV, e-mail) is parsed in a reused worker process (`worker.py`) under memory and time limits,
+after zip checks (`safety.py`) for zipped formats.
 
 Policy for the limits (all in ExtractionLimits):
 - larger than `max_file_bytes` → LimitExceeded (nothing is read);
@@ -29,18 +30,30 @@ from indexing.model import Extracted, ExtractionLimits
 
 __all__ = [
     "DOCUMENT_EXTENSIONS",
+    "MARKUP_EXTENSIONS",
+    "SUPPORTED_FORMATS",
     "SUPPORTED_EXTENSIONS",
     "TEXT_EXTENSIONS",
     "detect_kind",
     "extract_file",
     "is_supported",
+    "reads_as_source",
     "warm_up",
 ]
 
-DOCUMENT_EXTENSIONS = {".pdf": "pdf", ".docx": "docx", ".xlsx": "xlsx", ".xlsm": "xlsx", ".pptx": "pptx"}
+# Binary documents (never edited as text).
+DOCUMENT_EXTENSIONS = {
+    ".pdf": "pdf", ".docx": "docx", ".xlsx": "xlsx", ".xlsm": "xlsx", ".pptx": "pptx", ".epub": "epub",
+    ".odt": "odt", ".ods": "ods", ".odp": "odp",
+}
+# Text files whose index text is read by their structure (read_file and edit_file see their source).
+MARKUP_EXTENSIONS = {
+    ".html": "html", ".htm": "html", ".xhtml": "html", ".csv": "csv", ".tsv": "csv", ".eml": "eml",
+}
+ZIP_KINDS = frozenset({"docx", "xlsx", "pptx", "epub", "odt", "ods", "odp"})
 _TEXT_SUFFIXES = """
-    .txt .text .md .markdown .mdown .mkd .rst .adoc .asciidoc .org .tex .bib .srt .vtt .csv .tsv
-    .json .jsonl .ndjson .geojson .log .out .xml .xsd .xsl .html .htm .xhtml .css .scss .sass .less
+    .txt .text .md .markdown .mdown .mkd .rst .adoc .asciidoc .org .tex .bib .srt .vtt
+    .json .jsonl .ndjson .geojson .log .out .xml .xsd .xsl .css .scss .sass .less
     .yaml .yml .toml .ini .cfg .conf .properties .diff .patch
     .py .pyi .pyx .ipynb .js .jsx .mjs .cjs .ts .tsx .mts .cts .vue .svelte .go .rs .java .kt .kts .scala
     .groovy .gradle .c .h .cc .cpp .cxx .hpp .hh .hxx .cs .fs .swift .m .mm .rb .php .pl .pm .lua .r
@@ -48,7 +61,7 @@ _TEXT_SUFFIXES = """
     .bat .cmd .sql .graphql .gql .proto .thrift .cmake .mk .tf .hcl .nix .dockerfile
 """
 TEXT_EXTENSIONS = frozenset(_TEXT_SUFFIXES.split())
-SUPPORTED_EXTENSIONS = frozenset(TEXT_EXTENSIONS | DOCUMENT_EXTENSIONS.keys())
+SUPPORTED_EXTENSIONS = frozenset(TEXT_EXTENSIONS | DOCUMENT_EXTENSIONS.keys() | MARKUP_EXTENSIONS.keys())
 # Extension-less files that are text by convention (compared lower-case).
 _TEXT_NAME_WORDS = (
     "readme license licence copying authors changelog changes notice makefile dockerfile containerfile "
@@ -59,16 +72,30 @@ _MAGIC_HEAD = 1024
 
 
 def detect_kind(path: Path) -> str:
-    """'pdf' | 'docx' | 'xlsx' | 'pptx' | 'text' from the name; ExtractionError when unsupported."""
+    """The extractor's kind ('pdf', 'docx', 'html', 'csv', 'eml', ..., 'text') from the name;
+    ExtractionError when unsupported."""
     suffix = path.suffix.lower()
-    if suffix in DOCUMENT_EXTENSIONS:
-        return DOCUMENT_EXTENSIONS[suffix]
+    kind = DOCUMENT_EXTENSIONS.get(suffix) or MARKUP_EXTENSIONS.get(suffix)
+    if kind:
+        return kind
     if suffix in TEXT_EXTENSIONS or path.name.lower() in TEXT_NAMES:
         return "text"
     raise ExtractionError(
-        f"{path.name}: unsupported file type ({suffix or 'no extension'}). Supported: PDF, DOCX, XLSX, PPTX "
-        "and text files (.txt, .md, .csv, .json, source code, ...)."
+        f"{path.name}: unsupported file type ({suffix or 'no extension'}). Supported: {SUPPORTED_FORMATS}."
     )
+
+
+SUPPORTED_FORMATS = (
+    "PDF, DOCX, XLSX, PPTX, EPUB, ODT, ODS, ODP, HTML, CSV/TSV, e-mail (.eml) "
+    "and text files (.txt, .md, .json, source code, ...)"
+)
+
+
+def reads_as_source(path: Path | str) -> bool:
+    """Whether read_file shows the file's own text (plain text and markup such as HTML and CSV)
+    rather than extracted text."""
+    path = Path(path)
+    return detect_kind(path) in ("text", "html", "csv") if is_supported(path) else False
 
 
 def is_supported(path: Path | str) -> bool:
@@ -168,6 +195,8 @@ def _check_magic(path: Path, kind: str, fd: int) -> None:
     if kind == "pdf":
         if b"%PDF-" not in head:
             raise ExtractionError(f"{path.name} is not a PDF (no %PDF header); check the file or its extension.")
+        return
+    if kind not in ZIP_KINDS:
         return
     if head.startswith(b"\xd0\xcf\x11\xe0"):
         raise ExtractionError(

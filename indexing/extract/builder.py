@@ -46,5 +46,16 @@ class TextBuilder:
             self.pos = start + len(text)
         return not self.full
 
+    def add_extracted(self, extracted: Extracted, root: tuple[str, ...]) -> bool:
+        """Append another document's units (their text and locations), each heading path under `root`
+        (the parts of a container, e.g. an e-mail's attachments). False once the text cap is reached."""
+        units = extracted.units or [Unit(0, len(extracted.text), "text")]
+        for unit in units:
+            location = {"page": unit.page, "slide": unit.slide, "sheet": unit.sheet, "rows": unit.rows}
+            text = extracted.text[unit.start : unit.end]
+            if not self.add(text, unit.kind, heading_path=root + unit.heading_path, **location):
+                return False
+        return True
+
     def build(self, kind: str, title: str | None = None) -> Extracted:
         return Extracted(text="".join(self.parts), units=self.units, kind=kind, warnings=self.warnings, title=title)

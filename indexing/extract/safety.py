@@ -1,11 +1,12 @@
-"""Zip container checks for DOCX/XLSX/PPTX, run BEFORE any parser touches the file.
+"""Zip container checks for DOCX/XLSX/PPTX/EPUB/ODF, run BEFORE any parser touches the file.
 
 Refuses: too many entries, a declared total uncompressed size over `max_decompressed_bytes`, a
 large entry with an extreme compression ratio (zip bomb), and XML parts that declare a DTD or
-entities (`<!DOCTYPE`/`<!ENTITY`: "billion laughs" and external-entity attacks; OOXML never
-needs them). Headers that lie about sizes cannot inflate past these checks: Python's `zipfile`,
-which every Office library here reads through, stops at the declared size and then fails the
-CRC check, so the declared sizes checked here bound what any parser can ever receive.
+entities (`<!DOCTYPE`/`<!ENTITY`: "billion laughs" and external-entity attacks; OOXML and ODF never
+need them; EPUB chapters (.xhtml) may declare `<!DOCTYPE html>`: an HTML parser reads them, which
+expands no declared entity, and defusedxml its package XML). Headers that lie about sizes cannot
+inflate past these checks: Python's `zipfile`, which every reader here reads through, stops at the
+declared size and then fails the CRC check, so the declared sizes checked here bound what any parser can ever receive.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 from typing import IO
+from xml.etree.ElementTree import Element
 
 from foundation.errors import ExtractionError, LimitExceeded
 from indexing.model import ExtractionLimits
@@ -23,6 +25,11 @@ _XML_SUFFIXES = (".xml", ".rels", ".vml")
 _NEEDLES = (b"<!doctype", b"<!entity")
 
 OOXML_MAIN_PART = {"docx": "word/", "xlsx": "xl/", "pptx": "ppt/"}
+# The part every zipped document of a kind has (a prefix of its name).
+MAIN_PART = {
+    **OOXML_MAIN_PART, "epub": "META-INF/container.xml", "odt": "content.xml", "ods": "content.xml",
+    "odp": "content.xml",
+}
 
 
 def check_office_zip(path: Path, kind: str, limits: ExtractionLimits, source: IO[bytes] | None = None) -> None:
@@ -51,8 +58,8 @@ def _check_entries(name: str, kind: str, infos: list[zipfile.ZipInfo], limits: E
         raise LimitExceeded(
             f"{name} has {len(infos):,} zip entries, over the limit of {limits.max_zip_entries:,}."
         )
-    if not any(i.filename.startswith(OOXML_MAIN_PART[kind]) for i in infos):
-        raise ExtractionError(f"{name} is a zip file but not a {kind.upper()} document (no {OOXML_MAIN_PART[kind]} part).")
+    if not any(i.filename.startswith(MAIN_PART[kind]) for i in infos):
+        raise ExtractionError(f"{name} is a zip file but not a {kind.upper()} document (no {MAIN_PART[kind]} part).")
     total = sum(i.file_size for i in infos)
     if total > limits.max_decompressed_bytes:
         raise LimitExceeded(
@@ -78,3 +85,16 @@ def _check_xml_head(name: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo) 
             f"{name} was refused: its part {info.filename} declares a DTD/entities (<!DOCTYPE or <!ENTITY), "
             "which Office files never need and XML entity-expansion attacks use. Not indexed."
         )
+
+
+def safe_xml(data: bytes) -> Element:
+    """Parse one XML part with defusedxml (entity declarations and external references are refused)."""
+    import defusedxml.ElementTree
+
+    root: Element = defusedxml.ElementTree.fromstring(data)
+    return root
+
+
+def local_name(tag: object) -> str:
+    """An element's tag without its namespace."""
+    return str(tag).rsplit("}", 1)[-1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import re
 from pathlib import Path
+from typing import IO
 
 from foundation.errors import ExtractionError
 from indexing.model import Extracted, ExtractionLimits, Unit
@@ -59,6 +60,17 @@ def extract_text_file(path: Path, limits: ExtractionLimits, fd: int | None = Non
     else:
         units = [Unit(start=0, end=len(text), kind="text")]
     return Extracted(text=text, units=units, kind="text", warnings=warnings, encoding=encoding)
+
+
+def read_source(path: Path, source: IO[bytes] | None, byte_cap: int) -> tuple[bytes, bool]:
+    """Up to `byte_cap` bytes of `source` (an open file, from its position) or of `path`, and whether
+    there was more."""
+    if source is not None:
+        data = source.read(byte_cap + 1)
+    else:
+        with path.open("rb") as handle:
+            data = handle.read(byte_cap + 1)
+    return data[:byte_cap], len(data) > byte_cap
 
 
 def decode_bytes(data: bytes, name: str, final: bool = True) -> tuple[str, str, list[str]]:

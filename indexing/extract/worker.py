@@ -1,4 +1,5 @@
-"""The extraction worker: a long-lived child process that parses PDF/DOCX/XLSX/PPTX files.
+"""The extraction worker: a long-lived child process that parses every file but plain text (PDF,
+Office, EPUB, OpenDocument, HTML, CSV, e-mail).
 
 Parsing untrusted office files runs outside the server process, under an address-space limit
 (RLIMIT_AS, where the platform has it), with `defusedxml` hardening and a per-file time budget.
@@ -24,13 +25,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import fields
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle, send_handle
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any
 
 from foundation.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
-from indexing.model import Extracted, ExtractionLimits
+from indexing.model import Extracted, ExtractionLimits, Unit
 
 _POLL_SECONDS = 0.1
 TASKS_PER_WORKER = 500
@@ -42,7 +45,7 @@ _ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionErro
 
 
 def worker_main(conn: Connection, memory_bytes: int) -> None:
-    """Child process loop: receive (kind, path, limits), reply ("ok", Extracted) or an error tuple."""
+    """Child process loop: receive (kind, path, limits), reply ("ok", *pack(Extracted)) or an error tuple."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and kills us
     # stdin/stdout may be the MCP stdio stream: never read it, and send library prints to stderr.
     os.dup2(2, 1)
@@ -81,7 +84,7 @@ def _limit_memory(memory_bytes: int) -> None:
 
 def _handle(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None) -> tuple[Any, ...]:
     try:
-        return ("ok", run_extractor(kind, path, limits, source))
+        return ("ok", *pack(run_extractor(kind, path, limits, source)))
     except GeneralAgentError as exc:
         return ("error", type(exc).__name__, str(exc))
     except MemoryError:
@@ -101,6 +104,7 @@ def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[by
     `source`, the extractor reads that open file instead of `path`."""
     if kind == "warm":
         import docx  # noqa: F401
+        import lxml.etree  # noqa: F401
         import openpyxl  # noqa: F401
         import pptx  # noqa: F401
         import pymupdf  # noqa: F401
@@ -110,6 +114,8 @@ def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[by
         from indexing.extract.pdf import extract_pdf
 
         return extract_pdf(path, limits, source)
+    if kind in ("html", "csv", "eml"):
+        return _run_markup(kind, path, limits, source)
     from indexing.extract.safety import check_office_zip
 
     check_office_zip(path, kind, limits, source)
@@ -125,7 +131,44 @@ def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[by
         from indexing.extract.pptx_file import extract_pptx
 
         return extract_pptx(path, limits, source)
+    if kind == "epub":
+        from indexing.extract.epub_file import extract_epub
+
+        return extract_epub(path, limits, source)
+    if kind in ("odt", "ods", "odp"):
+        from indexing.extract.odf_file import extract_odf
+
+        return extract_odf(path, kind, limits, source)
     raise ExtractionError(f"{path.name}: no extractor for kind {kind!r}")
+
+
+def _run_markup(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None) -> Extracted:
+    """Text formats read by structure: HTML, CSV/TSV, e-mail."""
+    if kind == "html":
+        from indexing.extract.html_file import extract_html
+
+        return extract_html(path, limits, source)
+    if kind == "csv":
+        from indexing.extract.csv_file import extract_csv
+
+        return extract_csv(path, limits, source)
+    from indexing.extract.eml_file import extract_eml
+
+    return extract_eml(path, limits, source, run_extractor)
+
+
+_UNIT_VALUES = attrgetter(*(f.name for f in fields(Unit)))
+
+
+def pack(extracted: Extracted) -> tuple[Any, ...]:
+    """Extracted as plain tuples: pickling 100k Unit dataclasses (a sheet's rows) took ~2.6 s, tuples ~0.1 s."""
+    units = list(map(_UNIT_VALUES, extracted.units))
+    return extracted.text, units, extracted.kind, extracted.warnings, extracted.encoding, extracted.title
+
+
+def unpack(packed: tuple[Any, ...]) -> Extracted:
+    text, units, kind, warnings, encoding, title = packed
+    return Extracted(text, [Unit(*u) for u in units], kind, warnings, encoding, title)
 
 
 # ---------------------------------------------------------------- parent side
@@ -245,8 +288,7 @@ class WorkerPool:
 def _unpack(reply: tuple[Any, ...], path: Path, limits: ExtractionLimits) -> Extracted:
     status = reply[0]
     if status == "ok":
-        result: Extracted = reply[1]
-        return result
+        return unpack(reply[1:])
     if status == "error":
         raise _ERRORS.get(reply[1], ExtractionError)(reply[2])
     if status == "memory":

@@ -29,7 +29,7 @@ def extract_xlsx(path: Path, limits: ExtractionLimits, source: IO[bytes] | None 
         for sheet in workbook.worksheets:
             if hasattr(sheet, "reset_dimensions"):
                 sheet.reset_dimensions()
-            if not _add_sheet(builder, sheet.title, _lines(sheet)):
+            if not add_rows(builder, sheet.title, _lines(sheet)):
                 break
         title = (workbook.properties.title or "").strip() or None
     finally:
@@ -83,8 +83,9 @@ def _cell_text(value: Any) -> str:
     return str(value)
 
 
-def _add_sheet(builder: TextBuilder, name: str, lines: Iterator[tuple[int, str]]) -> bool:
-    """Add a sheet's rows as one block of text with one Unit per row; False once the text cap is reached."""
+def add_rows(builder: TextBuilder, name: str | None, lines: Iterator[tuple[int, str]]) -> bool:
+    """Add a sheet's rows as one block of text with one Unit per row; False once the text cap is reached.
+    `name`: the sheet's (first in every heading path), or None for a file that is one table (CSV)."""
     room = builder.max_chars - builder.pos
     rows: list[tuple[int, str]] = []
     size = 0
@@ -102,13 +103,14 @@ def _add_sheet(builder: TextBuilder, name: str, lines: Iterator[tuple[int, str]]
     if len(builder.units) == before:
         return more
     block = builder.units.pop()
-    header = rows[0][1][:HEADER_CHARS]
+    root: tuple[str, ...] = (name,) if name else ()
+    under = (*root, rows[0][1][:HEADER_CHARS])  # one tuple for every row: pickled once to the parent
     pos = block.start
     for i, (number, line) in enumerate(rows):
         end = min(pos + len(line), block.end)
         if end <= pos:
             break
-        heading = (name,) if i == 0 else (name, header)
+        heading = root if i == 0 else under
         builder.units.append(Unit(pos, end, "row", sheet=name, rows=(number, number), heading_path=heading))
         pos = end + 1
     return more

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from foundation.calls import Consent
 from foundation.errors import ApprovalRequired, PolicyDenied
 from foundation.paths import is_within
 from foundation.settings import USER_RULES_FILENAME, Settings, user_rules_file
@@ -62,6 +63,8 @@ class Verdict:
     rule_id: str
 
 
+USER_RULE_PREFIX = "user."
+"""Rule ids from the user's own rules file (policy/rules.py: "user.allow[0]"): an allow by one is the user's."""
 SHIPPED_RULES = Path(__file__).resolve().parent.parent / "policy" / "default_rules.toml"  # (policy not imported)
 ACTION_RANK = {"allow": 0, "ask": 1, "deny": 2}
 RISK_RANK = {"low": 0, "medium": 1, "high": 2, "critical": 3}
@@ -365,26 +368,29 @@ class PolicyGate:
 
     # -- the Gate protocol
 
-    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
+    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Consent:
         import anyio.to_thread
 
         # Policy analysis, audit masking and approval storage scale with the arguments (a 4 MB
         # write_file): all of it runs in a worker thread, never on the event loop.
-        await anyio.to_thread.run_sync(self.check_blocking, spec, args, origin)
+        return await anyio.to_thread.run_sync(self.check_blocking, spec, args, origin)
 
-    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> None:
-        """`check` from a worker thread (the dispatcher runs a sync tool's check and the tool in one)."""
+    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Consent:
+        """`check` from a worker thread (the dispatcher runs a sync tool's check and the tool in one). Returns
+        who let the call run: "person" when a person approved it or the user's own allow rule names it,
+        "policy" when the shipped policy allowed it (a shell command then runs with read-only roots)."""
         verdict = self.verdict_once(spec, args, origin)
         record = self._recorder(spec, args, verdict, origin)
         if verdict.action == "allow":
             _after_the_call(record)
-            return
+            return "person" if verdict.rule_id.startswith(USER_RULE_PREFIX) else "policy"
         if verdict.action != "ask":
             record("denied")
             raise PolicyDenied(
                 f"Denied by policy ({verdict.rule_id}, {verdict.risk} risk): {verdict.reason} The call was not "
                 "executed. Do not retry it; choose another approach or ask the user.")
         self._ask(spec, args, origin, verdict, record)
+        return "person"  # (`_ask` returns only when a person approved the call)
 
     def _ask(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict,
                    record: Callable[..., None]) -> None:

@@ -1,6 +1,5 @@
-"""stdio served by the event loop (mcp_server.stdio_pipes): long lines both ways, the pipes left as
-they were found, the SDK's transport where the loop cannot watch stdin (a regular file), and which
-descriptors the loop serves."""
+"""stdio through the SDK's own transport (mcp_server.transports.run_stdio): long lines both ways, stdin from
+a regular file or one socket, the end of input, a slow reader and a client that stops reading."""
 
 from __future__ import annotations
 
@@ -9,13 +8,8 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from mcp_server.stdio_pipes import loop_can_serve
 from tests.test_stdio import CONSOLE_SCRIPT, INITIALIZE, RawStdioServer, _frame
 
 
@@ -39,20 +33,6 @@ def test_messages_longer_than_a_pipe_buffer_both_ways(tmp_path: Path) -> None:
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in server.stdout)
 
 
-def test_the_pipes_are_left_blocking(tmp_path: Path) -> None:
-    """The loop makes stdin/stdout non-blocking while it serves; the client shares those pipes."""
-    code = ("import os, sys\n"
-            "from mcp.server import MCPServer\n"
-            "from mcp_server.transports import run_stdio\n"
-            "run_stdio(MCPServer('probe'))\n"
-            "print(os.get_blocking(0), os.get_blocking(1), file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", code], input=_frame({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
-                          capture_output=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.decode().split()[-2:] == ["True", "True"], done.stderr
-    assert json.loads(done.stdout.splitlines()[0]) == {"jsonrpc": "2.0", "id": 1, "result": {}}
-
-
 def test_stdin_from_a_file_is_served_by_the_sdk_transport(tmp_path: Path) -> None:
     requests = tmp_path / "requests.jsonl"
     requests.write_bytes(_frame(INITIALIZE) + _frame({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
@@ -64,23 +44,6 @@ def test_stdin_from_a_file_is_served_by_the_sdk_transport(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     answers = {json.loads(line)["id"]: json.loads(line) for line in done.stdout.splitlines()}
     assert answers[2] == {"jsonrpc": "2.0", "id": 2, "result": {}} and "serverInfo" in answers[1]["result"]
-
-
-def test_the_loop_serves_pipes_only(tmp_path: Path) -> None:
-    read, write = os.pipe()
-    left, right = socket.socketpair()
-    regular = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    try:
-        assert loop_can_serve(read) and loop_can_serve(write)
-        assert not loop_can_serve(left.fileno())  # a socket: threads (stdin and stdout may be one socket)
-        assert not loop_can_serve(regular) and not loop_can_serve(devnull)  # a file; a character device (as a terminal)
-        assert not loop_can_serve(999_999)  # not open
-    finally:
-        for fd in (read, write, regular, devnull):
-            os.close(fd)
-        left.close()
-        right.close()
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -113,7 +76,7 @@ def test_one_socket_as_stdin_and_stdout(tmp_path: Path) -> None:
 def test_requests_read_before_the_end_of_input_are_answered(tmp_path: Path) -> None:
     """A call that takes a while (a first index_path) sent together with the end of input is answered, not
     dropped ("Connection closed" when the server does not wait for it). The server's wait is bounded
-    (stdio_pipes.EOF_WAIT_MAX_S, 5 s), so the call starts on a server that has answered a call already: cold,
+    (the SDK's), so the call starts on a server that has answered a call already: cold,
     with Chinese text that loaded jieba, it took 1.5 s on a quiet machine and over 5 s on a loaded one."""
     folder = tmp_path / "ws"
     folder.mkdir()
@@ -191,29 +154,3 @@ def test_a_client_that_stops_reading_stops_the_server_cleanly(tmp_path: Path) ->
             process.kill()
     stderr = (tmp_path / "stderr.txt").read_text(errors="replace")
     assert "stdout was closed by the client" in stderr and "Traceback" not in stderr
-
-
-@settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")), max_size=8),
-       last_newline=st.booleans(), limit=st.integers(1, 32), chunk=st.integers(1, 50))
-def test_lines_of_any_length_come_back_whole(lines: list[bytes], last_newline: bool, limit: int, chunk: int) -> None:
-    """The loop's reader buffers at most about twice `limit` and still returns every line whole."""
-    import asyncio
-
-    from mcp_server.stdio_pipes import _whole_line
-
-    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
-
-    async def read_all() -> list[bytes]:
-        reader = asyncio.StreamReader(limit=limit)
-        for at in range(0, len(data), chunk):
-            reader.feed_data(data[at:at + chunk])
-        reader.feed_eof()
-        out = []
-        while line := await _whole_line(reader):
-            out.append(line)
-        return out
-
-    assert b"".join(asyncio.run(read_all())) == data
-    expected = [line + b"\n" for line in lines[:-1]] + ([lines[-1] + b"\n" if last_newline else lines[-1]] if lines else [])
-    assert asyncio.run(read_all()) == [line for line in expected if line]

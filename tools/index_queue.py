@@ -1,0 +1,177 @@
+"""The live index's re-index queue: paths whose files changed (seen by the folder watcher, by its start-up
+stat pass, or by a search that met a changed file) are re-indexed in one background thread, a batch at a
+time, after searches: the thread waits while searches run (`SearchGauge`), so it never makes one slower
+than a file's write. Queued paths are de-duplicated (an editor's several events per save make one entry).
+
+An entry is a path and the roots it may be read under (the watched folder, or the searching session's
+roots). What it is is decided when it is handled: a file is indexed (skipped when its size and mtime
+are the indexed ones), a folder that appeared is indexed whole, a path that is gone is forgotten with
+everything indexed under it. A `scan` entry is a folder's quick stat pass (size + mtime, no hashing).
+A file that fails to extract is reported once per version (size, mtime): the index records the failure
+and does not read it again until it changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from foundation.errors import Cancelled
+
+log = logging.getLogger("generalagent.index")
+
+BATCH_MAX = 64  # files handled in one indexer call at most
+IDLE_WAIT_S = 0.5  # a batch waits this long at most for the searches running to end
+FAILURES_KEPT = 20
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str
+    roots: tuple[Path, ...]
+    scan: bool = False  # a folder's stat pass, not a change
+
+
+class SearchGauge:
+    """How many searches run now; background work waits for none to run (a bounded wait)."""
+
+    def __init__(self) -> None:
+        self._active = 0
+        self._idle = threading.Condition()
+
+    def __enter__(self) -> SearchGauge:
+        with self._idle:
+            self._active += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._idle:
+            self._active -= 1
+            if not self._active:
+                self._idle.notify_all()
+
+    def wait_idle(self, at_most: float = IDLE_WAIT_S) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._active == 0, timeout=at_most)
+
+
+@dataclass
+class QueueStats:
+    done: int = 0  # entries handled
+    reindexed: int = 0  # files indexed anew (changed content)
+    removed: int = 0
+    last_batch_at: float = 0.0
+    failures: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # path -> (size, mtime, reason)
+
+
+Handler = Callable[[list[Entry], Callable[[], bool], QueueStats], None]
+
+
+class ReindexQueue:
+    """Entries waiting to be handled, in order, each once; one daemon thread handles them in batches."""
+
+    def __init__(self, handle: Handler, gauge: SearchGauge) -> None:
+        self._handle = handle
+        self.gauge = gauge
+        self.stats = QueueStats()
+        self._pending: dict[Entry, None] = {}
+        self._lock = threading.Condition()
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.working: list[Entry] = []
+
+    def add(self, entries: list[Entry], first: bool = False) -> None:
+        """Queue `entries` (at the front when `first`: a search is waiting for them)."""
+        if not entries or self._closing.is_set():
+            return
+        with self._lock:
+            if first:
+                rest = [e for e in self._pending if e not in entries]
+                self._pending = dict.fromkeys([*entries, *rest])
+            else:
+                self._pending.update(dict.fromkeys(entries))
+            self._lock.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="live-index", daemon=True)
+                self._thread.start()
+
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._pending) + len(self.working)
+
+    def holds(self, path: str) -> bool:
+        with self._lock:
+            return any(e.path == path for e in [*self._pending, *self.working])
+
+    def wait_empty(self, timeout: float) -> bool:
+        """True once nothing is queued or being handled (tests, the CLI)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._pending or self.working:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, 0.1))
+        return True
+
+    def close(self) -> None:
+        self._closing.set()
+        with self._lock:
+            self._pending.clear()
+            self._lock.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def _take(self) -> list[Entry] | None:
+        with self._lock:
+            while not self._pending and not self._closing.is_set():
+                self._lock.wait(1.0)
+            if self._closing.is_set():
+                return None
+            batch = list(self._pending)[:BATCH_MAX]
+            for entry in batch:
+                del self._pending[entry]
+            self.working = batch
+            return batch
+
+    def _run(self) -> None:
+        while (batch := self._take()) is not None:
+            self.gauge.wait_idle()
+            try:
+                self._handle(batch, self._should_stop, self.stats)
+            except Cancelled:
+                pass
+            except Exception:  # one bad batch never stops the queue
+                log.exception("re-indexing %d changed paths failed", len(batch))
+            with self._lock:
+                self.stats.done += len(batch)
+                self.stats.last_batch_at = time.time()
+                self.working = []
+                self._lock.notify_all()
+
+    def _should_stop(self) -> bool:
+        """Checked between files: yields to running searches first."""
+        self.gauge.wait_idle()
+        return self._closing.is_set()
+
+
+def note_failure(stats: QueueStats, path: str, reason: str) -> None:
+    """Report a file that failed to index once per version (size, mtime); keep the last few."""
+    try:
+        info = os.stat(path)
+        version = (info.st_size, info.st_mtime_ns)
+    except OSError:
+        version = (-1, -1)
+    known = stats.failures.get(path)
+    if known is not None and known[:2] == version:
+        return
+    log.warning("live index: %s cannot be indexed: %s", path, reason[:200])
+    stats.failures.pop(path, None)
+    stats.failures[path] = (*version, reason[:300])
+    while len(stats.failures) > FAILURES_KEPT:
+        del stats.failures[next(iter(stats.failures))]

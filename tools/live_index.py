@@ -1,0 +1,269 @@
+"""The live index: search follows the files as they change.
+
+- `fresh_page`: before a search answers, the files of its page are checked against their indexed size and
+  mtime (`indexing.freshness`: one stat per distinct file). A changed text file small enough to index
+  within the inline budget is re-indexed at once (the search then runs again and answers from the new
+  text); any other changed file is queued and its hits are left out, with a note saying so. Old text is
+  never returned as current.
+- `live_index(rt).queue` re-indexes queued paths in the background (`tools.index_queue`), and the folder
+  watcher (`tools.index_watch`, started by the server, not by one-shot commands) queues what changes in
+  the watched folders.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from foundation.errors import Cancelled
+from foundation.settings import Settings
+from foundation.waiting import about_to_wait
+from tools.index_queue import Entry, QueueStats, ReindexQueue, SearchGauge, note_failure
+from tools.index_scan import stat_pass
+from tools.index_watch import LOCK_KEY, FolderWatcher
+from tools.runtime import Runtime, Service
+
+if TYPE_CHECKING:
+    from indexing.indexer import Indexer
+
+log = logging.getLogger("generalagent.index")
+
+INLINE_TEXT_BYTES = 16_000  # a changed text file up to this size is re-indexed inside the search (~25 ms here)
+INLINE_TOTAL_BYTES = 32_000  # and no more than this much in one search
+INLINE_SECONDS = 0.05  # nor for longer than this (checked after each file)
+INLINE_MAX_BACKLOG = 8  # nothing inline while more than this many paths wait in the queue
+SCAN_MAX_ENTRIES = 200_000
+MTIME_SLACK_NS = 1_000
+INDEX_APPEARS_S = 2.0  # a server started before any index exists looks for one this often  # the walk's float mtime against the stored nanoseconds
+
+
+class LiveIndex:
+    """The queue (made on first use, in every process) and the watcher (started by the server)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.gauge = SearchGauge()
+        self.queue = ReindexQueue(lambda batch, stop, stats: handle(rt, self.queue, batch, stop, stats), self.gauge)
+        self.watcher: FolderWatcher | None = None
+        self.closed = threading.Event()
+        self.serving = False  # set by the server's warm-up: watch folders (one-shot commands never do)
+        self._starting = threading.Lock()
+
+    def start_watching(self) -> None:
+        """Watch the stored folders (and every root with `watch_roots`) from now on; once per process."""
+        s = self.rt.settings
+        with self._starting:
+            if self.watcher is None and s.watch_indexed and not self.closed.is_set():
+                self._start(s)
+
+    def _start(self, s: Settings) -> None:
+        from tools.index_services import index_store
+
+        extra: tuple[str, ...] = ()
+        if s.watch_roots:
+            from foundation.paths import roots_for
+
+            extra = tuple(str(r) for r in roots_for(s))
+        database = self.rt.database
+        self.watcher = FolderWatcher(
+            index_store(self.rt), lambda: database.advisory_lock(LOCK_KEY, timeout=0), self.queue, extra=extra,
+            polling=s.watch_polling, skip=(Path(os.path.realpath(s.data_dir)),),
+        )
+        self.watcher.start()
+
+    def close(self) -> None:
+        self.closed.set()
+        if self.watcher is not None:
+            self.watcher.close()
+        self.queue.close()
+
+
+def warm_up_watcher(rt: Runtime) -> None:
+    """Start-up (the server's warm-up thread): watch the stored folders from now on, each after its stat pass
+    (with `watch_roots`, every root too). A data dir without an index has nothing to watch."""
+    if not rt.settings.watch_indexed:
+        return
+    live_index(rt).serving = True
+    if rt.settings.watch_roots or rt.database.backend == "postgresql":
+        live_index(rt).start_watching()
+        return
+    live = live_index(rt)  # an index made later (by this process or another) is watched too; no file written before
+
+    def when_indexed() -> None:
+        while not live.closed.is_set():
+            if (rt.settings.data_dir / "index.sqlite3").exists():
+                live.start_watching()
+                return
+            live.closed.wait(INDEX_APPEARS_S)
+
+    threading.Thread(target=when_indexed, name="index-watch-start", daemon=True).start()
+
+
+def stop_live_index(rt: Runtime) -> None:
+    """The server stops: its watcher and re-index queue stop (a file being written is finished first)."""
+    live = _LIVE.peek(rt)
+    if live is not None:
+        live.close()
+
+
+def search_running(rt: Runtime) -> AbstractContextManager[object]:
+    """Held while a search runs: the re-index queue waits for it (none made yet: nothing to wait for; a
+    quick search on the event loop makes nothing)."""
+    live = _LIVE.peek(rt)
+    return live.gauge if live is not None else nullcontext()
+
+
+def live_index(rt: Runtime) -> LiveIndex:
+    return _LIVE.of(rt)
+
+
+def peek_live_index(rt: Runtime) -> LiveIndex | None:
+    return _LIVE.peek(rt)
+
+
+_LIVE: Service[LiveIndex] = Service(LiveIndex)
+
+
+# -- search time ---------------------------------------------------------------------------------
+
+
+@dataclass
+class PageCheck:
+    reindexed: int = 0  # changed files indexed inside this search: search again
+    pending: frozenset[str] = frozenset()  # changed files queued: their hits are left out
+
+
+def fresh_page(rt: Runtime, paths: list[str], roots: tuple[Path, ...], session_id: str | None,
+               inline: bool = True) -> PageCheck:
+    """Check the page's files (`paths`: indexed real paths) against the index; see the module doc.
+    `inline=False`: the page is final, every changed file is queued."""
+    from indexing.freshness import changed_files
+    from tools.index_services import index_store, indexer_for
+
+    changed = changed_files(index_store(rt), paths)
+    if not changed:
+        return PageCheck()
+    about_to_wait()  # an index write, or a queue (a quick call moves to a worker thread)
+    queue = live_index(rt).queue
+    busy = queue.queued() > INLINE_MAX_BACKLOG  # a burst (`git checkout`): the queue does it faster alone
+    now, budget = [], INLINE_TOTAL_BYTES if inline and not busy else 0
+    for c in sorted(changed, key=lambda c: c.size):
+        if c.size <= min(INLINE_TEXT_BYTES, budget) and _is_text(c.path):
+            now.append(c.path)
+            budget -= c.size
+    done = _index_within(indexer_for(rt, session_id=session_id), now, INLINE_SECONDS) if now else []
+    later = [c.path for c in changed if c.path not in done]
+    queue.add([Entry(p, roots) for p in later], first=True)
+    return PageCheck(reindexed=len(done), pending=frozenset(later))
+
+
+def _index_within(indexer: Indexer, paths: list[str], seconds: float) -> list[str]:
+    """Index `paths` one by one until `seconds` have passed (checked after each); returns those indexed."""
+    deadline, done = time.monotonic() + seconds, []
+    for path in paths:
+        if time.monotonic() > deadline:
+            break
+        indexer.index_files([Path(path)])
+        done.append(path)
+    return done
+
+
+def _is_text(path: str) -> bool:
+    from foundation.errors import ExtractionError
+    from indexing.extract import detect_kind
+
+    try:
+        return detect_kind(Path(path)) == "text"
+    except ExtractionError:
+        return False
+
+
+def changed_note(count: int) -> str:
+    files = "1 file" if count == 1 else f"{count} files"
+    verb = "it is" if count == 1 else "they are"
+    return (f"{files} changed since {'it was' if count == 1 else 'they were'} indexed; {verb} being re-indexed "
+            "and left out of these results. Search again in a moment.")
+
+
+# -- the queue's work ----------------------------------------------------------------------------
+
+
+def handle(rt: Runtime, queue: ReindexQueue, batch: list[Entry], should_stop: Callable[[], bool],
+           stats: QueueStats) -> None:
+    """Handle queued entries: files indexed a roots-group at a time, new folders indexed whole, gone paths
+    forgotten, stat passes turned into the entries they find."""
+    from tools.index_services import indexer_for
+
+    files: dict[tuple[Path, ...], list[Path]] = {}
+    gone: list[str] = []
+    for entry in batch:
+        if should_stop():
+            raise Cancelled("the server stops")
+        if entry.scan:
+            queue.add(stat_pass(rt, entry))  # (the files it finds are handled after this batch)
+            continue
+        kind = _kind(entry.path, entry.roots)
+        if kind == "gone":
+            gone.append(entry.path)
+        elif kind == "dir":
+            report = indexer_for(rt, should_cancel=should_stop, roots=entry.roots).index_tree(Path(entry.path))
+            _count(stats, report)
+        elif kind == "file":
+            files.setdefault(entry.roots, []).append(Path(entry.path))
+    for roots, paths in files.items():
+        _count(stats, indexer_for(rt, should_cancel=should_stop, roots=roots).index_files(paths))
+    if gone:
+        stats.removed += _forget(rt, gone)
+
+
+def _kind(path: str, roots: tuple[Path, ...]) -> str:
+    """gone, dir, file (a supported regular file) or other. As the folder walk: a symlinked file counts when
+    its target is inside the roots, a symlinked folder never."""
+    from foundation.paths import is_within
+    from indexing.extract import is_supported
+
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "gone"
+    if os.path.islink(path):
+        inside = is_within(Path(os.path.realpath(path)), roots)
+        return "file" if inside and stat.S_ISREG(info.st_mode) and is_supported(path) else "other"
+    if stat.S_ISDIR(info.st_mode):
+        return "dir"
+    return "file" if stat.S_ISREG(info.st_mode) and is_supported(path) else "other"
+
+
+def _count(stats: QueueStats, report: object) -> None:
+    from indexing.indexer import IndexReport
+
+    assert isinstance(report, IndexReport)
+    stats.reindexed += report.indexed
+    stats.removed += report.removed
+    for failed in report.failed:
+        note_failure(stats, failed.path, failed.reason)
+
+
+def _forget(rt: Runtime, gone: list[str]) -> int:
+    """Forget gone paths and everything indexed under them (a folder); returns the paths forgotten."""
+    from tools.index_services import forget_paths, index_store
+
+    store = index_store(rt)
+    targets: list[str] = []
+    for path in gone:
+        if os.path.exists(path):  # it came back meanwhile (an editor's rename)
+            continue
+        if store.file_row(path) is not None:
+            targets.append(path)
+        targets += [row.path for row in store.files_under(path) if not os.path.exists(row.path)]
+    if targets:
+        forget_paths(rt, targets)
+    return len(targets)
