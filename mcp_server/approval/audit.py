@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import re
 import threading
@@ -273,6 +274,14 @@ class TableAuditLog(AuditSink):
 
     def __init__(self, database: Database) -> None:
         self._db = database.open(AUDIT_SCHEMA)
+        try:
+            weak = audit_weaknesses(database)
+        except Exception:  # a check, not a condition of serving
+            weak = []
+        if weak:
+            logging.getLogger("generalagent.approval").warning(
+                "the server's database role %s: it (and anyone with its URL) could switch the audit log's "
+                "protection off; `generalagent-mcp doctor` says how to serve with a role that cannot", " and ".join(weak))
 
     def append(self, lines: list[str]) -> None:
         def add(conn: Any) -> None:
