@@ -50,7 +50,7 @@ from tools.runtime import CallContext, Runtime
 log = logging.getLogger("generalagent.dispatch")
 _approval_log = logging.getLogger("generalagent.approval")
 
-PATH_ARGUMENTS = frozenset({"path", "paths", "directory"})
+PATH_ARGUMENTS = frozenset({"path", "paths", "directory", "images"})
 """Arguments that name workspace paths: capped at MAX_PATH_CHARS bytes each at the edge."""
 
 
@@ -163,13 +163,14 @@ class Dispatcher:
 
     async def run(
         self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False,
-        at_once: bool = False,
+        at_once: bool = False, *, spec: ToolSpec | None = None,
     ) -> BaseModel:
         """Check, run and time one call; returns the tool's result model or raises GeneralAgentError
         (whose message never shows the server's data folder: see `redact_data_dir`). `at_once`: the caller
-        has just found `runs_at_once` true for this call (it is not asked again)."""
+        has just found `runs_at_once` true for this call (it is not asked again). `spec`: a tool not
+        registered here (another MCP server's, for a sub-agent), checked by the same gate."""
         try:
-            return await self._run(name, args, origin, sink, validate, at_once)
+            return await self._run(name, args, origin, sink, validate, at_once, spec)
         except GeneralAgentError as exc:
             if not isinstance(exc, ApprovalRequired):  # its `approve` command is for the human
                 exc.args = (redact_data_dir(str(exc), self.runtime.settings.data_dir),)
@@ -177,9 +178,9 @@ class Dispatcher:
 
     async def _run(
         self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False,
-        at_once: bool = False,
+        at_once: bool = False, given: ToolSpec | None = None,
     ) -> BaseModel:
-        spec = self.spec(name)
+        spec = given if given is not None and given.name == name else self.spec(name)
         check_argument_sizes(args)
         if validate:
             args = validate_arguments(spec, args)

@@ -122,7 +122,7 @@ async def test_edit_file_on_a_document_never_suggests_replacing_it(settings: Any
 @pytest.mark.parametrize(
     ("name", "data", "what"),
     [
-        ("logo.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "a PNG image"),
+        ("logo.dat", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "a PNG image"),  # .png: a picture (test_pictures)
         ("blob.bin", bytes(range(256)) * 10, "NUL bytes"),
         ("report.dat", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "rename it to .pdf"),
         ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512), "save it as DOCX, XLSX or PPTX"),

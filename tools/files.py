@@ -41,6 +41,7 @@ from foundation.paths import (
     roots_for,
     server_data_dirs,
 )
+from foundation.pictures import IMAGE_FORMATS, WithPictures
 from foundation.safe_open import opened, read_fd, unwritable
 from tools.runtime import CallContext, Runtime, Service
 from tools.skills import skill_hint
@@ -77,9 +78,9 @@ PathArg = Annotated[str, Field(description="File path (relative to the workspace
 # -- read_file --------------------------------------------------------------------------------
 
 
-class ReadFileResult(BaseModel):
+class ReadFileResult(WithPictures):  # an image file's picture goes as image content (tools/images.py)
     path: str
-    kind: str = Field(description="text, pdf, docx, xlsx, pptx, epub, odt, ods, odp or eml.")
+    kind: str = Field(description="text, pdf, docx, xlsx, pptx, epub, odt, ods, odp, eml or image.")
     content: str
     next_offset: int | None = Field(description="Offset of the next page; null at the end.")
     total_chars: int
@@ -224,14 +225,22 @@ def read_file(
     rt: Runtime,
     call: CallContext,
 ) -> ReadFileResult:
-    """Read a workspace file (text, PDF, Office, OpenDocument, EPUB, e-mail). Large files come in pages:
-    call again with offset=next_offset until it is null."""
+    """Read a workspace file (text, PDF, Office, OpenDocument, EPUB, e-mail; PNG/JPEG/GIF/WebP come back as an
+    image). Large files come in pages: call again with offset=next_offset until it is null."""
     session = call.session_id
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     if real.is_dir():
         raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r} "
                            '(enable_tools(["list_workspace_files"]) first if it is not listed).')
     with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
+        if real.suffix.lower() in IMAGE_FORMATS:
+            from tools.images import read_image
+
+            shown = read_image(rt, real, fd)
+            return ReadFileResult(
+                path=display_path(real, roots_for(rt.settings, session)), kind="image", content=shown.text,
+                next_offset=None, total_chars=len(shown.text), location=shown.location, warnings=shown.warnings,
+            ).with_pictures([shown.picture])
         small = os.fstat(fd).st_size <= TEXT_WHOLE_BYTES
         extracted = _extract(rt, real, fd, call)
     text: str = extracted.text

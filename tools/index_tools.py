@@ -80,17 +80,15 @@ def index_path(
     ] = True,
     watch: Annotated[
         bool,
-        Field(description="For folders: keep them indexed, re-indexing changes as they happen (across restarts). "
-                          "False: index once (and stop watching)."),
+        Field(description="Folders: re-index changes as they happen, across restarts. False: index once."),
     ] = True,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexResult:
-    """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
-    skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped.
-    A folder is then watched: its changes are re-indexed by themselves. Secrets (keys, credentials,
-    .env files) are never indexed."""
+    """Index a file or folder for search_documents (PDF, Office, OpenDocument, HTML, EPUB, CSV, e-mail,
+    text) and keep a folder indexed as its files change. Unchanged files are skipped; a stopped run
+    continues. Secrets (keys, credentials, .env files) are never indexed."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
     if not real.is_dir():
@@ -226,6 +224,8 @@ class IndexStatus(BaseModel):
     documents: int
     chunks: int
     characters: int
+    unread_scanned_pages: int = Field(default=0, description="PDF pages without a text layer left unread (no "
+                                      "OCR installed, or out of time); the documents' warnings say which.")
     search: str = ""
     jobs: list[JobInfo] = Field(default_factory=list, description="Index runs: running ones, then the latest.")
     vectors: str | None = Field(default=None, description="Hybrid mode: chunks embedded so far.")
@@ -249,7 +249,8 @@ def index_status(
     status = IndexStatus(
         database=store.where(), database_bytes=store.db_bytes(), files=totals["files"],
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
-        characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
+        characters=totals["chars"], unread_scanned_pages=store.unread_scanned_pages(),
+        search=memory_index(rt).state(*store.generation()),
         jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
         vectors=worker.status() if (worker := vector_worker(rt)) is not None else None,
         watcher=watcher_info(rt, roots),
