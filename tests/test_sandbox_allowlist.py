@@ -421,3 +421,16 @@ def test_property_the_sanitised_config_names_no_program(entries: list[Any]) -> N
         before = [entry.partition("\n")[0] for entry in listing.split("\0")[1::2]]
         assert not any(PROGRAM_KEY.fullmatch(key) for key in keys), keys
         assert keys == [key for key in before if not PROGRAM_KEY.fullmatch(key)]
+
+
+async def test_a_link_to_the_root_folder_does_not_stop_every_command(make_settings: Any, workspace: Path) -> None:
+    """Finding 7: one link to `/` inside a root made every shell command refuse (the secret-store walk followed
+    it past its entry limit). Links out of the roots are not walked now: the sandbox shows nothing of the user's
+    there, and a command naming the link is judged through it (outside the roots: it asks)."""
+    (workspace / "notes.txt").write_text("hello\n")
+    (workspace / "everything").symlink_to("/")
+    async with connect(make_settings(bash_enabled=True)) as client:
+        plain = await client.call_tool("run_bash_command", {"command": "cat notes.txt"})
+        named = await client.call_tool("run_bash_command", {"command": "ls everything/etc"})
+    assert not plain.is_error and plain.structured_content["stdout"] == "hello\n", plain.content
+    assert named.is_error and "Approval required" in named.content[0].text, named.content
