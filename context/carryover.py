@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from context.messages import Msg, content_text, with_content
+from context.messages import Msg, with_content
 from context.tokens import Counter
 from context.userwords import WordsReport, prose_sentences, tier
 
@@ -52,7 +52,7 @@ def todos_from_transcript(msgs: Iterable[Msg]) -> list[Todo] | None:
                 parsed = _todo_items(call.arguments)
                 if parsed is not None:
                     return parsed
-        if msg.role == "user" and REMINDER_MARK in (text := content_text(msg.content)):
+        if msg.role == "user" and REMINDER_MARK in (text := msg.text):
             return _reminder_items(text)  # our own reminder carried the list this far
     return None
 
@@ -133,7 +133,7 @@ def todo_reminder(todos: list[Todo], source: str) -> str | None:
 
 def reminder_positions(msgs: list[Msg]) -> list[int]:
     """Indexes of the user messages that carry one of our todo reminders."""
-    return [k for k, m in enumerate(msgs) if m.role == "user" and REMINDER_MARK in content_text(m.content)]
+    return [k for k, m in enumerate(msgs) if m.role == "user" and REMINDER_MARK in m.text]
 
 
 def without_reminders(msg: Msg) -> Msg | None:
@@ -178,7 +178,7 @@ def is_empty(msg: Msg) -> bool:
         return all(
             isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content
         )
-    return not content_text(content).strip()
+    return not msg.says_something
 
 
 def api_shape(msgs: list[Msg], fmt: str) -> list[Msg]:
@@ -200,7 +200,7 @@ def words_to_carry(
     """The user's sentences a summary carries verbatim: those an earlier summary carried, then
     every sentence of the summarised user messages, deduplicated, in order. Over `limit` tokens,
     sentences go by tier (small talk first), the oldest first; drops are reported."""
-    found = [s for m in old_users for s in prose_sentences(content_text(m.content))]
+    found = [s for m in old_users for s in prose_sentences(m.text)]
     chosen = list(dict.fromkeys([*earlier, *found]))
     costs = {s: counter.count(s) + 2 for s in chosen}
     over = sum(costs.values()) - limit

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from context import carryover
 from context.compress import shorten
-from context.messages import Msg, arguments_text, content_text, message_text, with_content
+from context.messages import Msg, arguments_text, with_content
 from context.optimize import SUMMARY_HEADING, chains, compressed_output, keep_last_user
 from context.tokens import Counter, lower_bound, message_tokens, total_tokens
 from context.userwords import WordsReport, pasted, shrink_blobs
@@ -125,7 +125,7 @@ def split_summary(system: list[Msg]) -> tuple[list[Msg], str | None]:
     """System messages without our earlier summary, and that summary's text (None: none)."""
     kept, previous = [], None
     for msg in system:
-        text = content_text(msg.content)
+        text = msg.text
         match = _HEADING_LINE.search(text) if previous is None else None
         if match is None:
             kept.append(msg)
@@ -173,7 +173,7 @@ def _recent(
     for unit in reversed(others):
         if count >= RECENT_MIN_MESSAGES and tokens >= want:
             break
-        if tokens + sum(lower_bound(message_text(msgs[i])) for i in unit) > cap:
+        if tokens + sum(lower_bound(msgs[i].full_text) for i in unit) > cap:
             break
         sizes = {i: message_tokens(counter, msgs[i]) for i in unit}
         counted.update(sizes)
@@ -326,7 +326,7 @@ def tokens_upto(counter: Counter, msgs: list[Msg], limit: int) -> int:
     there; cheap lower bounds first, so a huge message is not tokenised to learn it is too big)."""
     floor = 0
     for msg in reversed(msgs):
-        floor += lower_bound(message_text(msg))
+        floor += lower_bound(msg.full_text)
         if floor > limit:
             return floor
     total = 0
@@ -341,7 +341,7 @@ def _trim_recent(recent: list[Msg], counter: Counter) -> list[Msg]:
     out = []
     for msg in recent:
         if msg.role == "tool":
-            small, _ = compressed_output(content_text(msg.content), RECENT_TOOL_OUTPUT_MAX, counter)
+            small, _ = compressed_output(msg.text, RECENT_TOOL_OUTPUT_MAX, counter)
             if small is not None:
                 msg = with_content(msg, small)
         out.append(msg)
@@ -378,9 +378,9 @@ def _lines(msgs: list[Msg], counter: Counter, budget: int) -> tuple[list[tuple[s
 
 def _line(msg: Msg, counter: Counter) -> str:
     if msg.role == "tool":
-        result = shorten(content_text(msg.content), 150, counter.count)
+        result = shorten(msg.text, 150, counter.count)
         return f"[tool result {msg.tool_name or ''}] {result}"
-    text = shorten(content_text(msg.content), 1500, counter.count)
+    text = shorten(msg.text, 1500, counter.count)
     calls = "; ".join(f"{c.name}({arguments_text(c.arguments)[:200]})" for c in msg.calls)
     return f"[{msg.role}] {text}" + (f"\n[calls] {calls}" if calls else "")
 
@@ -440,7 +440,7 @@ def fallback_body(parts: Split, counter: Counter, reason: str) -> str:
     lines = [f"_(Made without an LLM: {reason} Older messages were truncated.)_"]
     first = first_request(parts.old)
     if first is not None:
-        text = content_text(first.content)
+        text = first.text
         lines.append("## First request in the truncated part\n" + shorten(text, 300, counter.count))
     if parts.previous:
         earlier = _strip_carryover(_HEADING_LINE.sub("", parts.previous, count=1))
@@ -482,7 +482,7 @@ def files_mentioned(msgs: list[Msg]) -> list[str]:
 
 
 def message_text_short(msg: Msg) -> str:
-    text = content_text(msg.content)
+    text = msg.text
     if len(text) > 4000:
         text = text[:4000].rsplit(None, 1)[0]
     return text + " " + " ".join(arguments_text(c.arguments)[:400] for c in msg.calls)
@@ -495,7 +495,7 @@ def _with_carryover(
     first = first_request(parts.clean)
     old_users = [m for m in parts.old if m.role == "user" and m is not first]
     for msg in old_users:  # pasted blobs are summarised, not carried: report them as compressed
-        text = content_text(msg.content)
+        text = msg.text
         report.words.compressed(text, pasted(text))
     limit = int(window * WORDS_MAX_SHARE)
     words = carryover.words_to_carry(carryover.carried_words(previous), old_users, counter, limit, report.words)
@@ -509,14 +509,7 @@ def _with_carryover(
 def first_request(msgs: list[Msg]) -> Msg | None:
     """The conversation's first user message that says something (it is kept after the summary,
     never summarised away; an empty or blank one before it asks for nothing)."""
-    return next((m for m in msgs if m.role == "user" and says_something(m.content)), None)
-
-
-def says_something(content: Any) -> bool:
-    """Non-blank text, or any part that is not text (an image, a file, audio)."""
-    if content_text(content).strip():
-        return True
-    return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") != "text" for p in content)
+    return next((m for m in msgs if m.role == "user" and m.says_something), None)
 
 
 def _first_kept(clean: list[Msg], recent: list[Msg], counter: Counter, window: int) -> list[Msg]:

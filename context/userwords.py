@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from context.compress import shorten
-from context.messages import Msg, content_text, with_content
+from context.messages import Msg, with_content
 from context.tokens import TOKENS_PER_MESSAGE, Counter, message_tokens
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？])|\n+")  # not at ; or ；: a clause is not a sentence
@@ -178,12 +178,12 @@ class WordsReport:
             self.compressed_in.append(_short(prose(text) or text))
 
     def count_all(self, msgs: list[Msg], users: list[int]) -> None:
-        self.sentences += sum(len(prose_sentences(content_text(msgs[i].content))) for i in users)
+        self.sentences += sum(len(prose_sentences(msgs[i].text)) for i in users)
 
     def compressed_blobs(self, blobs: dict[int, int], msgs: list[Msg], keep: set[int]) -> None:
         for i in sorted(blobs):
             if i in keep:
-                self.compressed(content_text(msgs[i].content), blobs[i])
+                self.compressed(msgs[i].text, blobs[i])
 
     def as_dict(self) -> dict[str, Any]:
         return {"sentences": self.sentences, "kept": self.sentences - self.dropped, **self.__dict__}
@@ -214,7 +214,7 @@ def choose_words(
     total = sum(cost for _, cost in sized.values())
     if total <= budget:
         return set(sized), {i: m for i, (m, _) in shrunk.items()}, total
-    texts = {i: prose_sentences(content_text(m.content)) for i, (m, _) in sized.items() if i not in protected}
+    texts = {i: prose_sentences(m.text) for i, (m, _) in sized.items() if i not in protected}
     order = sorted(((tier(t), i, t) for i, ts in texts.items() for t in ts), key=lambda x: (x[0], x[1]))
     over, dropped = total - budget, dict[int, list[str]]()
     for _, i, sentence in order:
@@ -281,7 +281,7 @@ def _rebuild(
     costs = {i: message_tokens(counter, reduced[i]) if i in reduced else sized[i][1] for i in kept}
     total = sum(costs.values())
     def rank(i: int) -> tuple[int, int]:  # lowest tier first, then the oldest
-        left = prose_sentences(content_text((reduced.get(i) or sized[i][0]).content))
+        left = prose_sentences((reduced.get(i) or sized[i][0]).text)
         return max((tier(t) for t in left), default=0), i
 
     for i in sorted(kept - protected, key=rank):  # still over (framing, blobs): whole messages
@@ -289,7 +289,7 @@ def _rebuild(
             break
         kept.discard(i)
         total -= costs[i]
-        for sentence in prose_sentences(content_text((reduced.get(i) or sized[i][0]).content)):
+        for sentence in prose_sentences((reduced.get(i) or sized[i][0]).text):
             words.drop(sentence)
     return kept, {i: m for i, m in reduced.items() if i in kept}, total
 
