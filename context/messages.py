@@ -20,14 +20,12 @@ from context.parts import (
     ContentPart,
     Part,
     ToolCall,
-    ToolResult,
+    all_parts,
     arguments_text,
-    calls_text,
+    full_text,
     read_content,
+    says_something,
     text_of,
-)
-from context.parts import (
-    says_something as _says_something,
 )
 from foundation.errors import InvalidInput
 
@@ -63,8 +61,8 @@ class Msg:
     `raw` is the caller's dict (for an Anthropic tool result: its `tool_result` block). `source` is
     the caller's message index (-1: made by us).
 
-    Read once from `content` and `calls` when the Msg is made (context/parts.py), and what the
-    context code reads: `parts` (typed: text, reasoning, image, document, tool call, tool result,
+    Read once from `content` and `calls`, on first use (context/parts.py), and what
+    the context code reads: `parts` (typed: text, reasoning, image, document, tool call, tool result,
     opaque), `body` (the content's parts), `text` (their readable text), `full_text` (everything
     that costs tokens: text, then the calls as `name(arguments)` lines) and `says_something`
     (non-blank text or a part that is not text). Change a message with `with_content`.
@@ -78,22 +76,37 @@ class Msg:
     source: int = -1
     changed: bool = False
     tool_name: str | None = None
-    body: tuple[ContentPart, ...] = field(init=False, repr=False, compare=False)
-    parts: tuple[Part, ...] = field(init=False, repr=False, compare=False)
-    text: str = field(init=False, repr=False, compare=False)
-    full_text: str = field(init=False, repr=False, compare=False)
-    says_something: bool = field(init=False, repr=False, compare=False)
+    _body: tuple[ContentPart, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
+    _full_text: str | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self.body = read_content(self.content)
-        self.text = text_of(self.body)
-        calls = calls_text(self.calls) if self.calls else ""
-        self.full_text = f"{self.text}\n{calls}" if self.text and calls else self.text or calls
-        self.says_something = _says_something(self.body, self.text, isinstance(self.content, list))
-        if self.role == "tool":
-            self.parts = (ToolResult(self.call_id, self.body, self.text),)
-        else:
-            self.parts = (*self.body, *self.calls)
+    # Each view is read once, on first use: a long transcript has many messages never looked at.
+    @property
+    def body(self) -> tuple[ContentPart, ...]:
+        if self._body is None:
+            self._body = read_content(self.content)
+        return self._body
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            content = self.content
+            self._text = content if isinstance(content, str) else text_of(self.body)
+        return self._text
+
+    @property
+    def full_text(self) -> str:
+        if self._full_text is None:
+            self._full_text = full_text(self.text, self.calls)
+        return self._full_text
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        return all_parts(self.body, self.text, self.calls, self.call_id if self.role == "tool" else None)
+
+    @property
+    def says_something(self) -> bool:
+        return says_something(self.body, self.text, isinstance(self.content, list))
 
     @property
     def is_chain_head(self) -> bool:

@@ -123,3 +123,18 @@ def calls_text(calls: tuple[ToolCall, ...]) -> str:
 def says_something(parts: tuple[ContentPart, ...], text: str, is_list: bool) -> bool:
     """Non-blank text, or (list content) any part that is not text: an image, a file, audio."""
     return (bool(text) and not text.isspace()) or (is_list and any(not isinstance(part, Text) for part in parts))
+
+
+def full_text(text: str, calls: tuple[ToolCall, ...]) -> str:
+    """Everything that costs tokens: the text, then one `name(arguments)` line per call."""
+    if not calls:
+        return text
+    lines = calls_text(calls)
+    return f"{text}\n{lines}" if text else lines
+
+
+def all_parts(body: tuple[ContentPart, ...], text: str, calls: tuple[ToolCall, ...], result_of: str | None) -> tuple[Part, ...]:
+    """A message's parts, typed: the body then the calls; a tool's result (`result_of` its call id) as one ToolResult."""
+    if result_of is not None:
+        return (ToolResult(result_of, body, text),)
+    return (*body, *calls)
