@@ -34,6 +34,7 @@ from indexing.scoring import DEFAULT_WEIGHTING, Weighting
 if TYPE_CHECKING:  # numpy loads with the first snapshot: small indexes never need it
     import numpy as np
 
+    from indexing.delta import DeltaSnapshot
     from indexing.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ class Snapshot:
     head: np.ndarray
     head_off: np.ndarray
     max_weights: dict[int, float] = field(default_factory=dict, compare=False, repr=False)  # term id -> its largest weight (cached)
+    tf: np.ndarray | None = field(default=None, compare=False, repr=False)  # each posting's field-weighted tf
+    tf_exact: bool = False  # `tf` holds every tf exactly: a delta can reweigh the postings (`indexing.delta`)
 
     @property
     def n_rows(self) -> int:
@@ -149,9 +152,10 @@ def open_snapshot(directory: Path, generation: int, weighting: Weighting) -> Sna
     cannot be used)."""
     from indexing.postings_files import read_snapshot
 
-    a, words = read_snapshot(directory, generation, weighting)
+    a, words, tf_exact = read_snapshot(directory, generation, weighting)
     return Snapshot(generation, weighting, TermTable(words, a["bounds"], a["idf"]), a["chunk_ids"], a["doc_ids"],
-                    a["rows"], a["weights"], a["body"], a["body_off"], a["head"], a["head_off"])
+                    a["rows"], a["weights"], a["body"], a["body_off"], a["head"], a["head_off"], tf=a["tf"],
+                    tf_exact=tf_exact)
 
 
 def build_snapshot(
@@ -189,6 +193,20 @@ class TermTable(Mapping[str, TermInfo]):
                 self._made.clear()
             info = self._made[term] = TermInfo(i, int(self._bounds[i]), int(self._bounds[i + 1]), float(self._idf[i]))
         return info
+
+    def ids(self) -> dict[str, int]:
+        """Term -> term id."""
+        return self._ids
+
+    def dfs(self) -> np.ndarray:
+        """Each term id's document frequency (the length of its postings)."""
+        import numpy as np
+
+        return np.diff(self._bounds)
+
+    def span(self, tid: int) -> tuple[int, int]:
+        """The term id's slice of the postings."""
+        return int(self._bounds[tid]), int(self._bounds[tid + 1])
 
     def get(self, term: str, default: TermInfo | None = None) -> TermInfo | None:  # type: ignore[override]
         """The term's TermInfo, else `default` (Mapping.get would call __getitem__ and catch a KeyError)."""
@@ -231,6 +249,8 @@ class MemoryIndex:
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
         self._building = False
+        self._delta: DeltaSnapshot | None = None
+        self._delta_lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
@@ -239,18 +259,25 @@ class MemoryIndex:
 
     def holds(self, generation: int) -> bool:
         """True when the snapshot of `generation` is loaded (`current` then returns it at once)."""
-        snap = self._snapshot
-        return snap is not None and snap.generation == generation
+        snap, delta = self._snapshot, self._delta
+        return snap is not None and (snap.generation == generation or (
+            delta is not None and delta.base is snap and delta.generation >= generation))
 
-    def current(self, generation: int, chunks: int) -> Snapshot | None:
-        """The snapshot of `generation` (opened from its files if saved), or None (and a rebuild
-        starts) when there is none yet."""
+    def current(self, generation: int, chunks: int) -> Snapshot | DeltaSnapshot | None:
+        """The snapshot of `generation` (opened from its files if saved, else the last one with a
+        delta of the documents changed since), or None (and a rebuild starts) when there is none yet.
+        A delta is merged (the postings rebuilt in the background) once the index is quiet."""
         snap = self._snapshot
         if snap is not None and snap.generation == generation:
             return snap
         if not self._worth_it(chunks):
             self._snapshot = None  # outside the size range now: free the stale copy
             return None
+        delta = self._delta
+        if delta is not None and delta.base is snap and delta.generation >= generation:
+            if time.monotonic() - delta.made >= MERGE_QUIET_S:
+                self._start_build()
+            return delta
         if self._build_lock.acquire(blocking=False):  # (a running build opens or makes it itself)
             try:
                 snap = self._open_saved(generation, chunks)
@@ -261,8 +288,30 @@ class MemoryIndex:
                 self._build_lock.release()
             if snap is not None:
                 return snap
-        self._start_build()
-        return None
+        delta = self._delta_of(generation)
+        if delta is None or delta.n_rows - delta.base.n_rows > max(MERGE_ROWS, delta.base.n_rows // 8):
+            self._start_build()
+        return delta
+
+    def _delta_of(self, generation: int) -> DeltaSnapshot | None:
+        """The base with a delta of the documents changed since (`indexing.delta`), of `generation`
+        or later; None when the change log cannot say what changed, or too much did."""
+        from indexing.changelog import read_changes
+        from indexing.delta import DeltaSnapshot
+
+        with self._delta_lock:
+            base, delta = self._snapshot, self._delta
+            if delta is not None and delta.base is base and delta.generation >= generation:
+                return delta
+            if base is None or not base.tf_exact or base.tf is None or base.generation > generation:
+                return None
+            try:
+                changes = read_changes(self.store, base.generation, MAX_DELTA_DOCS)
+                self._delta = DeltaSnapshot(base, changes, self.weighting) if changes is not None else None
+            except Exception:  # never fail a search over a delta: a rebuild follows
+                log.exception("making the postings' delta failed; they are rebuilt")
+                self._delta = None
+            return self._delta
 
     def _worth_it(self, chunks: int) -> bool:
         return self.min_chunks <= chunks <= self.max_chunks
@@ -338,6 +387,7 @@ class MemoryIndex:
 
     def _use(self, snap: Snapshot, path: Path) -> Snapshot:
         self._snapshot = snap
+        self._delta = None  # (merged)
         with contextlib.suppress(OSError):
             os.utime(path)  # opened now: another index's processes leave it alone for a day (`_remove_unused`)
         self._remove_unused(path.name)
@@ -393,6 +443,9 @@ class MemoryIndex:
 
 
 INDEX_ID_KEY = "postings_id"
+MAX_DELTA_DOCS = 5_000  # documents changed since the base beyond which the postings are rebuilt whole
+MERGE_ROWS = 50_000  # delta rows beyond which a merge (rebuild) starts at once (also an eighth of the base)
+MERGE_QUIET_S = 2.0  # a delta unchanged this long is merged into a new base in the background
 SCRATCH_MAX_AGE_S = 86_400  # a build takes about a minute at 1M chunks; also how long another index's
 # snapshot is kept after a process last opened it (removing one still mapped costs its user nothing on
 # POSIX, where the map outlives the file; on Windows the mapped files stay and the rest is rebuilt)
