@@ -15,11 +15,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from indexing.store import ChunkTerms, IndexStore
+ChunkTerms = tuple[int, int, str, str]  # a chunk's (id, doc_id, head_terms, terms)
+Rows = Callable[[str, Sequence[object]], list[Any]]  # (SQL, parameters) -> rows, in one read transaction
+
+
+class ChangeSource(Protocol):
+    """An index store (`indexing.store.IndexStore`, or PostgreSQL's)."""
+
+    backend: str
+
+    def consistent_read(self) -> AbstractContextManager[Rows]: ...
 
 KEEP_GENERATIONS = 100_000  # generations whose changes are kept (a postings copy older than that is rebuilt)
 
@@ -53,26 +62,14 @@ class Changes:
     rows: list[ChunkTerms]  # their chunks now: (chunk id, document id, head terms, terms), by chunk id
 
 
-def read_changes(store: IndexStore, base: int, max_docs: int) -> Changes | None:
+def read_changes(store: ChangeSource, base: int, max_docs: int) -> Changes | None:
     """The documents changed after generation `base` with their chunks now; None when the log cannot
     say (a generation that named no documents, or pruned) or more than `max_docs` changed."""
-    if store.backend == "postgresql":
-        with store.db.read() as conn:  # type: ignore[attr-defined]  # (PgIndexStore: one consistent snapshot)
-            return _read(lambda sql, params: conn.all(sql, params), base, max_docs, True)
-    from foundation import sqlite_db
-
-    raw = sqlite_db.connect(store.path, timeout=30.0)
-    try:
-        raw.execute("BEGIN")
-        try:
-            return _read(lambda sql, params: raw.execute(sql, params).fetchall(), base, max_docs, False)
-        finally:
-            raw.execute("COMMIT")
-    finally:
-        raw.close()
+    with store.consistent_read() as all_rows:
+        return _read(all_rows, base, max_docs, store.backend == "postgresql")
 
 
-def _read(all_rows: Callable[[str, Sequence[object]], list[Any]], base: int, max_docs: int,
+def _read(all_rows: Rows, base: int, max_docs: int,
           postgres: bool) -> Changes | None:
     (generation,) = all_rows("SELECT generation FROM stats", ())[0]
     generation = int(generation)

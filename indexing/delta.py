@@ -19,9 +19,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from indexing.postings import Occurrences, Snapshot, TermInfo, TermTable
 from indexing.postings_files import _batch_postings, _term_ids, _Vocab
 from indexing.scoring import Weighting, idf, length_norm, saturate
+from indexing.snapshot import Occurrences, Snapshot, TermInfo, TermTable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,9 +70,9 @@ class DeltaSnapshot:
         body, head, blen, hlen = _term_ids(changes.rows, vocab) if changes.rows else (
             np.zeros(0, np.int32), np.zeros(0, np.int32), [], [])
         n_terms = vocab.known + len(vocab.new)
-        # (term id, row, tf), by term then row
-        self._dtid, self._drow, self._dtf = _batch_postings(body, head, blen, hlen, 0, weighting) if changes.rows else (
-            np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+        postings: tuple[np.ndarray, np.ndarray, np.ndarray] = _batch_postings(body, head, blen, hlen, 0, weighting) if (
+            changes.rows) else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+        self._dtid, self._drow, self._dtf = postings  # (term id, row, tf), by term then row
         df = np.zeros(n_terms, dtype=np.int64)
         df[: vocab.known] = _table(base).dfs()
         df -= _masked_df(base, ~self.alive, n_terms)

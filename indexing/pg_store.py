@@ -266,6 +266,12 @@ class PgIndexStore(IndexStore):
             return
         yield generation, pages_of(generation, read_page)
 
+    @contextmanager
+    def consistent_read(self) -> Iterator[Callable[[str, Sequence[object]], list[Any]]]:
+        """Reads that all see one state of the index (one snapshot)."""
+        with self.db.read() as conn:
+            yield lambda sql, params: conn.all(sql, params)
+
     def db_bytes(self) -> int:
         tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats")
         total = self.conn().execute(

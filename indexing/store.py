@@ -27,8 +27,8 @@ from typing import Any
 
 from foundation import sqlite_db
 from foundation.pooled_reads import ConnectionPool, PooledReads
-from indexing.changelog import log_change
 from foundation.waiting import about_to_wait
+from indexing.changelog import log_change
 from indexing.model import Chunk
 from indexing.query import quote
 
@@ -459,6 +459,16 @@ class IndexStore:
                 yield None
                 return
             yield int(generation), pages_of(int(generation), read_page)
+        finally:
+            conn.close()
+
+    @contextmanager
+    def consistent_read(self) -> Iterator[Callable[[str, Sequence[object]], list[Any]]]:
+        """Reads that all see one state of the index (one read transaction, `indexing.changelog`)."""
+        conn = sqlite_db.connect(self.path, timeout=30.0)
+        try:
+            conn.execute("BEGIN")
+            yield lambda sql, params: conn.execute(sql, params).fetchall()
         finally:
             conn.close()
 
