@@ -126,9 +126,11 @@ class MemoryIndex:
                 return delta
             if base is None or not base.tf_exact or base.tf is None or base.generation > generation:
                 return None
+            before = delta if delta is not None and delta.base is base else None
             try:
-                changes = read_changes(self.store, base.generation, MAX_DELTA_DOCS)
-                self._delta = DeltaSnapshot(base, changes, self.weighting) if changes is not None else None
+                changes = read_changes(self.store, before.generation if before else base.generation, MAX_DELTA_DOCS)
+                fits = changes is not None and len(before.masked.docs if before else ()) + len(changes.doc_ids) <= MAX_DELTA_DOCS
+                self._delta = DeltaSnapshot(base, changes, self.weighting, before) if changes is not None and fits else None
             except Exception:  # never fail a search over a delta: a rebuild follows
                 log.exception("making the postings' delta failed; they are rebuilt")
                 self._delta = None

@@ -34,8 +34,11 @@ def _write(folder: Path, n: int, seed: int) -> None:
     (folder / f"f{n}.md").write_text((f"# {heading}\n\n" if heading else "") + "\n\n".join(paras) + "\n", encoding="utf-8")
 
 
-def _apply(folder: Path, indexer: Indexer, ops: list[tuple[str, int, int]]) -> None:
+def _apply(folder: Path, indexer: Indexer, ops: list[tuple[str, int, int]], follow: MemoryIndex | None = None) -> None:
+    """The operations, one write each; `follow` makes its delta after each (deltas made from deltas)."""
     for kind, n, seed in ops:
+        if follow is not None:
+            follow.current(*indexer.store.generation())
         path = folder / f"f{n}.md"
         if kind == "delete":
             if path.exists():
@@ -69,10 +72,11 @@ def _ranked(searcher: Searcher, query: str) -> list[tuple[int, float]]:
     return [(h.chunk_id, h.score) for h in got]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(first=st.lists(st.integers(0, 10**6), min_size=1, max_size=6), ops=st.lists(op, min_size=1, max_size=12))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.lists(st.integers(0, 10**6), min_size=1, max_size=6), ops=st.lists(op, min_size=1, max_size=12),
+       chained=st.booleans())
 def test_base_and_delta_equal_a_whole_rebuild(tmp_path_factory: pytest.TempPathFactory, first: list[int],
-                                              ops: list[tuple[str, int, int]]) -> None:
+                                              ops: list[tuple[str, int, int]], chained: bool) -> None:
     folder = tmp_path_factory.mktemp("docs")
     store = IndexStore(tmp_path_factory.mktemp("db") / "index.sqlite3")
     indexer = Indexer(store)
@@ -81,7 +85,7 @@ def test_base_and_delta_equal_a_whole_rebuild(tmp_path_factory: pytest.TempPathF
     indexer.index_tree(folder)
     memory = MemoryIndex(store)
     assert memory.build_now() is not None
-    _apply(folder, indexer, ops)
+    _apply(folder, indexer, ops, memory if chained else None)
     generation, chunks = store.generation()
     full_memory = MemoryIndex(store)
     full = full_memory.build_now()
