@@ -36,11 +36,11 @@ def _chunks(rng: random.Random, version: int) -> list[AnalyzedChunk]:
     return out
 
 
-def _put(store: IndexStore, path: str, rng: random.Random, version: int) -> None:
+def _put(store: IndexStore, path: str, chunks: list[AnalyzedChunk], version: int) -> None:
     with store.write() as conn:
         old = IndexStore.unlink_file(conn, path)
         store.drop_if_orphan(conn, old)
-        doc = store.insert_document(conn, f"{path}:{version}", "md", 100, _chunks(rng, version))
+        doc = store.insert_document(conn, f"{path}:{version}", "md", 100, chunks)
         store.link_file(conn, path, doc, 100, version)
 
 
@@ -91,9 +91,11 @@ def main() -> None:
     builds = memory.builds
     done = threading.Event()
 
+    edits = [(n, _chunks(random.Random(n), 1)) for n in rng.sample(range(args.docs), args.burst)]  # made beforehand
+
     def burst() -> None:
-        for n in rng.sample(range(args.docs), args.burst):
-            _put(store, f"/d/{n}", random.Random(n), 1)
+        for n, chunks in edits:
+            _put(store, f"/d/{n}", chunks, 1)
             time.sleep(0.005)
         done.set()
 
