@@ -33,15 +33,13 @@ CACHED_TERMS = 4096  # terms whose re-weighed postings a delta keeps
 
 
 class _Vocabulary(_Vocab):
-    """The base's term ids, new terms after them (shared by the deltas of one base, only ever added
-    to), and each delta chunk's term ids and postings, kept while its text is the same."""
+    """The base's term ids, new terms after them (shared by the deltas of one base, only ever added to)."""
 
     def __init__(self, lookup: Mapping[str, int]) -> None:
         super().__init__()
         self.base = lookup
         self.known = len(lookup)
         self.new: list[str] = []
-        self.chunks: dict[int, _Chunk] = {}
 
     def __missing__(self, term: str) -> int:
         tid = self.base.get(term)
@@ -51,19 +49,10 @@ class _Vocabulary(_Vocab):
         self[term] = tid
         return tid
 
-    def chunk(self, row: ChunkTerms, weighting: Weighting) -> _Chunk:
-        got = self.chunks.get(row[0])
-        if got is None or got.head_text != row[2] or got.body_text != row[3]:
-            got = self.chunks[row[0]] = _Chunk.of(row, self, weighting)
-        return got
-
-
 @dataclass(frozen=True)
 class _Chunk:
-    """A delta chunk: its texts, term ids and postings (distinct term ids, by id, and their tf)."""
+    """A delta chunk: its term ids and postings (distinct term ids, by id, and their tf)."""
 
-    head_text: str
-    body_text: str
     body: np.ndarray
     head: np.ndarray
     tids: np.ndarray
@@ -73,7 +62,7 @@ class _Chunk:
     def of(row: ChunkTerms, vocab: _Vocab, weighting: Weighting) -> _Chunk:
         body, head, blen, hlen = _term_ids([row], vocab)
         tids, _rows, tf = _batch_postings(body, head, blen, hlen, 0, weighting)  # (the build's very sums)
-        return _Chunk(row[2], row[3], body.copy(), head.copy(), tids, tf)
+        return _Chunk(body.copy(), head.copy(), tids, tf)
 
 
 @dataclass(frozen=True)
@@ -101,10 +90,13 @@ class DeltaSnapshot:
         self.made = time.monotonic()
         self.vocab: _Vocabulary = before.vocab if before is not None else _Vocabulary(_table(base).ids())
         fresh = set(changes.doc_ids)
-        kept = [r for r in before.rows if r[1] not in fresh] if before is not None else []
-        self.rows: list[ChunkTerms] = sorted(kept + changes.rows)
+        kept = [(r, c) for r, c in zip(before.rows, before.chunks, strict=True) if r[1] not in fresh] if before else []
+        made = [(r, _Chunk.of(r, self.vocab, weighting)) for r in changes.rows]
+        both = sorted(kept + made, key=lambda pair: pair[0][0])  # by chunk id
+        self.rows: list[ChunkTerms] = [r for r, _ in both]
+        self.chunks: list[_Chunk] = [c for _, c in both]
+        chunks = self.chunks
         self.masked: _Masked = _mask(base, before.masked if before is not None else None, fresh, changes.rows)
-        chunks = [self.vocab.chunk(r, weighting) for r in self.rows]
         self.n_terms = len(self.vocab.base) + len(self.vocab.new)
         self._delta_postings(chunks)
         blen = [len(c.body) for c in chunks]
