@@ -273,7 +273,8 @@ class PgIndexStore(IndexStore):
             yield lambda sql, params: conn.all(sql, params)
 
     def db_bytes(self) -> int:
-        tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats")
+        tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats",
+                  "index_changes")
         total = self.conn().execute(
             "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(?::text[]) AS t", (list(tables),)
         ).fetchone()
