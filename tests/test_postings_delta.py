@@ -166,3 +166,47 @@ def test_another_process_follows_through_the_log_on_either_backend(request: pyte
     full = MemoryIndex(store).build_now()
     assert full is not None
     _same(view, full)
+
+
+EDIT_IN_ANOTHER_PROCESS = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from indexing.indexer import Indexer
+from indexing.store import IndexStore
+store = IndexStore(Path(sys.argv[2]))
+folder = Path(sys.argv[3])
+indexer = Indexer(store)
+(folder / "f1.md").write_text("# zeppelin hangar\n\nrevenue growth zeppelin\n", encoding="utf-8")
+indexer.index_file(folder / "f1.md")
+(folder / "f2.md").unlink()
+indexer.remove_path(str(folder / "f2.md"))
+(folder / "f9.md").write_text("solar grid zeppelin battery\n", encoding="utf-8")
+indexer.index_file(folder / "f9.md")
+store.close()
+"""
+
+
+def test_a_process_follows_what_another_changed(tmp_path: Path) -> None:
+    """Another process's writes reach this process's postings through the change log, as a delta."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for n in range(5):
+        _write(folder, n, n + 1)
+    store = IndexStore(tmp_path / "index.sqlite3")
+    Indexer(store).index_tree(folder)
+    memory = MemoryIndex(store)
+    memory.build_now()
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-c", EDIT_IN_ANOTHER_PROCESS, str(root), str(tmp_path / "index.sqlite3"),
+                    str(folder)], check=True, timeout=120)
+    view = memory.current(*store.generation())
+    assert isinstance(view, DeltaSnapshot) and view.changed_docs >= 3
+    full = MemoryIndex(store).build_now()
+    assert full is not None
+    _same(view, full)
+    names = {Path(h.path).name for h in Searcher(store, memory=memory).search("zeppelin", limit=20)}
+    assert {"f1.md", "f9.md"} <= names and "f2.md" not in names
