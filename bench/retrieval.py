@@ -25,7 +25,8 @@ from typing import Protocol
 
 from indexing.analyzer import EN_STOP, ZH_STOP, analyze, jieba_tokenizer, normalize
 from indexing.model import Chunk, ChunkingOptions
-from indexing.postings import MemoryIndex, Weighting
+from indexing.postings import MemoryIndex
+from indexing.scoring import Weighting
 from indexing.search import ChunkHit, RankParams, Searcher
 from indexing.store import AnalyzedChunk, IndexStore
 
@@ -224,11 +225,11 @@ Where = dict[int, tuple[str, int, int]]  # chunk id -> (document id, start, end)
 
 
 def build_document_index(
-    docs: list[dict], work: Path, chunking: ChunkingOptions | None = None  # type: ignore[type-arg]
+    docs: list[dict], work: Path, chunking: ChunkingOptions | None = None, plain: bool = False  # type: ignore[type-arg]
 ) -> tuple[IndexStore, list[tuple[int, str]], Where]:
-    """The articles as Markdown files (`# title`) indexed by our indexer (chunked as `chunking` says,
-    default: the server's defaults): the store, every chunk's (id, text), and where each chunk lies
-    in its article's text."""
+    """The articles as Markdown files (`# title`; `plain`: text files without it) indexed by our indexer
+    (chunked as `chunking` says, default: the server's defaults): the store, every chunk's (id, text), and
+    where each chunk lies in its article's text."""
     from indexing.indexer import Indexer
 
     folder = work / "docs"
@@ -236,8 +237,8 @@ def build_document_index(
     prefix_len: dict[str, int] = {}
     by_path: dict[str, dict] = {}  # type: ignore[type-arg]
     for i, d in enumerate(docs):
-        head = f"# {d['title'].replace('_', ' ')}\n\n"
-        path = folder / f"{i:05d}.md"
+        head = "" if plain else f"# {d['title'].replace('_', ' ')}\n\n"
+        path = folder / f"{i:05d}.{'txt' if plain else 'md'}"
         path.write_text(head + d["text"], encoding="utf-8")
         prefix_len[d["id"]] = len(head)
         by_path[str(path)] = d

@@ -1,6 +1,6 @@
 """Grouped cross-validation of retrieval on the shared eval DEV queries.
 
-    .venv/bin/python -m bench.retrieval_cv [--eval DIR] [--lang zh,en] [--folds 5] [--no-docs]
+    .venv/bin/python -m bench.retrieval_cv [--eval DIR] [--lang zh,en] [--folds 5] [--no-docs] [--plain]
                                            [--variants NAME,...] [--fts-path] [--chunking MAX:OVERLAP,...]
     .venv/bin/python -m bench.retrieval_cv --lang en --dense DIR [--dense-all] [--dense-depth 20,50,100]
                                            [--dense-fusion min-max,z-score,...] [--dense-union N]
@@ -20,7 +20,7 @@ over the articles chunked with other `chunk_max_chars:chunk_overlap_chars` (one 
 `--dense DIR` prints the hybrid table instead (passage view): the re-rank of the lexical top
 `--dense-depth` at each dense weight, per score normalisation of `--dense-fusion`, with a tuned row
 (the weight chosen on the training folds) per depth and normalisation; "wins" there count against
-the product's hybrid (min-max, top 50, indexing.hybrid.DENSE_WEIGHT).
+the re-rank at the product's same-language weight (indexing.hybrid.WEIGHTS).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from bench.retrieval import (
     timed_ranks,
 )
 from bench.retrieval_variants import FUSIONS, GROUPS, VARIANTS, Variant, dense_name, dense_variants, stemming
-from indexing.hybrid import DENSE_WEIGHT
+from indexing.hybrid import WEIGHTS
 from indexing.model import ChunkingOptions
 from indexing.query import Mode
 from indexing.search import ChunkHit, PathFilter, Searcher
@@ -159,6 +159,9 @@ def passage_table(lang: str, corpus: list[dict], queries: list[dict], args: argp
     folds = fold_of(queries, args.folds)
     table = Table(f"{lang} passage view (DEV, {len(queries)} queries, {args.folds} folds by article)",
                   folds, args.folds, {}, {}, {})
+    if args.plain:  # plain text: the passages without their titles as headings (the baselines never see titles)
+        corpus = [{**p, "title": ""} for p in corpus]
+        table.title = table.title.replace("passage view", "passage view, plain text (no headings)")
     store = build_passage_index(corpus, work / f"{lang}-passages.sqlite3")
     for v in chosen_variants(args):
         with stemming(v.stem):
@@ -181,7 +184,7 @@ def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argpar
     """The hybrid rows on a sample of `--dense-sample` queries per fold: lexical (ours), and the
     re-rank of the lexical top `--dense-depth` at each dense weight (1.0: dense order alone), for each
     normalisation of `--dense-fusion` (and, with `--dense-union`, of a candidate union with the dense top).
-    "folds +/-" compares with the product's hybrid (min-max, top 50, the language's DENSE_WEIGHT)."""
+    "folds +/-" compares with the product's hybrid (min-max, top 50, the language's WEIGHTS same share)."""
     folds = fold_of(queries, args.folds)
     picked = sample(queries, folds, args.dense_sample)
     queries, folds = [queries[i] for i in picked], [folds[i] for i in picked]
@@ -189,7 +192,7 @@ def dense_table(lang: str, corpus: list[dict], queries: list[dict], args: argpar
     fusions = args.dense_fusion.split(",")
     table = Table(f"{lang} passage view, hybrid re-rank of the lexical top {args.dense_depth} "
                   f"({len(queries)} DEV queries{' sampled by fold' if args.dense_sample > 0 else ''})",
-                  folds, args.folds, {}, {}, {}, dense_name(DENSE_WEIGHT[lang]) if DENSE_WEIGHT[lang] > 0 else "ours")
+                  folds, args.folds, {}, {}, {}, dense_name(WEIGHTS[lang].same) if WEIGHTS[lang].same > 0 else "ours")
     store = build_passage_index(corpus, work / f"{lang}-dense.sqlite3")
     lexical = Remembered(served_searcher(store, None, not args.fts_path))
     add(table, "ours", timed_ranks(passage_rank_of(lexical), queries))
@@ -282,8 +285,9 @@ def cached_vectors(folder: Path, kind: str, texts: list[str], query: bool) -> di
 
 def document_table(lang: str, docs: list[dict], queries: list[dict], args: argparse.Namespace, work: Path) -> Table:  # type: ignore[type-arg]
     folds = fold_of(queries, args.folds)
-    table = Table(f"{lang} document view, contains-answer rule (DEV, {args.folds} folds)", folds, args.folds, {}, {}, {})
-    store, rows, where = build_document_index(docs, work)
+    shape = ", plain text files (no headings)" if args.plain else ""
+    table = Table(f"{lang} document view{shape}, contains-answer rule (DEV, {args.folds} folds)", folds, args.folds, {}, {}, {})
+    store, rows, where = build_document_index(docs, work, plain=args.plain)
     for n, v in enumerate(v for v in chosen_variants(args) if v.stem is None):
         rankers = document_rankers(rows, v.adapt(served_searcher(store, v.params, not args.fts_path)), n == 0)
         rankers[v.name] = rankers.pop("ours")
@@ -347,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--articles", type=int, default=0,
                         help="only the first N articles by name and their queries (0: all; a shorter --dense run)")
     parser.add_argument("--fts-path", action="store_true", help="rank with FTS5 + rerank (no in-memory postings)")
+    parser.add_argument("--plain", action="store_true",
+                        help="plain text: passages without titles as headings, articles as .txt files without one")
     parser.add_argument("--chunking", default="", metavar="MAX:OVERLAP,...",
                         help="document-view rows over the articles chunked with these chunk_max_chars:chunk_overlap_chars")
     args = parser.parse_args(argv)

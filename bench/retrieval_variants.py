@@ -11,21 +11,39 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from dataclasses import replace as _replace
+from typing import Any
 
 import numpy as np
 
 from bench._feedback import rm3_scores
 from bench.retrieval import HitSource
 from indexing import analyzer
-from indexing.fusion import min_max, reorder
+from indexing.fusion import fuse, min_max, reorder
 from indexing.hits import ranked_hits
-from indexing.hybrid import DenseRerank
 from indexing.query import parse, plan
 from indexing.scoring import score
 from indexing.search import DEFAULT_RANK, ChunkHit, RankParams, Searcher
 from indexing.store import IndexStore
 
 RM3 = "RM3 feedback re-rank (10 docs; 10 terms; 0.5)"
+
+
+class DenseRerank:
+    """The former hybrid mode (before dense candidates, indexing.hybrid): re-order the lexical candidates by
+    min-max lexical and dense scores mixed by `weight_of(text)`; kept for the re-rank rows of retrieval_cv --dense."""
+
+    def __init__(self, provider: Any, vectors_of: Callable[[Sequence[int]], dict[int, np.ndarray]],
+                 weight_of: Callable[[str], float]) -> None:
+        self.provider, self.vectors_of, self.weight_of = provider, vectors_of, weight_of
+
+    def __call__(self, query: Any, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
+        weight = self.weight_of(query.text)
+        ids = [chunk_id for _, chunk_id in scored]
+        found = self.vectors_of(ids)
+        if len(scored) < 2 or weight <= 0 or len(found) < len(ids):
+            return scored
+        vector = self.provider.embed([query.text], query=True)[0]
+        return reorder(ids, fuse([s for s, _ in scored], [float(found[i] @ vector) for i in ids], weight))
 
 
 def _same(searcher: Searcher) -> HitSource:

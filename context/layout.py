@@ -1,9 +1,11 @@
 """Cache-stable prompt assembly.
 
-The system message is byte-stable across turns: the caller's system prompt, then the current
-time at minute precision, last. Everything that changes from turn to turn goes into reminders
-appended to the newest user message (or a trailing user message when the transcript does not
-end with one), so the cached prefix of the conversation is never invalidated.
+The system message is byte-identical for a conversation's life: the caller's system prompt, the
+skill catalog as it was when the conversation started, then the start time (minute precision),
+last. Everything that changes from turn to turn (the current time once the minute has moved on,
+new tools/skills/files, recalled facts, todos, token warnings) goes into reminders appended to the
+newest user message (or a trailing user message when the transcript does not end with one), so the
+cached prefix of the conversation is never invalidated.
 
 Reminder state uses the two-field dedupe: for each kind the state keeps `known_<kind>` (all
 items seen) and `new_<kind>` (seen since the last emission). Observing adds unseen items to
@@ -32,13 +34,42 @@ REMINDER_OPEN = "<system-reminder>"
 REMINDER_CLOSE = "</system-reminder>"
 
 
-def system_text(system_prompt: str, now: datetime | None = None) -> str:
-    """The system prompt with the current UTC time (minute precision) appended last (a blank
-    prompt adds nothing: the time alone, no leading blank line)."""
-    moment = (now or datetime.now(UTC)).astimezone(UTC)
-    stamp = f"Current date and time: {moment.strftime('%Y-%m-%d %H:%M')} UTC"
-    prompt = system_prompt.rstrip()
-    return f"{prompt}\n\n{stamp}" if prompt else stamp
+def minute(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def system_text(system_prompt: str, started: str, catalog: str = "") -> str:
+    """The system prompt, the skill catalog, and the conversation's start time (`minute()` text), last
+    (a blank prompt or catalog adds nothing: no leading blank line)."""
+    stamp = f"Conversation started: {started} UTC (later, the current time is given in a reminder)."
+    return "\n\n".join(part for part in (system_prompt.rstrip(), catalog.strip(), stamp) if part)
+
+
+def conversation_start(state: dict[str, Any], prompt: str, now: datetime, catalog: str) -> tuple[str, str]:
+    """(start minute, catalog) fixed when this conversation first assembled with this system prompt: a new
+    prompt under the same id starts a new conversation. Records both in `state`."""
+    key = text_hash(prompt)
+    if state.get("prompt_hash") != key or "started" not in state:
+        state.update(prompt_hash=key, started=minute(now), catalog=catalog, told_time=minute(now))
+    return str(state["started"]), str(state.get("catalog", ""))
+
+
+def time_reminder(state: dict[str, Any], now: datetime) -> Reminder | None:
+    """"Current date and time: ..." when the minute differs from the last one the model was told."""
+    current = minute(now)
+    if current == state.get("told_time"):
+        return None
+    state["told_time"] = current
+    return Reminder("time", f"Current date and time: {current} UTC")
+
+
+def tell_once(state: dict[str, Any], key: str, items: list[str]) -> list[str]:
+    """The items not yet told under `key` in this conversation (now recorded as told; bounded)."""
+    told = state.setdefault(key, [])
+    new = [item for item in dict.fromkeys(items) if item not in told]
+    told.extend(new)
+    del told[:-MAX_KNOWN]
+    return new
 
 
 def text_hash(text: str) -> str:

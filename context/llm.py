@@ -48,6 +48,25 @@ def slot_values(settings: Any, slot: str = "base") -> SlotValues:
     return SlotValues(slot, own_url or base[0], own_model or base[1], key, inherits)
 
 
+def slot_sees_images(settings: Any, slot: str) -> bool:
+    """Whether a slot's model takes pictures: the vision slot, once a model or endpoint of its own is set
+    (GENERALAGENT_LLM_VISION_MODEL / _BASE_URL); every other slot is taken as text-only."""
+    if slot != "vision":
+        return False
+    values = slot_values(settings, "vision")
+    return bool(values.base_url and values.model) and len(values.inherits) < 2
+
+
+def choose_slot(settings: Any, preferred: str | None, carries_images: bool) -> str:
+    """The model slot for a sub-agent, by capability: an explicit preference (a card's slot other than
+    base) > vision (when the task carries pictures and the vision slot can see them) > base."""
+    if preferred and preferred != "base":
+        return preferred
+    if carries_images and slot_sees_images(settings, "vision"):
+        return "vision"
+    return "base"
+
+
 @dataclass(frozen=True)
 class LLMConfig:
     """Where and how to call the endpoint. Hashable: one cached client per distinct config."""

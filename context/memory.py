@@ -23,10 +23,12 @@ from typing import Protocol
 from context.messages import Msg, content_text
 from foundation.errors import InvalidInput, NotFound
 from foundation.storage import Conn, Database, Schema, Table
+from indexing.analyzer import is_chinese
 
 SIMILARITY_WEIGHT = 0.6
 CONFIDENCE_WEIGHT = 0.4
 MIN_SIMILARITY = 0.1
+LANGUAGE_POOL = 3  # facts of each language needed before recall compares cosines within a language
 DUPLICATE_SIMILARITY = 0.9
 MAX_FACT_CHARS = 2000
 CONTEXT_TURNS = 3
@@ -383,11 +385,24 @@ def dense_scores(facts: list[Fact], query: str, embedder: Embedder) -> list[floa
     ask = getattr(embedder, "embed_query", embedder.embed)
     q = list(ask([query])[0])
     raw = [_cos(_vectors[(id(embedder), f.content)], q) for f in facts]
+    raw = by_language(raw, [is_chinese(f.content) for f in facts])
     ordered = sorted(raw)
     median, best = ordered[len(ordered) // 2], ordered[-1]
     if best - median < 0.01:
         return [0.0] * len(raw)
     return [max(0.0, (r - median) / (best - median)) for r in raw]
+
+
+def by_language(raw: list[float], chinese: list[bool], least: int = LANGUAGE_POOL) -> list[float]:
+    """Cosines made comparable across languages: a model scores texts in the query's language higher, so when
+    both languages have at least `least` facts, each fact's cosine is taken relative to its language's median
+    (plus the overall median, so single-language memories keep their cosines)."""
+    pools = [[r for r, c in zip(raw, chinese, strict=True) if c == side] for side in (True, False)]
+    if min(len(p) for p in pools) < least:
+        return raw
+    overall = sorted(raw)[len(raw) // 2]
+    centre = {side: sorted(p)[len(p) // 2] for side, p in zip((True, False), pools, strict=True)}
+    return [r - centre[c] + overall for r, c in zip(raw, chinese, strict=True)]
 
 
 def _cos(a: list[float], b: list[float]) -> float:
@@ -412,9 +427,10 @@ def recall_ranked(
     lexical = lexical_scores(facts, query, store.analyze, weights.expansion)
     dense = dense_scores(facts, query, embedder) if embedder is not None else None
     out = []
+    telling = dense is not None and max(dense, default=0.0) > 0  # no fact stands out by meaning: words alone
     for k, fact in enumerate(facts):
         sim = lexical[k]
-        if dense is not None:
+        if dense is not None and telling:
             sim = (weights.lexical * lexical[k] + weights.dense * dense[k]) / max(weights.lexical + weights.dense, 1e-9)
         if sim >= min_similarity:
             score = (1 - weights.confidence) * sim + weights.confidence * fact.confidence

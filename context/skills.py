@@ -4,7 +4,9 @@ A SKILL.md starts with YAML front matter (`name`, `description`, optional `licen
 `compatibility`, `allowed-tools`, `metadata`) between `---` lines, then Markdown instructions;
 scripts, templates and references may sit beside it. Discovery looks at each configured folder:
 a folder with a SKILL.md is one skill, any other folder is searched one level down for skill
-folders (like ~/.claude/skills). A skills.toml may disable skills and map file types to them:
+folders (like ~/.claude/skills). Fallback roots (the built-in skills) come last and yield quietly to a
+skill of the same name. A SKILL.md may map file types to itself (`metadata: {file-types: ".pdf .djvu"}`);
+a skills.toml may disable skills and map file types to them (over the SKILL.md's own):
 
     [skills.pdf]
     auto_load_on_file_types = [".pdf"]
@@ -265,9 +267,10 @@ def signature(roots: Sequence[Path], config_path: Path | None) -> tuple[Any, ...
     return tuple(parts)
 
 
-def scan(roots: Sequence[Path], config_path: Path | None) -> SkillCatalog:
-    """Load every skill under `roots` (first one wins on a duplicate name); problems are collected."""
-    catalog = SkillCatalog(config_path=config_path, signature=signature(roots, config_path))
+def scan(roots: Sequence[Path], config_path: Path | None, fallback: Sequence[Path] = ()) -> SkillCatalog:
+    """Load every skill under `roots` (first one wins on a duplicate name), then those under `fallback`
+    whose names are not taken; problems are collected."""
+    catalog = SkillCatalog(config_path=config_path, signature=signature([*roots, *fallback], config_path))
     try:
         config = load_config(config_path)
     except SkillFormatError as exc:
@@ -275,34 +278,41 @@ def scan(roots: Sequence[Path], config_path: Path | None) -> SkillCatalog:
         config = SkillsConfig()
     for folder in (f for root in roots for f in skill_folders(root)):
         _add(catalog, config, folder)
+    taken = set(catalog.skills) | set(catalog.disabled)
+    for folder in (f for root in fallback for f in skill_folders(root)):
+        _add(catalog, config, folder, taken)
     for problem in catalog.problems:
         log.error("skill %s: %s", problem.path, problem.message)
     return catalog
 
 
-def _add(catalog: SkillCatalog, config: SkillsConfig, folder: Path) -> None:
+def _add(catalog: SkillCatalog, config: SkillsConfig, folder: Path, taken: set[str] | None = None) -> None:
     if len(catalog.skills) + len(catalog.disabled) >= MAX_SKILLS:
         catalog.problems.append(SkillProblem(folder, f"skipped: more than {MAX_SKILLS} skills"))
         return
     try:
         skill = read_skill(folder)
+        own = _extensions(folder / SKILL_FILE, skill.name, dict(skill.metadata).get("file-types", "").split())
     except SkillFormatError as exc:
         catalog.problems.append(SkillProblem(folder / SKILL_FILE, f"{exc}; the skill is skipped"))
         return
+    if taken is not None and skill.name in taken:
+        return  # a built-in skill yields to the user's of the same name
     if skill.name in catalog.skills or skill.name in catalog.disabled:
         catalog.problems.append(SkillProblem(folder, f"a skill named {skill.name!r} was found earlier; skipped"))
     elif skill.name in config.disabled:
         catalog.disabled.append(skill.name)
     else:
-        types = config.file_types.get(skill.name, ())
+        types = config.file_types.get(skill.name, own)
         catalog.skills[skill.name] = dataclasses.replace(skill, file_types=types)
 
 
 class SkillRegistry:
     """The catalogue, re-scanned when its fingerprint changes (checked at most on each `catalog()`)."""
 
-    def __init__(self, roots: Sequence[Path], config_path: Path | None) -> None:
+    def __init__(self, roots: Sequence[Path], config_path: Path | None, fallback: Sequence[Path] = ()) -> None:
         self.roots = list(roots)
+        self.fallback = list(fallback)
         self.config_path = config_path
         self._catalog: SkillCatalog | None = None
         self._version = 0
@@ -311,9 +321,10 @@ class SkillRegistry:
     def catalog(self, refresh: bool = False) -> SkillCatalog:
         with self._lock:
             current = self._catalog
-            if current is not None and not refresh and signature(self.roots, self.config_path) == current.signature:
+            fingerprint = signature([*self.roots, *self.fallback], self.config_path)
+            if current is not None and not refresh and fingerprint == current.signature:
                 return current
-            fresh = scan(self.roots, self.config_path)
+            fresh = scan(self.roots, self.config_path, self.fallback)
             if current is None or _content(fresh) != _content(current):
                 self._version += 1
             fresh.version = self._version

@@ -17,7 +17,7 @@ from context.compress import shorten
 from context.messages import Msg, content_text, with_content
 from context.tokens import TOKENS_PER_MESSAGE, Counter, message_tokens
 
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=\S)|(?<=[。！？；])|\n+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？])|\n+")  # not at ; or ；: a clause is not a sentence
 _FENCE = re.compile(r"```[^\n]*\n.*?(?:```|\Z)|<system-reminder>.*?</system-reminder>", re.S)
 BLOB_MIN_LINES = 12  # this many consecutive non-empty lines pasted without a fence are a blob
 BLOB_NOTE = "; pasted text compressed, the user's prose around it is verbatim"

@@ -64,7 +64,22 @@ class ToolRunner(Protocol):
     def max_result_tokens(self) -> int: ...
 
     async def run(self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None,
-                  validate: bool = False) -> BaseModel: ...
+                  validate: bool = False, *, spec: ToolSpec | None = None) -> BaseModel:
+        """`spec`: run this tool (another MCP server's, not registered here) instead of looking `name` up."""
+        ...
+
+
+class ToolSources(Protocol):
+    """Other MCP servers whose tools sub-agents may be given (configured in the data dir)."""
+
+    def names(self) -> list[str]:
+        """The configured, enabled servers."""
+        ...
+
+    async def tools(self, server: str) -> list[ToolSpec]:
+        """That server's tools as `server__tool` specs (started on first use); raises GeneralAgentError
+        (NotFound for an unknown server, a clear error when it does not start in time)."""
+        ...
 
 
 class ToolCatalogView(Protocol):

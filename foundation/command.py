@@ -6,16 +6,16 @@ Desktop starts it by absolute path), so a bare `generalagent-mcp approve ...` wo
 would act on other state. Every message names a command through `cli_command(settings, words...)`:
 the bare name only when that name on PATH is this very script, else the script's absolute path (or
 `python -m mcp_server` without a script), then the global options of `settings` that select the
-same state, then the sub-command's words, each shell-quoted. A database URL is never printed (it
+same state, then the sub-command's words, each quoted for the platform's shell (foundation/script.py:
+POSIX sh, or PowerShell on Windows, where the script is `generalagent-mcp.exe`). A database URL is never printed (it
 holds a password): `database_note` says that the terminal's GENERALAGENT_DATABASE_URL names it.
 """
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
-from foundation.script import script_command
+from foundation.script import Shell, command_line, script_words
 
 if TYPE_CHECKING:
     from foundation.settings import Settings
@@ -39,10 +39,11 @@ def global_options(settings: Settings | None, *, workspace: bool = False) -> lis
     return words
 
 
-def cli_command(settings: Settings | None = None, *words: str, workspace: bool = False) -> str:
-    """The console script, the global options of `settings` and `words`, as one shell command line."""
-    quoted = [shlex.quote(word) for word in (*global_options(settings, workspace=workspace), *words)]
-    return " ".join([script_command(), *quoted])
+def cli_command(settings: Settings | None = None, *words: str, workspace: bool = False,
+                shell: Shell | None = None) -> str:
+    """The console script, the global options of `settings` and `words`, as one command line for `shell`
+    (default: this platform's: PowerShell on Windows, else POSIX sh)."""
+    return command_line([*script_words(), *global_options(settings, workspace=workspace), *words], shell)
 
 
 def database_note(settings: Settings | None) -> str:

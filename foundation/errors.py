@@ -79,6 +79,10 @@ class ApprovalRequired(GeneralAgentError):
     """The call needs a human's approval that has not been given yet."""
 
 
+class WebError(GeneralAgentError):
+    """A web request failed or was refused (address not allowed, HTTP error, timeout, redirects)."""
+
+
 class Cancelled(GeneralAgentError):
     """The caller cancelled the operation."""
 

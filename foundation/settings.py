@@ -20,7 +20,7 @@ ENV_PREFIX = "GENERALAGENT_"
 USER_RULES_FILENAME = "policy.toml"
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 ToolProfile = Literal["minimal", "default", "full"]
-EmbeddingProviderName = Literal["off", "local", "openai"]
+EmbeddingProviderName = Literal["auto", "off", "local", "openai"]
 
 
 def default_data_dir() -> Path:
@@ -90,6 +90,10 @@ class Settings(BaseModel):
         default=512 * 1024 * 1024, ge=1024, description="Zip (DOCX/XLSX/PPTX/EPUB/ODF) uncompressed size cap."
     )
     file_timeout_seconds: float = Field(default=120.0, gt=0, description="Time budget to extract one file.")
+    ocr_languages: str = Field(
+        default="eng+chi_sim", pattern=r"^([a-z_]+(\+[a-z_]+)*)?$",
+        description="Tesseract languages for PDF pages without a text layer (scans); empty turns OCR off.",
+    )
     chunk_max_chars: int = Field(default=500, ge=50, description="Largest chunk, in characters.")
     chunk_overlap_chars: int = Field(
         default=80, ge=0,
@@ -114,9 +118,11 @@ class Settings(BaseModel):
         description="Watch folders by polling (every 2 s) instead of file-system events, e.g. on network drives; "
         "used anyway when events are unavailable.",
     )
-    # Hybrid (meaning-aware) search, off by default
+    # Hybrid (meaning-aware) search: on when the bundled model (the semantic extra) is installed
     embedding_provider: EmbeddingProviderName = Field(
-        default="off", description="Re-rank search with embeddings: off, local (the semantic extra) or openai."
+        default="auto",
+        description="Meaning-aware search and recall: auto (the bundled model when the semantic extra is installed, "
+                    "else off), off, local or openai.",
     )
     embedding_base_url: str | None = Field(default=None, description="OpenAI-compatible embeddings endpoint base URL.")
     embedding_api_key: str | None = Field(default=None, repr=False, description="API key for the embeddings endpoint.")
@@ -139,13 +145,36 @@ class Settings(BaseModel):
     delegate_timeout_seconds: float = Field(default=600.0, gt=0, description="Overall sub-agent time limit.")
     agents_file: Path | None = Field(default=None, description="Agent cards (TOML); default: data dir.")
     handoff_max_depth: int = Field(default=5, ge=1, le=20, description="Longest chain of agent handoffs.")
+    mcp_servers_file: Path | None = Field(
+        default=None, description="Other MCP servers sub-agents may use (TOML); default: data dir mcp_servers.toml."
+    )
+    mcp_server_idle_seconds: float = Field(
+        default=300.0, gt=0, description="Stop another MCP server after this long unused (it restarts on use)."
+    )
+    # The web (off unless turned on: it reaches the network)
+    web_fetch_enabled: bool = Field(default=False, description="Enable fetch_url (HTTP GET of public web pages).")
+    web_search_url: str | None = Field(
+        default=None, pattern=r"^https?://", description="SearXNG base URL for web_search (its JSON API); unset: off."
+    )
+    web_allow_networks: tuple[str, ...] = Field(
+        default=(), description="Private or loopback networks fetch_url may reach anyway (CIDR, comma-separated)."
+    )
+    web_max_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, description="Largest body fetch_url reads.")
+    web_timeout_seconds: float = Field(default=20.0, gt=0, le=300, description="fetch_url's time limit per URL.")
+    web_max_redirects: int = Field(default=5, ge=0, le=20, description="Most redirects fetch_url follows.")
     # Skills (SKILL.md folders)
     skills_dirs: tuple[Path, ...] = Field(
         default=(), description="Skill folders (or folders of them), os.pathsep-separated; plus <data dir>/skills."
     )
     skills_file: Path | None = Field(default=None, description="Skills config (TOML); default: data dir skills.toml.")
+    jieba_user_dict: Path | None = Field(
+        default=None, description="Words jieba keeps whole (one a line: names, products); re-read when it changes.")
+    builtins_enabled: bool = Field(
+        default=True, description="Built-in skills and agent cards (yours of the same name win); 0: none."
+    )
 
-    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "roots", "skills_dirs", "bash_read_paths",
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "mcp_servers_file", "jieba_user_dict",
+                     "roots", "skills_dirs", "bash_read_paths",
                      mode="before")
     @classmethod
     def _not_empty(cls, value: Any) -> Any:
@@ -155,7 +184,8 @@ class Settings(BaseModel):
             raise ValueError("is empty; give a folder's path (or leave the option out for the default)")
         return value
 
-    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", mode="after")
+    @field_validator("data_dir", "policy_file", "agents_file", "skills_file", "mcp_servers_file", "jieba_user_dict",
+                     mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         return None if value is None else value.expanduser().absolute()
@@ -173,6 +203,18 @@ class Settings(BaseModel):
     @classmethod
     def _absolute_roots(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
         return tuple(p.expanduser().absolute() for p in value)
+
+    @field_validator("web_allow_networks", mode="after")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import ipaddress
+
+        for network in value:
+            try:
+                ipaddress.ip_network(network.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{network!r} is not a network; write CIDR like 127.0.0.1/32 or 10.0.0.0/8") from None
+        return tuple(n.strip() for n in value)
 
     @model_validator(mode="after")
     def _embeddings_endpoint(self) -> Settings:
@@ -194,7 +236,8 @@ def user_rules_file(data_dir: Path, policy_file: Path | None) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-_LIST_FIELDS = {"roots": os.pathsep, "skills_dirs": os.pathsep, "bash_read_paths": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ","}
+_LIST_FIELDS = {"roots": os.pathsep, "skills_dirs": os.pathsep, "bash_read_paths": os.pathsep, "http_allowed_hosts": ",", "tools_enabled": ",", "tools_disabled": ",",
+                "web_allow_networks": ","}
 
 
 def env_name(field: str) -> str:

@@ -7,7 +7,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
@@ -45,11 +45,19 @@ class ToolSpec:
     """`check_args(args)`: pure checks of the arguments that the signature cannot express (e.g. "exactly
     one of id or query"), raising InvalidInput. The dispatch point runs it before the approval gate, so a
     call that cannot run never asks the human first. Cheap, never blocking; `args` may lack defaults."""
+    precheck: Callable[[Any, str | None, dict[str, Any]], None] | None = None
+    """`precheck(rt, session_id, args)`: checks that need the workspace (e.g. "the file exists and
+    old_string occurs in it once"), raising a GeneralAgentError. The dispatch point (and the approval
+    question's resolver) run it before the approval gate, so a call that would fail never asks the human
+    first. It may read files (it runs in a worker thread); it never changes anything."""
     quick: Callable[[Any, dict[str, Any]], bool] | None = None
     """`quick(rt, args)`: True when this call will finish in a few ms from data already in memory, with
     nothing to wait for (no lock, no network, no write). The dispatcher then runs it on the event loop
     instead of a worker thread (the crossing costs about 1 ms); a call that meets something to wait for
     after all is run again in a worker thread (`foundation.waiting`). Cheap, never blocking."""
+    input_schema: dict[str, Any] | None = field(default=None, compare=False)
+    """A tool of another MCP server (`fn(**arguments)`): its own JSON schema, used instead of one built from
+    `fn`'s signature. Its arguments are checked for shape here; that server validates the rest."""
 
     @property
     def name(self) -> str:
@@ -98,6 +106,8 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
 
 def validate_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
     """Validate raw arguments (e.g. from a sub-agent's LLM) against the tool's signature."""
+    if spec.input_schema is not None:
+        return external_arguments(spec.name, spec.input_schema, args)
     model = arguments_model(spec)
     args = prepare_arguments(spec, args)
     try:
@@ -105,6 +115,24 @@ def validate_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
     except ValidationError as exc:
         raise InvalidInput(invalid_arguments_message(spec.name, exc)) from None
     return {name: getattr(validated, name) for name in model.model_fields}
+
+
+def external_arguments(tool: str, schema: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """The shape checks for another server's tool: an object, its required arguments present, no unknown
+    ones when its schema says so (that server checks the values)."""
+    if not isinstance(args, dict):
+        raise InvalidInput(f"Invalid arguments for {tool}: send a JSON object.")
+    found = schema.get("properties")
+    properties: dict[str, Any] = found if isinstance(found, dict) else {}
+    required = [name for name in schema.get("required") or [] if isinstance(name, str)]
+    missing = [name for name in required if name not in args]
+    if missing:
+        raise InvalidInput(f"Invalid arguments for {tool}:\n- argument {missing[0]!r} is required.")
+    if schema.get("additionalProperties") is False:
+        unknown = [name for name in args if name not in properties]
+        if unknown:
+            raise InvalidInput(unknown_argument_message(tool, unknown[0], list(properties)))
+    return args
 
 
 def prepare_arguments(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
@@ -133,6 +161,8 @@ def unknown_argument_message(tool: str, name: str, valid: list[str]) -> str:
 
 def arguments_schema(spec: ToolSpec) -> dict[str, Any]:
     """The JSON schema of the tool's real signature (what the server validates), built once."""
+    if spec.input_schema is not None:
+        return spec.input_schema
     return _arguments_schema(spec.fn, spec.name)
 
 

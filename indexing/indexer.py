@@ -176,6 +176,10 @@ class Indexer:
         from indexing.chunking import chunking_key
 
         store.ensure_chunking(chunking_key(self.chunking))  # documents chunked otherwise are read again
+        from indexing.extract.ocr import ocr_available
+
+        languages = self.limits.ocr_languages  # OCR newly on: documents with unread scanned pages are read again
+        store.ensure_ocr(languages if ocr_available(languages) else "")
         self.should_cancel = should_cancel or (lambda: False)
         self.secrets = secrets
         self._checked = False  # the whole index was checked for secrets by this indexer

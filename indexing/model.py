@@ -42,6 +42,7 @@ class ExtractionLimits:
     max_zip_entries: int = 20_000  # zipped formats (DOCX, EPUB, ODT, ...): more entries than this is refused
     max_compression_ratio: float = 300.0  # per zip entry over 1 MiB uncompressed (zip bombs)
     max_worker_memory_bytes: int = 2 * 1024 * 1024 * 1024  # RLIMIT_AS of the extraction worker
+    ocr_languages: str = "eng+chi_sim"  # Tesseract languages for scanned PDF pages; "" turns OCR off
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from indexing.lines import rank_lines as rank_lines
 from indexing.memory_engine import MemoryEngine
 from indexing.query import Mode, Query, plan
 from indexing.scope import PathFilter as PathFilter
+from indexing.scope import active
 from indexing.scoring import DEFAULT_RANK as DEFAULT_RANK
 from indexing.scoring import RankParams as RankParams
 from indexing.scoring import Scored, score
@@ -128,13 +129,26 @@ class Searcher:
         keep = max(want, 1)
         stages = acting(self.rerank, query)
         scored = score(found, query.parsed, max(keep, self.params.candidates) if stages else keep, self.params)
-        for stage in stages:  # the hook for later stages (issue 11: dense / hybrid fusion)
+        lexical = {chunk_id for _, chunk_id in scored}
+        for stage in stages:  # e.g. the hybrid mode's dense candidates (indexing.hybrid)
             scored = stage(query, scored)
-        return ranked_hits(self.store, scored[:keep], paths)
+        return ranked_hits(self.store, in_scope(self.store, scored, lexical, paths)[:keep], paths)
 
     def attach(self, found: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:
         """Fill in missing paths and hashes and, when asked, the text around each hit."""
         attach(self.store, found, paths, context_chars)
+
+
+def in_scope(store: IndexStore, scored: list[Scored], known: set[int], paths: PathFilter | None) -> list[Scored]:
+    """`scored` without the chunks a stage added (not in `known`: the engine's, already in scope) that lie
+    outside `paths`."""
+    added = [chunk_id for _, chunk_id in scored if chunk_id not in known]
+    if not added or (scope := active(paths)) is None:
+        return scored
+    cond, args = scope.documents_sql(store.backend)
+    inside = {int(r[0]) for r in store.conn().execute(
+        f"SELECT id FROM chunks WHERE id IN ({','.join(map(str, added))}) AND doc_id IN {cond}", args)}
+    return [(s, chunk_id) for s, chunk_id in scored if chunk_id in known or chunk_id in inside]
 
 
 class DocumentPage(NamedTuple):

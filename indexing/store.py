@@ -16,6 +16,7 @@ connections. Every other statement is written once, in the SQL both share, with 
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -33,6 +34,8 @@ from indexing.model import Chunk
 from indexing.query import quote
 
 BUSY_TIMEOUT_S = 10.0
+_UNREAD_LIKE = "%without a text layer were not read%"  # pages a PDF left unread (indexing/extract/ocr.py)
+_UNREAD_PAGES = re.compile(r"^(\d+) page\(s\) without a text layer were not read", re.MULTILINE)
 READ_CONNECTIONS = 4
 """Read connections of one index, shared by every thread (a connection, and its map of the file, per
 thread multiplied with the SDK's worker threads)."""
@@ -309,6 +312,12 @@ class IndexStore:
         counts = {"files": files, "failed": failed, "documents": docs, "chunks": chunks, "chars": chars}
         return {key: int(value) for key, value in counts.items()}
 
+    def unread_scanned_pages(self) -> int:
+        """PDF pages without a text layer that indexed documents left unread (no OCR, or out of time),
+        as their extraction warnings count them (indexing/extract/pdf.py)."""
+        rows = self.conn().execute("SELECT warnings FROM documents WHERE warnings LIKE ?", (_UNREAD_LIKE,)).fetchall()
+        return sum(int(found) for (text,) in rows for found in _UNREAD_PAGES.findall(text))
+
     def has_files(self) -> bool:
         """True when any path (indexed or failed) is recorded."""
         return bool(self.conn().execute("SELECT EXISTS(SELECT 1 FROM files)").fetchone()[0])
@@ -375,6 +384,19 @@ class IndexStore:
             return expired
 
         return self._change_once("chunking", key, expire)
+
+    def ensure_ocr(self, key: str) -> bool:
+        """When OCR is on with other languages than last time (`key`: its languages, '' when off), expire the
+        documents that left scanned pages unread: their files are read again on their next index run."""
+
+        def expire(conn: Any) -> bool:
+            rows = conn.execute("SELECT id FROM documents WHERE warnings LIKE ?", (_UNREAD_LIKE,)).fetchall()
+            for (doc_id,) in rows:
+                conn.execute("UPDATE documents SET hash = hash || ? WHERE id = ?", (f"~{time.time_ns()}", doc_id))
+                conn.execute("UPDATE files SET mtime_ns = -1 WHERE doc_id = ?", (doc_id,))
+            return bool(rows)
+
+        return self._change_once("ocr", key, expire) if key else False
 
     def _change_once(self, key: str, value: str, change: Callable[[Any], bool]) -> bool:
         """`change(conn)` and meta `key` set to `value`, in one write, when `key` is not `value` yet;

@@ -5,17 +5,25 @@ chunk; `ON DELETE CASCADE` removes it with its chunk. The meta key `vectors_mode
 provider the vectors were made with: another provider or model empties the table, and the
 worker computes them again. The worker embeds the chunks that have no vector yet in batches, so
 it resumes where it stopped (restart, cancel) and picks up new chunks after every indexing run.
+It runs at a low CPU priority (nice 10), so searches and indexing come first.
+
+Searches read every vector from memory (`VectorMatrix`: float32 rows, 1.5 KB a chunk at 384
+dimensions, loaded once per change of the chunks): exact nearest chunks per language, no index to
+build or keep in step. Exact search suits a few hundred thousand chunks (bench.hybrid_cost).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from typing import TYPE_CHECKING
 
 from foundation.waiting import about_to_wait
+from indexing.analyzer import is_chinese
 from indexing.embeddings import EmbeddingProvider, QueryVectors, from_int8_rows, to_int8
 from indexing.store import put_meta
 
@@ -28,6 +36,8 @@ log = logging.getLogger(__name__)
 
 BATCH = 32
 MODEL_KEY = "vectors_model"
+NICE = 10  # the worker thread's CPU priority (Linux: per thread; its engine threads inherit it)
+RECHECK_SECONDS = 5.0  # an incomplete matrix (another process embedding) is read again at most this often
 
 
 def chunk_text(heading: str, text: str) -> str:
@@ -79,10 +89,53 @@ class VectorStore:
         vectors = from_int8_rows([bytes(r[1]) for r in rows], [float(r[2]) for r in rows])
         return {int(r[0]): v for r, v in zip(rows, vectors, strict=True)}
 
+    def matrix(self) -> VectorMatrix:
+        """Every stored vector, in memory (reads the whole table: once per change, not per search)."""
+        import numpy as np
+
+        rows = self.store.conn().execute(
+            "SELECT v.chunk_id, v.vec, v.scale, c.text FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
+            "ORDER BY v.chunk_id"
+        ).fetchall()
+        vectors = from_int8_rows([bytes(r[1]) for r in rows], [float(r[2]) for r in rows])
+        ids = np.array([int(r[0]) for r in rows], dtype=np.int64)
+        chinese = np.array([is_chinese(str(r[3])) for r in rows], dtype=bool)
+        return VectorMatrix(ids, np.stack(vectors) if vectors else np.zeros((0, 0), np.float32), chinese)
+
     def progress(self) -> tuple[int, int]:
         """(chunks with a vector, chunks)."""
         done = self.store.conn().execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
         return int(done), self.store.generation()[1]
+
+
+class VectorMatrix:
+    """Chunk vectors in memory: `ids` (ascending), one float32 row each, and which chunks are Chinese."""
+
+    def __init__(self, ids: np.ndarray, rows: np.ndarray, chinese: np.ndarray) -> None:
+        import numpy as np
+
+        self.ids = ids
+        self.rows = rows
+        self.chinese = chinese
+        self.codes = chinese.astype(np.intp)  # 1: Chinese, 0: other (the languages' pools)
+        self.pools = [np.flatnonzero(chinese), np.flatnonzero(~chinese)]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def cosines(self, query: np.ndarray) -> np.ndarray:
+        """Every chunk's cosine with `query` (an L2-normalised vector), in `ids` order."""
+        import numpy as np
+
+        return self.rows @ query if len(self.ids) else np.zeros(0, np.float32)
+
+    def position(self, ids: Sequence[int]) -> np.ndarray:
+        """Where each of `ids` is in `ids` order (-1: no vector)."""
+        import numpy as np
+
+        wanted = np.asarray(ids, dtype=np.int64)
+        at = np.searchsorted(self.ids, wanted).clip(0, max(len(self.ids) - 1, 0))
+        return np.where((len(self.ids) > 0) & (self.ids[at] == wanted), at, -1) if len(self.ids) else np.full(len(wanted), -1)
 
 
 class VectorWorker:
@@ -99,6 +152,31 @@ class VectorWorker:
         self._stop = threading.Event()
         self.error = ""
         self._complete_at: int | None = None  # the chunks' generation at which a run left nothing missing
+        self._puts = 0  # batches stored by this worker: the matrix is read again after a change
+        self._matrix: VectorMatrix | None = None
+        self._matrix_key: tuple[int, int] | None = None
+        self._matrix_read = 0.0
+        self._matrix_lock = threading.Lock()
+
+    def matrix(self) -> VectorMatrix | None:
+        """Every chunk's vector in memory, or None while some chunk has none (the worker is embedding:
+        searches stay lexical until it is done). Read again after indexing or embedding changed them."""
+        if self.running():
+            return None
+        generation, total = self.vectors.store.generation()
+        with self._matrix_lock:
+            key = (generation, self._puts)
+            stale = self._matrix_key != key or (
+                self._matrix is not None and len(self._matrix) < total and time.monotonic() - self._matrix_read > RECHECK_SECONDS)
+            if self._matrix is None or stale:
+                about_to_wait()  # reads every vector: never on the event loop
+                self._matrix, self._matrix_key, self._matrix_read = self.vectors.matrix(), key, time.monotonic()
+            matrix = self._matrix
+        return matrix if total > 0 and len(matrix) >= total else None
+
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
     def kick(self) -> None:
         """Start the worker unless it runs already, or nothing changed since every chunk had its vector
@@ -131,10 +209,12 @@ class VectorWorker:
                 self._complete_at = generation
                 break
             self.vectors.put(rows, self.provider.embed([chunk_text(h, t) for _, h, t in rows], query=False))
+            self._puts += 1
             done += len(rows)
         return done
 
     def _run_logged(self) -> None:
+        lower_priority()
         try:
             if self.exclusive is None:
                 self.run()
@@ -149,6 +229,14 @@ class VectorWorker:
             log.exception("computing chunk vectors failed")
 
     def status(self) -> str:
-        """For index_status: "vectors: N of M chunks" (and why it stopped, if it failed)."""
+        """For index_status: "vectors: N of M chunks" (searches are lexical until every chunk has one), and why
+        it stopped, if it failed."""
         done, total = self.vectors.progress()
-        return f"vectors: {done:,} of {total:,} chunks" + (f" (last error: {self.error})" if self.error else "")
+        state = "meaning-aware search on" if total and done >= total else "embedding in the background, lexical until done"
+        return f"vectors: {done:,} of {total:,} chunks ({state})" + (f" (last error: {self.error})" if self.error else "")
+
+
+def lower_priority() -> None:
+    """The calling thread at nice NICE (Linux sets it per thread; threads it starts inherit it)."""
+    with suppress(AttributeError, OSError):  # not Linux, or not allowed: full priority
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)

@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from context.llm import SLOTS, slot_values
+from context.llm import SLOTS, slot_sees_images, slot_values
 from context.skills import scan
+from foundation.errors import SettingsError
 from foundation.settings import Settings
 from tools.skills import skill_roots, skills_config_path
 
@@ -231,6 +232,22 @@ def check_sandbox(settings: Settings) -> Check:
     return Check("shell sandbox", status.available, describe(status) + network, required=False)
 
 
+def check_ocr(settings: Settings) -> Check:
+    from indexing.extract.ocr import tesseract_for
+
+    languages = settings.ocr_languages
+    if not languages:
+        return Check("OCR", True, "off (GENERALAGENT_OCR_LANGUAGES is empty): scanned PDF pages are not read",
+                     required=False)
+    program = tesseract_for(languages)
+    if program is None:
+        packages = " ".join(f"tesseract-ocr-{lang.replace('_', '-')}" for lang in languages.split("+"))
+        return Check("OCR", False, f"Tesseract with {languages} is not installed: scanned PDF pages are skipped "
+                     f"(index_status counts them); install: sudo apt-get install tesseract-ocr {packages}",
+                     required=False)
+    return Check("OCR", True, f"{program} ({languages}): scanned PDF pages are read", required=False)
+
+
 # -- skills: every broken SKILL.md named with its problem, and the model slots
 MAX_SHOWN = 20  # skills listed by name
 
@@ -253,9 +270,33 @@ def check_model_slots(settings: Settings) -> Check:
         values = slot_values(settings, slot)
         where = f"{values.base_url or '(no endpoint)'} model {values.model or '(none)'}"
         inherited = f" (from base: {', '.join(values.inherits)})" if values.inherits else ""
-        lines.append(f"{slot}: {where}{inherited}")
+        sees = "; sees pictures" if slot_sees_images(settings, slot) else ""
+        lines.append(f"{slot}: {where}{inherited}{sees}")
     ok = all(slot_values(settings, slot).model or not settings.llm_configured for slot in SLOTS)
     return Check("model slots", ok, "\n    ".join(lines), required=False)
+
+
+def check_mcp_servers(settings: Settings) -> Check:
+    """Each configured MCP server (mcp_servers.toml): whether it starts, and its tools."""
+    from mcp_server.external import probe_servers
+    from tools.mcp_servers import servers_file
+
+    try:
+        probes = probe_servers(settings)
+    except SettingsError as exc:
+        return Check("MCP servers for sub-agents", False, str(exc), required=False)
+    if not probes:
+        return Check("MCP servers for sub-agents", True, f"none configured ({servers_file(settings)})", required=False)
+    lines = []
+    for probe in probes:
+        where = f"{probe.config.name} ({probe.config.describe()})"
+        if probe.error is None:
+            shown = ", ".join(probe.tools[:MAX_SHOWN]) + (", …" if len(probe.tools) > MAX_SHOWN else "")
+            lines.append(f"{where}: starts, {len(probe.tools)} tools ({shown})")
+        else:
+            lines.append(f"{where}: FAILS: {probe.error}")
+    ok = all(probe.error is None for probe in probes)
+    return Check("MCP servers for sub-agents", ok, "\n    ".join(lines), required=False)
 
 
 CHECKS: list[Callable[[Settings], Check]] = [
@@ -274,8 +315,10 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_llm,
     check_sandbox,
     check_watcher,
+    check_ocr,
     check_model_slots,
     check_skills,
+    check_mcp_servers,
 ]
 
 

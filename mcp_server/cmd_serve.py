@@ -69,8 +69,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.transport == "http":
         run_http(partial(build, settings), settings, args.host, args.port, workers=args.workers)
     else:
-        run_stdio(build(settings))
+        server = build(settings)
+        if _is_terminal(sys.stdin):
+            print(WAITING, file=sys.stderr, flush=True)
+        run_stdio(server)
     return 0
+
+
+WAITING = ("generalagent-mcp is running over stdio, waiting for an MCP client to talk to it on stdin/stdout.\n"
+           "A client (Claude Desktop, Claude Code, VS Code, Cursor, Gemini CLI) starts this command itself: "
+           "see \"Connect a client\" in README.md. Ctrl-C stops it.")
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def build(settings: Settings) -> Any:

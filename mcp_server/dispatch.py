@@ -50,7 +50,7 @@ from tools.runtime import CallContext, Runtime
 log = logging.getLogger("generalagent.dispatch")
 _approval_log = logging.getLogger("generalagent.approval")
 
-PATH_ARGUMENTS = frozenset({"path", "paths", "directory"})
+PATH_ARGUMENTS = frozenset({"path", "paths", "directory", "images"})
 """Arguments that name workspace paths: capped at MAX_PATH_CHARS bytes each at the edge."""
 
 
@@ -163,13 +163,14 @@ class Dispatcher:
 
     async def run(
         self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False,
-        at_once: bool = False,
+        at_once: bool = False, *, spec: ToolSpec | None = None,
     ) -> BaseModel:
         """Check, run and time one call; returns the tool's result model or raises GeneralAgentError
         (whose message never shows the server's data folder: see `redact_data_dir`). `at_once`: the caller
-        has just found `runs_at_once` true for this call (it is not asked again)."""
+        has just found `runs_at_once` true for this call (it is not asked again). `spec`: a tool not
+        registered here (another MCP server's, for a sub-agent), checked by the same gate."""
         try:
-            return await self._run(name, args, origin, sink, validate, at_once)
+            return await self._run(name, args, origin, sink, validate, at_once, spec)
         except GeneralAgentError as exc:
             if not isinstance(exc, ApprovalRequired):  # its `approve` command is for the human
                 exc.args = (redact_data_dir(str(exc), self.runtime.settings.data_dir),)
@@ -177,9 +178,9 @@ class Dispatcher:
 
     async def _run(
         self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False,
-        at_once: bool = False,
+        at_once: bool = False, given: ToolSpec | None = None,
     ) -> BaseModel:
-        spec = self.spec(name)
+        spec = given if given is not None and given.name == name else self.spec(name)
         check_argument_sizes(args)
         if validate:
             args = validate_arguments(spec, args)
@@ -216,6 +217,8 @@ class Dispatcher:
         and the gate allows it at once, on the event loop (no crossing); else one after the other."""
         check_blocking = getattr(self.gate, "check_blocking", None)
         if check_blocking is None or _shape(spec.fn).is_async:
+            if spec.precheck is not None:  # a call that would fail never asks the human first
+                await anyio.to_thread.run_sync(spec.precheck, self.runtime, origin.session_id, args)
             consent = await _checked_by_gate(self.gate, spec, args, origin)
             return await self._invoke(spec, args, origin, sink, consent or "policy")
         kwargs, call = self._prepared(spec, args, origin, sink)
@@ -224,6 +227,8 @@ class Dispatcher:
         def checked_then_run() -> Any:
             nonlocal checked
             if not checked:
+                if spec.precheck is not None:  # a call that would fail never asks the human first
+                    spec.precheck(self.runtime, call.session_id, args)
                 try:
                     call.consent = check_blocking(spec, args, origin) or "policy"
                 except (ApprovalRequired, PolicyDenied) as exc:

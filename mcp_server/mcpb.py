@@ -1,18 +1,26 @@
-"""The MCP Bundle (.mcpb) for one-click install in Claude Desktop: its manifest.json, generated from
-the tool registry (so it never drifts), and the staged bundle folder that `mcpb pack` zips.
+"""The MCP Bundles (.mcpb) for one-click install in Claude Desktop: their manifest.json, generated from
+the tool registry (its tool list is what the bundle's server lists), and the staged bundle folders that
+`mcpb pack` zips. Two kinds:
 
-Layout of the bundle (server.type "python"):
+`uv` (manifest 0.4, the default): the app provides Python and the dependencies itself (with uv, from
+the pinned pyproject.toml at the bundle's root); no Python needed on the computer.
 
     manifest.json
-    server/bootstrap.py     stdlib only: makes server/venv with the user's Python (>= 3.11) on first
-                            start (pip install of server/src with its pinned constraints), then runs
-                            `python -m mcp_server serve` from it over stdio
+    pyproject.toml          dependencies pinned exactly, constraints.txt as [tool.uv] constraint-dependencies
+    foundation/ ... context/, constraints.txt, README.md      this project's source
+    server/bootstrap.py     runs `python -m mcp_server serve` with the Python it was started by
+
+`python` (manifest 0.3, the fallback for apps without the uv type): needs Python >= 3.11 on the computer.
+
+    manifest.json
+    server/bootstrap.py     stdlib only: makes server/venv with the user's Python on first start (pip install
+                            of server/src with its pinned constraints), then runs the server from it
     server/src/             this project's source, pyproject.toml and constraints.txt
 
-    python -m mcp_server.mcpb stage DIR     write the bundle folder DIR (then: mcpb pack DIR OUT.mcpb)
-    python -m mcp_server.mcpb manifest      print manifest.json
+    python -m mcp_server.mcpb stage DIR [uv|python]     write a bundle folder (then: mcpb pack DIR OUT.mcpb)
+    python -m mcp_server.mcpb manifest [uv|python]      print its manifest.json
 
-scripts/build_mcpb.sh does both steps with the pinned mcpb tool.
+scripts/build_mcpb.sh builds both with the pinned mcpb tool.
 """
 
 from __future__ import annotations
@@ -22,12 +30,14 @@ import shutil
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+Kind = Literal["uv", "python"]
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_PACKAGES = ("foundation", "mcp_server", "tools", "indexing", "context")
 SOURCE_FILES = ("pyproject.toml", "constraints.txt", "README.md")
-MANIFEST_VERSION = "0.3"
+MANIFEST_VERSION = {"uv": "0.4", "python": "0.3"}
+BUNDLE_PROFILE = "default"  # the bundle's server runs with the default tool profile
 BOOTSTRAP = Path(__file__).with_name("mcpb_bootstrap.py")
 
 
@@ -37,17 +47,36 @@ def project() -> dict[str, Any]:
 
 
 def manifest_tools() -> list[dict[str, str]]:
-    """Every registered tool, with the first sentence of its description."""
+    """The tools the bundle's server lists (its profile's tiers), with the first sentence of each description;
+    the others stay reachable through enable_tools."""
     from mcp_server import registry
+    from mcp_server.server import PROFILE_TIERS
 
-    return [{"name": spec.name, "description": spec.summary} for spec in registry.TOOLS]
+    tiers = PROFILE_TIERS[BUNDLE_PROFILE]
+    return [{"name": spec.name, "description": spec.summary} for spec in registry.TOOLS if spec.tier in tiers]
 
 
-def manifest() -> dict[str, Any]:
+def _server(kind: Kind) -> dict[str, Any]:
+    env = {
+        "GENERALAGENT_LLM_BASE_URL": "${user_config.llm_base_url}",
+        "GENERALAGENT_LLM_MODEL": "${user_config.llm_model}",
+        "GENERALAGENT_LLM_API_KEY": "${user_config.llm_api_key}",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if kind == "uv":
+        return {"type": "uv", "entry_point": "server/bootstrap.py", "mcp_config": {
+            "command": "uv", "args": ["run", "--directory", "${__dirname}", "server/bootstrap.py", "${user_config.roots}"],
+            "env": env}}
+    return {"type": "python", "entry_point": "server/bootstrap.py", "mcp_config": {
+        "command": "python3", "args": ["${__dirname}/server/bootstrap.py", "${user_config.roots}"], "env": env,
+        "platform_overrides": {"win32": {"command": "python"}}}}
+
+
+def manifest(kind: Kind = "uv") -> dict[str, Any]:
     meta = project()
     python = meta.get("requires-python", ">=3.11")
     return {
-        "manifest_version": MANIFEST_VERSION,
+        "manifest_version": MANIFEST_VERSION[kind],
         "name": "generalagent-mcp",
         "display_name": "generalagent",
         "version": meta["version"],
@@ -56,21 +85,7 @@ def manifest() -> dict[str, Any]:
         "author": {"name": "generalagent-mcp contributors"},
         "license": meta.get("license", "MIT"),
         "keywords": ["search", "documents", "pdf", "context", "memory", "agent"],
-        "server": {
-            "type": "python",
-            "entry_point": "server/bootstrap.py",
-            "mcp_config": {
-                "command": "python3",
-                "args": ["${__dirname}/server/bootstrap.py", "${user_config.roots}"],
-                "env": {
-                    "GENERALAGENT_LLM_BASE_URL": "${user_config.llm_base_url}",
-                    "GENERALAGENT_LLM_MODEL": "${user_config.llm_model}",
-                    "GENERALAGENT_LLM_API_KEY": "${user_config.llm_api_key}",
-                    "PYTHONUNBUFFERED": "1",
-                },
-                "platform_overrides": {"win32": {"command": "python"}},
-            },
-        },
+        "server": _server(kind),
         "tools": manifest_tools(),
         "compatibility": {"platforms": ["darwin", "linux", "win32"], "runtimes": {"python": python}},
         "user_config": _user_config(),
@@ -100,31 +115,71 @@ def _user_config() -> dict[str, Any]:
     }
 
 
-def stage(out: Path) -> Path:
+def stage(out: Path, kind: Kind = "uv") -> Path:
     """Write the bundle folder `out` (replaced when it exists); returns it."""
     if out.exists():
         shutil.rmtree(out)
-    src = out / "server" / "src"
-    src.mkdir(parents=True)
+    src = out if kind == "uv" else out / "server" / "src"
+    (out / "server").mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for package in SOURCE_PACKAGES:
         shutil.copytree(ROOT / package, src / package, ignore=ignore)
     for name in SOURCE_FILES:
         shutil.copy2(ROOT / name, src / name)
+    if kind == "uv":
+        (out / "pyproject.toml").write_text(pinned_pyproject(), encoding="utf-8")
     shutil.copy2(BOOTSTRAP, out / "server" / "bootstrap.py")
-    (out / "manifest.json").write_text(json.dumps(manifest(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / "manifest.json").write_text(json.dumps(manifest(kind), indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
     return out
+
+
+def constraints() -> dict[str, str]:
+    """constraints.txt as {normalised name: its line}."""
+    lines = [line.split("#")[0].strip() for line in (ROOT / "constraints.txt").read_text().splitlines()]
+    return {_name(line): line for line in lines if line}
+
+
+def _name(requirement: str) -> str:
+    import re
+
+    return re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower().replace("_", "-").replace(".", "-")
+
+
+def pinned_pyproject() -> str:
+    """pyproject.toml with each dependency pinned to its constraints.txt version (extras kept) and every
+    constraint as uv's constraint-dependencies: the app's uv installs exactly what the tests ran with."""
+    import re
+
+    pins = constraints()
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+    def pinned(match: re.Match[str]) -> str:
+        requirement = match.group(1)
+        name = _name(requirement)
+        extras = re.match(r"[A-Za-z0-9_.-]+(\[[^\]]*\])?", requirement)
+        version = pins[name].split("==", 1)[1] if "==" in pins.get(name, "") else None
+        if version is None:
+            return match.group(0)
+        return f'    "{requirement[: extras.end() if extras else len(name)]}=={version}",'
+
+    head, rest = text.split("dependencies = [", 1)
+    body, tail = rest.split("\n]", 1)
+    body = re.sub(r'^\s*"([^"]+)",', pinned, body, flags=re.M)
+    uv = "\n[tool.uv]\nconstraint-dependencies = [\n" + "".join(f'    "{line}",\n' for line in pins.values()) + "]\n"
+    return head + "dependencies = [" + body + "\n]" + tail + uv
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["manifest"]:
-        print(json.dumps(manifest(), indent=2, ensure_ascii=False))
+    kinds = ("uv", "python")
+    if args[:1] == ["manifest"] and len(args) <= 2 and (args[1:] or ["uv"])[0] in kinds:
+        print(json.dumps(manifest((args[1:] or ["uv"])[0]), indent=2, ensure_ascii=False))  # type: ignore[arg-type]
         return 0
-    if len(args) == 2 and args[0] == "stage":
-        print(stage(Path(args[1]).resolve()))
+    if len(args) in (2, 3) and args[0] == "stage" and (args[2:] or ["uv"])[0] in kinds:
+        print(stage(Path(args[1]).resolve(), (args[2:] or ["uv"])[0]))  # type: ignore[arg-type]
         return 0
-    print("usage: python -m mcp_server.mcpb stage DIR | manifest", file=sys.stderr)
+    print("usage: python -m mcp_server.mcpb stage DIR [uv|python] | manifest [uv|python]", file=sys.stderr)
     return 2
 
 

@@ -1,5 +1,9 @@
 """Start generalagent-mcp from an MCP Bundle (copied into the bundle as server/bootstrap.py).
 
+In a `uv` bundle (the source beside server/, no server/src) the app has provided Python and the
+dependencies (uv run, from the bundle's pinned pyproject.toml): the server runs with the Python that
+started this script, the bundle's source first on its path. In a `python` bundle:
+
 Standard library only: it runs with the user's Python (python3 on macOS/Linux, python on Windows;
 3.11 or newer). On first start (and after an update changed the pinned dependencies) it creates
 server/venv beside itself and installs server/src into it with pip, pinned by
@@ -24,6 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "src"
+UV_LAYOUT = not SRC.is_dir() and (HERE.parent / "mcp_server").is_dir()
 VENV = HERE / "venv"
 STAMP = VENV / "generalagent-installed.txt"
 LOCK = HERE / "venv.lock"
@@ -100,12 +105,15 @@ def main() -> int:
             f"({sys.executable}). Install a newer Python and restart the app.")
         return 1
     python = os.environ.get("GENERALAGENT_BUNDLE_PYTHON", "")
-    if not python:
+    env = server_env(sys.argv[1:])
+    if UV_LAYOUT:  # the app's uv made this Python's environment from the bundle's pyproject.toml
+        python = python or sys.executable
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), env.get("PYTHONPATH", "")) if p)
+    elif not python:
         if not installed():
             install()
         python = str(venv_python())
     command = [python, "-m", "mcp_server", "serve"]
-    env = server_env(sys.argv[1:])
     if os.name == "nt":  # exec does not keep the stdio handles the way the app expects on Windows
         return subprocess.run(command, env=env, check=False).returncode
     os.execve(python, command, env)

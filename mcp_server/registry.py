@@ -22,6 +22,7 @@ from tools import (
     documents,
     files,
     human,
+    images,
     index_services,
     index_tools,
     live_index,
@@ -31,6 +32,7 @@ from tools import (
     tiers,
     todos,
     watch_tools,
+    web,
 )
 from tools.runtime import Runtime
 
@@ -60,12 +62,17 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(todos.todo_read, title="Read todo list", read_only=True, idempotent=True, tier="core"),
     # -- workspace files and shell (paths confined to the roots; bash disabled unless enabled)
     ToolSpec(files.read_file, title="Read a file", read_only=True, idempotent=True, tier="default"),
+    ToolSpec(images.render_page, title="See a PDF page as a picture", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.list_workspace_files, title="List a folder", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.find_files, title="Find files by pattern", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.write_file, title="Write a file", read_only=False, destructive=True, idempotent=True, tier="default"),
-    ToolSpec(files.edit_file, title="Edit a file", read_only=False, destructive=True, idempotent=False, tier="default"),
+    ToolSpec(files.edit_file, title="Edit a file", read_only=False, destructive=True, idempotent=False, tier="default",
+             precheck=files.edit_file_precheck),
     ToolSpec(bash.run_bash_command, title="Run a shell command", read_only=False, destructive=True, open_world=True,
              tier="full"),
+    # -- the web (off until the user turns it on; sub-agents get it by default then)
+    ToolSpec(web.fetch_url, title="Fetch a web page", read_only=True, open_world=True, tier="full"),
+    ToolSpec(web.web_search, title="Search the web", read_only=True, open_world=True, tier="full"),
     # -- delegation (calls the user's LLM endpoint: open world)
     ToolSpec(delegate.delegate_task, title="Delegate to a sub-agent", read_only=False, open_world=True, tier="default",
              without_llm="Unavailable: no LLM endpoint is configured."),

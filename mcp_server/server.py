@@ -18,13 +18,14 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resolve import Elicit, ElicitationResult, Resolve
 from mcp.server.request_state import RequestStateSecurity
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from foundation.calls import CallOrigin
 from foundation.errors import GeneralAgentError, SettingsError
+from foundation.pictures import pictures_of
 from foundation.schemas import portable_schema
 from foundation.settings import Settings
 from foundation.toolspec import ToolSpec, return_model, tool_parameters
@@ -33,6 +34,7 @@ from mcp_server.approval.elicit import McpClientChannel, supports_form_elicitati
 from mcp_server.approval.gate import ApprovalForm, PolicyGate, answer_from_outcome
 from mcp_server.approval.http_page import add_approval_routes
 from mcp_server.dispatch import Dispatcher, arguments_fit
+from mcp_server.external import ExternalServers
 from mcp_server.http_state import SharedKeyCodec, SharedToolLists
 from mcp_server.prompts import install_prompts
 from mcp_server.sdk_adapter import lowlevel, register_tool
@@ -64,7 +66,8 @@ def origin_from_context(ctx: Context) -> CallOrigin:
     client_id, session_id = "default", None
     try:
         request_context = ctx.request_context
-        session_id = getattr(connection_of(request_context), "session_id", None)  # None on stdio
+        session_id = getattr(connection_of(request_context), "session_id", None)  # None on stdio: its own id
+        session_id = session_id or getattr(ctx.mcp_server, "stdio_session", None)
         params = request_context.session.client_params
         if params is not None and params.client_info is not None:
             client_id = params.client_info.name or client_id
@@ -103,7 +106,8 @@ def make_entry(spec: ToolSpec, dispatcher: Dispatcher,
         except GeneralAgentError as exc:
             raise ToolError(str(exc)) from exc
         data, text = dispatcher.bounded_payload(result)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+        pictures = [ImageContent(type="image", data=p.base64(), mime_type=p.mime_type) for p in pictures_of(result)]
+        return CallToolResult(content=[TextContent(type="text", text=text), *pictures], structured_content=data)
 
     approval_type = Annotated[ElicitationResult[ApprovalForm], Resolve(_approval_resolver(spec, dispatcher, names))]
     hidden = [inspect.Parameter("ga_approval", inspect.Parameter.KEYWORD_ONLY, annotation=approval_type)]
@@ -139,11 +143,24 @@ def _approval_resolver(spec: ToolSpec, dispatcher: Dispatcher, names: list[str])
         origin = origin_from_context(ctx)
         if gate.allows_at_once(spec, args, origin):
             return None  # decided here (pure policy, small input); the call's check uses this verdict
-        question = await anyio.to_thread.run_sync(gate.question, spec, args, origin)
+        question = await anyio.to_thread.run_sync(_question_unless_failing, dispatcher, spec, args, origin)
         return Elicit(question[0], question[1]) if question else None
 
     approval_question.__qualname__ = f"approval_question.{spec.name}"
     return _with_signature(approval_question, names)
+
+
+def _question_unless_failing(dispatcher: Dispatcher, spec: ToolSpec, args: dict[str, Any],
+                             origin: CallOrigin) -> tuple[str, type[BaseModel]] | None:
+    """The approval question for this call, or None when its precheck fails (the dispatcher then says why,
+    and nobody is asked to approve a call that cannot run)."""
+    if spec.precheck is not None:
+        try:
+            spec.precheck(dispatcher.runtime, origin.session_id, args)
+        except GeneralAgentError:
+            return None
+    assert isinstance(dispatcher.gate, PolicyGate)
+    return dispatcher.gate.question(spec, args, origin)
 
 
 def _human_resolver(question: Callable[..., Any], names: list[str]) -> Callable[..., Any]:
@@ -292,11 +309,15 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     dispatcher = Dispatcher(runtime, registry.TOOLS, gate=gate)
     runtime.tool_runner = dispatcher  # sub-agents dispatch their tool calls through it
     runtime.secret_paths = PolicySecretPaths(lambda: gate.rules)  # what read_file asks for is never indexed
+    sources = runtime.tool_sources = ExternalServers(settings)  # other MCP servers, started when a sub-agent needs one
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
         threading.Thread(target=_warm_up, args=(runtime, gate), name="warm-up", daemon=True).start()
-        yield None
+        try:
+            yield None
+        finally:
+            await anyio.to_thread.run_sync(sources.close)
 
     shared = settings.database_url is not None  # other server processes may answer this client's next request
     server = SessionToolServer(

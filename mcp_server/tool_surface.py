@@ -120,6 +120,9 @@ class SessionToolServer(MCPServer[Any]):
         self.stateless_http = False  # set when served by stateless HTTP workers (transports.http_app)
         self.register: Callable[[str], None] = lambda name: None  # registers a tool enabled in another process
         self.prompt_sync: Any = None  # mcp_server.prompts.PromptSync, set by build_server
+        self.stdio_session: str | None = None
+        """Served over stdio (one connection per process): this connection's id, its session id for
+        the workspace (without roots), approvals for the session and the audit (set by run_stdio)."""
         self.registered: set[str] = set()  # the names in the SDK's tool table (mcp_server.server.ToolTable.add)
         self.middleware.append(SessionTools(self))  # the SDK's public hook around every request
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import re
 import socket
 import sys
@@ -345,6 +346,8 @@ def run_stdio(server: Any) -> None:
     from mcp_server.sdk_adapter import lowlevel
     from mcp_server.stdio_wire import stdio_streams
 
+    server.stdio_session = stdio_session_id()
+
     async def serve() -> None:
         low = lowlevel(server)
         async with stdio_streams() as (read_stream, write_stream):
@@ -356,6 +359,30 @@ def run_stdio(server: Any) -> None:
         log.warning("stdout was closed by the client; the server stops")
     finally:
         stop_runs(server)
+        _drop_if_unused(server)
+
+
+def stdio_session_id() -> str:
+    """This stdio connection's id: `stdio-<UTC start>-<pid>` (a folder name: workspaces/<id>/)."""
+    import time
+
+    return f"stdio-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+
+
+def _drop_if_unused(server: Any) -> None:
+    """The connection's own workspace (no roots configured) is removed at exit when nothing was put in it."""
+    from foundation.paths import WORKSPACE_SUBDIRS, session_dir_name
+
+    runtime = getattr(server, "runtime", None)
+    if runtime is None or runtime.settings.roots or not server.stdio_session:
+        return
+    base = runtime.settings.data_dir / "workspaces" / session_dir_name(server.stdio_session)
+    try:
+        for sub in WORKSPACE_SUBDIRS:
+            (base / sub).rmdir()
+        base.rmdir()
+    except OSError:  # not empty (or already gone): kept
+        pass
 
 
 def stop_runs(server: Any) -> None:

@@ -2,12 +2,13 @@
 # Create or update the project's virtual environment (.venv) so that it matches
 # pyproject.toml + constraints.txt. All output goes to stderr: `serve.sh` uses
 # stdout for the MCP protocol. Safe to run repeatedly; a no-op when up to date.
-# Also installs bubblewrap when missing (scripts/sandbox.sh).
+# Also installs bubblewrap (scripts/sandbox.sh) and Tesseract OCR (scripts/ocr.sh) when missing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/sandbox.sh" || true  # the OS sandbox for shell commands (bubblewrap), when missing
+"$root/scripts/ocr.sh" || true  # Tesseract (eng + chi_sim) for scanned PDF pages, when missing
 venv="$root/.venv"
-extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench}"
+extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web}"
 
 pick_python() {
   for candidate in python3.11 python3.12 python3.13 python3; do

@@ -16,6 +16,9 @@ os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
 for _key in list(os.environ):
     if _key.startswith("GENERALAGENT_"):
         del os.environ[_key]
+# Meaning-aware search is on by default where the bundled model is installed (embedding_provider=auto);
+# tests (and the servers they start) stay lexical unless they ask for a provider.
+os.environ["GENERALAGENT_EMBEDDING_PROVIDER"] = "off"
 
 MODES = ["legacy", "auto"]
 
@@ -26,21 +29,33 @@ pytest_plugins = ["tests.storage_fixtures"]
 
 # The quick loop is `pytest -m "not slow"` (about a minute on 2 quiet cores); scripts/test.sh and CI run all.
 # Slow: modules whose tests start processes or servers (the console script, uvicorn, PostgreSQL, bubblewrap,
-# node), drive third-party clients or run benchmarks; and single tests marked `@pytest.mark.slow` (long
+# node), drive third-party clients or run benchmarks; and the tests listed in tests/slow_tests.txt (long
 # property tests, timed load phases). tests/test_slow_marks.py keeps this list true.
 SLOW_MODULES = frozenset({
     "test_approval_http_page", "test_approval_oob", "test_approval_stdio", "test_bash", "test_bench_mcp_overhead",
     "test_cli", "test_cli_errors", "test_cli_paths", "test_cli_printed_commands", "test_clients_http", "test_live_index",
-    "test_conformance", "test_delegate_stdio", "test_http", "test_inspector", "test_mcpb", "test_peers",
-    "test_policy_cli", "test_policy_corpus", "test_sandbox", "test_sandbox_allowlist", "test_sandbox_wiring", "test_stdio",
+    "test_conformance", "test_delegate_stdio", "test_external_servers", "test_http", "test_inspector", "test_mcpb", "test_peers",
+    "test_policy_cli", "test_policy_corpus", "test_readme_first_page", "test_sandbox", "test_sandbox_allowlist", "test_sandbox_wiring", "test_stdio",
     "test_stdio_transport", "test_storage_index_processes", "test_storage_processes", "test_storage_transfer",
     "test_third_party_clients", "test_walk_skips", "test_workers",
 })
 
 
+SLOW_TESTS_FILE = Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_tests() -> frozenset[str]:
+    """The `tests/<module>.py::<function>` names listed in tests/slow_tests.txt."""
+    lines = SLOW_TESTS_FILE.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    listed = slow_tests()
     for item in items:
-        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        name = f"tests/{module}.py::{getattr(item, 'originalname', item.name)}"
+        if module in SLOW_MODULES or name in listed:
             item.add_marker(pytest.mark.slow)
 
 
@@ -69,8 +84,10 @@ def make_settings(data_dir: Path, workspace: Path, database_url: str | None) -> 
 
     def make(**overrides: Any) -> Any:
         # Every tool listed: tests exercise tools; tier tests ask for tool_profile="default" explicitly.
+        # No built-in skills or agent cards: tests count what they configure (test_builtins.py turns them on).
         values: dict[str, Any] = {"data_dir": data_dir, "roots": [workspace], "tool_profile": "full",
-                                  "database_url": database_url}
+                                  "database_url": database_url, "builtins_enabled": False,
+                                  "embedding_provider": "off"}
         values.update(overrides)
         return load_settings(values, environ={})
 

@@ -1,8 +1,9 @@
 """A small OpenAI-compatible /v1/embeddings endpoint for tests, on 127.0.0.1 (never the internet).
 
 Its "model" embeds meaning crudely but deterministically: every word of a small concept table
-counts for its concept (synonyms share one: automobile = car), other words are ignored; the
-vector is the concept counts. So a paraphrase is close although its words differ.
+counts for its concept (synonyms share one: automobile = car; so do translations: 招聘 = hiring),
+other words are ignored; the vector is the concept counts. So a paraphrase, or a translation, is
+close although its words differ. Chinese words count wherever they occur (no spaces between them).
 """
 
 from __future__ import annotations
@@ -25,15 +26,22 @@ CONCEPTS = {
     "bicycle": 3, "bicycles": 3, "bike": 3,
     "chain": 4, "chains": 4,
     "tea": 5, "绿茶": 5,
+    "advertising": 6, "marketing": 6, "广告": 6, "营销": 6,
+    "money": 7, "budget": 7, "预算": 7, "经费": 7,
+    "hiring": 8, "hire": 8, "recruiting": 8, "招聘": 8, "招募": 8,
+    "engineers": 9, "developers": 9, "工程师": 9, "开发人员": 9,
 }
-DIM = 8
+DIM = 12
+_CHINESE = {word: concept for word, concept in CONCEPTS.items() if not word.isascii()}
 
 
 def embed(text: str) -> list[float]:
     vec = [0.0] * DIM
-    for word in re.findall(r"\w+", text.lower()):
+    for word in re.findall(r"[A-Za-z0-9_]+", text.lower()):
         if word in CONCEPTS:
             vec[CONCEPTS[word]] += 1.0
+    for word, concept in _CHINESE.items():
+        vec[concept] += text.count(word)
     vec[DIM - 1] += 0.01  # never the zero vector
     return vec
 

@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench._context_cases import make_case
 from context.carryover import Todo
@@ -148,3 +150,31 @@ def test_pasted_blobs_are_not_prose() -> None:
     assert prose_sentences(text) == ["Here is the log:", "Why does it fail?", "Stick to Node 20."]
     unfenced = "Output:\n\n" + "\n".join(f"12:00:{k:02d} worker failed with code {k}" for k in range(30)) + "\n\nPlease check."
     assert prose_sentences(unfenced) == ["Output:", "Please check."]
+
+
+_CLAUSE = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zl", "Zp"),
+                                exclude_characters=".!?。！？;；`<>"), min_size=1, max_size=30).map(str.strip).filter(bool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(clauses=st.lists(_CLAUSE, min_size=2, max_size=4), joiner=st.sampled_from(["; ", ";", "；", "； "]),
+       end=st.sampled_from([".", "。", "!", "？"]))
+def test_a_sentence_stays_whole_across_semicolons(clauses: list[str], joiner: str, end: str) -> None:
+    sentence = joiner.join(clauses) + end
+    assert prose_sentences(f"{sentence} Next one.") == [sentence, "Next one."]
+
+
+@pytest.mark.parametrize("sentence", ["Use tabs in Makefiles; never spaces, not even once.",
+                                      "数据库用 MySQL 8.0；缓存用 Redis 7，不要换。"])
+def test_compact_carries_a_semicolon_sentence_as_one_bullet(sentence: str) -> None:
+    messages = [{"role": "user", "content": "Please refactor the parser."},
+                {"role": "assistant", "content": "Starting."}, {"role": "user", "content": f"Noted. {sentence}"}]
+    for k in range(40):
+        messages += [{"role": "assistant", "content": f"Step {k}: edited parser.py line {k}. " * 20},
+                     {"role": "user", "content": f"Go on with step {k + 1}."}]
+    transcript = parse(messages, None)
+    out, _, summary = compact(transcript.messages, COUNTER, CompactOptions("compact", 8000, force=True), _omit)
+    text = all_text(*render(transcript, out))
+    assert f"- {sentence}\n" in text + "\n"
+    assert not any(line.startswith("- ") and line[2:] and line[2:] in sentence and line[2:] != sentence
+                   for line in text.splitlines())

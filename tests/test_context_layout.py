@@ -85,7 +85,7 @@ def test_ten_turn_session_stable_system_and_reminders_once(rt: Runtime) -> None:
         )
         system = result.messages[0]
         assert system["role"] == "system" and system["content"].endswith(
-            "Current date and time: 2026-11-22 03:17 UTC"
+            "Conversation started: 2026-11-22 03:17 UTC (later, the current time is given in a reminder)."
         )
         hashes.add(hashlib.sha256(system["content"].encode()).hexdigest())
         hashes.add(result.system_hash)
@@ -106,12 +106,23 @@ def test_ten_turn_session_stable_system_and_reminders_once(rt: Runtime) -> None:
     assert "run_bash_command" in texts and "report.pdf" in texts and "Write the report" in texts
 
 
-def test_system_changes_only_with_the_minute(rt: Runtime) -> None:
-    msgs = [{"role": "user", "content": "hi"}]
-    a = _turn(rt, msgs, T0)
-    b = _turn(rt, msgs, T0 + timedelta(seconds=50))
-    c = _turn(rt, msgs, T0 + timedelta(minutes=1))
-    assert a.system_hash == b.system_hash != c.system_hash
+def test_system_is_byte_identical_for_the_conversation_and_the_time_moves_to_a_reminder(rt: Runtime) -> None:
+    """Turns over 25 minutes of simulated clock (some in the same minute, some across an hour): one system
+    text all along, with the start time; the current time is told in a reminder whenever the minute moved
+    on, exactly once per minute, and never when it did not."""
+    messages: list[dict[str, Any]] = []
+    systems, told = set(), []
+    offsets = [0, 20, 50, 61, 62, 185, 600, 601, 1500]  # seconds after T0 (03:17:05)
+    for turn, seconds in enumerate(offsets):
+        messages.append({"role": "user", "content": f"Turn {turn}."})
+        result = _turn(rt, messages, T0 + timedelta(seconds=seconds), conversation_id="clock")
+        systems.add(result.messages[0]["content"])
+        told += [r.text for r in result.reminders if r.kind == "time"]
+        messages.append({"role": "assistant", "content": "ok"})
+    assert len(systems) == 1 and "2026-11-22 03:17" in systems.pop()
+    assert told == [f"Current date and time: 2026-11-22 {hm} UTC" for hm in ["03:18", "03:20", "03:27", "03:42"]]
+    other = _turn(rt, messages, T0 + timedelta(hours=2), conversation_id="clock", system_prompt="Another prompt.")
+    assert "Conversation started: 2026-11-22 05:17" in other.messages[0]["content"]  # a new prompt: a new start
 
 
 def test_trailing_user_message_and_anthropic(rt: Runtime) -> None:
@@ -162,7 +173,7 @@ def test_joining_adds_no_blank_lines_at_the_edges(rt: Runtime, prompt: str, last
     result = _turn(rt, messages, T0, system_prompt=prompt, conversation_id=uuid.uuid4().hex, fmt=fmt,
                    files=["a.txt"] if remind else None)
     system = result.system if fmt == "anthropic" else result.messages[0]["content"]
-    assert system.startswith(prompt.rstrip() or "Current date and time:")
+    assert system.startswith(prompt.rstrip() or "Conversation started:")
     made = [system] + [t for m in result.messages if m not in messages for t in _texts(m["content"])]
     for text in made:
         assert not BLANK_START.match(text) and not BLANK_END.search(text), repr(text)

@@ -142,7 +142,7 @@ async def test_auto_compacts_a_short_conversation_over_its_window(settings: Any)
 
 
 async def test_assemble_with_an_empty_system_prompt(settings: Any) -> None:
-    """A blank system prompt adds nothing: the system message is the time alone, no leading blank line."""
+    """A blank system prompt adds nothing: the system message is the start time alone, no leading blank line."""
     async with connect(settings) as client:
         for prompt in ("", "  \n"):
             result = await client.call_tool(
@@ -150,4 +150,4 @@ async def test_assemble_with_an_empty_system_prompt(settings: Any) -> None:
             )
             assert not result.is_error, result.content[0].text
             system = result.structured_content["messages"][0]
-            assert system["role"] == "system" and system["content"].startswith("Current date and time: ")
+            assert system["role"] == "system" and system["content"].startswith("Conversation started: ")

@@ -24,7 +24,8 @@ from tools.subagent_loop import DEFAULT_TOOLS, MAX_CALLS_PER_STEP, SUBAGENT_RESU
 
 pytestmark = [pytest.mark.anyio, pytest.mark.storage]
 LONG = "The sub-agent found that the quarterly report lists revenue of 4.2M in Q3. " * 4
-DEFAULT_OFFERED = [name for name in DEFAULT_TOOLS if any(spec.name == name for spec in registry.TOOLS)]
+DEFAULT_OFFERED = [name for name in DEFAULT_TOOLS if any(spec.name == name for spec in registry.TOOLS)
+                   and name not in ("fetch_url", "web_search")]  # off until the web is turned on
 
 
 def allow_tools(data_dir: Path, *tools: str) -> None:

@@ -28,6 +28,10 @@ HIDDEN = {spec.name for spec in TOOLS} - DEFAULT
 EXEMPT = {
     # raised by run_bash_command itself when disabled; the fix it names is a server setting
     ("tools/bash.py", "run_bash_command is disabled"),
+    # raised by the web tools themselves (turned off, or what they can read); the fix is a server setting
+    ("tools/web.py", "fetch_url"),
+    ("tools/web.py", "web_search"),
+    ("tools/web_fetch.py", "fetch_url reaches only public addresses"),
     # examples of rule syntax for the policy file / CLI, not a hint to call a tool
     ("mcp_server/policy/rules.py", "run_bash_command"),
     ("mcp_server/cmd_policy.py", "run_bash_command"),

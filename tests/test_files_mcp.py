@@ -122,7 +122,7 @@ async def test_edit_file_on_a_document_never_suggests_replacing_it(settings: Any
 @pytest.mark.parametrize(
     ("name", "data", "what"),
     [
-        ("logo.png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "a PNG image"),
+        ("logo.dat", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4, "a PNG image"),  # .png: a picture (test_pictures)
         ("blob.bin", bytes(range(256)) * 10, "NUL bytes"),
         ("report.dat", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "rename it to .pdf"),
         ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(512), "save it as DOCX, XLSX or PPTX"),
@@ -138,3 +138,27 @@ async def test_read_file_on_a_binary_file_says_what_it_is(
     text = result.content[0].text
     assert result.is_error and f"{name} is binary, not text" in text and what in text, text
     assert "PDF, DOCX, XLSX and PPTX" in text and "index" not in text, text
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("ask", ["form", "approval id"])
+async def test_edit_file_that_cannot_run_never_asks_for_approval(settings: Any, mode: str, ask: str,
+                                                                 workspace: Path) -> None:
+    """A missing file, an old_string that does not occur or occurs twice: the error comes first, nobody is asked
+    (neither by a form nor by a pending approval id), and the repeated call is not an approval wasted."""
+    (workspace / "n.txt").write_text("a = 1\na = 1\n")
+    seen: list[str] = []
+    callback = elicitation_answer("accept", seen=seen) if ask == "form" else None
+    async with connect(settings, mode, elicitation_callback=callback) as client:
+        for args, says in [({"path": "gone.txt", "old_string": "a", "new_string": "b"}, "does not exist"),
+                           ({"path": "n.txt", "old_string": "zzz", "new_string": "b"}, "not found"),
+                           ({"path": "n.txt", "old_string": "a = 1", "new_string": "b"}, "occurs 2 times")]:
+            result = await client.call_tool("edit_file", args)
+            text = result.content[0].text
+            assert result.is_error and says in text.lower() and "approv" not in text.lower(), text
+        assert seen == []
+        good = await client.call_tool("edit_file", {"path": "n.txt", "old_string": "a = 1\na", "new_string": "b"})
+        if ask == "form":
+            assert not good.is_error and len(seen) == 1
+        else:
+            assert good.is_error and "approv" in good.content[0].text.lower()

@@ -69,7 +69,7 @@ def test_only_real_settings_are_mentioned(readme: str) -> None:
 def test_client_configurations(readme: str) -> None:
     clients = section(readme, "Connect a client")
     for needle in ("claude_desktop_config.json", ".vscode/mcp.json", ".cursor/mcp.json", "claude mcp add",
-                   "inspector --cli", ".venv/bin/generalagent-mcp"):
+                   ".gemini/settings.json", ".venv/bin/generalagent-mcp"):
         assert needle in clients, needle
     configs = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", clients, re.S)]
     vscode = [c for c in configs if "servers" in c]

@@ -157,13 +157,17 @@ async def test_load_skill_pages_and_reads_files(skill_settings: Any) -> None:
 
 
 async def test_file_type_hint_when_a_mapped_file_is_indexed_or_read(skill_settings: Any, workspace: Path) -> None:
+    """The first mapped file of a session brings the skill's instructions with it (auto-loaded where the model
+    sees them); later ones point at load_skill."""
     make_pdf(workspace / "form.pdf", [["Name: ____ Date: ____"]])
     (workspace / "notes.txt").write_text("plain notes")
     async with connect(skill_settings) as c:
         indexed = (await c.call_tool("index_path", {"path": "form.pdf"})).structured_content
-        assert indexed["skill_hint"].startswith("The pdf-tools skill has instructions for this file type: load_skill('pdf-tools')")
+        assert indexed["skill_hint"].startswith("The pdf-tools skill has instructions for this file type; follow them")
+        assert "Use scripts/fill_form.py to fill forms." in indexed["skill_hint"]
         read = (await c.call_tool("read_file", {"path": "form.pdf"})).structured_content
-        assert "load_skill('pdf-tools')" in read["skill_hint"]
+        assert read["skill_hint"].startswith("The pdf-tools skill has instructions for this file type: load_skill('pdf-tools')")
+        assert "fill_form" not in read["skill_hint"]
         plain = (await c.call_tool("read_file", {"path": "notes.txt"})).structured_content
         assert plain.get("skill_hint") is None
 

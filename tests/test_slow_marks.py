@@ -22,3 +22,20 @@ def test_modules_that_start_the_server_are_slow() -> None:
     starting = {path.stem for path in TESTS.glob("test_*.py")
                 if STARTS_A_PROCESS.search(path.read_text(encoding="utf-8"))}
     assert starting - SLOW_MODULES == set(), "add these to SLOW_MODULES in tests/conftest.py"
+
+
+def test_every_listed_slow_test_exists() -> None:
+    import ast
+
+    from tests.conftest import slow_tests
+
+    missing = []
+    for name in sorted(slow_tests()):
+        path, _, function = name.partition("::")
+        file = TESTS.parent / path
+        defined = file.is_file() and any(
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))))
+        if not defined:
+            missing.append(name)
+    assert not missing, f"tests/slow_tests.txt names tests that are gone: {missing}"

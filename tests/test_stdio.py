@@ -182,3 +182,34 @@ def test_a_request_with_a_lone_surrogate_gets_an_error_answer(tmp_path: Path) ->
         assert paired["result"]["isError"] is False, paired
     finally:
         assert server.close() == 0
+
+
+@pytest.mark.anyio
+async def test_each_stdio_connection_without_roots_has_its_own_workspace(tmp_path: Path) -> None:
+    """Without roots, two stdio connections (two processes: Claude Desktop and Claude Code, say) do not share
+    `workspaces/default`: each works in `workspaces/stdio-<start>-<pid>/`; a workspace nothing was put in is removed when its connection ends, one with a file is kept."""
+    from mcp.client import Client
+    from mcp.client.stdio import stdio_client
+
+    from tests.approval_helpers import elicitation_answer
+
+    async def roots(client: Client) -> list[str]:
+        listing = await client.call_tool("list_workspace_files", {})
+        return listing.structured_content["roots"]
+
+    data = tmp_path / "data"
+    with (tmp_path / "err1.txt").open("w") as e1, (tmp_path / "err2.txt").open("w") as e2:
+        params = stdio_params(tmp_path, GENERALAGENT_TOOL_PROFILE="full")
+        async with Client(stdio_client(params, errlog=e1), mode="legacy",
+                          elicitation_callback=elicitation_answer("accept")) as first, \
+                Client(stdio_client(params, errlog=e2), mode="auto") as second:
+            one, two = await roots(first), await roots(second)
+            assert one != two and len(one) == len(two) == 1
+            for root in one + two:
+                assert Path(root).parent == (data / "workspaces").resolve() and Path(root).name.startswith("stdio-")
+            wrote = await first.call_tool("write_file", {"path": "mine.txt", "content": "only mine"})
+            assert not wrote.is_error, wrote.content[0].text
+            theirs = await second.call_tool("read_file", {"path": "mine.txt"})
+            assert theirs.is_error and "only mine" not in theirs.content[0].text
+    assert (Path(one[0]) / "mine.txt").read_text() == "only mine"
+    assert not Path(two[0]).exists() and not (data / "workspaces" / "default").exists()

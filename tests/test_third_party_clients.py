@@ -159,3 +159,26 @@ async def test_pydantic_ai_over_stdio(tmp_path: Path) -> None:
         await toolset.__aexit__(None, None, None)
     assert (tmp_path / "workspace" / "out.txt").read_text(encoding="utf-8") == "hello"
     assert any("write_file" in str(getattr(m, "data", m)) for m in logs), logs  # the approval event
+
+
+async def test_pydantic_ai_default_tool_cache_sees_tools_enable_tools_adds(tmp_path: Path) -> None:
+    """pydantic-ai caches the tool list (the default) until the server says it changed. enable_tools on its
+    connection (2026-07-28: the era it negotiates) must reach it, or say it could not (notified false)."""
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    env = server_env(tmp_path) | {"GENERALAGENT_TOOL_PROFILE": "default"}
+    toolset = MCPToolset(StdioTransport(str(CONSOLE_SCRIPT), ["serve"], env=env, log_file=tmp_path / "server.log"),
+                         init_timeout=120, read_timeout=120)
+    await toolset.__aenter__()
+    try:
+        assert toolset.cache_tools is True
+        before = {tool.name for tool in await toolset.list_tools()}
+        assert "find_files" not in before
+        answer = await toolset.direct_call_tool("enable_tools", {"names": ["find_files"]})
+        assert answer["enabled"] == ["find_files"]
+        after = {tool.name for tool in await toolset.list_tools()}
+        assert answer["notified"] is ("find_files" in after), (answer, sorted(after - before))
+        assert "find_files" in after
+    finally:
+        await toolset.__aexit__(None, None, None)

@@ -86,16 +86,20 @@ async def test_enabling_a_risky_tool_needs_approval(make_settings: Any, monkeypa
         assert len(seen) == 1 and "enable_tools" in seen[0] and "poke" in seen[0]
 
 
-async def test_list_changed_notification_2025(make_settings: Any, monkeypatch: Any) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_list_changed_notification_without_listening(make_settings: Any, monkeypatch: Any, mode: str) -> None:
+    """2025: a session notification; 2026-07-28 without a listen stream (pydantic-ai, fastmcp): the
+    notification in the enable_tools call's own response stream, where the client's handler sees it."""
     helpers.install(monkeypatch, PEEK)
     received: list[str] = []
 
     async def on_message(message: Any) -> None:
-        method = getattr(message, "method", None)
+        method = getattr(message, "method", None) or getattr(getattr(message, "root", None), "method", None)
         if method:
             received.append(method)
 
-    async with connect(make_settings(tool_profile="minimal"), "legacy", message_handler=on_message) as c:
+    async with connect(make_settings(tool_profile="minimal"), mode, message_handler=on_message) as c:
+        assert (c.protocol_version == "2026-07-28") is (mode == "auto")
         caps = c.server_capabilities
         assert caps.tools is not None and caps.tools.list_changed is True
         result = await c.call_tool("enable_tools", {"names": ["peek"]})

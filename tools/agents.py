@@ -9,6 +9,7 @@ The file (`GENERALAGENT_AGENTS_FILE`, default `<data dir>/agents.toml`) holds on
     model = "gpt-4o-mini"                                      # optional: overrides the slot's model
     slot = "reasoning"            # optional model slot: base, reasoning, vision, code or chat
     handoffs = ["planner"]        # optional: the cards it may transfer to (default: every other one)
+    mcp_servers = ["docs"]        # optional: other MCP servers whose tools it gets (mcp_servers.toml)
     enabled = true                # optional: false hides the card everywhere
 
 It is read on every use, so edits apply without a restart. Inside delegated work a sub-agent may hand
@@ -43,6 +44,7 @@ class AgentCard(BaseModel):
     slot: Literal["base", "reasoning", "vision", "code", "chat"] = Field(
         default="base", description="Its model slot (endpoint + model; unset slots use the base one).")
     handoffs: list[str] | None = Field(default=None, description="Cards it may transfer to (null: all others).")
+    mcp_servers: list[str] = Field(default_factory=list, description="Other MCP servers whose tools it gets.")
     enabled: bool = Field(default=True, description="False: not offered anywhere.")
 
 
@@ -50,11 +52,18 @@ def agents_file(settings: Settings) -> Path:
     return settings.agents_file or settings.data_dir / "agents.toml"
 
 
+BUILTIN_AGENTS = Path(__file__).parent / "builtin" / "agents.toml"
+
+
 def load_agents(settings: Settings) -> dict[str, AgentCard]:
-    """All cards in the file ({} when the file does not exist); SettingsError names the problem."""
+    """The built-in cards (unless turned off), then all cards in the file (a card of the same id replaces a
+    built-in one); SettingsError names the problem."""
+    builtin = _cards_in(BUILTIN_AGENTS) if settings.builtins_enabled else {}
     path = agents_file(settings)
-    if not path.is_file():
-        return {}
+    return builtin | (_cards_in(path) if path.is_file() else {})
+
+
+def _cards_in(path: Path) -> dict[str, AgentCard]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

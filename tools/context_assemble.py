@@ -8,7 +8,20 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from context import carryover
-from context.layout import attach, emit, observe, reminder_block, system_text, text_hash
+from context.layout import (
+    Reminder as Due,
+)
+from context.layout import (
+    attach,
+    conversation_start,
+    emit,
+    observe,
+    reminder_block,
+    system_text,
+    tell_once,
+    text_hash,
+    time_reminder,
+)
 from context.messages import Msg, render
 from context.status import context_level
 from context.todos import reminder_of
@@ -26,16 +39,21 @@ from tools.context_common import (
     stored_todos,
     total_tokens,
 )
+from tools.memory import ScoredFact, recall
 from tools.runtime import CallContext, Runtime
+from tools.skills import catalog_text, skill_catalog, skill_for_file, skill_prompt
+
+SKILL_REMINDER_CHARS = 12_000
 
 
 class Reminder(BaseModel):
-    kind: str = Field(description="tools, skills, files, todos or tokens.")
+    kind: str = Field(description="time, tools, skills, skill (instructions for a file type), files, memory, todos "
+                                  "or tokens.")
     text: str = Field(description="The reminder text.")
 
 
 class AssembleResult(MessagesPage):
-    system_hash: str = Field(description="Hash of the system text: equal across turns within a minute.")
+    system_hash: str = Field(description="Hash of the system text: the same for the whole conversation.")
     reminders: list[Reminder] = Field(description="Reminders emitted this turn (each only once).")
     tokens: int = Field(description="Tokens of the assembled context.")
     level: str = Field(description="Context level: info, warning or critical.")
@@ -71,13 +89,17 @@ def assemble_context(
     model: ModelParam = None,
     format: FormatParam = "auto",
     page_offset: PageParam = 0,
+    recall_memory: Annotated[
+        bool, Field(description="Add stored facts relevant to the last turns (each once per conversation).")
+    ] = True,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> AssembleResult:
-    """Build what to send next with a cache-stable layout: a byte-stable system message (time at minute
-    precision, last) and this turn's reminders (new tools/skills/files, todo changes, token warnings)
-    appended to the newest user message, each reminder only once."""
+    """Build what to send next with a cache-stable layout: a system message byte-identical for the whole
+    conversation (your prompt, the skill catalog, the start time) and this turn's reminders (the current
+    time, new tools/skills/files, a skill's instructions for a file's type, recalled facts, todo changes,
+    token warnings) appended to the newest user message, each only once."""
     return assemble(
         rt,
         call,
@@ -93,6 +115,7 @@ def assemble_context(
         format,
         page_offset,
         None,
+        recall_memory,
     )
 
 
@@ -111,18 +134,27 @@ def assemble(
     fmt: str,
     page_offset: int,
     now: datetime | None,
+    recall_memory: bool = True,
 ) -> AssembleResult:
     """assemble_context with an injectable clock (tests)."""
     transcript = parse_transcript(messages, None, fmt)
     if any(m.role == "system" for m in transcript.messages):
         raise InvalidInput("messages contain a system message; pass it as system_prompt instead.")
     counter = counter_for(model)
-    sys_text = system_text(system_prompt, now or datetime.now(UTC))
+    now = now or datetime.now(UTC)
     store = context_store(rt)
     state = store.get_state(conversation_id)
-    for kind, items in (("tools", tools), ("skills", skills), ("files", files)):
+    catalog = skill_catalog(rt)
+    started, catalog_said = conversation_start(state, system_prompt, now, catalog_text(catalog))
+    sys_text = system_text(system_prompt, started, catalog_said)
+    if "known_skills" not in state and catalog_said:  # the catalog in the system message names them
+        observe(state, "skills", catalog.skills)
+        state["new_skills"] = []
+    for kind, items in (("tools", tools), ("skills", [*(skills or []), *catalog.skills]), ("files", files)):
         if items is not None:
             observe(state, kind, items)
+    told_time = time_reminder(state, now)
+    early = _early_reminders(rt, state, messages if recall_memory else None)
     todo_text = _todo_reminder(rt, todo_list_id, call.client_id, transcript.messages)
     tokens = counter.count(sys_text) + total_tokens(counter, transcript.messages)
     level, level_text = "info", None
@@ -132,7 +164,8 @@ def assemble(
         )
         level = status.level
         level_text = f"Context is {status.ratio:.0%} full ({tokens} of {context_window} tokens). {status.recommendation}"
-    due = emit(state, todo_text, level if context_window else None, level_text)
+    due = [*([told_time] if told_time else []), *emit(state, todo_text, level if context_window else None, level_text),
+           *early]
     store.put_state(conversation_id, state)
     msgs = transcript.messages
     if due:
@@ -151,6 +184,28 @@ def assemble(
         tokens=tokens + sum(counter.count(r.text) for r in due),
         level=level,
     )
+
+
+def _early_reminders(rt: Runtime, state: dict[str, Any], messages: list[dict[str, Any]] | None) -> list[Due]:
+    """A skill's instructions for each new file whose type a skill is mapped to, then the facts recalled for
+    the last turns: each told once per conversation (read before `emit` clears the new files)."""
+    out: list[Due] = []
+    found = [s for s in (skill_for_file(rt, f) for f in state.get("new_files") or []) if s is not None]
+    for name in tell_once(state, "loaded_skills", [s.name for s in found]):
+        skill = next(s for s in found if s.name == name)
+        out.append(Due("skill", skill_prompt(skill)[:SKILL_REMINDER_CHARS]))
+    if messages:
+        facts = [f for f in recall(messages=messages[-6:], max_tokens=800, top_k=8, rt=rt).facts]
+        new = set(tell_once(state, "told_facts", [str(f.id) for f in facts]))
+        lines = [fact_line(f) for f in facts if str(f.id) in new]
+        if lines:
+            out.append(Due("memory", "Remembered facts that may matter now (from memory):\n" + "\n".join(lines)))
+    return out
+
+
+def fact_line(fact: ScoredFact) -> str:
+    label = f"[{fact.category}] " if fact.category else ""
+    return f"- {label}{fact.content}"
 
 
 def _todo_reminder(rt: Runtime, list_id: str | None, client_id: str, msgs: list[Msg]) -> str | None:

@@ -5,15 +5,20 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import anyio
 from pydantic import BaseModel, Field
 
-from context.llm import LLMConfig
+from context.llm import LLMConfig, choose_slot, slot_sees_images
+from context.pictures import content_text, picture_message
 from context.subagent import StepDelta, Thread, ThreadStore
 from foundation.bounding import bound_json, dumps
 from foundation.calls import CallOrigin, ToolRunner
-from foundation.errors import Conflict, InvalidInput, LLMError
+from foundation.errors import Conflict, GeneralAgentError, InvalidInput, LLMError, NotConfigured, NotFound
+from foundation.pictures import Picture
+from foundation.settings import Settings
 from foundation.toolspec import ToolSpec
 from tools.agents import (
     AgentCard,
@@ -24,6 +29,7 @@ from tools.agents import (
     get_agent,
     transfer_targets,
 )
+from tools.mcp_servers import SEPARATOR, load_servers
 from tools.runtime import CallContext, Runtime, Service
 from tools.subagent_loop import (
     DEFAULT_TOOLS,
@@ -36,6 +42,7 @@ from tools.subagent_loop import (
 )
 
 GENERAL_AGENT = "subagent"  # the label of a card-less sub-agent on the agent stack
+MAX_TASK_PICTURES = 4
 
 
 class DelegateResult(BaseModel):
@@ -64,28 +71,94 @@ def _dispatcher(rt: Runtime) -> ToolRunner:
     return rt.runner("delegate_task")
 
 
-def default_tool_names(known: set[str]) -> list[str]:
-    """The read-only tools a sub-agent gets unless told otherwise (those this server has)."""
-    return [name for name in DEFAULT_TOOLS if name in known]
+def default_tool_names(known: set[str], settings: Settings | None = None) -> list[str]:
+    """The read-only tools a sub-agent gets unless told otherwise (those this server has and has turned on)."""
+    off = tools_off(settings) if settings is not None else set()
+    return [name for name in DEFAULT_TOOLS if name in known and name not in off]
+
+
+def tools_off(settings: Settings) -> set[str]:
+    """Default tools the settings leave off (they would only answer how to turn them on)."""
+    off = set() if settings.web_fetch_enabled else {"fetch_url"}
+    return off if settings.web_search_url else off | {"web_search"}
 
 
 def offered_specs(
-    dispatcher: ToolRunner, base: list[str] | None, extra: list[str], source: str = "the thread"
+    dispatcher: ToolRunner, base: list[str] | None, extra: list[str], source: str = "the thread",
+    settings: Settings | None = None,
 ) -> list[ToolSpec]:
-    """The tools a sub-agent gets: `base` (default: the read-only set that exists) plus `extra`."""
+    """The tools a sub-agent gets: `base` (default: the read-only set that exists and is on) plus `extra`."""
     known = set(dispatcher.specs)
-    names = check_tool_names(base, known, source) if base is not None else default_tool_names(known)
+    names = check_tool_names(base, known, source) if base is not None else default_tool_names(known, settings)
     names = check_tool_names([*names, *extra], known)
     return [dispatcher.specs[name] for name in names]
 
 
-def _task_message(task: str, context: str | None, new_tools: list[str] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ServerTools:
+    """The tools of the other MCP servers a sub-agent was given, and why some of them are missing."""
+
+    specs: list[ToolSpec]
+    unavailable: list[str]
+
+    def note(self) -> str:
+        return "\n".join(f"Unavailable: {why}" for why in self.unavailable)
+
+
+async def server_specs(rt: Runtime, servers: list[str], saved: list[str] | None = None) -> ServerTools:
+    """The tools of other MCP servers (`server__tool`), each server started if it is not running. A server
+    that does not start leaves its tools out (the reason goes to the sub-agent and the result's notes); an
+    unknown server name is the caller's mistake (NotFound), but for the `saved` ones (a thread's, from
+    before its configuration changed): they are only left out."""
+    saved = saved or []
+    servers = [*saved, *servers]
+    wanted = list(dict.fromkeys(name.strip() for name in servers if name.strip()))
+    if not wanted:
+        return ServerTools([], [])
+    if rt.tool_sources is None:
+        raise NotConfigured("Other MCP servers are available only in the running server.")
+    sources = rt.tool_sources
+    found: dict[str, list[ToolSpec] | GeneralAgentError] = {}
+
+    async def start(server: str) -> None:
+        try:
+            found[server] = await sources.tools(server)
+        except GeneralAgentError as exc:
+            found[server] = exc
+
+    async with anyio.create_task_group() as group:  # at the same time: a slow one costs its timeout once
+        for server in wanted:
+            group.start_soon(start, server)
+    specs: list[ToolSpec] = []
+    unavailable: list[str] = []
+    for server in wanted:
+        result = found[server]
+        if isinstance(result, NotFound) and server not in saved:
+            raise result
+        if isinstance(result, GeneralAgentError):
+            unavailable.append(str(result))
+        else:
+            specs += result
+    return ServerTools(specs, unavailable)
+
+
+def thread_servers(tool_names: list[str]) -> list[str]:
+    """The other MCP servers a saved thread's tool names come from (`docs__search` -> docs)."""
+    return list(dict.fromkeys(name.split(SEPARATOR, 1)[0] for name in tool_names if SEPARATOR in name))
+
+
+def _with_note(context: str | None, note: str) -> str | None:
+    return "\n\n".join(part for part in (context, note) if part and part.strip()) or None
+
+
+def _task_message(task: str, context: str | None, new_tools: list[str] | None = None,
+                  pictures: list[Picture] | None = None) -> dict[str, Any]:
     text = f"Task:\n{task.strip()}"
     if context and context.strip():
         text += f"\n\nContext from the parent agent:\n{context.strip()}"
     if new_tools:
         text += f"\n\n(You now also have these tools: {', '.join(new_tools)}.)"
-    return {"role": "user", "content": text}
+    return picture_message(text, pictures) if pictures else {"role": "user", "content": text}
 
 
 async def delegate_task(
@@ -93,17 +166,20 @@ async def delegate_task(
                                "(the sub-agent does not see your conversation). With continue_id: the follow-up.")],
     max_loops: Annotated[int, Field(ge=1, le=50, description="Most model turns before it must stop and summarise.")] = 10,
     agent: Annotated[str | None, Field(description="An agent card id from list_agents; omit for the general sub-agent.")] = None,
-    tools: Annotated[list[str] | None, Field(description="Extra tools to allow beyond the read-only defaults "
-                                            "(their approval rules still apply).")] = None,
+    tools: Annotated[list[str] | None, Field(description="Extra tools beyond the read-only defaults.")] = None,
     context: Annotated[str | None, Field(max_length=50_000, description="Background the sub-agent needs.")] = None,
     continue_id: Annotated[str | None, Field(description="Continue this earlier thread (a context_id) with `task`.")] = None,
+    mcp_servers: Annotated[list[str] | None, Field(max_length=8, description="Other MCP servers (list_agents) whose "
+                                                  "tools it gets as server__tool.")] = None,
+    images: Annotated[list[str] | None, Field(max_length=MAX_TASK_PICTURES, description="Workspace pictures for "
+                                             "it to see (runs on the vision model).")] = None,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> DelegateResult:
-    """Run an isolated sub-agent (the configured LLM with this server's read-only tools) on a sub-task and
-    return only its final answer. The transcript is saved: read it with delegate_status, continue it
-    with continue_id. Sub-agents cannot delegate further."""
+    """Run an isolated sub-agent (the configured LLM with this server's read-only tools) on a sub-task;
+    returns its final answer. delegate_status reads its transcript, continue_id continues it. Sub-agents
+    cannot delegate further."""
     if not task.strip():
         raise InvalidInput("task is empty. Describe the sub-task in a few sentences.")
     parent = call.origin
@@ -115,17 +191,29 @@ async def delegate_task(
     card = get_agent(rt.settings, agent_id) if agent_id else None
     label = card.id if card else GENERAL_AGENT
     _check_caller(parent, label, rt.settings.handoff_max_depth)
-    config = agent_config(rt, card)
+    pictures = task_pictures(rt, images or [], parent.session_id)
+    config = agent_config(rt, card, carries_images=bool(pictures))
+    eyes = eyes_for(rt, card)
+    if pictures and eyes is None:
+        raise NotConfigured("This task carries pictures, but no model slot can see them: set "
+                            "GENERALAGENT_LLM_VISION_MODEL (and _BASE_URL if it is another endpoint), or omit images.")
     if thread is not None:
-        context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [])
+        external = await server_specs(rt, mcp_servers or [], saved=thread_servers(thread.tools))
+        context = _with_note(context, external.note())
+        context_id, specs, messages = _resume(store, dispatcher, thread, task, context, tools or [], external.specs,
+                                              pictures)
     else:
-        context_id, specs, messages = _start(rt, card, task, context, tools or [], max_loops, parent)
+        external = await server_specs(rt, [*(card.mcp_servers if card else []), *(mcp_servers or [])])
+        context = _with_note(context, external.note())
+        context_id, specs, messages = _start(rt, card, task, context, tools or [], max_loops, parent, external.specs,
+                                             pictures)
     origin = CallOrigin(kind="subagent", client_id=parent.client_id, session_id=parent.session_id,
                         subagent_id=context_id, agent_stack=(*parent.agent_stack, label),
                         channel=parent.channel, mcp_context=parent.mcp_context)
     loop = SubagentLoop(context_id, dispatcher, store, config, origin, specs, messages, max_loops,
                         _reporter(call, context_id), transfers=transfer_tools(rt, card),
-                        handoff=_handoff(rt, context_id, max_loops))
+                        handoff=_handoff(rt, context_id, max_loops), eyes=eyes)
+    loop.outcome.notes.extend(external.unavailable)
     active.add(context_id)
     try:
         outcome = await loop.run(rt.settings.delegate_timeout_seconds)
@@ -141,10 +229,30 @@ async def delegate_task(
     )
 
 
-def agent_config(rt: Runtime, card: AgentCard | None) -> LLMConfig:
-    """The card's model slot (falling back to the base slot), with the card's model when it names one."""
-    config = LLMConfig.from_settings(rt.settings, feature="delegate_task", slot=card.slot if card else "base")
+def agent_config(rt: Runtime, card: AgentCard | None, carries_images: bool = False) -> LLMConfig:
+    """The model slot chosen by capability (context/llm.py choose_slot: the card's slot, else vision when the
+    task carries pictures, else base), with the card's model when it names one."""
+    slot = choose_slot(rt.settings, card.slot if card else None, carries_images)
+    config = LLMConfig.from_settings(rt.settings, feature="delegate_task", slot=slot)
     return dataclasses.replace(config, model=card.model) if card and card.model else config
+
+
+def eyes_for(rt: Runtime, card: AgentCard | None) -> LLMConfig | None:
+    """The model that sees the pictures of this sub-agent: its own when its slot sees, else (when the card
+    prefers no slot) the vision slot's when that one sees; None: pictures are not shown."""
+    preferred = card.slot if card else "base"
+    if slot_sees_images(rt.settings, preferred):
+        return agent_config(rt, card)
+    if preferred == "base" and slot_sees_images(rt.settings, "vision"):
+        return LLMConfig.from_settings(rt.settings, feature="delegate_task", slot="vision")
+    return None
+
+
+def task_pictures(rt: Runtime, paths: list[str], session: str | None) -> list[Picture]:
+    """The task's pictures, read from the workspace like read_file reads them (within the same caps)."""
+    from tools.images import read_picture
+
+    return [read_picture(rt, path, session) for path in paths]
 
 
 def transfer_tools(rt: Runtime, card: AgentCard | None) -> list[dict[str, Any]]:
@@ -155,14 +263,18 @@ def transfer_tools(rt: Runtime, card: AgentCard | None) -> list[dict[str, Any]]:
 def _handoff(rt: Runtime, context_id: str, max_loops: int) -> HandoffFn:
     """What the loop calls on transfer_to_<agent>: check the chain, then build the new agent's setup."""
 
-    def handoff(target: str, stack: tuple[str, ...], note: str) -> Handoff:
+    async def handoff(target: str, stack: tuple[str, ...], note: str) -> Handoff:
         check_handoff(stack, target, rt.settings.handoff_max_depth)
         card = get_agent(rt.settings, target)
-        specs = offered_specs(_dispatcher(rt), card.tools, [], f"agent card {card.id!r}")
+        specs = offered_specs(_dispatcher(rt), card.tools, [], f"agent card {card.id!r}", rt.settings)
+        external = await server_specs(rt, card.mcp_servers)
+        specs += external.specs
         transfers = transfer_tools(rt, card)
         took_over = f"You took this task over from agent {stack[-1]!r} (chain: {' > '.join((*stack, target))})."
         if note.strip():
             took_over += f" Its note: {note.strip()}"
+        if external.unavailable:
+            took_over += "\n" + external.note()
         prompt = system_prompt(context_id, [s.name for s in specs], max_loops, card.system_prompt,
                                [t["function"]["name"] for t in transfers], took_over)
         return Handoff(card.id, specs, agent_config(rt, card), prompt, transfers)
@@ -191,15 +303,17 @@ def _reporter(call: CallContext, context_id: str) -> Callable[[str], Awaitable[N
 
 def _start(
     rt: Runtime, card: AgentCard | None, task: str, context: str | None, extra: list[str], max_loops: int,
-    parent: CallOrigin,
+    parent: CallOrigin, external: list[ToolSpec], pictures: list[Picture],
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
     store, dispatcher = thread_store(rt), _dispatcher(rt)
-    specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "")
+    specs = offered_specs(dispatcher, card.tools if card else None, extra, f"agent card {card.id!r}" if card else "",
+                          rt.settings)
+    specs += external
     names = [spec.name for spec in specs]
     context_id = f"subagent-{secrets.token_hex(4)}"
     transfers = [t["function"]["name"] for t in transfer_tools(rt, card)]
     prompt = system_prompt(context_id, names, max_loops, card.system_prompt if card else "", transfers)
-    messages = [{"role": "system", "content": prompt}, _task_message(task, context)]
+    messages = [{"role": "system", "content": prompt}, _task_message(task, context, pictures=pictures)]
     store.create(context_id, card.id if card else None, names, parent.client_id)
     store.save_step(context_id, StepDelta(list(messages)))
     return context_id, specs, messages
@@ -215,15 +329,17 @@ def _load_for_continue(store: ThreadStore, active: set[str], continue_id: str, a
 
 
 def _resume(
-    store: ThreadStore, dispatcher: ToolRunner, thread: Thread, task: str, context: str | None, extra: list[str]
+    store: ThreadStore, dispatcher: ToolRunner, thread: Thread, task: str, context: str | None, extra: list[str],
+    external: list[ToolSpec], pictures: list[Picture],
 ) -> tuple[str, list[ToolSpec], list[dict[str, Any]]]:
-    specs = offered_specs(dispatcher, thread.tools, extra)
+    own = [name for name in thread.tools if SEPARATOR not in name]
+    specs = offered_specs(dispatcher, own, extra) + external
     names = [spec.name for spec in specs]
     added = [name for name in names if name not in thread.tools]
     if added:
         store.set_tools(thread.context_id, names)
     messages = thread.messages
-    new = close_open_calls(messages, "Error: interrupted before it ran.") + [_task_message(task, context, added)]
+    new = close_open_calls(messages, "Error: interrupted before it ran.") + [_task_message(task, context, added, pictures)]
     messages.extend(new)
     store.save_step(thread.context_id, StepDelta(new))
     return thread.context_id, specs, messages
@@ -251,7 +367,7 @@ class ThreadStatus(BaseModel):
 
 
 def _entry(seq: int, message: dict[str, Any], limit: int = 1500) -> TranscriptEntry:
-    content = message.get("content")
+    content = content_text(message.get("content"))  # a picture shows as [picture]
     if isinstance(content, str) and len(content) > limit:
         content = content[:limit] + f"…[{len(content) - limit} more chars]"
     calls = [f"{c['function']['name']}({c['function'].get('arguments', '')[:200]})" for c in message.get("tool_calls") or []]
@@ -283,22 +399,26 @@ class AgentInfo(BaseModel):
     tools: list[str] | None = Field(description="Its tools (null: the read-only defaults).")
     model: str | None = Field(description="Its model (null: the configured default).")
     slot: str = Field(description="Its model slot (base, reasoning, vision, code, chat).")
+    mcp_servers: list[str] = Field(default_factory=list, description="Other MCP servers whose tools it gets.")
 
 
 class AgentsResult(BaseModel):
     agents: list[AgentInfo] = Field(description="The configured agent cards.")
     agents_file: str = Field(description="Where agent cards are configured (TOML).")
     default_tools: list[str] = Field(description="Tools a sub-agent gets when neither the card nor tools= says.")
+    mcp_servers: list[str] = Field(default_factory=list, description="Other MCP servers a sub-agent can be given "
+                                   "(delegate_task mcp_servers=...).")
 
 
 def list_agents(*, rt: Runtime) -> AgentsResult:
     """The specialised sub-agents (agent cards) available to delegate_task(agent=...)."""
     cards = enabled_agents(rt.settings)
     return AgentsResult(
-        agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model, slot=c.slot)
-                for c in cards.values()],
+        agents=[AgentInfo(id=c.id, description=c.description, tools=c.tools, model=c.model, slot=c.slot,
+                          mcp_servers=c.mcp_servers) for c in cards.values()],
         agents_file=str(agents_file(rt.settings)),
-        default_tools=default_tool_names(set(_dispatcher(rt).specs)),
+        default_tools=default_tool_names(set(_dispatcher(rt).specs), rt.settings),
+        mcp_servers=sorted(name for name, server in load_servers(rt.settings).items() if server.enabled),
     )
 
 

@@ -64,9 +64,8 @@ ModeArg = Annotated[
     ),
 ]
 RegexArg = Annotated[bool, Field(description="Treat query as a regular expression (time-limited).")]
-ContextArg = Annotated[
-    int, Field(ge=0, le=2000, description="Characters of surrounding text to add before and after each hit.")
-]
+ContextArg = Annotated[int, Field(ge=0, le=2000, description="Characters of context around each hit.")]
+FileModeArg = Annotated[SearchMode, Field(description="natural (default), all, phrase or fts, as in search_documents.")]
 
 
 # -- result models ------------------------------------------------------------------------------
@@ -144,8 +143,8 @@ def search_documents(
     rt: Runtime,
     call: CallContext,
 ) -> SearchResult:
-    """Search every indexed document (PDF, Office, OpenDocument, EPUB, HTML, CSV, e-mail, text) with
-    BM25 ranking, English stemming and Chinese word segmentation. Index folders first with index_path."""
+    """Search every indexed document (PDF, Office, OpenDocument, EPUB, HTML, CSV, e-mail, text), in
+    English and Chinese. Index folders first with index_path."""
     store = index_store(rt)
     if not store.has_files():
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
@@ -399,13 +398,13 @@ def search_file(
     max_results: Annotated[int, Field(ge=1, le=50, description="Maximum hits.")] = 5,
     context_chars: ContextArg = 0,
     use_regex: RegexArg = False,
-    mode: ModeArg = "natural",
+    mode: FileModeArg = "natural",
     *,
     rt: Runtime,
     call: CallContext,
 ) -> SearchFileResult:
-    """Search inside one file. Documents (PDF, Office, HTML, CSV, e-mail, ...) are indexed on first use
-    (then reused while unchanged); text files are searched line by line, with line numbers."""
+    """Search inside one file: a document is indexed on first use (reused while unchanged), a text file
+    searched line by line."""
     from indexing.extract import detect_kind
 
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)

@@ -14,14 +14,13 @@ Extractions are cached per (path, mtime, size) so paging does not re-parse a doc
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
-import re
 import secrets
 import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,9 +40,11 @@ from foundation.paths import (
     roots_for,
     server_data_dirs,
 )
+from foundation.pictures import IMAGE_FORMATS, WithPictures
 from foundation.safe_open import opened, read_fd, unwritable
 from tools.runtime import CallContext, Runtime, Service
 from tools.skills import skill_hint
+from tools.text_diff import MAX_DIFF_CHARS, MAX_DIFF_LINES, count_or_raise, small_diff  # noqa: F401 (files.MAX_*)
 
 TEXT_WHOLE_BYTES = 100_000
 TEXT_PAGE_CHARS = 50_000
@@ -63,10 +64,6 @@ _PAGED_BY = {"pdf": "page", "pptx": "slide", "odp": "slide", "xlsx": "sheet", "o
 RESULT_SHARE = 0.8  # share of max_result_tokens a page of content may use
 MAX_EDIT_BYTES = 10 * 1024 * 1024
 MAX_WRITE_CHARS = 10_000_000
-MAX_DIFF_LINES = 80
-MAX_DIFF_LINE_CHARS = 400
-MAX_DIFF_CHARS = 8000
-MAX_DIFF_MIDDLE_LINES = 4000
 MAX_LIST_SCAN = 100_000
 FIND_MAX_ENTRIES = 200_000
 FIND_MAX_DEPTH = 64
@@ -77,15 +74,15 @@ PathArg = Annotated[str, Field(description="File path (relative to the workspace
 # -- read_file --------------------------------------------------------------------------------
 
 
-class ReadFileResult(BaseModel):
+class ReadFileResult(WithPictures):  # an image file's picture goes as image content (tools/images.py)
     path: str
-    kind: str = Field(description="text, pdf, docx, xlsx, pptx, epub, odt, ods, odp or eml.")
+    kind: str = Field(description="text, pdf, docx, xlsx, pptx, epub, odt, ods, odp, eml or image.")
     content: str
     next_offset: int | None = Field(description="Offset of the next page; null at the end.")
     total_chars: int
     location: str | None = Field(default=None, description="Pages, slides, sheets or lines shown.")
     warnings: list[str] = Field(default_factory=list)
-    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
+    skill_hint: str | None = Field(default=None, description="A skill's instructions for this file type (or where).")  # skills
 
 
 class _ExtractCache:
@@ -224,14 +221,22 @@ def read_file(
     rt: Runtime,
     call: CallContext,
 ) -> ReadFileResult:
-    """Read a workspace file (text, PDF, Office, OpenDocument, EPUB, e-mail). Large files come in pages:
-    call again with offset=next_offset until it is null."""
+    """Read a workspace file: text, a document's text, or a picture (PNG/JPEG/GIF/WebP) as an image.
+    Large files come in pages: call again with offset=next_offset until it is null."""
     session = call.session_id
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     if real.is_dir():
         raise InvalidInput(f"{path!r} is a folder. Call list_workspace_files with directory={path!r} "
                            '(enable_tools(["list_workspace_files"]) first if it is not listed).')
     with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
+        if real.suffix.lower() in IMAGE_FORMATS:
+            from tools.images import read_image
+
+            shown = read_image(rt, real, fd)
+            return ReadFileResult(
+                path=display_path(real, roots_for(rt.settings, session)), kind="image", content=shown.text,
+                next_offset=None, total_chars=len(shown.text), location=shown.location, warnings=shown.warnings,
+            ).with_pictures([shown.picture])
         small = os.fstat(fd).st_size <= TEXT_WHOLE_BYTES
         extracted = _extract(rt, real, fd, call)
     text: str = extracted.text
@@ -256,7 +261,7 @@ def read_file(
         path=display_path(real, roots), kind=extracted.kind, content=text[offset:end],
         next_offset=end if end < len(text) else None, total_chars=len(text),
         location=location or _text_location(text, offset, end), warnings=list(extracted.warnings),
-        skill_hint=skill_hint(rt, real) if offset == 0 else None,  # skills: the file-type hint
+        skill_hint=skill_hint(rt, real, session) if offset == 0 else None,  # skills: the file-type hint
     )
 
 
@@ -398,55 +403,6 @@ def _read_utf8(fd: int, path: str) -> tuple[str, bool]:
                            "replaced for good).") from None
 
 
-def _count_or_raise(text: str, old: str, path: str, replace_all: bool) -> int:
-    count = text.count(old)
-    if count == 0:
-        near = " (it does occur with different leading/trailing whitespace)" if old.strip() in text else ""
-        raise NotFound(f"old_string was not found in {path!r}{near}. Read the file with read_file and copy "
-                       "the exact text, including indentation and line breaks.")
-    if count > 1 and not replace_all:
-        raise InvalidInput(f"old_string occurs {count} times in {path!r}. Add surrounding lines to make it "
-                           "unique, or set replace_all=true to replace all of them.")
-    return count
-
-
-def small_diff(before: str, after: str, name: str) -> str:
-    """A unified diff limited to the changed region (common head/tail lines skipped), bounded."""
-    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
-    head = 0
-    while head < min(len(old), len(new)) and old[head] == new[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
-    skip = max(0, head - 2)
-    old_mid, new_mid = old[skip : len(old) - max(0, tail - 2)], new[skip : len(new) - max(0, tail - 2)]
-    if len(old_mid) + len(new_mid) > MAX_DIFF_MIDDLE_LINES:
-        return f"(diff omitted: the change spans {len(old_mid)} lines, from line {head + 1})"
-    lines = list(difflib.unified_diff(old_mid, new_mid, f"a/{name}", f"b/{name}", n=2))
-    lines = [_shift_hunk(line, skip) if line.startswith("@@") else line for line in lines]
-    lines = [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
-    if len(lines) > MAX_DIFF_LINES:
-        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more diff lines)\n"]
-    lines = [_clip_line(line) for line in lines]
-    diff = "".join(lines)
-    return diff if len(diff) <= MAX_DIFF_CHARS else diff[:MAX_DIFF_CHARS] + "\n... (diff shortened)\n"
-
-
-def _clip_line(line: str) -> str:
-    if len(line) <= MAX_DIFF_LINE_CHARS:
-        return line
-    return line[:MAX_DIFF_LINE_CHARS] + f"... ({len(line) - MAX_DIFF_LINE_CHARS} more characters)\n"
-
-
-def _shift_hunk(header: str, offset: int) -> str:
-    def shift(match: re.Match[str]) -> str:
-        start = int(match.group(2))
-        return f"{match.group(1)}{start + offset if start else start}"
-
-    return re.sub(r"([-+])(\d+)", shift, header, count=2)
-
-
 def edit_file(
     path: PathArg,
     old_string: Annotated[str, Field(min_length=1, description="Exact text to replace.")],
@@ -458,6 +414,30 @@ def edit_file(
 ) -> EditFileResult:
     """Replace exact text in a workspace file; old_string must occur once unless replace_all."""
     session = call.session_id
+    edit = _planned_edit(rt, session, path, old_string, new_string, replace_all)
+    updated = edit.text.replace(edit.old, edit.new)
+    data = (b"\xef\xbb\xbf" if edit.bom else b"") + _utf8(updated, "new_string")
+    with opened(open_folder(rt.settings, edit.real.parent, session, shown=path, secrets=rt.secret_paths)) as dir_fd:
+        atomic_write_at(dir_fd, edit.real.name, data, expect=edit.before, shown=path)
+    name = display_path(edit.real, roots_for(rt.settings, session))
+    return EditFileResult(path=name, replacements=edit.count, diff=small_diff(edit.text, updated, name))
+
+
+@dataclass(frozen=True)
+class _Edit:
+    real: Path
+    text: str
+    bom: bool
+    before: tuple[int, int]
+    old: str
+    new: str
+    count: int
+
+
+def _planned_edit(rt: Runtime, session: str | None, path: str, old_string: str, new_string: str,
+                  replace_all: bool) -> _Edit:
+    """What edit_file would change, read from the file now; raises when it cannot (no such file, old_string
+    absent or not unique, same strings, not text)."""
     real = _writable_target(rt, path, session)
     if not real.exists():
         raise NotFound(f"{path!r} does not exist. Create it with write_file.")
@@ -469,13 +449,16 @@ def edit_file(
         text, bom = _read_utf8(fd, path)
     if old_string not in text and "\r\n" in text and "\r\n" not in old_string:
         old_string, new_string = old_string.replace("\n", "\r\n"), new_string.replace("\n", "\r\n")
-    count = _count_or_raise(text, old_string, path, replace_all)
-    updated = text.replace(old_string, new_string)
-    data = (b"\xef\xbb\xbf" if bom else b"") + _utf8(updated, "new_string")
-    with opened(open_folder(rt.settings, real.parent, session, shown=path, secrets=rt.secret_paths)) as dir_fd:
-        atomic_write_at(dir_fd, real.name, data, expect=before, shown=path)
-    name = display_path(real, roots_for(rt.settings, session))
-    return EditFileResult(path=name, replacements=count, diff=small_diff(text, updated, name))
+    count = count_or_raise(text, old_string, path, replace_all)
+    return _Edit(real, text, bom, before, old_string, new_string, count)
+
+
+def edit_file_precheck(rt: Runtime, session: str | None, args: dict[str, Any]) -> None:
+    """edit_file's checks before the approval gate: the file exists, is text, and old_string occurs (once,
+    unless replace_all). Reads only."""
+    old, new = args.get("old_string"), args.get("new_string")
+    if isinstance(args.get("path"), str) and isinstance(old, str) and old and isinstance(new, str):
+        _planned_edit(rt, session, args["path"], old, new, bool(args.get("replace_all", False)))
 
 
 # -- list_workspace_files and find_files ------------------------------------------------------

@@ -43,6 +43,11 @@ async def ask_human(
     reply = origin.human_answer
     if reply is None and origin.kind == "subagent":
         reply = await _ask_through_parent(origin, question, context, default, required)
+    if reply is None and origin.kind == "subagent":
+        return HumanAnswer(answered=False, answer=None, status="ask_in_chat",
+                           instruction="The user cannot be asked from inside this sub-agent now (the client cannot "
+                                       "show a form mid-call). Do not guess: end with what you found and put this "
+                                       f"question in your final answer for the parent agent: {question}")
     if reply is None:
         return HumanAnswer(answered=False, answer=None, status="ask_in_chat",
                            instruction=f"This client cannot show questions. Ask the user in the chat: {question}")

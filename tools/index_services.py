@@ -27,8 +27,49 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
 
 
 def index_store(rt: Runtime) -> IndexStore:
-    """The shared index database of this server (re-analysed once if made by another analyzer)."""
-    return _INDEX_STORE.of(rt)
+    """The shared index database of this server (re-analysed once if made by another analyzer, or when
+    the jieba user dictionary changed)."""
+    store = _INDEX_STORE.of(rt)
+    if rt.settings.jieba_user_dict is not None and _USER_DICT.of(rt).changed():
+        from indexing.analyzer import analyze, analyzer_version
+
+        store.ensure_analysis(analyzer_version(), analyze)
+    return store
+
+
+class UserDictionary:
+    """The jieba user dictionary file, read again when it changed (looked at most once a second)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._seen: tuple[int, int] | None = None
+        self._checked = 0.0
+
+    def changed(self) -> bool:
+        """Reads the file when it changed since last time; True when jieba's words changed."""
+        import logging
+        import os
+
+        from foundation.waiting import about_to_wait
+        from indexing.analyzer import read_user_words, set_user_words
+
+        now = time.monotonic()
+        if self.path is None or now - self._checked < 1.0:
+            return False
+        self._checked = now
+        try:
+            info = os.stat(self.path)
+            seen = (info.st_mtime_ns, info.st_size)
+            if seen == self._seen:
+                return False
+            about_to_wait()  # reading it and re-analysing the index: not on the event loop
+            words = read_user_words(self.path)
+        except (OSError, UnicodeDecodeError) as exc:
+            logging.getLogger("generalagent.index").warning(
+                "the jieba user dictionary %s cannot be read (%s); fix GENERALAGENT_JIEBA_USER_DICT", self.path, exc)
+            return False
+        self._seen = seen
+        return set_user_words(words)
 
 
 def memory_index(rt: Runtime) -> MemoryIndex:
@@ -52,7 +93,7 @@ def _new_memory_index(rt: Runtime) -> MemoryIndex:
 def open_index(database: Database, data_dir: Path) -> IndexStore:
     """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3` in `data_dir`
     (re-analysed once if made by another analyzer)."""
-    from indexing.analyzer import ANALYZER_VERSION, analyze
+    from indexing.analyzer import analyze, analyzer_version
 
     if database.backend == "postgresql":
         from foundation.storage.postgres import PostgresDatabase
@@ -62,7 +103,7 @@ def open_index(database: Database, data_dir: Path) -> IndexStore:
         store: IndexStore = PgIndexStore(database)
     else:
         store = _open_store(data_dir / "index.sqlite3")
-    store.ensure_analysis(ANALYZER_VERSION, analyze)
+    store.ensure_analysis(analyzer_version(), analyze)
     return store
 
 
@@ -101,14 +142,20 @@ def search_ready(rt: Runtime, text: str | None = None) -> bool:
 
 def _embeds_nothing(rt: Runtime, text: str | None) -> bool:
     """In hybrid mode: True when a natural-language search for `text` (no quoted phrase, as a quick search
-    is) would embed nothing now: the re-rank leaves it lexical (dense weight 0: a Chinese query) or its
-    vector is kept. Read from the text alone, not its analysis (the search analyses it: 0.1 ms for Chinese)."""
-    worker = _VECTOR_WORKER.peek(rt)  # None: not made yet (making it loads the model)
-    if text is None or worker is None:
+    is) would embed nothing now: its vector is kept, or the worker is still embedding the chunks (search
+    stays lexical until it is done). `auto` without the bundled model: no worker, nothing to embed."""
+    if text is None:
         return False
-    from indexing.hybrid import dense_weight
+    worker = _VECTOR_WORKER.peek(rt)  # None: not made yet (making it loads the model), or no provider
+    if worker is None:
+        return rt.settings.embedding_provider == "auto" and not _local_model_installed()
+    return worker.running() or worker.queries.kept(text)
 
-    return dense_weight(text) <= 0 or worker.queries.kept(text)
+
+def _local_model_installed() -> bool:
+    from indexing.embeddings import local_model_installed
+
+    return local_model_installed()
 
 
 def index_jobs(rt: Runtime) -> JobRegistry:
@@ -230,7 +277,15 @@ def warm_up_search(rt: Runtime) -> None:
         warm_up()
 
 
-_INDEX_STORE: Service[IndexStore] = Service(lambda rt: open_index(rt.database, rt.data_dir))
+_USER_DICT: Service[UserDictionary] = Service(lambda rt: UserDictionary(rt.settings.jieba_user_dict))
+
+
+def _opened_index(rt: Runtime) -> IndexStore:
+    _USER_DICT.of(rt).changed()  # its words first: the index is analysed with them
+    return open_index(rt.database, rt.data_dir)
+
+
+_INDEX_STORE: Service[IndexStore] = Service(_opened_index)
 _MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
 _INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt), rt.database))
 _HIT_VERDICTS: Service[dict[tuple[tuple[Path, ...], str], bool]] = Service(lambda rt: {})

@@ -68,7 +68,7 @@ class IndexResult(OmitNone):
     note: str | None = None
     watched: bool | None = Field(default=None, description="For folders: true when watched from now on (changes "
                                  "re-indexed as they happen, across restarts; unwatch_path stops it).")
-    skill_hint: str | None = Field(default=None, description="A skill with instructions for this file type.")  # skills
+    skill_hint: str | None = Field(default=None, description="A skill's instructions for this file type (or where).")  # skills
 
 
 def index_path(
@@ -80,17 +80,15 @@ def index_path(
     ] = True,
     watch: Annotated[
         bool,
-        Field(description="For folders: keep them indexed, re-indexing changes as they happen (across restarts). "
-                          "False: index once (and stop watching)."),
+        Field(description="Folders: re-index changes as they happen, across restarts. False: index once."),
     ] = True,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexResult:
-    """Index a file or folder for search_documents (PDF, DOCX, XLSX, PPTX, text). Unchanged files are
-    skipped, changed ones re-indexed, deleted ones dropped; a stopped run continues where it stopped.
-    A folder is then watched: its changes are re-indexed by themselves. Secrets (keys, credentials,
-    .env files) are never indexed."""
+    """Index a file or folder for search_documents (PDF, Office, OpenDocument, HTML, EPUB, CSV, e-mail,
+    text) and keep a folder indexed as its files change. Unchanged files are skipped; a stopped run
+    continues. Secrets (keys, credentials, .env files) are never indexed."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
     if not real.is_dir():
@@ -110,7 +108,7 @@ def index_path(
         return _index_result(job, roots, f"Indexing in the background (job {job.row.id}); index_status shows "
                                          "its progress. search_documents finds files as they are indexed.")
     jobs.run(job, work, should_cancel=lambda: call.cancelled, progress=call.report)
-    result = _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real))
+    result = _index_result(job, roots, hint=None if real.is_dir() else skill_hint(rt, real, call.session_id))
     result.watched = watched[0] if watched else None
     return result
 
@@ -226,6 +224,8 @@ class IndexStatus(BaseModel):
     documents: int
     chunks: int
     characters: int
+    unread_scanned_pages: int = Field(default=0, description="PDF pages without a text layer left unread (no "
+                                      "OCR installed, or out of time); the documents' warnings say which.")
     search: str = ""
     jobs: list[JobInfo] = Field(default_factory=list, description="Index runs: running ones, then the latest.")
     vectors: str | None = Field(default=None, description="Hybrid mode: chunks embedded so far.")
@@ -235,21 +235,22 @@ class IndexStatus(BaseModel):
 
 def index_status(
     path: Annotated[
-        str | None, Field(description="A file or folder to report on; omit for index totals.")
+        str | None, Field(description="A file or folder; omit for totals.")
     ] = None,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> IndexStatus:
-    """What is indexed: totals (files, documents, chunks, database size), or one file's or folder's
-    state (indexed? complete? unchanged since? when? how many chunks?), and index jobs."""
+    """What is indexed: totals, or one file's or folder's state (indexed? unchanged since? chunks?), the
+    index jobs and the folder watcher."""
     store = index_store(rt)
     totals = store.totals()
     roots = roots_for(rt.settings, call.session_id)
     status = IndexStatus(
         database=store.where(), database_bytes=store.db_bytes(), files=totals["files"],
         failed_files=totals["failed"], documents=totals["documents"], chunks=totals["chunks"],
-        characters=totals["chars"], search=memory_index(rt).state(*store.generation()),
+        characters=totals["chars"], unread_scanned_pages=store.unread_scanned_pages(),
+        search=memory_index(rt).state(*store.generation()),
         jobs=[_job_info(row, roots) for row in index_jobs(rt).recent()],
         vectors=worker.status() if (worker := vector_worker(rt)) is not None else None,
         watcher=watcher_info(rt, roots),

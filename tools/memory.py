@@ -109,8 +109,8 @@ def remember(
     rt: Runtime,
     call: CallContext,
 ) -> RememberResult:
-    """Store a fact about the user or the project for later conversations. A near-identical fact
-    is not duplicated: its confidence is updated instead."""
+    """Store a fact about the user or the project for later conversations (a near-identical fact
+    updates its confidence instead)."""
     origin = call.origin
     is_subagent = origin.kind == "subagent"
     source = f"subagent:{origin.subagent_id or ''}" if is_subagent else f"client:{call.client_id}"
@@ -146,9 +146,8 @@ def recall(
     *,
     rt: Runtime,
 ) -> RecallResult:
-    """Recall stored facts relevant to a query or to the conversation's last 3 turns, by meaning
-    as well as words (word forms, synonyms, and an embedding model when one is configured;
-    English and Chinese), weighted with confidence, within a token budget."""
+    """Recall stored facts relevant to a query or to the conversation's last 3 turns, by meaning and
+    words (English and Chinese), weighted with confidence, within a token budget."""
     if query is not None and messages is not None:
         raise InvalidInput("Pass query or messages, not both.")
     context = query or ""

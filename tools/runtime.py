@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from foundation.calls import CallOrigin, Consent, SecretPaths, ToolCatalogView, ToolRunner
+from foundation.calls import CallOrigin, Consent, SecretPaths, ToolCatalogView, ToolRunner, ToolSources
 from foundation.errors import Cancelled, NotConfigured
 from foundation.settings import Settings
 from foundation.storage import Database, open_database
@@ -45,6 +45,7 @@ class Runtime:
         self.catalog: ToolCatalogView | None = None  # tool tiers (what is listed, enable more)
         # the policy's secret paths: never indexed, never found (None: no policy, as in tests of tools alone)
         self.secret_paths: SecretPaths | None = None
+        self.tool_sources: ToolSources | None = None  # other MCP servers' tools for sub-agents (None: none)
         self._services: dict[Service[Any], Any] = {}
         self._lock = threading.RLock()
         self._database: Database | None = None
@@ -74,7 +75,8 @@ class Runtime:
 
         s = self.settings
         return ExtractionLimits(max_file_bytes=s.max_file_bytes, max_extracted_chars=s.max_extracted_chars,
-                                max_decompressed_bytes=s.max_decompressed_bytes, timeout_seconds=s.file_timeout_seconds)
+                                max_decompressed_bytes=s.max_decompressed_bytes, timeout_seconds=s.file_timeout_seconds,
+                                ocr_languages=s.ocr_languages)
 
     def close(self) -> None:
         with self._lock:

@@ -25,16 +25,25 @@ RESULT_SHARE = 0.8
 PROMPT_FILES = 50  # files named in a prompt / resource listing per skill
 
 
+BUILTIN_SKILLS = Path(__file__).parent / "builtin" / "skills"
+
+
 def skill_roots(settings: Settings) -> list[Path]:
-    """Where skills are found: GENERALAGENT_SKILLS_DIRS, then <data dir>/skills."""
+    """Where skills are found: GENERALAGENT_SKILLS_DIRS, then <data dir>/skills (then the built-in ones,
+    which yield to a skill of the same name: `builtin_skill_roots`)."""
     return [*settings.skills_dirs, settings.data_dir / "skills"]
+
+
+def builtin_skill_roots(settings: Settings) -> list[Path]:
+    return [BUILTIN_SKILLS] if settings.builtins_enabled else []
 
 
 def skills_config_path(settings: Settings) -> Path:
     return settings.skills_file or settings.data_dir / "skills.toml"
 
 
-SKILLS: Service[SkillRegistry] = Service(lambda rt: SkillRegistry(skill_roots(rt.settings), skills_config_path(rt.settings)))
+SKILLS: Service[SkillRegistry] = Service(lambda rt: SkillRegistry(
+    skill_roots(rt.settings), skills_config_path(rt.settings), builtin_skill_roots(rt.settings)))
 
 
 def skill_catalog(rt: Runtime, refresh: bool = False) -> SkillCatalog:
@@ -164,18 +173,58 @@ def skill_prompt(skill: Skill, request: str | None = None) -> str:
     return text
 
 
-def skill_hint(rt: Runtime, path: str | Path) -> str | None:
-    """"The pdf skill has instructions for this file type: load_skill('pdf')" when a skill is mapped to
-    the file's type in skills.toml; never fails the calling tool."""
+CATALOG_SKILLS = 60  # skills named in a system prompt's catalog
+CATALOG_LINE_CHARS = 160
+
+
+def catalog_text(catalog: SkillCatalog) -> str:
+    """The skill catalog for a system prompt: one line per skill (name: the description's first line)."""
+    if not catalog.skills:
+        return ""
+    skills = sorted(catalog.skills.values(), key=lambda s: s.name)
+    lines = [f"- {s.name}: {_one_line(s.description)}" for s in skills[:CATALOG_SKILLS]]
+    more = len(skills) - len(lines)
+    if more > 0:
+        lines.append(f"- ... and {more} more (list_skills finds them)")
+    return ("Skills (read a skill's instructions before its task: the prompt of the same name, or "
+            "load_skill(name)):\n" + "\n".join(lines))
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= CATALOG_LINE_CHARS else line[: CATALOG_LINE_CHARS - 1] + "…"
+
+
+def skill_for_file(rt: Runtime, path: str) -> Skill | None:
+    """The skill mapped to this file's type (skills.toml, or its SKILL.md's file-types), or None."""
     try:
-        config = SKILLS.of(rt).config_path
-        if not Path(path).suffix or config is None or not config.is_file():
-            return None  # file types are mapped only in skills.toml: without one, no skill scan on this path
-        skill = skill_catalog(rt).for_file_type(path)
+        return skill_catalog(rt).for_file_type(path)
+    except Exception:
+        log.warning("skill lookup for %s failed", path, exc_info=True)
+        return None
+
+
+HINT_INSTRUCTION_CHARS = 6_000
+_TOLD: Service[set[tuple[str, str]]] = Service(lambda rt: set())  # (session, skill) whose instructions were given
+
+
+def skill_hint(rt: Runtime, path: str | Path, session: str | None = None) -> str | None:
+    """When a skill is mapped to the file's type: the first time in this session, the skill's instructions
+    (auto-loaded, so the model sees them with the file); later, a one-line pointer to load_skill. Never fails
+    the calling tool."""
+    try:
+        skill = skill_catalog(rt).for_file_type(path) if Path(path).suffix else None
     except Exception:
         log.warning("skill hint for %s failed", path, exc_info=True)
         return None
     if skill is None:
         return None
+    told, key = _TOLD.of(rt), (session or "", skill.name)
+    if key not in told and len(told) < 100_000:
+        told.add(key)
+        body = skill.body.strip()
+        cut = f"\n(cut here: load_skill('{skill.name}') has the rest)" if len(body) > HINT_INSTRUCTION_CHARS else ""
+        return (f"The {skill.name} skill has instructions for this file type; follow them:\n\n"
+                f"{body[:HINT_INSTRUCTION_CHARS]}{cut}")
     return (f"The {skill.name} skill has instructions for this file type: load_skill('{skill.name}') "
             '(enable_tools(["load_skill"]) first if it is not listed)')

@@ -18,10 +18,12 @@ import anyio
 import anyio.to_thread
 
 from context.llm import ChatReply, LLMConfig, ToolCall, chat
+from context.pictures import NOT_SEEN, carries_pictures, latest_pictures_only, picture_message
 from context.subagent import StepDelta, ThreadStore
 from foundation.bounding import bound_json
 from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import ApprovalRequired, GeneralAgentError, LLMError, PolicyDenied
+from foundation.pictures import Picture, pictures_of
 from foundation.schemas import portable_schema
 from foundation.toolspec import ToolSpec, arguments_schema
 from tools.agents import TRANSFER_PREFIX, transfer_target
@@ -30,8 +32,11 @@ log = logging.getLogger("generalagent.subagent")
 
 DEFAULT_TOOLS = (
     "search_documents", "search_file", "index_status", "read_file",
-    "list_workspace_files", "find_files", "recall", "todo_read", "now",
+    "list_workspace_files", "find_files", "recall", "todo_read", "now", "ask_human", "fetch_url", "web_search",
 )
+"""A sub-agent's tools unless its card or the call says otherwise: read-only ones, the web ones when the server
+turned them on, and ask_human (its question reaches the user through the parent call's client, the same path
+as approvals; else it is told to put the question in its final answer)."""
 SHORT_ANSWER_CHARS = 200
 MAX_CALLS_PER_STEP = 16  # more tool calls in one model turn are answered with an error, not run
 SUBAGENT_RESULT_TOKENS = 4000  # per tool result fed to the sub-agent's model: keeps its context bounded
@@ -51,7 +56,8 @@ Reporter = Callable[[str], Awaitable[None]]
 def function_schema(spec: ToolSpec) -> dict[str, Any]:
     """The OpenAI function-calling schema of one of our tools, built from its signature: the same
     portable (strict) schema MCP clients list."""
-    parameters = portable_schema(arguments_schema(spec))  # portable_schema copies: the cached schema stays as it is
+    # (another MCP server's tool keeps its own schema; portable_schema copies: the cached one stays as it is)
+    parameters = spec.input_schema if spec.input_schema is not None else portable_schema(arguments_schema(spec))
     return {
         "type": "function",
         "function": {"name": spec.name, "description": spec.description[:1024], "parameters": parameters},
@@ -80,7 +86,7 @@ class Handoff:
     transfers: list[dict[str, Any]]
 
 
-HandoffFn = Callable[[str, tuple[str, ...], str], Handoff]
+HandoffFn = Callable[[str, tuple[str, ...], str], Awaitable[Handoff]]
 """(target agent, the current chain, the note) -> Handoff; raises GeneralAgentError when refused."""
 
 
@@ -157,8 +163,11 @@ class SubagentLoop:
     report: Reporter
     transfers: list[dict[str, Any]] = field(default_factory=list)
     handoff: HandoffFn | None = None
+    eyes: LLMConfig | None = None
+    """The model that sees pictures (requests carrying any go to it); None: no slot can see them."""
     outcome: LoopOutcome = field(default_factory=lambda: LoopOutcome("", "final"))
     _next: Handoff | None = None
+    _seen: list[dict[str, Any]] = field(default_factory=list)  # pictures from this step's tool results
 
     async def run(self, timeout: float) -> LoopOutcome:
         """Run to a final answer, max_loops or the timeout; cancellation propagates (status saved)."""
@@ -207,7 +216,9 @@ class SubagentLoop:
 
     async def _ask(self, schemas: list[dict[str, Any]], progress: str, **kwargs: Any) -> ChatReply:
         await self.report(progress)
-        request = partial(chat, self.config, self._request_messages(), tools=schemas or None, **kwargs)
+        messages = latest_pictures_only(self._request_messages())
+        config = self.eyes if self.eyes is not None and carries_pictures(messages) else self.config
+        request = partial(chat, config, messages, tools=schemas or None, **kwargs)
         reply: ChatReply = await anyio.to_thread.run_sync(request, abandon_on_cancel=True)
         self.outcome.loops += 1
         self.outcome.tokens += reply.total_tokens
@@ -219,6 +230,8 @@ class SubagentLoop:
             content = await self._answer(call, over_limit=index >= MAX_CALLS_PER_STEP)
             self.outcome.tool_calls += 1
             self._persist([{"role": "tool", "tool_call_id": call.id, "content": content}], tool_calls=1)
+        seen, self._seen = self._seen, []
+        self._persist(seen)  # after every tool result of the step: pictures go in a user message
 
     async def _answer(self, call: ToolCall, over_limit: bool) -> str:
         if over_limit:
@@ -232,15 +245,15 @@ class SubagentLoop:
         await self.report(f"step {self.outcome.loops}: {describe_call(call.name, args)}")
         target = transfer_target(call.name)
         if target is not None and call.name in self._transfer_names():
-            return self._transfer(target, args)
+            return await self._transfer(target, args)
         return await self._dispatch(call.name, args)
 
-    def _transfer(self, target: str, args: dict[str, Any]) -> str:
+    async def _transfer(self, target: str, args: dict[str, Any]) -> str:
         """Prepare the handoff (applied after this step's tool results) or say why it is refused."""
         assert self.handoff is not None
         note = str(args.get("note") or "")[:4000]
         try:
-            self._next = self.handoff(target, self.origin.agent_stack, note)
+            self._next = await self.handoff(target, self.origin.agent_stack, note)
         except GeneralAgentError as exc:
             return f"Error: {exc}"
         return f"Transferred to agent {target!r}; it continues this task."
@@ -271,21 +284,30 @@ class SubagentLoop:
         return [systems[-1], *(m for m in self.messages if m.get("role") != "system")]
 
     async def _dispatch(self, name: str, args: dict[str, Any]) -> str:
-        offered = {spec.name for spec in self.offered}
+        offered = {spec.name: spec for spec in self.offered}
         if name == "delegate_task":
             return "Error: delegate_task is not available to sub-agents (no nesting). Do the work yourself."
         if name not in offered:
-            mine = ", ".join(sorted(offered | self._transfer_names()))
+            mine = ", ".join(sorted(set(offered) | self._transfer_names()))
             return f"Error: tool {name!r} is not available to you. Your tools: {mine}."
         try:
-            result = await self.dispatcher.run(name, args, self.origin, validate=True)
+            result = await self.dispatcher.run(name, args, self.origin, validate=True, spec=offered[name])
         except (ApprovalRequired, PolicyDenied) as exc:
             self.outcome.notes.append(f"{name}: {exc}")
             return f"Error: {exc}"
         except GeneralAgentError as exc:
             return f"Error: {exc}"
         limit = min(SUBAGENT_RESULT_TOKENS, self.dispatcher.max_result_tokens)
-        return bound_json(result.model_dump(mode="json", by_alias=True), limit)[1]
+        text = bound_json(result.model_dump(mode="json", by_alias=True), limit)[1]
+        pictures = pictures_of(result)
+        return text + self._shown(name, pictures) if pictures else text
+
+    def _shown(self, name: str, pictures: list[Picture]) -> str:
+        """Queue a tool result's pictures for the model when one can see them; the note for its result."""
+        if self.eyes is None:
+            return "\n" + NOT_SEEN.format(count=len(pictures))
+        self._seen.append(picture_message(f"The picture(s) from your {name} call:", pictures))
+        return f"\n[{len(pictures)} picture(s) follow in the next message.]"
 
     async def _wrap_up(self, schemas: list[dict[str, Any]]) -> None:
         self.outcome.stop_reason = "max_loops"

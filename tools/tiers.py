@@ -80,6 +80,7 @@ async def enable_tools(
     before = [n for n in wanted if catalog.is_listed(n, call.origin)]
     added = catalog.enable(wanted, call.origin)
     notified = await catalog.notify_changed(call.origin) if added else False
-    hint = (f"Enabled: {', '.join(added)}. Refresh your tool list, then call them."
+    told = "Your client was told; refresh" if notified else "Your client could not be told the list changed; list"
+    hint = (f"Enabled: {', '.join(added)}. {told} your tools, then call them."
             if added else "Nothing to enable; those tools are already listed.")
     return EnableToolsResult(enabled=added, already_listed=before, notified=notified, hint=hint)

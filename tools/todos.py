@@ -17,15 +17,13 @@ DEFAULT_LIST = "default"
 
 
 class TodoInput(BaseModel):
-    """One item as the caller writes it."""
-
-    content: str = Field(description="What to do (required, non-empty).")
+    content: str = Field(description="What to do.")
     status: str = Field(
         description="pending, in_progress or completed. At most one item may be in_progress.",
         json_schema_extra={"enum": list(STATUSES)},
     )
     priority: str | None = Field(
-        default=None, description="low, medium or high (default medium).", json_schema_extra={"enum": list(PRIORITIES)}
+        default=None, description="Default medium.", json_schema_extra={"enum": list(PRIORITIES)}
     )
     active_form: str | None = Field(default=None, description="Present-continuous text, e.g. 'Writing tests'.")
     id: str | None = Field(default=None, description="The item's id from a previous result; omit for new items.")
@@ -58,14 +56,14 @@ def resolve_list_id(rt: Runtime, list_id: str | None, client_id: str) -> str:
 
 ListIdParam = Annotated[
     str | None,
-    Field(description="Which list; omit for this workspace's default list. Letters, digits and . _ @ - only."),
+    Field(description="Which list (letters, digits, . _ @ -); omit for this workspace's list."),
 ]
 
 
 def todo_write(
     todos: Annotated[
         list[TodoInput],
-        Field(description="The complete new list (replaces the stored one). Pass ids back to keep them."),
+        Field(description="The complete new list; pass ids back to keep them."),
     ],
     list_id: ListIdParam = None,
     *,

@@ -71,20 +71,14 @@ def unwatch_path(
                          watched=[display_path(Path(f), roots) for f in left])
 
 
-class WatchFailure(OmitNone):
-    path: str
-    reason: str
-
-
 class WatcherInfo(OmitNone):
     state: str = Field(description="watching (file-system events), polling, follower (another server process "
                                    "watches), idle (nothing to watch), not running (this process does not watch), off.")
     folders: list[str] = Field(description="Watched folders.")
     missing: list[str] | None = Field(default=None, description="Watched folders not on disk now.")
     queued: int = Field(default=0, description="Changed paths waiting to be re-indexed in this process.")
-    reindexed: int = Field(default=0, description="Files re-indexed in the background since the server started.")
-    removed: int = Field(default=0, description="Index entries of deleted files dropped since the server started.")
-    failures: list[WatchFailure] | None = Field(default=None, description="Latest files that could not be indexed.")
+    done: str | None = Field(default=None, description="Since the server started: files re-indexed and dropped.")
+    failures: list[str] | None = Field(default=None, description="Latest files that could not be indexed: 'path: reason'.")
     note: str | None = None
 
 
@@ -100,10 +94,9 @@ def watcher_info(rt: Runtime, roots: tuple[Path, ...]) -> WatcherInfo:
     store = index_store(rt)
     failing = [(p, r) for p, (_, _, r) in list(stats.failures.items())
                if (row := store.file_row(p)) is not None and row.error]  # not fixed since (a save caught halfway)
-    failures = [WatchFailure(path=display_path(Path(p), roots), reason=r)
-                for p, r in failing[-FAILURES_SHOWN:]] or None
-    info = WatcherInfo(state="not running", folders=shown, queued=live.queue.queued(), reindexed=stats.reindexed,
-                       removed=stats.removed, failures=failures)
+    failures = [f"{display_path(Path(p), roots)}: {r}" for p, r in failing[-FAILURES_SHOWN:]] or None
+    info = WatcherInfo(state="not running", folders=shown, queued=live.queue.queued(),
+                       done=f"{stats.reindexed} re-indexed, {stats.removed} dropped", failures=failures)
     if live.watcher is not None:
         status = live.watcher.status
         info.state = status.state

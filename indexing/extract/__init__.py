@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from foundation.errors import ExtractionError, LimitExceeded, NotFound
+from indexing.extract.render import RenderedPage
 from indexing.model import Extracted, ExtractionLimits
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "extract_file",
     "is_supported",
     "reads_as_source",
+    "render_pdf_page",
     "warm_up",
 ]
 
@@ -150,6 +152,21 @@ def _extract_fd(
     from indexing.extract.worker import POOL
 
     return POOL.run(kind, path, limits, should_cancel, fd=fd)
+
+
+def render_pdf_page(path: Path, page: int, side: int, limits: ExtractionLimits, *, fd: int,
+                    should_cancel: Callable[[], bool] | None = None) -> RenderedPage:
+    """Draw PDF page `page` (1-based) with its longest side `side` px, in an extraction worker under
+    `limits` (size, memory, time). The caller opened `fd` race-free and keeps it."""
+    size = _file_size(path, fd)
+    if size > limits.max_file_bytes:
+        raise LimitExceeded(f"{path.name} is {size / 2**20:,.1f} MiB, over the {limits.max_file_bytes / 2**20:,.0f} "
+                            "MiB limit (max_file_bytes); raise the limit to read it.")
+    _check_magic(path, "pdf", fd)
+    from indexing.extract.render import render_kind
+    from indexing.extract.worker import POOL
+
+    return POOL.rendered(render_kind(page, side), path, limits, fd=fd, should_cancel=should_cancel)
 
 
 def warm_up() -> None:

@@ -32,13 +32,15 @@ from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any
 
-from foundation.errors import Cancelled, ExtractionError, GeneralAgentError, LimitExceeded
+from foundation.errors import Cancelled, ExtractionError, GeneralAgentError, InvalidInput, LimitExceeded
+from indexing.extract.render import RENDER_PREFIX, RenderedPage, render_task
 from indexing.model import Extracted, ExtractionLimits, Unit
 
 _POLL_SECONDS = 0.1
 TASKS_PER_WORKER = 500
 _BLOCKED_IMPORTS = ("pymupdf.layout", "pymupdf4llm", "numpy")
-_ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionError, "LimitExceeded": LimitExceeded}
+_ERRORS: dict[str, type[GeneralAgentError]] = {"ExtractionError": ExtractionError, "LimitExceeded": LimitExceeded,
+                                               "InvalidInput": InvalidInput}
 
 
 # ---------------------------------------------------------------- child side
@@ -84,6 +86,8 @@ def _limit_memory(memory_bytes: int) -> None:
 
 def _handle(kind: str, path: Path, limits: ExtractionLimits, source: IO[bytes] | None) -> tuple[Any, ...]:
     try:
+        if kind.startswith(RENDER_PREFIX):  # a PDF page drawn as a picture (indexing/extract/render.py)
+            return ("ok", render_task(kind, path, source))
         return ("ok", *pack(run_extractor(kind, path, limits, source)))
     except GeneralAgentError as exc:
         return ("error", type(exc).__name__, str(exc))
@@ -237,6 +241,19 @@ class WorkerPool:
         should_cancel: Callable[[], bool] | None = None,
         fd: int | None = None,
     ) -> Extracted:
+        result = self._call(kind, path, limits, should_cancel, fd)
+        assert isinstance(result, Extracted)
+        return result
+
+    def rendered(self, kind: str, path: Path, limits: ExtractionLimits, fd: int | None = None,
+                 should_cancel: Callable[[], bool] | None = None) -> RenderedPage:
+        """A PDF page drawn by a worker (`kind`: render_kind(page, side)), under the same limits."""
+        result = self._call(kind, path, limits, should_cancel, fd)
+        assert isinstance(result, RenderedPage)
+        return result
+
+    def _call(self, kind: str, path: Path, limits: ExtractionLimits, should_cancel: Callable[[], bool] | None,
+              fd: int | None) -> Extracted | RenderedPage:
         worker = self._acquire(limits.max_worker_memory_bytes)
         reply: tuple[Any, ...] = ("crashed", None)
         try:
@@ -285,9 +302,11 @@ class WorkerPool:
             self._cond.notify()
 
 
-def _unpack(reply: tuple[Any, ...], path: Path, limits: ExtractionLimits) -> Extracted:
+def _unpack(reply: tuple[Any, ...], path: Path, limits: ExtractionLimits) -> Extracted | RenderedPage:
     status = reply[0]
     if status == "ok":
+        if len(reply) == 2 and isinstance(reply[1], RenderedPage):
+            return reply[1]
         return unpack(reply[1:])
     if status == "error":
         raise _ERRORS.get(reply[1], ExtractionError)(reply[2])

