@@ -46,6 +46,8 @@ class CallOrigin:
     kind: OriginKind = "client"
     client_id: str = "default"
     session_id: str | None = None
+    grant_key: str | None = None  # what "approve for this session" is bound to when there is no server-issued
+    # session (sessionless HTTP: the bearer token's hash, else this call alone); None: client and session
     subagent_id: str | None = None
     agent_stack: tuple[str, ...] = ()
     channel: ClientChannel | None = None  # the client connection (None for CLI and in-process calls)

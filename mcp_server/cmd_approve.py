@@ -124,8 +124,12 @@ def _show(approval: Approval) -> None:
 
 def _list(store: ApprovalStore, settings: Settings, show_hint: bool) -> int:
     from foundation.command import run_hint
+    from mcp_server.approval_keys import remembered_url
 
     pending = store.pending()
+    page = remembered_url(settings.data_dir)
+    if page:
+        print(f"Approval page (in a browser on this computer): {page}")
     if not pending:
         print("No pending approvals.")
         return 0

@@ -77,6 +77,31 @@ def check_database(settings: Settings) -> Check:
         database.close()
 
 
+def check_audit_protection(settings: Settings) -> Check:
+    """PostgreSQL: whether the server's role could switch the audit log's append-only protection off."""
+    from foundation.storage import StorageError, open_database
+    from mcp_server.approval.audit import GRANTS, audit_weaknesses
+
+    if settings.database_url is None:
+        return Check("audit log", True, "the file audit.jsonl in the data dir", required=False)
+    try:
+        database = open_database(settings.data_dir, settings.database_url)
+    except StorageError as exc:
+        return Check("audit log", False, str(exc), required=False)
+    try:
+        found = audit_weaknesses(database)
+    except StorageError as exc:
+        return Check("audit log", False, str(exc), required=False)
+    finally:
+        database.close()
+    if not found:
+        return Check("audit log", True, "append-only by privilege: the server's role cannot change, delete or "
+                                        "unprotect audit rows", required=False)
+    return Check("audit log", False, f"the server's database role {' and '.join(found)}, so it (and anyone with its "
+                 "URL) could switch the audit log's protection off. Migrate as an owner role and serve with "
+                 f"another role given only: {GRANTS}", required=False)
+
+
 def check_fts5(_: Settings) -> Check:
     try:
         con = sqlite3.connect(":memory:")
@@ -304,6 +329,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_database,
     check_roots,
     check_rules,
+    check_audit_protection,
     check_mcp_sdk,
     check_fts5,
     check_jieba,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import logging
 import os
 import re
+import secrets
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -63,18 +65,33 @@ def server_version() -> str:
 
 def origin_from_context(ctx: Context) -> CallOrigin:
     """Identify the calling client and session from the SDK context (best effort)."""
-    client_id, session_id = "default", None
+    client_id, session_id, grant_key = "default", None, None
     try:
         request_context = ctx.request_context
         session_id = getattr(connection_of(request_context), "session_id", None)  # None on stdio: its own id
+        grant_key = sessionless_grant_key(getattr(request_context, "request", None), session_id)
         session_id = session_id or getattr(ctx.mcp_server, "stdio_session", None)
         params = request_context.session.client_params
         if params is not None and params.client_info is not None:
             client_id = params.client_info.name or client_id
     except Exception:  # outside a request or an era without client info
         pass
-    return CallOrigin(kind="client", client_id=client_id, session_id=session_id, channel=McpClientChannel(ctx),
-                      mcp_context=ctx)
+    return CallOrigin(kind="client", client_id=client_id, session_id=session_id, grant_key=grant_key,
+                      channel=McpClientChannel(ctx), mcp_context=ctx)
+
+
+def sessionless_grant_key(request: Any, session_id: str | None) -> str | None:
+    """On HTTP without a server-issued session (the 2026-07-28 era), a session grant is bound to what the
+    client cannot choose: its bearer token (the hash), else to this call alone (no grant carries over). The
+    client's self-declared name is not enough: another client may declare the same one. None: stdio, or an
+    HTTP session the server issued."""
+    headers = getattr(request, "headers", None)
+    if session_id is not None or headers is None:
+        return None
+    auth = headers.get("authorization")
+    if auth:
+        return "bearer:" + hashlib.sha256(auth.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return "call:" + secrets.token_hex(12)
 
 
 def make_entry(spec: ToolSpec, dispatcher: Dispatcher,

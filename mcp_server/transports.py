@@ -227,16 +227,21 @@ def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = Fa
     """The ASGI app: the SDK's Streamable HTTP endpoint behind our Host/Origin checks and the token.
     `stateless`: 2025-era requests get no session either (any request may reach any worker); the
     2026-07-28 era is stateless anyway."""
+    from mcp_server.session_limit import SessionRoom, sdk_limit
+
     server.stateless_http = stateless  # 2025-era tool lists then follow the client, not the request
     app = server.streamable_http_app(
+        max_sessions=sdk_limit(),
         streamable_http_path="/mcp",
         stateless_http=stateless,
         transport_security=transport_security(settings, host),
         max_request_body_size=settings.http_max_body_bytes,
         host=host,
     )
-    app = HeaderCheckMiddleware(BodyLimitMessage(app, settings.http_max_body_bytes),
-                                allowed_host_names(settings) | _bound_name(host))
+    app = BodyLimitMessage(app, settings.http_max_body_bytes)
+    if not stateless:  # 2025-era sessions: a flood of `initialize` ends the flooder's own sessions, not others'
+        app = SessionRoom(app, max_body=settings.http_max_body_bytes)
+    app = HeaderCheckMiddleware(app, allowed_host_names(settings) | _bound_name(host))
     return BearerTokenMiddleware(app, settings.http_token) if settings.http_token else app
 
 
@@ -293,6 +298,12 @@ def run_http(build: Callable[[], Any], settings: Settings, host: str, port: int,
     sockets = listen_sockets(host, port, workers)
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{sockets[0].getsockname()[1]}/mcp"
+    if is_loopback(host) and not settings.http_token:  # the approval page, with its key: for the person only
+        from mcp_server.approval_keys import remember_url
+
+        page = remember_url(address[: -len("/mcp")], settings.data_dir)
+        print(f"generalagent-mcp: approval page (open it in a browser on this computer): {page}", file=sys.stderr,
+              flush=True)
     if workers == 1:
         server = build()
         print(f"generalagent-mcp: Streamable HTTP on {address}", file=sys.stderr, flush=True)

@@ -6,6 +6,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/sandbox.sh" || true  # the OS sandbox for shell commands (bubblewrap), when missing
+"$root/scripts/programs.sh" || true  # tree, ripgrep: the real programs the allow-list's tests run
 "$root/scripts/ocr.sh" || true  # Tesseract (eng + chi_sim) for scanned PDF pages, when missing
 venv="$root/.venv"
 extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web}"

@@ -58,7 +58,7 @@ def approvals(settings: Any) -> Iterator[Any]:
 
     database = open_database(settings.data_dir, settings.database_url)
     try:
-        yield ApprovalStore(database, settings.approval_ttl_seconds)
+        yield ApprovalStore(database, settings.approval_ttl_seconds, settings)
     finally:
         database.close()
 
@@ -130,5 +130,12 @@ def page_client(settings: Any, server: Any) -> Iterator[Any]:
     import httpx2 as httpx
 
     with real_http_server(settings, server) as (_, port), \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, cookies=page_cookie(settings)) as client:
         yield client
+
+
+def page_cookie(settings: Any) -> dict[str, str]:
+    """The approval page's key as the person's browser keeps it (after opening the keyed address once)."""
+    from mcp_server.approval_keys import COOKIE, page_key
+
+    return {COOKIE: page_key(settings.data_dir)}

@@ -88,7 +88,8 @@ def test_csrf_origin_and_loopback_are_enforced(served: Any, settings: Any) -> No
                            client=("127.0.0.1", 4000))
     assert rebinding.get(url).status_code == 403
     assert client.get("/approvals/ap-zzzzzz").status_code == 404
-    no_socket = TestClient(http_app(server, settings, "127.0.0.1"), base_url=BASE, client=("127.0.0.1", 4000))
+    no_socket = TestClient(http_app(server, settings, "127.0.0.1"), base_url=BASE, client=("127.0.0.1", 4000),
+                           cookies=helpers.page_cookie(settings))
     unknown = no_socket.get(url)  # loopback by its address, but no connection behind it to look up: refused
     assert unknown.status_code == 403 and "approve --list" in unknown.text  # (the data dir's path may say "csrf")
     assert "name='csrf'" not in unknown.text and token not in unknown.text
@@ -116,7 +117,7 @@ async def test_over_real_http_the_result_names_the_page(settings: Any, monkeypat
             match = re.search(r"http://127\.0\.0\.1:\d+/approvals/(ap-[a-z2-9]{6})", text)
             assert result.is_error and match, text
             approval_id = match.group(1)
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as page_client:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", cookies=helpers.page_cookie(settings)) as page_client:
                 page = page_client.get(f"/approvals/{approval_id}")
                 token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
                 assert page_client.post(f"/approvals/{approval_id}",
@@ -220,3 +221,40 @@ async def test_a_sandboxed_command_cannot_read_or_decide_approvals(make_settings
             assert done.status_code == 200 and "approved" in done.text
             ok = await client.call_tool("poke", {"text": "hook"})
             assert not ok.is_error and helpers.CALLS == ["hook"]
+
+
+def test_the_page_needs_its_key_which_no_tool_result_carries(settings: Any, monkeypatch: Any) -> None:
+    """Issue 30, finding 4: through a local TCP relay the page sees the relay (a process outside the server's
+    tree) as its peer, and approved for anyone who could reach it. Now a request without the page's key is
+    refused, whatever its peer and even holding the CSRF token; the key comes from the address the person is
+    given (a terminal), is kept in a cookie, and appears in no tool result."""
+    import httpx2 as httpx
+
+    from mcp_server.approval_keys import KEY_FILE, page_key
+
+    helpers.install(monkeypatch)
+    server, dispatcher = build_server(settings)
+    with helpers.real_http_server(settings, server) as (_, port):
+        base = f"http://127.0.0.1:{port}"
+        approval_id = pending_id(dispatcher)
+        with httpx.Client(base_url=base, cookies=helpers.page_cookie(settings)) as person:
+            assert approval_id in person.get("/approvals").text
+            token = CSRF.search(person.get(f"/approvals/{approval_id}").text).group(1)  # type: ignore[union-attr]
+        with httpx.Client(base_url=base) as relay:  # an outside peer without the key: a relay's stand-in
+            for answer in (relay.get("/approvals"), relay.get(f"/approvals/{approval_id}"),
+                           relay.post(f"/approvals/{approval_id}", data={"csrf": token, "decision": "approve"}),
+                           relay.get(f"/approvals/{approval_id}?key=wrong"),
+                           relay.get("/approvals", cookies={"generalagent_approvals": "x" * 43})):
+                assert answer.status_code == 403 and approval_id not in answer.text and "approve --list" in answer.text
+        with pytest.raises(ApprovalRequired) as held:
+            run_poke(dispatcher)
+        assert page_key(settings.data_dir) not in str(held.value)
+        assert (settings.data_dir / KEY_FILE).stat().st_mode & 0o077 == 0
+        with httpx.Client(base_url=base) as browser:  # the person opens the keyed address once
+            opened = browser.get(f"/approvals?key={page_key(settings.data_dir)}", follow_redirects=True)
+            assert opened.status_code == 200 and approval_id in opened.text and "key=" not in str(opened.url)
+            page = browser.get(f"/approvals/{approval_id}")
+            token = CSRF.search(page.text).group(1)  # type: ignore[union-attr]
+            done = browser.post(f"/approvals/{approval_id}", data={"csrf": token, "decision": "approve"})
+            assert done.status_code == 200 and "approved" in done.text
+    assert run_poke(dispatcher).model_dump() == {"text": "web"}

@@ -434,8 +434,9 @@ def test_the_users_own_patterns_and_a_root_that_is_the_area_itself_are_never_nar
     data = make_ctx(Path("/srv/data"), rules=rules, read_only=True)
     assert decide("read_file", {"path": "/srv/data/private/x"}, data).action == "ask"
     home = make_ctx(Path("/root"), read_only=True)
-    for path in ("/root/.bash_history", ".local/share/app/state.db", "/root/notes.md"):
+    for path in ("/root/.cache/app.log", ".local/share/app/state.db", "/root/notes.md"):
         assert decide("read_file", {"path": path}, home).action == "ask", path
+    assert decide("read_file", {"path": "/root/.bash_history"}, home).action == "deny"  # a history: a secret store
     shell = dataclasses.replace(home, read_only=False)
     assert decide("run_bash_command", {"command": "cat .bash_history"}, shell).action != "allow"
 

@@ -7,6 +7,7 @@ random command lines never crash the analyser."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -226,3 +227,26 @@ def test_random_command_lines_never_crash_the_analyser(command: str) -> None:
 @given(st.text(max_size=400))
 def test_random_text_never_crashes_the_analyser(command: str) -> None:
     assert bash(command).rule_id != "engine.error"
+
+
+@pytest.mark.parametrize("command", ["tree -Lo 1 conftest.py .", "tree -dLo 1 Makefile .", "tree -Po x .bashrc .",
+                                     "tree -o conftest.py .", "rg -f=/etc/hostname x notes.txt"])
+def test_tree_and_rg_read_as_they_read_themselves(command: str) -> None:
+    """Issue 30, finding 1: tree gives each bundled value option the next word (`-Lo 1 FILE` is -L 1 -o FILE);
+    ripgrep drops the `=` of an attached short value (`-f=/etc/x` reads /etc/x)."""
+    assert bash(command).action != "allow", command
+
+
+@pytest.mark.anyio
+async def test_tree_cannot_write_a_workspace_file_unasked_through_the_client(make_settings: Any,
+                                                                             workspace: Path) -> None:
+    """End to end: before, `tree -Lo 1 conftest.py .` ran unasked and wrote conftest.py (then run by pytest)."""
+    from tests.conftest import connect
+
+    async with connect(make_settings(bash_enabled=True)) as client:
+        result = await client.call_tool("run_bash_command", {"command": "tree -Lo 1 conftest.py ."})
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        assert "Approval required" in text and "writes the listing to a file" in text, text
+        fine = await client.call_tool("run_bash_command", {"command": "tree -L 1 ."})
+        assert not fine.is_error or "tree: command not found" in str(fine.content)
+    assert not (workspace / "conftest.py").exists()

@@ -326,7 +326,9 @@ async def test_secret_stores_stay_covered_in_the_default_workspace_and_planted_g
             (root / "deep" / ".git").write_text("gitdir: .\n")
             (root / "ext").symlink_to(outside)
             said = await client.call_tool("run_bash_command",
-                                          {"command": "grep -r API_KEY .; grep -R API_KEY ext; cat *; echo end"})
+                                          {"command": "grep -r API_KEY .; grep -R API_KEY .; cat *; echo end"})
+            # (`grep -R` follows the link `ext` out of the workspace; naming `ext` itself asks: the policy
+            # judges a path word through its symlinks, issue 30 finding 2)
         out = said.structured_content["stdout"] + said.structured_content["stderr"]
         assert said.structured_content["stdout"].rstrip().endswith("end") and MARKER not in out, out
     finally:

@@ -155,17 +155,21 @@ async def test_everyday_read_only_work_runs_unprompted(make_settings: Any, works
 async def test_finding2_a_link_out_of_the_root_leads_nowhere(make_settings: Any, workspace: Path,
                                                             outside: Path) -> None:
     """`cat link/…`, `head`, `grep -R`, `cd link && cat` read an MCP client config outside the roots through a
-    symlink in the root: nothing outside the roots and the system folders is in the sandbox now."""
-    (outside / "mcp.json").write_text(f'{{"env": {{"GENERALAGENT_LLM_API_KEY": "{MARKER}"}}}}\n')
+    symlink in the root: nothing outside the roots and the system folders is in the sandbox now. (A command
+    naming the link asks: the policy judges path words through their symlinks; what reaches the link without
+    naming it, a glob or a recursive walk, runs unasked and finds nothing.)"""
+    (outside / "notes.txt").write_text(f'{{"env": {{"GENERALAGENT_LLM_API_KEY": "{MARKER}"}}}}\n')
     (workspace / "link").symlink_to(outside)
-    (workspace / "file-link").symlink_to(outside / "mcp.json")
-    commands = ["cat link/mcp.json", "head file-link", "grep -R API_KEY link/", "cd link && cat mcp.json",
-                f"cat {outside}/mcp.json", "ls link/"]
+    (workspace / "file-link").symlink_to(outside / "notes.txt")
+    named = ["cat link/notes.txt", "head file-link", "grep -R API_KEY link/", "cd link && cat notes.txt", "ls link/"]
+    unnamed = ["cat */notes.txt", "head file-l*", "grep -R API_KEY .", "ls -R ."]
     async with connect(make_settings(bash_enabled=True)) as client:
-        said = [await client.call_tool("run_bash_command", {"command": c}) for c in commands]
+        asked = [await client.call_tool("run_bash_command", {"command": c}) for c in named]
+        said = [await client.call_tool("run_bash_command", {"command": c}) for c in unnamed]
+    assert all(r.is_error and "Approval required" in r.content[0].text for r in asked), [r.content for r in asked]
     ran = [r.structured_content for r in said if not r.is_error]
-    assert len(ran) >= 4, [r.content for r in said]  # the link reads are allowed without asking: they ran
-    assert all(r["exit_code"] for r in ran), ran
+    assert len(ran) == len(unnamed), [r.content for r in said]  # allowed without asking: they ran
+    assert all(r["exit_code"] for r in ran[:2]), ran
     assert MARKER not in repr(ran)
 
 
@@ -246,13 +250,23 @@ async def test_finding6_repository_config_runs_no_program_under_allow_listed_git
     os.utime(workspace / "b.bin", (1, 1))
     commands = ["git status", "git diff", "git log -p -3", "git show HEAD~1", "git diff --stat",
                 "env -u GIT_CONFIG_COUNT git diff", "env -u GIT_CONFIG_COUNT git status"]  # (env allowed: no undo)
-    async with connect(make_settings(bash_enabled=True)) as client:
-        said = {c: await client.call_tool("run_bash_command", {"command": c}) for c in commands}
-    assert all(not r.is_error for r in said.values()), {c: r.content for c, r in said.items()}
+    async with connect(make_settings(bash_enabled=True)) as client:  # the policy asks: the config names programs
+        asked = {c: await client.call_tool("run_bash_command", {"command": c}) for c in commands}
+    assert all(r.is_error and "bash.git_config_program" in r.content[0].text for r in asked.values()), asked
+    rt = shell_runtime(make_settings(bash_enabled=True))  # run as if allowed (the config changed after the check)
+    said = {c: _Ran(_auto(rt, c)) for c in commands}
     assert "PROGRAM-RAN" not in repr([r.structured_content for r in said.values()]), said
     assert "+beta" in said["git diff"].structured_content["stdout"], said["git diff"].structured_content
     assert "+alpha" in said["git show HEAD~1"].structured_content["stdout"]
     assert "modified:   a.txt" in said["git status"].structured_content["stdout"]
+
+
+class _Ran:
+    """A tool result shaped like the client's (`is_error`, `structured_content`) for a direct run."""
+
+    def __init__(self, result: Any) -> None:
+        self.is_error = False
+        self.structured_content = result.model_dump()
 
 
 # -- also noticed: no folder left in the temp dir ----------------------------------------------------------
@@ -407,3 +421,16 @@ def test_property_the_sanitised_config_names_no_program(entries: list[Any]) -> N
         before = [entry.partition("\n")[0] for entry in listing.split("\0")[1::2]]
         assert not any(PROGRAM_KEY.fullmatch(key) for key in keys), keys
         assert keys == [key for key in before if not PROGRAM_KEY.fullmatch(key)]
+
+
+async def test_a_link_to_the_root_folder_does_not_stop_every_command(make_settings: Any, workspace: Path) -> None:
+    """Finding 7: one link to `/` inside a root made every shell command refuse (the secret-store walk followed
+    it past its entry limit). Links out of the roots are not walked now: the sandbox shows nothing of the user's
+    there, and a command naming the link is judged through it (outside the roots: it asks)."""
+    (workspace / "notes.txt").write_text("hello\n")
+    (workspace / "everything").symlink_to("/")
+    async with connect(make_settings(bash_enabled=True)) as client:
+        plain = await client.call_tool("run_bash_command", {"command": "cat notes.txt"})
+        named = await client.call_tool("run_bash_command", {"command": "ls everything/etc"})
+    assert not plain.is_error and plain.structured_content["stdout"] == "hello\n", plain.content
+    assert named.is_error and "Approval required" in named.content[0].text, named.content

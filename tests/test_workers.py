@@ -212,7 +212,9 @@ async def assert_approvals_work_across_workers(server: HttpServer, tmp: Path, ur
         assert approval, text
         done = subprocess.run([sys.executable, "-m", "mcp_server", "approve", approval.group(1), "--scope", "once"],
                               input="y\n", capture_output=True, text=True, timeout=60, cwd=ROOT,
-                              env=server_env(tmp / "cli", PYTHONPATH=str(ROOT), GENERALAGENT_DATABASE_URL=url))
+                              # the person's terminal on this computer: the server's data dir, whose key seals the
+                              # grant (the database URL alone grants nothing: issue 30, finding 4)
+                              env=server_env(tmp / "data", PYTHONPATH=str(ROOT), GENERALAGENT_DATABASE_URL=url))
         assert done.returncode == 0, done.stdout + done.stderr
         await call(legacy, "write_file", path="cli.txt", content="approved by cli")
         again = await legacy.call_tool("write_file", {"path": "cli.txt", "content": "approved by cli"})

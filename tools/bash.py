@@ -29,6 +29,7 @@ from foundation.bounding import MAX_COMMAND_CHARS
 from foundation.errors import InvalidInput, LimitExceeded, NotConfigured
 from foundation.paths import display_path, is_within, roots_for, server_data_dirs
 from foundation.settings import Settings
+from tools.env_secrets import secret_value
 from tools.runtime import CallContext, Runtime, Service
 from tools.sandbox import (
     SYSTEM_SECRETS,
@@ -74,6 +75,7 @@ def scrubbed_env(environ: Mapping[str, str], workspace: Path, home: Path) -> dic
         if not SECRET_NAME.search(name)
         and not name.upper().startswith(DROPPED_PREFIXES)
         and not SECRET_VALUE.search(value)
+        and not secret_value(value)  # by shape: `redis://:pw@`, DSNs, webhook URLs, bare keys (env_secrets.py)
     }
     env.update(HOME=str(home), PWD=str(workspace), XDG_CONFIG_HOME=str(home / ".config"),
                GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")

@@ -12,8 +12,9 @@ the sandbox would execute what a command planted in its config or hooks (tools/s
 Found by a walk of the roots that lists again only the folders whose change time (ctime) moved since the
 last walk (adding, removing or renaming an entry sets its folder's ctime, and no program can set it back),
 so a command in a large workspace costs one `stat` per folder once the first walk is done. Linked folders
-are walked too, once each (a link may lead out of the roots, where a secret store is just as readable);
-`.git` folders are not (git's own files). A workspace the walk cannot cover (over MAX_ENTRIES entries, a
+inside the roots are walked too, once each; a link out of the roots leads where the sandbox's allow-listed
+view says (nothing of the user's files), and the gate judges the paths a command names through their links;
+`.git` folders are not walked (git's own files). A workspace the walk cannot cover (over MAX_ENTRIES entries, a
 folder it cannot list for another reason than permissions) is reported, and shell commands do not run.
 """
 
@@ -28,16 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundation.paths import display_path, is_within
-from tools.sandbox import FRESH_MOUNTS, PRIVATE_MOUNTS
 
 MAX_ENTRIES = 1_000_000
 """Entries listed in one walk at most; a larger workspace cannot be checked, and shell commands are refused."""
 SETTLED_NS = 2_000_000_000
 """A listing is kept only when it was taken this long after its folder's last change (coarse timestamps)."""
 _SKIPPED_ERRORS = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR}  # a command cannot list it either
-UNSHARED = (*FRESH_MOUNTS, *PRIVATE_MOUNTS, Path("/sys"))
-"""Linked folders there are not walked: the sandbox mounts its own /proc, /dev, /tmp and /run (a command sees
-nothing of the host's there), and /sys holds no secret store."""
 
 
 @dataclass(frozen=True)
@@ -181,10 +178,10 @@ def _home_folder(name: str, depth: int) -> bool:
 
 
 def _walked(target: str, roots: list[str]) -> bool:
-    """A linked folder is walked unless it lies in what the sandbox does not share with the host (UNSHARED),
-    outside the roots."""
-    path, real_roots = Path(target), [Path(root) for root in roots]
-    return is_within(path, real_roots) or not is_within(path, UNSHARED)
+    """A linked folder is walked when it lies inside the roots. Outside them a link leads to what the sandbox
+    shows (tools/sandbox.py: the system's folders, with their credential files covered) or to nothing at all,
+    so a link to `/` or to the home costs no walk (it made every command refuse: too many entries)."""
+    return is_within(Path(target), [Path(root) for root in roots])
 
 
 def _shown(path: str, roots: list[str]) -> str:

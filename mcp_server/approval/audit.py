@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import re
 import threading
@@ -273,6 +274,14 @@ class TableAuditLog(AuditSink):
 
     def __init__(self, database: Database) -> None:
         self._db = database.open(AUDIT_SCHEMA)
+        try:
+            weak = audit_weaknesses(database)
+        except Exception:  # a check, not a condition of serving
+            weak = []
+        if weak:
+            logging.getLogger("generalagent.approval").warning(
+                "the server's database role %s: it (and anyone with its URL) could switch the audit log's "
+                "protection off; `generalagent-mcp doctor` says how to serve with a role that cannot", " and ".join(weak))
 
     def append(self, lines: list[str]) -> None:
         def add(conn: Any) -> None:
@@ -291,6 +300,35 @@ class TableAuditLog(AuditSink):
     def lines(self) -> Iterator[str]:
         with self._db.read() as conn:
             yield from (str(r[0]) for r in conn.stream("SELECT entry FROM audit_log ORDER BY id"))
+
+
+GRANTS = ("GRANT USAGE ON SCHEMA <schema> TO <server role>; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN "
+          "SCHEMA <schema> TO <server role>; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA <schema> TO <server role>; "
+          "REVOKE UPDATE, DELETE, TRUNCATE ON audit_log FROM <server role>")
+"""How to serve with a role that cannot undo the audit log: the owner role migrates, the server's role gets this."""
+
+
+def audit_weaknesses(database: Database) -> list[str]:
+    """What lets the server's own database role switch the audit log's protection off (PostgreSQL): owning
+    the table (ALTER TABLE ... DISABLE TRIGGER), being a superuser, or holding UPDATE/DELETE/TRUNCATE on it.
+    Empty when the log is append-only by privilege (or on SQLite: a file in the data directory)."""
+    if database.backend == "sqlite":
+        return []
+    with database.open(AUDIT_SCHEMA).read() as conn:
+        rows = conn.all(
+            "SELECT r.rolsuper, pg_has_role(current_user, c.relowner, 'MEMBER'), "
+            "has_table_privilege(c.oid, 'UPDATE'), has_table_privilege(c.oid, 'DELETE'), "
+            "has_table_privilege(c.oid, 'TRUNCATE') FROM pg_class c, pg_roles r "
+            "WHERE c.oid = to_regclass('audit_log') AND r.rolname = current_user", ())
+    if not rows:
+        return ["the audit_log table cannot be found"]
+    superuser, owner, *privileges = (bool(v) for v in rows[0])
+    found = ["is a superuser"] if superuser else []
+    found += ["owns the audit_log table (or is a member of its owner)"] if owner else []
+    granted = [name for name, held in zip(("UPDATE", "DELETE", "TRUNCATE"), privileges, strict=True) if held]
+    if granted and not (superuser or owner):
+        found.append(f"holds {'/'.join(granted)} on audit_log")
+    return found
 
 
 def audit_log_for(database: Database, data_dir: Path) -> AuditSink:

@@ -39,6 +39,7 @@ from foundation.storage import Database, open_database
 from foundation.toolspec import ToolSpec
 from foundation.waiting import running_on_the_loop
 from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
+from mcp_server.approval.git_config import program_finder
 from mcp_server.approval.store import (
     APPROVALS_FILE,
     WIDE_SCOPE_RISKS,
@@ -47,6 +48,7 @@ from mcp_server.approval.store import (
     call_target,
     canonical_json,
 )
+from mcp_server.approval_keys import GRANT_KEY_FILE, KEY_FILE, URL_FILE
 
 log = logging.getLogger("generalagent.approval")
 
@@ -132,7 +134,7 @@ def protected_paths(settings: Settings) -> tuple[Path, ...]:
     the audit log and the approvals store (with SQLite's side files)."""
     data = settings.data_dir
     paths = [data / USER_RULES_FILENAME, data / AUDIT_FILE, data / APPROVALS_FILE,
-             data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm")]
+             data / (APPROVALS_FILE + "-wal"), data / (APPROVALS_FILE + "-shm"), data / KEY_FILE, data / URL_FILE, data / GRANT_KEY_FILE]
     if settings.policy_file is not None:
         paths.insert(0, settings.policy_file)
     paths.append(SHIPPED_RULES)
@@ -140,7 +142,10 @@ def protected_paths(settings: Settings) -> tuple[Path, ...]:
 
 
 def session_key(origin: Any) -> str:
-    return f"{origin.client_id}|{origin.session_id or '-'}"
+    """What a session grant is bound to: the client and its server-issued session (stdio: the one client of
+    this process), or on sessionless HTTP the grant key the server made (`server.sessionless_grant_key`)."""
+    grant_key = getattr(origin, "grant_key", None)
+    return f"{origin.client_id}|{grant_key}" if grant_key else f"{origin.client_id}|{origin.session_id or '-'}"
 
 
 def describe_origin(origin: Any) -> str:
@@ -311,10 +316,12 @@ class PolicyGate:
         from mcp_server import policy
 
         roots = self.roots(origin)
-        tops = git_tops(roots) if spec.name in self.rules.shell.tools else ()
+        shell = spec.name in self.rules.shell.tools
+        tops = git_tops(roots) if shell else ()
         return policy.PolicyContext(rules=self.rules, roots=roots, read_only=spec.read_only,
                                     protected_paths=self.protected, origin=origin.kind, sandboxed=self.sandboxed,
-                                    git_tops=tops)
+                                    git_tops=tops, real_path=real_path_resolver() if shell else None,
+                                    repo_programs=program_finder() if shell else None)
 
     # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
     # here for the same call's check; a verdict is used once and only for a few seconds.
@@ -450,7 +457,8 @@ class PolicyGate:
         # With a bearer token the whole HTTP app (this page too) answers 401 to a browser: no page then.
         page = None if self.settings.http_token else approval_page_url(origin, approval_id)
         if page:
-            lines.append(f"or in a browser on this computer: {page}")
+            lines.append(f"or in a browser on this computer: {page} (the page needs its key once: open the "
+                         f"address `{approve_command(self.settings, '--list')}` prints)")
         lines.append("After the user has approved, repeat exactly the same call once; changed arguments need a "
                      "new approval. You cannot approve it yourself.")
         return "\n".join(lines)
@@ -570,6 +578,25 @@ def git_tops(roots: tuple[Path, ...]) -> tuple[tuple[Path, Path], ...]:
             except (OSError, ValueError):
                 break
     return tuple(out)
+
+
+def real_path_resolver(limit: int = 4096) -> Callable[[str], str]:
+    """For one shell verdict: where an absolute path really leads (`realpath`, links resolved before `..` as
+    the kernel does), kept per path; after `limit` distinct paths (a huge command line) a path counts as
+    leading to `/` (outside every root: the command asks)."""
+    kept: dict[str, str] = {}
+
+    def real(path: str) -> str:
+        if path not in kept:
+            if len(kept) >= limit:
+                return os.sep
+            try:
+                kept[path] = os.path.realpath(path)
+            except (OSError, ValueError):
+                kept[path] = path
+        return kept[path]
+
+    return real
 
 
 def resolved_path_args(args: dict[str, Any], keys: tuple[str, ...], roots: tuple[Path, ...]) -> dict[str, Any] | None:

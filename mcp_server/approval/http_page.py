@@ -1,9 +1,11 @@
 """The local approval page on the Streamable HTTP app: GET/POST /approvals/<id>.
 
-Only for requests from a loopback address with a loopback Host (DNS rebinding), sent by a process
-outside the server's own process tree (foundation/peers.py: not a shell command the server runs, even
-with the network shared into its sandbox) and, on POST, a same-origin (or absent) Origin header and
-the CSRF token bound to that pending approval.
+Only for requests from a loopback address with a loopback Host (DNS rebinding), carrying the page's key
+(page_key.py: a secret only the person is given, kept by their browser in a cookie; a sandboxed command
+behind a TCP relay cannot have it), sent by a process outside the server's own process tree
+(foundation/peers.py: not a shell command the server runs, even with the network shared into its
+sandbox) and, on POST, a same-origin (or absent) Origin header and the CSRF token bound to that pending
+approval.
 The page shows the exact call, its risk and reason; the human approves or rejects it.
 """
 
@@ -15,11 +17,12 @@ from typing import Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from foundation.command import cli_command
 from foundation.errors import GeneralAgentError
 from foundation.peers import peer_of
+from mcp_server import approval_keys as page_key
 from mcp_server.approval.store import SCOPES, scope_choices
 
 _HEADERS = {
@@ -65,6 +68,12 @@ async def _refusal(request: Request, settings: Any) -> Response | None:
                      f"approvals. Decide in a terminal instead: <code>{html.escape(cli_command(settings, 'approve', '--list'))}"
                      "</code>"
                      "</p>", 403)
+    given = request.query_params.get(page_key.QUERY) or request.cookies.get(page_key.COOKIE)
+    if not await anyio.to_thread.run_sync(page_key.matches, settings.data_dir, given):
+        return _page("Forbidden", "<p>Open the approval page from the address with its key that the server printed "
+                     "when it started, or that this command prints: "
+                     f"<code>{html.escape(cli_command(settings, 'approve', '--list'))}</code> "
+                     "(your browser keeps the key afterwards).</p>", 403)
     return None
 
 
@@ -99,6 +108,8 @@ def add_approval_routes(server: Any, gate: Any) -> None:
     async def list_page(request: Request) -> Response:
         if (refused := await _refusal(request, gate.settings)) is not None:
             return refused
+        if page_key.QUERY in request.query_params:
+            return _keep_key(request)
         items = "".join(f"<li><a href='/approvals/{html.escape(a.id)}'>{html.escape(a.id)}</a>: "
                         f"{html.escape(a.tool)} ({html.escape(a.risk)} risk)</li>" for a in store.pending())
         return _page("Pending approvals", f"<ul>{items}</ul>" if items else "<p>Nothing is waiting.</p>")
@@ -114,6 +125,8 @@ def add_approval_routes(server: Any, gate: Any) -> None:
             return _page("Not found", f"<p>{html.escape(str(exc))}</p>", 404)
         if request.method == "POST":
             return await _post(request, store, gate, approval)
+        if page_key.QUERY in request.query_params:
+            return _keep_key(request)
         if approval.status != "pending" or approval.expired():
             state = "expired" if approval.status == "pending" else approval.status
             return _page(f"Approval {approval.id}", _approval_view(approval) + f"<p>This approval is {state}.</p>")
@@ -122,6 +135,15 @@ def add_approval_routes(server: Any, gate: Any) -> None:
                 "<button name='decision' value='approve'>Approve</button>"
                 "<button name='decision' value='reject'>Reject</button></form>")
         return _page(f"Approve {approval.id}?", _approval_view(approval) + form)
+
+
+def _keep_key(request: Request) -> Response:
+    """The key arrived in the address: the browser keeps it in a cookie only this page sees, and the address
+    is shown without it (no key in the history, the Referer or a screenshot)."""
+    answer = RedirectResponse(request.url.path, status_code=303, headers=_HEADERS)
+    answer.set_cookie(page_key.COOKIE, str(request.query_params[page_key.QUERY]), httponly=True, samesite="strict",
+                      path="/approvals")
+    return answer
 
 
 def _scope_options(approval: Any) -> str:

@@ -19,7 +19,9 @@ The wider scopes (file, folder, tool) are offered for, and cover, only low- and 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -45,7 +47,7 @@ _KEEP_SECONDS = 7 * 24 * 3600  # decided/expired approvals are kept a week (the 
 _ID_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no 0/o/1/l: easy to read and type
 
 _COLUMNS = ("id", "tool", "args_hash", "args_json", "risk", "reason", "rule_id", "origin", "status", "created",
-            "expires", "approved_by", "decided_at", "csrf", "scope", "target", "scope_path")
+            "expires", "approved_by", "decided_at", "csrf", "scope", "target", "scope_path", "seal")
 SCHEMA = Schema(
     name="approvals",
     sqlite_file=APPROVALS_FILE,
@@ -60,6 +62,7 @@ SCHEMA = Schema(
         "ALTER TABLE approvals ADD COLUMN scope TEXT NOT NULL DEFAULT 'once'",
         "ALTER TABLE approvals ADD COLUMN target TEXT",
         "ALTER TABLE approvals ADD COLUMN scope_path TEXT",
+        "ALTER TABLE approvals ADD COLUMN seal TEXT",  # the grant's seal (ApprovalStore: a MAC only deciders make)
     ),
     postgres=(
         """CREATE TABLE approvals (
@@ -69,6 +72,7 @@ SCHEMA = Schema(
             approved_by text, decided_at double precision, csrf text NOT NULL,
             scope text NOT NULL DEFAULT 'once', target text, scope_path text);
         CREATE INDEX approvals_call ON approvals (tool, args_hash, status)""",
+        "ALTER TABLE approvals ADD COLUMN seal text",
     ),
     tables=(Table("approvals", _COLUMNS, ("id",)),),
     private=True,
@@ -159,6 +163,12 @@ class Approval:
     scope: str = "once"
     target: str | None = None  # the real file the call acts on (its path argument)
     scope_path: str | None = None  # the file or folder a file/folder grant covers
+    seal: str | None = None  # a grant's MAC (ApprovalStore.sealed)
+
+    def sealed_text(self) -> str:
+        """What a grant's seal covers: everything that says which calls it lets through, and until when."""
+        return "|".join(str(v) for v in (self.id, self.tool, self.args_hash, "granted", self.scope, self.scope_path,
+                                         repr(float(self.expires)), self.approved_by))
 
     def covers(self, tool: str, digest: str, target: str | None, risk: str | None = None) -> bool:
         """True when this granted approval covers a call (tool, args hash, target file, the call's risk:
@@ -190,11 +200,20 @@ class ApprovalStore:
     then a grant made through any process, or the CLI, is seen by every server process).
 
     Session grants ("approve for this session", given by elicitation) stay in this process's memory:
-    an MCP session lives in one server process, and a grant must not outlive it."""
+    an MCP session lives in one server process, and a grant must not outlive it.
+
+    With the deployment's settings, a grant is sealed (HMAC with a key in the data directory, which neither
+    the database nor the sandbox holds) and only a sealed grant lets a call through: another connection
+    holding the database's URL cannot grant an approval with a plain UPDATE (issue 30, finding 4)."""
 
     def __init__(self, database: Database, ttl_seconds: float, settings: Settings | None = None) -> None:
         self.database = database
         self.settings = settings  # the deployment's, for the commands messages print
+        self._seal_key: bytes | None = None
+        if settings is not None:
+            from mcp_server.approval_keys import GRANT_KEY_FILE, data_key
+
+            self._seal_key = data_key(settings.data_dir, GRANT_KEY_FILE).encode()
         self.ttl = float(ttl_seconds)
         self._db = database.open(SCHEMA)
         self._lock = threading.Lock()
@@ -267,13 +286,16 @@ class ApprovalStore:
         now = time.time()
         status = "granted" if approve else "rejected"
         scope_path = approval.target if scope == "file" else os.path.dirname(approval.target or "") or None
-        params = (status, by, now, _scope_end(scope, now, self.ttl) if approve else approval.expires,
-                  scope if approve else "once", scope_path if scope in ("file", "folder") else None, approval.id)
+        expires = _scope_end(scope, now, self.ttl) if approve else approval.expires
+        granted = dataclasses.replace(approval, approved_by=by, expires=expires, scope=scope if approve else "once",
+                                      scope_path=scope_path if scope in ("file", "folder") else None)
+        seal = self._seal(granted) if approve else None
+        params = (status, by, now, expires, granted.scope, granted.scope_path, seal, approval.id)
 
         def update(conn: Conn) -> int:
             changed = int(conn.execute(
-                "UPDATE approvals SET status=?, approved_by=?, decided_at=?, expires=?, scope=?, scope_path=? "
-                "WHERE id=? AND status='pending'", params).rowcount)
+                "UPDATE approvals SET status=?, approved_by=?, decided_at=?, expires=?, scope=?, scope_path=?, "
+                "seal=? WHERE id=? AND status='pending'", params).rowcount)
             conn.notify(CHANNEL, approval.id)  # wakes whoever waits for this decision, in any process
             return changed
 
@@ -313,7 +335,19 @@ class ApprovalStore:
             "AND (args_hash=? OR scope IN ('file', 'folder', 'tool')) ORDER BY decided_at, id",
             (tool, time.time(), digest))
         order: dict[str, int] = {name: i for i, name in enumerate(SCOPES)}  # narrowest first
-        return sorted((a for a in granted if a.covers(tool, digest, target, risk)), key=lambda a: order.get(a.scope, 9))
+        return sorted((a for a in granted if a.covers(tool, digest, target, risk) and self.sealed(a)),
+                      key=lambda a: order.get(a.scope, 9))
+
+    def _seal(self, approval: Approval) -> str | None:
+        if self._seal_key is None:
+            return None
+        return hmac.new(self._seal_key, approval.sealed_text().encode(), hashlib.sha256).hexdigest()
+
+    def sealed(self, approval: Approval) -> bool:
+        """The grant was made by a decider holding the data directory's key (without settings, as in a bare
+        store of a test or a migration, every grant counts)."""
+        expected = self._seal(approval)
+        return expected is None or hmac.compare_digest(expected, approval.seal or "")
 
     # -- per-session grants ("approve for this session"): this process only (see the class docstring)
 
@@ -330,7 +364,8 @@ class ApprovalStore:
 
 
 def _use_up(conn: Conn, approval_id: str) -> int:
-    return int(conn.execute("UPDATE approvals SET status='used' WHERE id=? AND status='granted'",
+    # the seal goes with the use: a row set back to 'granted' by hand is no grant
+    return int(conn.execute("UPDATE approvals SET status='used', seal=NULL WHERE id=? AND status='granted'",
                             (approval_id,)).rowcount)
 
 
@@ -340,4 +375,4 @@ def _row_to_approval(row: dict[str, Any]) -> Approval:
         risk=row["risk"], reason=row["reason"], rule_id=row["rule_id"], origin=row["origin"],
         status=row["status"], created=row["created"], expires=row["expires"],
         approved_by=row["approved_by"], csrf=row["csrf"], scope=row["scope"], target=row["target"],
-        scope_path=row["scope_path"])
+        scope_path=row["scope_path"], seal=row.get("seal"))

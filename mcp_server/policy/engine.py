@@ -10,8 +10,9 @@ first ask, else the first allow; with no match at all the call asks.
    per-tool high/medium risk patterns.
 4. Defaults: read-only tools and the shell's safe commands are allowed; anything else asks.
 
-`decide` never raises and never does I/O; an internal failure or an input it cannot
-analyse yields "ask".
+`decide` never raises and does no I/O of its own (what it needs of the file system comes from the edge
+in the context: git tops, and for shell commands a resolver of symlinks); an internal failure or an input
+it cannot analyse yields "ask".
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,10 @@ class PolicyContext:
     origin: str = "client"  # "client" | "subagent"
     sandboxed: bool = True  # shell commands run under an OS sandbox; without one no shell command is auto-allowed
     git_tops: tuple[tuple[Path, Path], ...] = ()  # (root, top of the git work tree above or at it), found at the edge
+    real_path: Callable[[str], str] | None = None  # resolves a shell word's symlinks (the gate's: `realpath`);
+    # None: shell paths are judged as written
+    repo_programs: Callable[[str], tuple[str, ...]] | None = None  # a folder -> the program-valued config keys
+    # of the repository git would use there (the gate reads them with git); None: not known
 
 
 def decide(tool: str, args: Mapping[str, Any], context: PolicyContext) -> Decision:
@@ -102,7 +107,8 @@ def _shell_report(call: _Call, matches: list[Decision]) -> bash.Report | None:
         matches.append(ask(f"{call.tool} needs a non-empty string argument {key!r}.", "medium", "bash.no_command"))
         return None
     tops = tuple((os.path.normpath(root), os.path.normpath(top)) for root, top in call.ctx.git_tops)
-    env = bash.Env(rules=call.ctx.rules, roots=call.roots, protected=call.protected, git_tops=tops)
+    env = bash.Env(rules=call.ctx.rules, roots=call.roots, protected=call.protected, git_tops=tops,
+                   real_path=call.ctx.real_path, repo_programs=call.ctx.repo_programs)
     report = bash.analyze(command, env)
     matches += report.findings
     return report

@@ -289,7 +289,7 @@ _SECTION_KEYS = {
     "secrets": {"ask", "deny"},
 }
 _COMMAND_KEYS = {"flags", "values", "paths", "optional", "risky", "operands", "numeric", "subcommands", "style"}
-_COMMAND_CHOICES = {"operands": ("paths", "text", "none"), "style": ("getopt", "find", "words")}
+_COMMAND_CHOICES = {"operands": ("paths", "text", "none"), "style": ("getopt", "separate", "clap", "find", "words")}
 _OPTION = re.compile(r"--?[^\s=]+|[!(),]")
 _PATTERN_KEYS = {"id", "pattern", "risk", "action", "reason", "tools", "include_read_only"}
 _TOOL_KEYS = {"high_risk", "medium_risk"}

@@ -278,6 +278,7 @@ def _git(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comm
     if i > 0:  # rules like "git push:*" also see "git -C dir push" as "git push"
         seg.texts += (" ".join(["git", sub, *texts]),)
     flags = _short_flags(rest)
+    _git_config_programs(an, sub, seg)
     if any(signature_format(t) for t in texts):  # a word that is no format asks too (rare: `commit -m 5%G`)
         an.find(ask("This git format verifies signatures, which runs gpg.", "medium", "bash.git_signature"))
     _git_repository_reads(an, sub, rest, seg)
@@ -303,6 +304,20 @@ def _git(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comm
     elif sub in ("filter-branch", "filter-repo", "update-ref") or (sub == "reflog" and texts[:1] in (["expire"], ["delete"])):
         an.find(ask(f"git {sub} rewrites history or refs.", "high", "bash.git_history_rewrite"))
     return None
+
+
+def _git_config_programs(an: Scanner, sub: str, seg: Segment) -> None:
+    """A repository whose own config names a program (`core.fsmonitor`, `diff.external`, a textconv driver, a
+    clean filter, ...): git may run it for any sub-command, so every git command there asks."""
+    if an.env.repo_programs is None or an.cwd is None:
+        return
+    folder = an.env.real_path(an.cwd) if an.env.real_path is not None else an.cwd
+    keys = an.env.repo_programs(folder)
+    if keys:
+        seg.safe = False
+        shown = ", ".join(keys[:3]) + (", ..." if len(keys) > 3 else "")
+        an.find(ask(f"This repository's config names a program git can run ({shown}); `git {sub}` could run it.",
+                    "high", "bash.git_config_program"))
 
 
 def _git_repository_reads(an: Scanner, sub: str, rest: Args, seg: Segment) -> None:
@@ -345,8 +360,9 @@ def _cd(an: Scanner, name: str, args: Args, depth: int, seg: Segment, cmd: Comma
         seg.safe = False
         return DECIDED
     an.cwd = paths.normalize(target.text, an.cwd)
-    if an.cwd is None or not paths.inside_roots(an.cwd, an.env.roots):
+    if an.cwd is None or not paths.inside_roots(an.cwd, an.env.roots) or not an.real_inside(an.cwd):
         seg.safe = False
+        seg.note = seg.note or f"cd {target.text} leads outside the workspace roots"
     return DECIDED
 
 

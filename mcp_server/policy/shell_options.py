@@ -10,6 +10,12 @@ other path), long options with an optional `=value`. Options are parsed like GNU
   (`--compr` is `--compress-program`); a prefix that is ambiguous or unknown is not allowed;
 - options may follow operands (GNU permutes), and `--` ends the options.
 
+A command with its own reader says so (`style`): "separate" is tree's: a value never shares its option's
+word, and each value option of a bundle takes the next unused word in turn (`tree -Lo 1 FILE` is `-L 1
+-o FILE`); long options take `=value` or the next word and are never abbreviated. "clap" is ripgrep's (Rust's
+clap): getopt's, but an attached short value drops one leading `=` (`rg -f=/etc/x` reads /etc/x), and long
+options are never abbreviated.
+
 Anything not on the list makes the command "not safe" (it asks); the result names the option and,
 when a risky option is known (`risky`), what it does. Pure functions, no I/O.
 """
@@ -23,7 +29,7 @@ from functools import cached_property
 from typing import Literal
 
 Operands = Literal["paths", "text", "none"]
-Style = Literal["getopt", "find", "words"]
+Style = Literal["getopt", "separate", "clap", "find", "words"]
 _NUMERIC = re.compile(r"-\d+")
 
 
@@ -41,7 +47,7 @@ class CommandSpec:
     operands: Operands = "paths"  # what non-option words are: paths (checked), text, or not allowed
     numeric: bool = False  # "-5" is allowed (head -5, git log -3)
     subcommands: bool = False  # the first operand names a sub-spec ("git" -> "git status")
-    style: Style = "getopt"  # "find": predicates; "words": no options at all (echo, test)
+    style: Style = "getopt"  # "separate": tree's; "clap": ripgrep's; "find": predicates; "words": no options
 
     def known(self) -> frozenset[str]:
         return self._known
@@ -124,6 +130,8 @@ def _option(spec: CommandSpec, args: list[str], i: int, out: Parsed) -> int:
         return _long(spec, args, i, out)
     if spec.numeric and _NUMERIC.fullmatch(word):
         return i + 1
+    if spec.style == "separate":
+        return _separate_bundle(spec, args, i, out)
     for j in range(1, len(word)):
         opt = "-" + word[j]
         attached = word[j + 1 :]
@@ -133,12 +141,30 @@ def _option(spec: CommandSpec, args: list[str], i: int, out: Parsed) -> int:
             return i + 1
         if opt in spec.values or opt in spec.paths:
             if attached:
-                _value(spec, opt, attached, out)
+                _value(spec, opt, attached[1:] if spec.style == "clap" and attached[0] == "=" else attached, out)
                 return i + 1
             return _next_value(spec, opt, args, i, out)
         out.refuse(_unknown(spec, opt, word))
         return i + 1
     return i + 1
+
+
+def _separate_bundle(spec: CommandSpec, args: list[str], i: int, out: Parsed) -> int:
+    """tree's short options: every value option of the bundle takes the next unused word, in turn."""
+    nxt = i + 1
+    for letter in args[i][1:]:
+        opt = "-" + letter
+        if opt in spec.flags:
+            continue
+        if opt not in spec.values and opt not in spec.paths:
+            out.refuse(_unknown(spec, opt, args[i]))
+            return nxt
+        if nxt >= len(args):
+            out.refuse(f"{spec.name} {opt} needs a value")
+            return nxt
+        _value(spec, opt, args[nxt], out)
+        nxt += 1
+    return nxt
 
 
 def _long(spec: CommandSpec, args: list[str], i: int, out: Parsed) -> int:
@@ -185,6 +211,8 @@ def resolve_long(spec: CommandSpec, given: str) -> str | None:
     known = spec.known()
     if given in known:
         return given
+    if spec.style in ("separate", "clap"):  # tree, ripgrep: exact names only
+        return None
     matches = [o for o in known if o.startswith("--") and o.startswith(given) and len(given) > 2]
     return matches[0] if len(matches) == 1 else None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mcp_server.policy import paths, shell_decode, shell_options
 from mcp_server.policy.model import Decision, ask, deny
@@ -71,6 +71,10 @@ class Env:
     roots: tuple[str, ...]
     protected: tuple[str, ...]
     git_tops: tuple[tuple[str, str], ...] = ()  # (root, top of the git work tree holding it), found at the edge
+    real_path: Callable[[str], str] | None = None  # an absolute path with its symlinks resolved (the gate's,
+    # as for file tools); None: paths are judged as written
+    repo_programs: Callable[[str], tuple[str, ...]] | None = None  # the program-valued config keys of the
+    # repository git uses in a folder (`core.fsmonitor`, `diff.external`, ...), found at the edge
 
 
 @dataclass
@@ -382,7 +386,10 @@ class Scanner:
             return False
         outside = next((p for p in [*parsed.operands, *parsed.paths] if not self.path_inside(p, option=False)), None)
         if outside is not None:
-            seg.note = seg.note or f"{_short(outside, 60)} is outside the workspace roots"
+            norm = paths.normalize(outside, self.cwd)
+            real = self.real(norm) if norm is not None and paths.inside_roots(norm, self.env.roots) else None
+            where = f"leads through a symlink to {_short(real, 60)}, " if real else "is "
+            seg.note = seg.note or f"{_short(outside, 60)} {where}outside the workspace roots"
         return outside is None
 
     def forbidden(self, name: str, words: list[str]) -> bool:
@@ -403,7 +410,19 @@ class Scanner:
                 return True
             text = text.split("=", 1)[1]
         norm = paths.normalize(text, self.cwd)
-        return norm is not None and paths.inside_roots(norm, self.env.roots)
+        return norm is not None and paths.inside_roots(norm, self.env.roots) and self.real_inside(norm)
+
+    def real(self, norm: str | None) -> str | None:
+        """Where `norm` really leads (symlinks resolved), when that differs from `norm` itself."""
+        if norm is None or self.env.real_path is None:
+            return None
+        real = self.env.real_path(norm)
+        return real if real != norm else None
+
+    def real_inside(self, norm: str) -> bool:
+        """A path inside the roots as written also leads inside them (a link in a root to / or /home does not)."""
+        real = self.real(norm)
+        return real is None or paths.inside_roots(real, self.env.roots)
 
     # -- paths
 
@@ -417,14 +436,21 @@ class Scanner:
         if key in self._secret_seen:
             return
         self._secret_seen.add(key)
-        found = paths.secret_check(self.rules, text, paths.normalize(text, self.cwd), self.env.roots, "bash")
+        norm = paths.normalize(text, self.cwd)
+        found = paths.secret_check(self.rules, text, norm, self.env.roots, "bash")
+        real = self.real(norm)
+        if found is None and real is not None:  # a link leading to a secret store is that store
+            found = paths.secret_check(self.rules, real, real, self.env.roots, "bash")
+            if found is not None:
+                found = replace(found, reason=f"{text!r} leads through a symlink to {real!r}: {found.reason}")
         if found is not None:
             self.find(found)
 
     def read_path(self, word: Word, seg: Segment) -> None:
         norm = None if word.dynamic else paths.normalize(word.text, self.cwd)
-        if norm is None or not paths.inside_roots(norm, self.env.roots):
+        if norm is None or not paths.inside_roots(norm, self.env.roots) or not self.real_inside(norm):
             seg.safe = False
+            seg.note = seg.note or f"reads {_short(word.raw, 60)}, outside the workspace roots"
 
     def write_target(self, word: Word, seg: Segment, redirect: bool = False) -> None:
         """A file the command writes: deny outside the roots or to protected files, else not safe.
@@ -456,6 +482,9 @@ class Scanner:
             self.find(deny(f"Writes to the disk device {text!r}.", "critical", "bash.disk_write"))
         elif not paths.inside_roots(norm, self.env.roots):
             self.find(deny(f"Writes outside the workspace roots: {text!r}.", "high", "bash.write_outside_roots"))
+        elif not self.real_inside(norm):
+            self.find(deny(f"Writes {text!r}, which leads through a symlink to {self.real(norm)!r}, outside the "
+                           "workspace roots.", "high", "bash.write_outside_roots"))
         elif paths.matches_any(self.rules.ask_write, text, norm, self.env.roots):
             self.find(ask(f"Writing {text!r} can make later commands run code.", "high", "bash.exec_config"))
 
