@@ -79,6 +79,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     INSERT INTO meta(key, value) VALUES('postings_id', substr(md5(random()::text || clock_timestamp()::text), 1, 16))
     ON CONFLICT (key) DO NOTHING;
     """,
+    # 3: SQLite's 7 (the documents each generation changed)
+    """
+    CREATE TABLE index_changes(generation bigint NOT NULL, doc_id bigint NOT NULL);
+    CREATE INDEX index_changes_generation ON index_changes(generation);
+    """,
 )
 
 SCHEMA = Schema(name="index", sqlite_file="index.sqlite3", sqlite=tuple(SQLITE_MIGRATIONS),

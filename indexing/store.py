@@ -29,6 +29,7 @@ from typing import Any
 from foundation import sqlite_db
 from foundation.pooled_reads import ConnectionPool, PooledReads
 from foundation.waiting import about_to_wait
+from indexing.changelog import log_change
 from indexing.model import Chunk
 from indexing.query import quote
 
@@ -123,6 +124,11 @@ MIGRATIONS: list[str] = [
     # 6: the random id naming this database's saved postings (`indexing.postings`), made once here
     """
     INSERT OR IGNORE INTO meta(key, value) VALUES('postings_id', lower(hex(randomblob(8))));
+    """,
+    # 7: the documents each generation changed (`indexing.changelog`: deltas beside the in-memory postings)
+    """
+    CREATE TABLE index_changes(generation INTEGER NOT NULL, doc_id INTEGER NOT NULL);
+    CREATE INDEX index_changes_generation ON index_changes(generation);
     """,
 ]
 
@@ -478,6 +484,16 @@ class IndexStore:
         finally:
             conn.close()
 
+    @contextmanager
+    def consistent_read(self) -> Iterator[Callable[[str, Sequence[object]], list[Any]]]:
+        """Reads that all see one state of the index (one read transaction, `indexing.changelog`)."""
+        conn = sqlite_db.connect(self.path, timeout=30.0)
+        try:
+            conn.execute("BEGIN")
+            yield lambda sql, params: conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+
     def worth_vacuum(self) -> bool:
         """True when a quarter of the file (and at least 256 pages) is free: VACUUM would give it back."""
         conn = self.conn()
@@ -502,6 +518,7 @@ class IndexStore:
         rows = [_chunk_row(first + i, doc_id, a) for i, a in enumerate(chunks)]
         self.add_chunk_rows(conn, rows)
         self._change_totals(conn, len(chunks), sum(_count_terms(a.terms) for a in chunks))
+        self._log_change(conn, doc_id)
         return doc_id
 
     def _take_ids(self, conn: Any, table: str, n: int) -> int:
@@ -512,6 +529,10 @@ class IndexStore:
         """Add to (or, negative, take from) the corpus totals, and move the generation on."""
         conn.execute("UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
                      (chunks, terms))
+
+    def _log_change(self, conn: Any, doc_id: int) -> None:
+        """Record that the generation just made changed this document's chunks (`indexing.changelog`)."""
+        log_change(conn, [doc_id])
 
     def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
         """Insert chunk rows (see `_chunk_row`) and index them for candidates."""
@@ -554,6 +575,7 @@ class IndexStore:
         gone = [tuple(r) for r in conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()]
         self._drop_chunks(conn, gone)
         self._change_totals(conn, -len(gone), -sum(_count_terms(terms) for _, _, terms in gone))
+        self._log_change(conn, doc_id)
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))
         return True
