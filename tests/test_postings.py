@@ -507,7 +507,7 @@ def test_an_index_keeps_the_postings_id_an_earlier_version_made(tmp_path: Path) 
     import sqlite3
 
     from foundation import sqlite_db
-    from indexing.store import MIGRATIONS
+    from indexing.sqlite_schema import MIGRATIONS
 
     conn = sqlite3.connect(tmp_path / "index.sqlite3", isolation_level=None)
     sqlite_db.migrate(conn, MIGRATIONS[:5])
