@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from context.messages import Msg, with_content
+from context.messages import Msg, with_text_edited
 from context.tokens import Counter
 from context.userwords import WordsReport, prose_sentences, tier
 
@@ -138,19 +138,12 @@ def reminder_positions(msgs: list[Msg]) -> list[int]:
 
 def without_reminders(msg: Msg) -> Msg | None:
     """`msg` with our todo reminder blocks removed (None when nothing else is left)."""
-    content = msg.content
-    if isinstance(content, str):
-        rest = _REMINDER.sub("", content)
-        return None if not rest.strip() else with_content(msg, rest)
-    blocks = []
-    for block in content or []:
-        if isinstance(block, dict) and block.get("type") == "text" and REMINDER_MARK in str(block.get("text")):
-            text = _REMINDER.sub("", str(block.get("text", "")))
-            if text.strip():
-                blocks.append({**block, "text": text})
-            continue
-        blocks.append(block)
-    return None if not blocks else with_content(msg, blocks)
+    return with_text_edited(msg, _unremind, only=lambda text: REMINDER_MARK in text)
+
+
+def _unremind(text: str) -> str | None:
+    rest = _REMINDER.sub("", text)
+    return rest if rest.strip() else None
 
 
 def strip_reminders(msgs: list[Msg]) -> list[Msg]:

@@ -13,6 +13,7 @@ every message that was not changed. Pure functions, no heavy imports.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -427,6 +428,26 @@ def content_text(content: Any) -> str:
 def message_text(msg: Msg) -> str:
     """Everything in the message that costs tokens, as text: `msg.full_text`."""
     return msg.full_text
+
+
+def with_text_edited(
+    msg: Msg, edit: Callable[[str], str | None], only: Callable[[str], bool] = lambda _text: True
+) -> Msg | None:
+    """A copy of `msg` (marked changed) with `edit` applied to its text: a string content, or each `text`
+    block whose text `only` accepts (a block edited to None is dropped). None when nothing is left."""
+    content = msg.content
+    if isinstance(content, str):
+        edited_content = edit(content)
+        return None if edited_content is None else with_content(msg, edited_content)
+    blocks = []
+    for block in content or []:
+        if isinstance(block, dict) and block.get("type") == "text" and only(text := str(block.get("text", ""))):
+            edited = edit(text)
+            if edited is None:
+                continue
+            block = {**block, "text": edited}
+        blocks.append(block)
+    return with_content(msg, blocks) if blocks else None
 
 
 def with_content(msg: Msg, content: Any) -> Msg:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from context.compress import shorten
-from context.messages import Msg, with_content
+from context.messages import Msg, with_content, with_text_edited
 from context.tokens import TOKENS_PER_MESSAGE, Counter, message_tokens
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？])|\n+")  # not at ; or ；: a clause is not a sentence
@@ -302,18 +302,7 @@ def without_sentences(msg: Msg, gone: list[str]) -> Msg | None:
             text = text.replace(sentence, "", 1)
         return re.sub(r"[ \t]{2,}", " ", text).strip()
 
-    if isinstance(msg.content, str):
-        text = cut(msg.content)
-        return with_content(msg, text) if text else None
-    blocks = []
-    for block in msg.content or []:
-        if isinstance(block, dict) and block.get("type") == "text":
-            text = cut(str(block.get("text", "")))
-            if not text:
-                continue
-            block = {**block, "text": text}
-        blocks.append(block)
-    return with_content(msg, blocks) if blocks else None
+    return with_text_edited(msg, lambda text: cut(text) or None)
 
 
 def _short(text: str) -> str:

@@ -4,13 +4,16 @@ text as the wire-form flattening they replace, and parse -> render still byte-id
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from context import carryover
 from context.messages import Msg, parse, render, with_content
 from context.parts import Document, Image, Opaque, Reasoning, Text, ToolCall, ToolResult
+from context.userwords import without_sentences
 from tests.json_strategies import json_values
 
 # ---------------------------------------------------------------- the flattening the parts replace (oracle)
@@ -185,3 +188,60 @@ def test_each_wire_part_has_its_type() -> None:
     assert [type(p) for p in msg.parts] == [Text, Text, Reasoning, Image, Document, Opaque, ToolResult]
     assert msg.text == "a\nb\nc\n[image]\n[document]\nd"
     assert Msg("user", {"k": 1}).parts == (Opaque(None, '{"k": 1}'),)
+
+
+# ---------------------------------------------------------------- text edits (with_text_edited) as the code they replace
+
+
+def _old_without_sentences(msg: Msg, gone: list[str]) -> Msg | None:
+    def cut(text: str) -> str:
+        for sentence in gone:
+            text = text.replace(sentence, "", 1)
+        return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+    if isinstance(msg.content, str):
+        text = cut(msg.content)
+        return with_content(msg, text) if text else None
+    blocks = []
+    for block in msg.content or []:
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = cut(str(block.get("text", "")))
+            if not text:
+                continue
+            block = {**block, "text": text}
+        blocks.append(block)
+    return with_content(msg, blocks) if blocks else None
+
+
+def _old_without_reminders(msg: Msg) -> Msg | None:
+    content = msg.content
+    if isinstance(content, str):
+        rest = carryover._REMINDER.sub("", content)
+        return None if not rest.strip() else with_content(msg, rest)
+    blocks = []
+    for block in content or []:
+        if isinstance(block, dict) and block.get("type") == "text" and carryover.REMINDER_MARK in str(block.get("text")):
+            text = carryover._REMINDER.sub("", str(block.get("text", "")))
+            if text.strip():
+                blocks.append({**block, "text": text})
+            continue
+        blocks.append(block)
+    return None if not blocks else with_content(msg, blocks)
+
+
+REMINDER = carryover.todo_reminder([carryover.Todo("ship it", "pending")], "the todo store") or ""
+SAYING = st.sampled_from(["Use Python 3.11.", "Keep it short.", "你好。", " ", "", "x  y"])
+USER_TEXT = st.lists(SAYING | st.just(REMINDER), max_size=4).map(" ".join)
+USER_BLOCK = st.builds(lambda t: {"type": "text", "text": t}, USER_TEXT) | IMAGE | ODD
+USER_CONTENT = st.none() | USER_TEXT | st.lists(USER_BLOCK | USER_TEXT, max_size=4)
+
+
+@given(content=USER_CONTENT, gone=st.lists(SAYING, max_size=3))
+@settings(max_examples=300, deadline=None)
+def test_text_edits_do_what_the_code_they_replace_did(content: Any, gone: list[str]) -> None:
+    msg = Msg("user", content)
+    for new, old in ((without_sentences(msg, gone), _old_without_sentences(msg, gone)),
+                     (carryover.without_reminders(msg), _old_without_reminders(msg))):
+        assert (new is None) == (old is None)
+        if new is not None and old is not None:
+            assert _same(new.content, old.content) and new.changed == old.changed
