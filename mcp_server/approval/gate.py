@@ -425,7 +425,7 @@ def approval_message(tool: str, args: dict[str, Any], verdict: Decision, scope: 
 
 def approval_page_url(origin: CallOrigin, approval_id: str) -> str | None:
     """The local approval page, when this call arrived over HTTP on a loopback host."""
-    ctx = getattr(origin, "mcp_context", None)
+    ctx = origin.mcp_context
     try:
         request = ctx.request_context.request if ctx is not None else None
         base = getattr(request, "base_url", None)
