@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from indexing.delta import DeltaSnapshot
     from indexing.postings import MemoryIndex, Occurrences, Snapshot
     from indexing.query import Query
     from indexing.store import IndexStore
@@ -48,7 +49,7 @@ class MemoryEngine:
             rows, bm25, present = rows[keep[:k]], bm25[keep[:k]], present[keep[:k]]
         return SnapshotRows(snap, rows, snap.chunk_ids[rows], bm25, present)
 
-    def _snapshot(self) -> Snapshot | None:
+    def _snapshot(self) -> Snapshot | DeltaSnapshot | None:
         generation, chunks = self.store.generation()
         if not self.memory.holds(generation):
             about_to_wait()  # opening or building the postings (a call on the event loop moves to a thread)
@@ -60,7 +61,7 @@ class MemoryEngine:
 class SnapshotRows:
     """Candidate rows of a snapshot (`engine.WeightedRows` keyed by term id)."""
 
-    snap: Snapshot
+    snap: Snapshot | DeltaSnapshot
     rows: npt.NDArray[np.int64]  # the candidates' rows in the snapshot
     ids: npt.NDArray[np.int64]
     base: npt.NDArray[np.float32]

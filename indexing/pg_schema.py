@@ -1,11 +1,11 @@
-"""The index's tables in PostgreSQL: the same tables as `indexing.store.MIGRATIONS` (SQLite), with a
+"""The index's tables in PostgreSQL: the same tables as `indexing.sqlite_schema.MIGRATIONS` (SQLite), with a
 `tsvector` column and GIN index instead of FTS5, and `term_stats` instead of FTS5's vocabulary.
 Paths sort as bytes (COLLATE "C"), as SQLite's do, so a folder's paths are one range."""
 
 from __future__ import annotations
 
 from foundation.storage import Schema
-from indexing.store import MIGRATIONS as SQLITE_MIGRATIONS
+from indexing.sqlite_schema import MIGRATIONS as SQLITE_MIGRATIONS
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
     # 1: the whole schema of SQLite's migrations 1-5
@@ -78,6 +78,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     INSERT INTO meta(key, value) VALUES('postings_id', substr(md5(random()::text || clock_timestamp()::text), 1, 16))
     ON CONFLICT (key) DO NOTHING;
+    """,
+    # 3: SQLite's 7 (the documents each generation changed)
+    """
+    CREATE TABLE index_changes(generation bigint NOT NULL, doc_id bigint NOT NULL);
+    CREATE INDEX index_changes_generation ON index_changes(generation);
     """,
 )
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from foundation.pooled_reads import Result
 from foundation.storage.postgres import PgConn, rollback
+from indexing.changelog import log_change
 from indexing.store import CHUNK_TABLE_COLS, PAGE_SQL, SNAPSHOT_BATCH, ChunkTerms, IndexStore, pages_of
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class _IndexWrite(PgConn):
         self.dfs: Counter[str] = Counter()
         self.next_ids: dict[str, int] = {}
         self.totals = [0, 0, 0]  # chunks, terms, changed
+        self.changed_docs: list[int] = []  # logged with the generation the next settle makes
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         if _SETTLE_BEFORE.search(sql):
@@ -97,6 +99,8 @@ class _IndexWrite(PgConn):
         if changed:
             super().execute("UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
                             (chunks, terms))
+            docs, self.changed_docs = self.changed_docs, []
+            log_change(_Plain(self), docs, postgres=True)
 
     def _apply_dfs(self) -> None:
         """The gathered term counts into `term_stats` (terms no chunk holds any more are removed)."""
@@ -115,6 +119,16 @@ class _IndexWrite(PgConn):
         if fewer := [t for t in changed if counts[t] < 0]:
             super().execute("DELETE FROM term_stats WHERE term = ANY(string_to_array(?, ' ')) AND df <= 0",
                             (" ".join(fewer),))
+
+
+class _Plain:
+    """A write's statements without settling first (for `settle` itself)."""
+
+    def __init__(self, write: _IndexWrite) -> None:
+        self.write = write
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return PgConn.execute(self.write, sql, params)
 
 
 _SETTLE_BEFORE = re.compile(r"\b(chunks|chunk_vectors|term_stats|stats)\b")
@@ -189,6 +203,9 @@ class PgIndexStore(IndexStore):
         conn.next_ids[table] = first + n
         return first
 
+    def _log_change(self, conn: Any, doc_id: int) -> None:
+        conn.changed_docs.append(doc_id)  # logged at `settle`, with the generation it makes
+
     def _change_totals(self, conn: Any, chunks: int, terms: int) -> None:
         conn.totals[0] += chunks
         conn.totals[1] += terms
@@ -249,8 +266,15 @@ class PgIndexStore(IndexStore):
             return
         yield generation, pages_of(generation, read_page)
 
+    @contextmanager
+    def consistent_read(self) -> Iterator[Callable[[str, Sequence[object]], list[Any]]]:
+        """Reads that all see one state of the index (one snapshot)."""
+        with self.db.read() as conn:
+            yield lambda sql, params: conn.all(sql, params)
+
     def db_bytes(self) -> int:
-        tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats")
+        tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats",
+                  "index_changes")
         total = self.conn().execute(
             "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) FROM unnest(?::text[]) AS t", (list(tables),)
         ).fetchone()

@@ -30,10 +30,10 @@ from indexing.scoring import Weighting, idf, length_norm, saturate
 if TYPE_CHECKING:
     import numpy as np
 
-FORMAT = 1
+FORMAT = 2  # 2: each posting's field-weighted term frequency (`tf`), for deltas (`indexing.delta`)
 ARRAYS = {  # name -> dtype of the snapshot's arrays (raw files `<name>.bin`)
     "chunk_ids": "<i8", "doc_ids": "<i8", "rows": "<i4", "weights": "<f4", "body": "<i4", "body_off": "<i8",
-    "head": "<i4", "head_off": "<i8", "bounds": "<i8", "idf": "<f8",
+    "head": "<i4", "head_off": "<i8", "bounds": "<i8", "idf": "<f8", "tf": "<f4",
 }
 _SCRATCH = {"tid": "<i4", "row": "<i4", "tf": "<f8"}  # a batch's postings, before regrouping by term
 PART_POSTINGS = 1_000_000  # postings regrouped at a time (about 60 MB of working arrays)
@@ -86,11 +86,14 @@ def write_snapshot(target: Path, generation: int, batches: Iterable[Sequence[Row
     avgdl = float(blens.mean()) if n and blens.sum() else 1.0
     idfs = idf(n, counts.astype(np.int64), np.log)
     bounds = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    with _Writers(target, ("rows", "weights")) as out:
-        for rows, weights in _regrouped(target, batch_sizes, bounds, idfs, length_norm(blens, avgdl, weighting),
-                                        weighting):
+    tf_exact = True  # every tf is exactly a float32 (sums of 1 and a head_weight such as 2.0 are)
+    with _Writers(target, ("rows", "weights", "tf")) as out:
+        for rows, weights, tf in _regrouped(target, batch_sizes, bounds, idfs, length_norm(blens, avgdl, weighting),
+                                            weighting):
             out.put("rows", rows)
             out.put("weights", weights)
+            out.put("tf", tf32 := tf.astype(np.float32))
+            tf_exact = tf_exact and bool((tf32 == tf).all())
     for name in _SCRATCH:
         (target / f"scratch_{name}.bin").unlink()
     small = {
@@ -106,7 +109,7 @@ def write_snapshot(target: Path, generation: int, batches: Iterable[Sequence[Row
     _write_synced(target / "terms.txt", "\n".join(vocab).encode("utf-8"))
     lengths = {name: (target / f"{name}.bin").stat().st_size // np.dtype(ARRAYS[name]).itemsize for name in ARRAYS}
     manifest = {"format": FORMAT, "generation": generation, "weighting": _weighting(weighting),
-                "terms": len(vocab), "lengths": lengths}
+                "terms": len(vocab), "lengths": lengths, "tf_exact": tf_exact}
     _write_synced(target / "manifest.json", json.dumps(manifest).encode("utf-8"))
 
 
@@ -150,8 +153,8 @@ def _batch_postings(
 
 def _regrouped(
     target: Path, batch_sizes: list[int], bounds: np.ndarray, idfs: np.ndarray, norm: np.ndarray, weighting: Weighting
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The postings grouped by term (rows ascending) with their BM25F weights, a range of terms at a
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The postings grouped by term (rows ascending) with their BM25F weights and tf, a range of terms at a
     time: each batch's slice of the range, concatenated in batch order and stably sorted by term."""
     import numpy as np
 
@@ -167,7 +170,7 @@ def _regrouped(
                  for name in _SCRATCH}
         order = np.argsort(parts["tid"], kind="stable")
         tid, row, tf = parts["tid"][order], parts["row"][order], parts["tf"][order]
-        yield row.astype(np.int32), saturate(idfs[tid], tf, norm[row], weighting).astype(np.float32)
+        yield row.astype(np.int32), saturate(idfs[tid], tf, norm[row], weighting).astype(np.float32), tf
 
 
 def _term_ranges(bounds: np.ndarray) -> np.ndarray:
@@ -224,8 +227,8 @@ def _weighting(w: Weighting) -> list[float]:
 # -- opening -------------------------------------------------------------------------------------
 
 
-def read_snapshot(directory: Path, generation: int, weighting: Weighting) -> tuple[dict[str, np.ndarray], list[str]]:
-    """The arrays (memory-mapped) and the vocabulary in `directory`; SnapshotDamaged when it is
+def read_snapshot(directory: Path, generation: int, weighting: Weighting) -> tuple[dict[str, np.ndarray], list[str], bool]:
+    """The arrays (memory-mapped), the vocabulary and whether the `tf` array is exact, in `directory`; SnapshotDamaged when it is
     incomplete, damaged, or not of this generation, weighting and format."""
     try:
         manifest = json.loads((directory / "manifest.json").read_bytes())
@@ -238,7 +241,7 @@ def read_snapshot(directory: Path, generation: int, weighting: Weighting) -> tup
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SnapshotDamaged(f"{directory.name}: {exc}") from exc
     _check(arrays, len(words), int(manifest["terms"]))
-    return arrays, words
+    return arrays, words, manifest.get("tf_exact") is True
 
 
 def _map(path: Path, dtype: str, length: int) -> np.ndarray:
@@ -259,7 +262,7 @@ def _check(a: dict[str, Any], words: int, terms: int) -> None:
     n = len(a["chunk_ids"])
     fine = (
         words == terms and len(a["doc_ids"]) == n and len(a["body_off"]) == len(a["head_off"]) == n + 1
-        and len(a["bounds"]) == terms + 1 and len(a["idf"]) == terms and len(a["weights"]) == len(a["rows"])
+        and len(a["bounds"]) == terms + 1 and len(a["idf"]) == terms and len(a["weights"]) == len(a["rows"]) == len(a["tf"])
         and int(a["body_off"][-1]) == len(a["body"]) and int(a["head_off"][-1]) == len(a["head"])
         and int(a["bounds"][-1]) == len(a["rows"]) and int(a["body_off"][0]) == int(a["bounds"][0]) == 0
     )

@@ -29,8 +29,10 @@ from typing import Any
 from foundation import sqlite_db
 from foundation.pooled_reads import ConnectionPool, PooledReads
 from foundation.waiting import about_to_wait
+from indexing.changelog import log_change
 from indexing.model import Chunk
 from indexing.query import quote
+from indexing.sqlite_schema import MIGRATIONS
 
 BUSY_TIMEOUT_S = 10.0
 _UNREAD_LIKE = "%without a text layer were not read%"  # pages a PDF left unread (indexing/extract/ocr.py)
@@ -44,87 +46,6 @@ grows): reads map the file instead of copying pages (search fetches scattered ro
 maps its own copy, all counted in the server's RSS: 5 connections (the pool and the writer) map at
 most 320 MiB."""
 
-MIGRATIONS: list[str] = [
-    # 1: the initial schema
-    """
-    CREATE TABLE documents(
-        id INTEGER PRIMARY KEY,
-        hash TEXT NOT NULL UNIQUE,
-        kind TEXT NOT NULL,
-        chars INTEGER NOT NULL,
-        n_chunks INTEGER NOT NULL,
-        warnings TEXT NOT NULL DEFAULT '',
-        created_at REAL NOT NULL
-    );
-    CREATE TABLE files(
-        path TEXT PRIMARY KEY,
-        doc_id INTEGER REFERENCES documents(id),
-        size INTEGER NOT NULL,
-        mtime_ns INTEGER NOT NULL,
-        indexed_at REAL NOT NULL,
-        error TEXT
-    );
-    CREATE INDEX files_doc ON files(doc_id);
-    CREATE TABLE chunks(
-        id INTEGER PRIMARY KEY,
-        doc_id INTEGER NOT NULL REFERENCES documents(id),
-        idx INTEGER NOT NULL,
-        start INTEGER NOT NULL,
-        end INTEGER NOT NULL,
-        heading TEXT NOT NULL DEFAULT '',
-        page INTEGER, slide INTEGER, sheet TEXT, row_first INTEGER, row_last INTEGER,
-        text TEXT NOT NULL,
-        head_terms TEXT NOT NULL,
-        terms TEXT NOT NULL,
-        UNIQUE(doc_id, idx)
-    );
-    CREATE VIRTUAL TABLE chunks_fts USING fts5(
-        head_terms, terms, content='chunks', content_rowid='id', tokenize='ascii'
-    );
-    CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
-    CREATE TABLE stats(id INTEGER PRIMARY KEY CHECK (id = 1), chunks INTEGER NOT NULL, terms INTEGER NOT NULL);
-    INSERT INTO stats VALUES(1, 0, 0);
-    """,
-    # 2: key/value facts about the index (the analyzer version its terms were made with)
-    """
-    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    """,
-    # 3: a counter bumped by every change to the chunks (tells derived in-memory copies they are stale)
-    """
-    ALTER TABLE stats ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
-    """,
-    # 4: index runs (jobs): a cancelled, cut-off or interrupted run is visible as such
-    """
-    CREATE TABLE index_jobs(
-        id TEXT PRIMARY KEY,
-        path TEXT NOT NULL,
-        state TEXT NOT NULL,
-        done INTEGER NOT NULL DEFAULT 0,
-        total INTEGER NOT NULL DEFAULT 0,
-        indexed INTEGER NOT NULL DEFAULT 0,
-        unchanged INTEGER NOT NULL DEFAULT 0,
-        failed INTEGER NOT NULL DEFAULT 0,
-        removed INTEGER NOT NULL DEFAULT 0,
-        chunks_added INTEGER NOT NULL DEFAULT 0,
-        error TEXT NOT NULL DEFAULT '',
-        started_at REAL NOT NULL,
-        finished_at REAL
-    );
-    CREATE INDEX index_jobs_started ON index_jobs(started_at);
-    """,
-    # 5: chunk vectors of the optional hybrid mode (int8 + scale; see indexing.vectors), removed with their chunk
-    """
-    CREATE TABLE chunk_vectors(
-        chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-        vec BLOB NOT NULL,
-        scale REAL NOT NULL
-    );
-    """,
-    # 6: the random id naming this database's saved postings (`indexing.postings`), made once here
-    """
-    INSERT OR IGNORE INTO meta(key, value) VALUES('postings_id', lower(hex(randomblob(8))));
-    """,
-]
 
 
 _FILE_COLS = "path, doc_id, size, mtime_ns, indexed_at, error"  # the fields of FileRow, in order
@@ -478,6 +399,16 @@ class IndexStore:
         finally:
             conn.close()
 
+    @contextmanager
+    def consistent_read(self) -> Iterator[Callable[[str, Sequence[object]], list[Any]]]:
+        """Reads that all see one state of the index (one read transaction, `indexing.changelog`)."""
+        conn = sqlite_db.connect(self.path, timeout=30.0)
+        try:
+            conn.execute("BEGIN")
+            yield lambda sql, params: conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+
     def worth_vacuum(self) -> bool:
         """True when a quarter of the file (and at least 256 pages) is free: VACUUM would give it back."""
         conn = self.conn()
@@ -502,6 +433,7 @@ class IndexStore:
         rows = [_chunk_row(first + i, doc_id, a) for i, a in enumerate(chunks)]
         self.add_chunk_rows(conn, rows)
         self._change_totals(conn, len(chunks), sum(_count_terms(a.terms) for a in chunks))
+        self._log_change(conn, doc_id)
         return doc_id
 
     def _take_ids(self, conn: Any, table: str, n: int) -> int:
@@ -512,6 +444,10 @@ class IndexStore:
         """Add to (or, negative, take from) the corpus totals, and move the generation on."""
         conn.execute("UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
                      (chunks, terms))
+
+    def _log_change(self, conn: Any, doc_id: int) -> None:
+        """Record that the generation just made changed this document's chunks (`indexing.changelog`)."""
+        log_change(conn, [doc_id])
 
     def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
         """Insert chunk rows (see `_chunk_row`) and index them for candidates."""
@@ -554,6 +490,7 @@ class IndexStore:
         gone = [tuple(r) for r in conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()]
         self._drop_chunks(conn, gone)
         self._change_totals(conn, -len(gone), -sum(_count_terms(terms) for _, _, terms in gone))
+        self._log_change(conn, doc_id)
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))
         return True

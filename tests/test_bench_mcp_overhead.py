@@ -50,25 +50,6 @@ def tiny_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, P
     return data, ws
 
 
-def test_the_quick_lane_rows_time_searches_the_lane_takes(tiny_index: tuple[Path, Path]) -> None:
-    import anyio
-
-    from foundation.settings import load_settings
-    from mcp_server.server import build_server
-    from tools.index_services import memory_index
-
-    data, ws = tiny_index
-    server, dispatcher = build_server(load_settings({"data_dir": data, "roots": [ws], "search_memory_min_chunks": 1},
-                                                    environ={}))
-    memory_index(dispatcher.runtime).build_now()
-
-    async def rows() -> list[mcp_overhead.Row]:
-        return [await mcp_overhead.atimed(await mcp_overhead.quick_lane(server, era, QUERIES), 4)
-                for era in (mcp_overhead.PROTOCOL, mcp_overhead.MODERN_PROTOCOL)]
-
-    assert all(p50 > 0 and p95 >= p50 for p50, p95, _ in anyio.run(rows))
-
-
 def test_third_party_rows(tiny_index: tuple[Path, Path]) -> None:
     rows = mcp_overhead.over_third_party(*tiny_index, QUERIES, 4)
     assert list(rows) == [f"search: {mcp_overhead.AGENTS}", f"search: {mcp_overhead.PYDANTIC_AI}"]

@@ -246,10 +246,12 @@ def test_edit_whitespace_hint(rt: Runtime, call: CallContext, workspace: Path) -
 def test_atomic_write_refuses_when_the_file_changed(workspace: Path) -> None:
     target = workspace / "c.txt"
     target.write_text("v1")
-    seen = files._version(target)
+    from tools.atomic_files import atomic_write
+
+    seen = (target.stat().st_mtime_ns, target.stat().st_size)
     target.write_text("v2 by someone else")
     with pytest.raises(Conflict, match="changed while"):
-        files.atomic_write(target, b"mine", expect=seen)
+        atomic_write(target, b"mine", expect=seen)
     assert target.read_text() == "v2 by someone else"
     assert [p.name for p in workspace.iterdir()] == ["c.txt"]  # temp file removed
 

@@ -182,7 +182,7 @@ def test_rebuild_regenerates_fts_from_stored_text(store: IndexStore, office: Pat
 
 
 def test_schema_migrations_are_recorded(tmp_path: Path) -> None:
-    from indexing.store import MIGRATIONS
+    from indexing.sqlite_schema import MIGRATIONS
 
     db = tmp_path / "i.sqlite3"
     IndexStore(db).close()

@@ -94,15 +94,17 @@ def test_stale_postings_are_never_used(indexed: tuple[Path, IndexStore]) -> None
     searcher = Searcher(store, memory=memory)
     (folder / "new.md").write_text("# Zeppelin\n\nThe zeppelin hangar was rebuilt.\n", encoding="utf-8")
     Indexer(store).index_file(folder / "new.md")
-    assert _in_memory(searcher, "zeppelin") is None  # index changed: FTS5 answers
     found = searcher.search("zeppelin")
     assert [Path(h.path).name for h in found] == ["new.md"]
+    delta = _in_memory(searcher, "zeppelin")  # index changed: base + a delta of the new document answer
+    assert delta is not None and [h.chunk_id for h in delta] == [found[0].chunk_id]
     memory.build_now()
     fresh = _in_memory(searcher, "zeppelin")
     assert fresh is not None and [h.chunk_id for h in fresh] == [found[0].chunk_id]
     (folder / "new.md").unlink()
     Indexer(store).remove_path(str(folder / "new.md"))
     assert searcher.search("zeppelin hangar") == []
+    assert _in_memory(searcher, "zeppelin hangar") == []  # its rows masked out of the base
     memory.build_now()
     assert _in_memory(searcher, "zeppelin hangar") == []
 
@@ -505,7 +507,7 @@ def test_an_index_keeps_the_postings_id_an_earlier_version_made(tmp_path: Path) 
     import sqlite3
 
     from foundation import sqlite_db
-    from indexing.store import MIGRATIONS
+    from indexing.sqlite_schema import MIGRATIONS
 
     conn = sqlite3.connect(tmp_path / "index.sqlite3", isolation_level=None)
     sqlite_db.migrate(conn, MIGRATIONS[:5])
@@ -552,9 +554,9 @@ def test_found_equals_one_field_at_a_time(texts: list[tuple[str, str]], picks: l
 @given(lookups=st.lists(st.sampled_from(["a", "b", "c", "d", "e", "nope", ""]), max_size=40), keep=st.integers(1, 4))
 def test_term_table_lookups_agree_whatever_it_keeps(monkeypatch: pytest.MonkeyPatch, lookups: list[str],
                                                     keep: int) -> None:
-    import indexing.postings as postings
+    import indexing.snapshot as snapshot
 
-    monkeypatch.setattr(postings, "MADE_TERMS", keep)  # the kept TermInfos are dropped again and again
+    monkeypatch.setattr(snapshot, "MADE_TERMS", keep)  # the kept TermInfos are dropped again and again
     words = ["a", "b", "c", "d", "e"]
     bounds, idfs = np.array([0, 3, 4, 9, 9, 12], dtype=np.int64), np.array([0.5, 1.25, 2.0, 0.1, 3.5])
     table = TermTable(words, bounds, idfs)

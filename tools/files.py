@@ -13,9 +13,7 @@ Extractions are cached per (path, mtime, size) so paging does not re-parse a doc
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import stat
 import threading
 from collections import OrderedDict
@@ -28,7 +26,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from foundation.bounding import dumps, estimate_tokens, past_end_note
-from foundation.errors import Conflict, InvalidInput, LimitExceeded, NotFound, PathNotAllowed
+from foundation.errors import InvalidInput, LimitExceeded, NotFound, PathNotAllowed
 from foundation.filewalk import scan_folder, walk_files
 from foundation.globs import GlobPattern
 from foundation.paths import (
@@ -41,7 +39,8 @@ from foundation.paths import (
     server_data_dirs,
 )
 from foundation.pictures import IMAGE_FORMATS, WithPictures
-from foundation.safe_open import opened, read_fd, unwritable
+from foundation.safe_open import opened, read_fd
+from tools.atomic_files import atomic_write_at, version_at
 from tools.runtime import CallContext, Runtime, Service
 from tools.skills import skill_hint
 from tools.text_diff import MAX_DIFF_CHARS, MAX_DIFF_LINES, count_or_raise, small_diff  # noqa: F401 (files.MAX_*)
@@ -274,70 +273,6 @@ class WriteFileResult(BaseModel):
     created: bool = Field(description="False when an existing file was replaced.")
 
 
-def _version(path: Path) -> tuple[int, int] | None:
-    try:
-        info = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return info.st_mtime_ns, info.st_size
-
-
-def _version_at(dir_fd: int, name: str) -> tuple[int, int] | None:
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return info.st_mtime_ns, info.st_size
-
-
-def atomic_write(target: Path, data: bytes, expect: tuple[int, int] | None = None) -> None:
-    """atomic_write_at for a path whose folder is trusted (tests, server-owned files)."""
-    with opened(os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)) as dir_fd:
-        atomic_write_at(dir_fd, target.name, data, expect)
-
-
-def atomic_write_at(dir_fd: int, name: str, data: bytes, expect: tuple[int, int] | None = None,
-                    shown: str = "") -> None:
-    """Write through a new temp file in the opened folder `dir_fd`, then rename it over `name`.
-
-    Nothing is written through a symlink: the temp file is created O_EXCL|O_NOFOLLOW and the
-    rename replaces the name itself. An existing file keeps its permission bits; a new one gets
-    the umask's. With `expect` (mtime_ns, size), a file changed by someone else meanwhile is left
-    alone (Conflict). A write the OS refuses (permissions, read-only file system) says so, naming `shown`.
-    """
-    try:
-        _write_and_rename(dir_fd, name, data, expect)
-    except OSError as exc:
-        refused = unwritable(exc, shown or name)
-        if refused is None:
-            raise
-        raise refused from None
-
-
-def _write_and_rename(dir_fd: int, name: str, data: bytes, expect: tuple[int, int] | None) -> None:
-    mode: int | None = None
-    with contextlib.suppress(FileNotFoundError):
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        mode = stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None
-    tmp = f".{name[:60]}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if mode is not None:
-                os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        if expect is not None and _version_at(dir_fd, name) != expect:
-            raise Conflict(f"{name} changed while it was being edited; nothing was written. "
-                           "Read it again and repeat the edit.")
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
-
-
 def _writable_target(rt: Runtime, path: str, session: str | None) -> Path:
     real = resolve_path(rt.settings, path, for_write=True, session_id=session)
     if real.is_dir():
@@ -360,7 +295,7 @@ def write_file(
     data = _utf8(content, "content")
     with opened(open_folder(rt.settings, real.parent, session, create=True, shown=path,
                             secrets=rt.secret_paths)) as dir_fd:
-        created = _version_at(dir_fd, real.name) is None
+        created = version_at(dir_fd, real.name) is None
         atomic_write_at(dir_fd, real.name, data, shown=path)
     return WriteFileResult(path=display_path(real, roots_for(rt.settings, session)), bytes_written=len(data),
                            created=created)
