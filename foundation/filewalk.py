@@ -109,17 +109,8 @@ class FileWalk:
         stack.extend((d, depth + 1) for d in reversed(keep))
 
     def _file_entry(self, entry: os.DirEntry[str], depth: int) -> WalkEntry | None:
-        try:
-            if entry.is_symlink():
-                real = Path(os.path.realpath(entry.path))
-                if not is_within(real, self.confine_to):
-                    return None
-                info = os.stat(real)
-            else:
-                info = entry.stat(follow_symlinks=False)
-        except OSError:
-            return None
-        if not stat.S_ISREG(info.st_mode):
+        info = regular_file_stat(entry, self.confine_to)
+        if info is None:
             return None
         path = Path(entry.path)
         rel = path.relative_to(self.root).as_posix()
@@ -227,3 +218,19 @@ def _first_subdir_after_unlinking_files(fd: int) -> str | None:
                 return entry.name
             os.unlink(entry.name, dir_fd=fd)
     return None
+
+
+def regular_file_stat(entry: os.DirEntry[str], confine_to: Collection[Path]) -> os.stat_result | None:
+    """The stat of `entry` when it is a regular file, through a link only when the link's target lies inside
+    `confine_to`; None for anything else (a folder, a device, a link out, an entry gone meanwhile)."""
+    try:
+        if entry.is_symlink():
+            real = Path(os.path.realpath(entry.path))
+            if not is_within(real, confine_to):
+                return None
+            info = os.stat(real)
+        else:
+            info = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return info if stat.S_ISREG(info.st_mode) else None

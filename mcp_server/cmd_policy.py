@@ -83,7 +83,7 @@ def _protected(rules: Any, settings: Settings) -> tuple[Path, ...]:
 
 
 def _context(rules: Any, settings: Settings, read_only: bool, origin: str, sandboxed: bool) -> Any:
-    from mcp_server.approval.gate import git_tops
+    from mcp_server.approval.links import git_tops
     from mcp_server.policy import PolicyContext
 
     roots = tuple(Path(r).resolve() for r in settings.roots)

@@ -115,19 +115,38 @@ def check_argument_sizes(args: dict[str, Any]) -> None:
 
 
 class Gate(Protocol):
-    """The approval seam: raise PolicyDenied/ApprovalRequired to stop a call, return to let it run.
+    """The approval seam: each check raises PolicyDenied/ApprovalRequired to stop a call, or returns who let
+    it run (`Consent`: the tool sees it as `call.consent`; None counts as "policy").
 
-    A gate may also offer `check_blocking(spec, args, origin)`: the same check, called from a worker
-    thread; then a sync tool's call crosses to a worker thread once, for the check and the tool. And
-    `checks_at_once(spec, args, origin)`: True when `check_blocking` would allow this call without
-    waiting for anything; then a quick call (`ToolSpec.quick`) is checked and run on the event loop.
-    A check that lets the call run may say who let it (`Consent`: the tool sees it as `call.consent`);
-    None counts as "policy"."""
+    `check` is awaited on the event loop (for an async tool); `check_blocking` is the same check from a
+    worker thread (a sync tool's call crosses to a worker thread once, for the check and the tool);
+    `checks_at_once` is True when `check_blocking` would allow this call without waiting for anything (then
+    a quick call, `ToolSpec.quick`, is checked and run on the event loop). `BaseGate` gives the defaults."""
 
     async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None: ...
 
+    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None: ...
 
-class AllowAll:
+    def checks_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool: ...
+
+
+class BaseGate:
+    """A gate from its async `check` alone: `check_blocking` awaits it on the event loop from the worker
+    thread, and no call is checked on the loop itself (`checks_at_once` is False)."""
+
+    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None:
+        raise NotImplementedError
+
+    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None:
+        return run_on_loop(self.check, spec, args, origin)
+
+    def checks_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
+        return False
+
+
+class AllowAll(BaseGate):
+    """The gate of a dispatcher given none (tests, in-process calls): every call runs, by "policy"."""
+
     async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent | None:
         return None
 
@@ -212,11 +231,10 @@ class Dispatcher:
 
     async def _checked_and_invoked(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin,
                                    sink: Any, at_once: bool = False) -> BaseModel:
-        """The gate's check, then the tool. A sync tool behind a gate that can check from a thread runs
-        in the same worker thread as its check (one crossing instead of two), or, when the call is quick
-        and the gate allows it at once, on the event loop (no crossing); else one after the other."""
-        check_blocking = getattr(self.gate, "check_blocking", None)
-        if check_blocking is None or _shape(spec.fn).is_async:
+        """The gate's check, then the tool. A sync tool runs in the same worker thread as its check (one
+        crossing instead of two), or, when the call is quick and the gate allows it at once, on the event
+        loop (no crossing); an async tool after the awaited check."""
+        if _shape(spec.fn).is_async:
             if spec.precheck is not None:  # a call that would fail never asks the human first
                 await anyio.to_thread.run_sync(spec.precheck, self.runtime, origin.session_id, args)
             consent = await _checked_by_gate(self.gate, spec, args, origin)
@@ -230,7 +248,7 @@ class Dispatcher:
                 if spec.precheck is not None:  # a call that would fail never asks the human first
                     spec.precheck(self.runtime, call.session_id, args)
                 try:
-                    call.consent = check_blocking(spec, args, origin) or "policy"
+                    call.consent = self.gate.check_blocking(spec, args, origin) or "policy"
                 except (ApprovalRequired, PolicyDenied) as exc:
                     return _Refused(exc)
                 checked = True
@@ -254,12 +272,11 @@ class Dispatcher:
         """True when this call is quick (its tool says so) and the gate allows it without waiting: the
         event loop then checks and runs it itself. Never fails a call, never waits: a test that fails or
         would wait (MustWait: e.g. every read connection busy) says no."""
-        checks_at_once = getattr(self.gate, "checks_at_once", None)
-        if spec.quick is None or checks_at_once is None:
+        if spec.quick is None:
             return False
         try:
             with on_the_loop():
-                return spec.quick(self.runtime, args) and bool(checks_at_once(spec, args, origin))
+                return spec.quick(self.runtime, args) and self.gate.checks_at_once(spec, args, origin)
         except MustWait:
             return False
         except Exception:

@@ -18,6 +18,7 @@ from foundation.bounding import estimate_tokens
 from foundation.errors import ApprovalRequired
 from foundation.toolspec import ToolSpec
 from mcp_server import registry
+from mcp_server.dispatch import BaseGate
 from tests.conftest import MODES
 from tests.fake_llm import FakeLLM, Reply, completion, error_body, fake_llm  # noqa: F401  (fixture)
 from tools.subagent_loop import DEFAULT_TOOLS, MAX_CALLS_PER_STEP, SUBAGENT_RESULT_TOKENS
@@ -142,7 +143,7 @@ async def test_too_many_calls_in_one_step_are_not_run(llm_settings: Any, fake_ll
     assert all(a.startswith("Error: not run; at most") for a in answers[MAX_CALLS_PER_STEP:])
 
 
-class RecordingGate:
+class RecordingGate(BaseGate):
     """A test gate: records every call's origin; todo_write needs approval."""
 
     def __init__(self) -> None:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from foundation.calls import CallOrigin
 from foundation.errors import ApprovalRequired, PolicyDenied
 from foundation.toolspec import ToolSpec
-from mcp_server.dispatch import Dispatcher
+from mcp_server.dispatch import BaseGate, Dispatcher
 from tests.json_strategies import json_values
 from tools.runtime import Runtime
 
@@ -39,7 +39,7 @@ def where(note: Annotated[str, Field(description="anything")] = "") -> Seen:
 SPEC = ToolSpec(where, title="Where", read_only=True)
 
 
-class BlockingGate:
+class BlockingGate(BaseGate):
     def __init__(self, refuse: Exception | None = None) -> None:
         self.refuse = refuse
         self.threads: list[int] = []
@@ -53,7 +53,7 @@ class BlockingGate:
             raise self.refuse
 
 
-class AsyncGate:
+class AsyncGate(BaseGate):
     def __init__(self) -> None:
         self.checked = 0
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foundation.calls import CallOrigin
-from mcp_server.approval.gate import PolicyGate, git_tops
+from mcp_server.approval.gate import PolicyGate
+from mcp_server.approval.links import git_tops
 from mcp_server.policy.git_objects import object_path
 from mcp_server.registry import TOOLS
 from tests.conftest import connect

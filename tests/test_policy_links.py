@@ -70,7 +70,7 @@ async def test_read_file_through_a_link_to_a_secret_is_refused(make_settings: An
 def test_a_link_out_of_the_roots_is_left_to_the_file_tools(tmp_path: Path, workspace: Path) -> None:
     """A path leading out of the roots is not decided again (the file tools refuse it without naming the
     target); one leading elsewhere in the roots is."""
-    from mcp_server.approval.gate import resolved_path_args
+    from mcp_server.approval.links import resolved_path_args
 
     (workspace / "out").symlink_to(tmp_path)
     (workspace / "in").symlink_to(workspace / "docs", target_is_directory=True)

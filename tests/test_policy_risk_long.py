@@ -7,8 +7,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_server.policy import rules as rules_module
-from mcp_server.policy.rules import LONG_TEXT_CHARS, Matcher, load_rules
+from mcp_server.policy import matchers as matchers_module
+from mcp_server.policy.matchers import LONG_TEXT_CHARS, Matcher
+from mcp_server.policy.rules import load_rules
 
 SHIPPED = [p.matcher for p in load_rules(None).patterns]
 SAMPLES = ["-----BEGIN RSA PRIVATE KEY-----", "password=hunter2", "DROP TABLE users", "rm -rf /", "sk-" + "a" * 40,
@@ -31,4 +32,4 @@ def test_the_long_path_uses_the_regex_package() -> None:
     matcher = Matcher("secret", re.compile("secret"), None)
     assert matcher.search("x" * (LONG_TEXT_CHARS + 1) + "secret") is True
     assert matcher._released is not None and "regex" in type(matcher._released).__module__
-    assert rules_module.LONG_TEXT_CHARS == LONG_TEXT_CHARS
+    assert matchers_module.LONG_TEXT_CHARS == LONG_TEXT_CHARS

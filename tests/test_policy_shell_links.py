@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foundation.calls import CallOrigin
-from mcp_server.approval.gate import PolicyGate, real_path_resolver
+from mcp_server.approval.gate import PolicyGate
+from mcp_server.approval.links import real_path_resolver
 from mcp_server.policy import PolicyContext, decide, load_rules
 from mcp_server.registry import TOOLS
 from tests.conftest import connect

@@ -23,7 +23,7 @@ from foundation.errors import PolicyDenied
 from foundation.pooled_reads import ConnectionPool
 from foundation.toolspec import ToolSpec
 from foundation.waiting import MustWait, about_to_wait, on_the_loop
-from mcp_server.dispatch import Dispatcher
+from mcp_server.dispatch import BaseGate, Dispatcher
 from tools.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +58,7 @@ def waits(rt: Any, args: dict[str, Any]) -> bool:
     return True
 
 
-class Gate:
+class Gate(BaseGate):
     """check_blocking records its thread; `at_once` answers checks_at_once; `refuse` / `wait_on_loop`
     make the check refuse, or meet something to wait for when it runs on the event loop."""
 

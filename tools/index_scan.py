@@ -9,11 +9,10 @@ instead of `Path` objects: about four times faster (a stat pass of 50,000 files 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from foundation.filewalk import scan_folder
+from foundation.filewalk import regular_file_stat, scan_folder
 from foundation.paths import INDEX_DIR_NAMES
 from tools.index_queue import Entry
 from tools.runtime import Runtime
@@ -59,17 +58,8 @@ class QuickWalk:
     def _file(self, entry: os.DirEntry[str]) -> tuple[str, int, int] | None:
         if not self._is_supported(entry.name):
             return None
-        try:
-            if entry.is_symlink():
-                real = os.path.realpath(entry.path)
-                if not (real == self.root or real.startswith(self.root.rstrip("/") + "/")):
-                    return None
-                info = os.stat(real)
-            else:
-                info = entry.stat(follow_symlinks=False)
-        except OSError:
-            return None
-        return (entry.path, info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+        info = regular_file_stat(entry, (Path(self.root),))
+        return None if info is None else (entry.path, info.st_size, info.st_mtime_ns)
 
     def _is_supported(self, name: str) -> bool:
         """`indexing.extract.is_supported`, once per extension (or extension-less name)."""

@@ -20,26 +20,27 @@ import contextvars
 import functools
 import logging
 import os
-import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+import anyio.to_thread
 from pydantic import BaseModel, Field
 
-from foundation.calls import Consent
+from foundation.calls import CallOrigin, Consent
+from foundation.command import cli_command
 from foundation.errors import ApprovalRequired, PolicyDenied
-from foundation.paths import is_within
+from foundation.paths import default_workspace
 from foundation.settings import USER_RULES_FILENAME, Settings, user_rules_file
-from foundation.storage import Database, open_database
+from foundation.storage import Database, mask_url, open_database
 from foundation.toolspec import ToolSpec
 from foundation.waiting import running_on_the_loop
-from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for
-from mcp_server.approval.git_config import program_finder
+from mcp_server.approval.audit import AUDIT_FILE, AuditLog, AuditSink, audit_log_for, mask_text
+from mcp_server.approval.elicit import can_elicit_now
 from mcp_server.approval.store import (
     APPROVALS_FILE,
     WIDE_SCOPE_RISKS,
@@ -49,25 +50,19 @@ from mcp_server.approval.store import (
     canonical_json,
 )
 from mcp_server.approval_keys import GRANT_KEY_FILE, KEY_FILE, URL_FILE
+from mcp_server.loop_calls import run_on_loop
+from mcp_server.transports import is_loopback
+
+if TYPE_CHECKING:  # the policy itself loads on first use (judge.py): building the server does not import it
+    from mcp_server.approval.judge import Decide, Judge
+    from mcp_server.policy import Decision, Rules
 
 log = logging.getLogger("generalagent.approval")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The gate's view of a policy decision (mirrors policy.Decision)."""
-
-    action: str  # allow | ask | deny
-    reason: str
-    risk: str
-    rule_id: str
 
 
 USER_RULE_PREFIX = "user."
 """Rule ids from the user's own rules file (policy/rules.py: "user.allow[0]"): an allow by one is the user's."""
 SHIPPED_RULES = Path(__file__).resolve().parent.parent / "policy" / "default_rules.toml"  # (policy not imported)
-ACTION_RANK = {"allow": 0, "ask": 1, "deny": 2}
-RISK_RANK = {"low": 0, "medium": 1, "high": 2, "critical": 3}
 MEMO_SIZE = 256  # verdicts kept between a call's elicitation resolver and its check
 MEMO_SECONDS = 30.0
 INLINE_ARGUMENT_CHARS = 4096
@@ -112,7 +107,7 @@ class ApprovalFormOnce(BaseModel):
     )
 
 
-def form_for(verdict: Verdict) -> type[BaseModel]:
+def form_for(verdict: Decision) -> type[BaseModel]:
     return ApprovalForm if verdict.risk in SESSION_GRANT_RISKS else ApprovalFormOnce
 
 
@@ -123,10 +118,6 @@ class ApprovalAnswer:
     choice: str  # approve_once | approve_session | reject | decline | cancel
     call_hash: str
     via: str = "elicitation"
-
-
-_SELF_APPROVAL = re.compile(r"\bapprove\b.{0,120}?\bap-[a-z2-9]{6}\b|/approvals/ap-|\bapprove\s+--list",
-                            re.IGNORECASE | re.DOTALL)
 
 
 def protected_paths(settings: Settings) -> tuple[Path, ...]:
@@ -141,14 +132,14 @@ def protected_paths(settings: Settings) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(Path(os.path.realpath(os.path.expanduser(p))) for p in paths))
 
 
-def session_key(origin: Any) -> str:
+def session_key(origin: CallOrigin) -> str:
     """What a session grant is bound to: the client and its server-issued session (stdio: the one client of
     this process), or on sessionless HTTP the grant key the server made (`server.sessionless_grant_key`)."""
-    grant_key = getattr(origin, "grant_key", None)
+    grant_key = origin.grant_key
     return f"{origin.client_id}|{grant_key}" if grant_key else f"{origin.client_id}|{origin.session_id or '-'}"
 
 
-def describe_origin(origin: Any) -> str:
+def describe_origin(origin: CallOrigin) -> str:
     if origin.kind == "subagent":
         return f"subagent:{origin.subagent_id or '?'}"
     return f"client:{origin.client_id}"
@@ -156,25 +147,24 @@ def describe_origin(origin: Any) -> str:
 
 def approve_command(settings: Settings, approval_id: str) -> str:
     """The exact terminal command that approves `approval_id` for this server's data dir."""
-    from foundation.command import cli_command
-
     return cli_command(settings, "approve", approval_id)
 
 
 class PolicyGate:
     """Implements dispatch.Gate with the policy engine, approvals and the audit log."""
 
-    def __init__(self, settings: Settings, rules: Any = None, *, decide: Callable[..., Any] | None = None,
+    def __init__(self, settings: Settings, rules: Rules | None = None, *, decide: Decide | None = None,
                  store: ApprovalStore | None = None, audit: AuditSink | None = None,
                  specs: dict[str, ToolSpec] | None = None, sandboxed: bool = True,
                  database: Callable[[], Database] | None = None) -> None:
         self.settings = settings
         self.sandboxed = sandboxed  # False: no OS sandbox under shell commands, so every one of them asks
-        self._memo: OrderedDict[tuple[str, str], tuple[float, Verdict]] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, str], tuple[float, Decision]] = OrderedDict()
         self._rules, self._decide, self._store, self._audit = rules, decide, store, audit
+        self._judge: Judge | None = None  # the policy, loaded on first use (`judge`)
         self._database = database  # the server's (shared with the tools); None: the gate opens its own
         self._lazy = threading.RLock()  # the database, store and audit log, opened on first use
-        self._rules_lock = threading.Lock()  # the rules and the verdict memo have their own locks: the event
+        self._rules_lock = threading.Lock()  # the judge and the verdict memo have their own locks: the event
         self._memo_lock = threading.Lock()  # loop decides small read-only calls and must not wait for a DB open
         self.specs = specs or {}
         self.protected = protected_paths(settings)
@@ -185,13 +175,22 @@ class PolicyGate:
     # The shipped rules, the approvals store and the audit log are opened on first use (start-up stays fast).
 
     @property
-    def rules(self) -> Any:
+    def judge(self) -> Judge:
+        """The policy with the loaded rules (the shipped ones and the user's file): what decides each call."""
         with self._rules_lock:
-            if self._rules is None:
-                from mcp_server import policy
+            if self._judge is None:
+                from mcp_server.approval import judge  # the one place the gate loads the policy
 
-                self._rules = policy.load_rules(user_rules_file(self.settings.data_dir, self.settings.policy_file))
-            return self._rules
+                rules = self._rules if self._rules is not None else judge.load_rules(
+                    user_rules_file(self.settings.data_dir, self.settings.policy_file))
+                self._judge = judge.Judge(rules, roots=self.roots, live_ids=lambda: self.store.live_ids(),
+                                          protected=self.protected, specs=self.specs, sandboxed=self.sandboxed,
+                                          decide=self._decide)
+            return self._judge
+
+    @property
+    def rules(self) -> Rules:
+        return self.judge.rules
 
     @property
     def database(self) -> Database:
@@ -219,120 +218,39 @@ class PolicyGate:
     def decides_quickly(self) -> bool:
         """True once the rules and the policy engine are loaded: a verdict then does no IO but `realpath`s
         (the first one loads them, a few tens of ms: not on the event loop)."""
-        return self._rules is not None and self._decide is not None
+        return self._judge is not None
 
-    def allows_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> bool:
+    def allows_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
         """True when this call is allowed and deciding that needed no waiting: a read-only call with small
         arguments once the rules are loaded (the verdict is kept for the call's check)."""
         return (spec.read_only and self.decides_quickly and small_arguments(args)
                 and self.verdict_once(spec, args, origin, keep=True).action == "allow")
 
-    def checks_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> bool:
+    def checks_at_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> bool:
         """`allows_at_once`, and the check's audit line is an append to the local file (no database):
         the event loop may check and run this call itself."""
         return isinstance(self._audit, AuditLog) and self.allows_at_once(spec, args, origin)
 
     def warm_up(self) -> None:
         """Load the rules and the policy engine now (start-up warm-up thread; the first call would)."""
-        _ = self.rules
-        self._engine()
-
-    def _engine(self) -> Callable[..., Any]:
-        if self._decide is None:
-            from mcp_server import policy
-
-            self._decide = policy.decide
-        return self._decide
-
-    def _decision(self, tool: str, args: dict[str, Any], context: Any) -> Any:
-        return self._engine()(tool, args, context)
+        _ = self.judge
 
     # -- deciding
 
-    def verdict(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Verdict:
-        """The policy's decision for this call, plus the gate's own fail-closed escalations."""
-        text = "" if spec.read_only else canonical_json(args)  # neither check below applies to a read-only call
-        if self._could_self_approve(spec, text):
-            return Verdict("deny", "Calls that mention approval ids or the approval command/page are refused: "
-                           "only the human approves, outside the assistant.", "high", "approval.self-approval")
-        if not spec.read_only and self._mentions_protected(text):
-            return Verdict("deny", "The approval rules, approvals and audit log are off limits to the assistant.",
-                           "critical", "approval.protected-state")
-        try:
-            context = self.policy_context(spec, origin)
-            decision = self._decision(spec.name, args, context)
-            found = Verdict(str(decision.action), str(decision.reason), str(decision.risk), str(decision.rule_id))
-            found = self._through_links(spec, args, context, found)
-        except Exception as exc:  # the policy must never fail open
-            log.exception("policy decision failed for %s", spec.name)
-            return Verdict("ask", f"The policy could not decide ({type(exc).__name__}); asking instead.",
-                           "high", "gate.policy-error")
-        return self._escalate(spec, args, found)
-
-    def _through_links(self, spec: ToolSpec, args: dict[str, Any], context: Any, found: Verdict) -> Verdict:
-        """The policy reads paths as written; a symlink in the roots may lead to a secret store or a protected
-        file. When resolving the call's path arguments changes them, that call is decided too (in the same
-        `context`), and the stricter verdict wins."""
-        if found.action == "deny":
-            return found
-        roots = context.roots
-        resolved = resolved_path_args(args, self.rules.path_keys, roots) if roots else None
-        if resolved is None:
-            return found
-        decision = self._decision(spec.name, resolved, context)
-        if _severity(str(decision.action), str(decision.risk)) <= _severity(found.action, found.risk):
-            return found
-        verb = "refuses" if decision.action == "deny" else "asks for"
-        targets = ", ".join(repr(os.path.relpath(p, roots[0])) for p in _changed_paths(args, resolved))
-        return Verdict(str(decision.action), f"A path in this call leads through a symlink to {targets} (in the "
-                       f"workspace), which the policy {verb} (rule {decision.rule_id}).", str(decision.risk),
-                       str(decision.rule_id))
-
-    def _could_self_approve(self, spec: ToolSpec, text: str) -> bool:
-        """A state-changing call that spells the approve command/page, or a destructive one (shell, file
-        writes) naming a live approval id. Read-only tools cannot approve anything, so they are not checked;
-        delegate_task may pass "ap-... was approved" along (its sub-agent's calls are gated themselves)."""
-        if spec.read_only:
-            return False
-        if _SELF_APPROVAL.search(text):
-            return True
-        return spec.destructive and any(i in text for i in self.store.live_ids())
-
-    def _mentions_protected(self, text: str) -> bool:
-        """A state-changing call naming our approval/audit files (or the rules file by full path)."""
-        distinctive = {APPROVALS_FILE, AUDIT_FILE}
-        return any(str(p) in text or (p.name.split("-")[0] in distinctive and p.name in text) for p in self.protected)
-
-    def _escalate(self, spec: ToolSpec, args: dict[str, Any], found: Verdict) -> Verdict:
-        if spec.name == "enable_tools" and found.action == "allow":
-            names = args.get("names") or []
-            risky = sorted(n for n in names if n in self.specs and not self.specs[n].read_only)
-            if risky:
-                return Verdict("ask", f"Enabling tools that can change things: {', '.join(risky)}.",
-                               "medium", "tiers.enable-dangerous")
-        return found
-
-    def policy_context(self, spec: ToolSpec, origin: Any) -> Any:
-        from mcp_server import policy
-
-        roots = self.roots(origin)
-        shell = spec.name in self.rules.shell.tools
-        tops = git_tops(roots) if shell else ()
-        return policy.PolicyContext(rules=self.rules, roots=roots, read_only=spec.read_only,
-                                    protected_paths=self.protected, origin=origin.kind, sandboxed=self.sandboxed,
-                                    git_tops=tops, real_path=real_path_resolver() if shell else None,
-                                    repo_programs=program_finder() if shell else None)
+    def verdict(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Decision:
+        """The policy's decision for this call, plus the gate's own fail-closed escalations (a fresh one)."""
+        return self.judge.decision(spec, args, origin)
 
     # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
     # here for the same call's check; a verdict is used once and only for a few seconds.
 
-    def _remember(self, key: tuple[str, str], verdict: Verdict) -> None:
+    def _remember(self, key: tuple[str, str], verdict: Decision) -> None:
         with self._memo_lock:
             self._memo[key] = (time.monotonic(), verdict)
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
 
-    def verdict_once(self, spec: ToolSpec, args: dict[str, Any], origin: Any, keep: bool = False) -> Verdict:
+    def verdict_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, keep: bool = False) -> Decision:
         """The verdict already computed for this very call (by its resolver, in any round), else a fresh
         one; `keep` leaves it for the call's check, which uses it up."""
         key = (session_key(origin), call_hash(spec.name, args))
@@ -340,12 +258,12 @@ class PolicyGate:
             found = self._memo.get(key) if keep else self._memo.pop(key, None)
         if found is not None and time.monotonic() - found[0] < MEMO_SECONDS:
             return found[1]
-        verdict = self.verdict(spec, args, origin)
+        verdict = self.judge.decision(spec, args, origin)
         if keep:
             self._remember(key, verdict)
         return verdict
 
-    def roots(self, origin: Any) -> tuple[Path, ...]:
+    def roots(self, origin: CallOrigin) -> tuple[Path, ...]:
         """The workspace roots the call may touch (resolved), as the workspace tools compute them."""
         if self.settings.roots:
             if self._configured_roots is None:  # fixed for the server's life, as the settings are
@@ -356,7 +274,7 @@ class PolicyGate:
         except OSError:
             return ()
 
-    def question(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> tuple[str, type[BaseModel]] | None:
+    def question(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> tuple[str, type[BaseModel]] | None:
         """The elicitation message and form when this call needs a human now, else None."""
         verdict = self.verdict_once(spec, args, origin, keep=True)
         if verdict.action != "ask" or self.store.session_granted(session_key(origin), spec.name,
@@ -368,14 +286,12 @@ class PolicyGate:
 
     # -- the Gate protocol
 
-    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Consent:
-        import anyio.to_thread
-
+    async def check(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent:
         # Policy analysis, audit masking and approval storage scale with the arguments (a 4 MB
         # write_file): all of it runs in a worker thread, never on the event loop.
         return await anyio.to_thread.run_sync(self.check_blocking, spec, args, origin)
 
-    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: Any) -> Consent:
+    def check_blocking(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Consent:
         """`check` from a worker thread (the dispatcher runs a sync tool's check and the tool in one). Returns
         who let the call run: "person" when a person approved it or the user's own allow rule names it,
         "policy" when the shipped policy allowed it (a shell command then runs with read-only roots)."""
@@ -392,7 +308,7 @@ class PolicyGate:
         self._ask(spec, args, origin, verdict, record)
         return "person"  # (`_ask` returns only when a person approved the call)
 
-    def _ask(self, spec: ToolSpec, args: dict[str, Any], origin: Any, verdict: Verdict,
+    def _ask(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, verdict: Decision,
                    record: Callable[..., None]) -> None:
         key = session_key(origin)
         scope = session_scope(spec, args, verdict)
@@ -401,8 +317,6 @@ class PolicyGate:
             return
         answer = origin.approval_answer
         if answer is None and origin.kind == "subagent":
-            from mcp_server.loop_calls import run_on_loop
-
             answer = run_on_loop(elicit_through, origin.mcp_context, spec, args, verdict)
         if isinstance(answer, ApprovalAnswer) and answer.call_hash == call_hash(spec.name, args):
             if answer.choice == "approve_session" and verdict.risk in SESSION_GRANT_RISKS:
@@ -426,7 +340,7 @@ class PolicyGate:
         record("approval_required", approval_id=pending.id)
         raise ApprovalRequired(self._approval_required_text(spec.name, verdict, pending.id, origin))
 
-    def _recorder(self, spec: ToolSpec, args: dict[str, Any], verdict: Verdict, origin: Any) -> Callable[..., None]:
+    def _recorder(self, spec: ToolSpec, args: dict[str, Any], verdict: Decision, origin: CallOrigin) -> Callable[..., None]:
         def record(outcome: str, approved_by: str | None = None, approval_id: str | None = None,
                    scope: str | None = None) -> None:
             try:
@@ -440,7 +354,7 @@ class PolicyGate:
 
         return record
 
-    def _approval_required_text(self, tool: str, verdict: Verdict, approval_id: str, origin: Any) -> str:
+    def _approval_required_text(self, tool: str, verdict: Decision, approval_id: str, origin: CallOrigin) -> str:
         minutes = max(1, round(self.settings.approval_ttl_seconds / 60))
         lines = [
             f"Approval required: {tool} was NOT executed ({verdict.risk} risk: {verdict.reason} [rule "
@@ -450,8 +364,6 @@ class PolicyGate:
             f"  {approve_command(self.settings, approval_id)}",
         ]
         if self.settings.database_url:
-            from foundation.storage import mask_url
-
             lines.append(f"  (where GENERALAGENT_DATABASE_URL names the server's database, "
                          f"{mask_url(self.settings.database_url)})")
         # With a bearer token the whole HTTP app (this page too) answers 401 to a browser: no page then.
@@ -483,7 +395,7 @@ def _recorded(record: Callable[[str], None]) -> None:
         log.exception("could not write the audit line of an allowed call")
 
 
-def session_scope(spec: ToolSpec, args: dict[str, Any], verdict: Verdict) -> str:
+def session_scope(spec: ToolSpec, args: dict[str, Any], verdict: Decision) -> str:
     """What "approve for this session" covers: this rule for the tool, or only identical calls for tools
     that can destroy things or reach outside (a session grant must not become a blank cheque)."""
     if spec.destructive or spec.open_world:
@@ -491,7 +403,7 @@ def session_scope(spec: ToolSpec, args: dict[str, Any], verdict: Verdict) -> str
     return "rule:" + verdict.rule_id
 
 
-def scope_text(spec: ToolSpec, verdict: Verdict) -> str:
+def scope_text(spec: ToolSpec, verdict: Decision) -> str:
     if verdict.risk not in SESSION_GRANT_RISKS:
         return "High risk: asked every time."
     if spec.destructive or spec.open_world:
@@ -499,10 +411,8 @@ def scope_text(spec: ToolSpec, verdict: Verdict) -> str:
     return f"'approve_session' covers {spec.name} calls under rule {verdict.rule_id}."
 
 
-def approval_message(tool: str, args: dict[str, Any], verdict: Verdict, scope: str = "") -> str:
+def approval_message(tool: str, args: dict[str, Any], verdict: Decision, scope: str = "") -> str:
     """The human-facing question for one exact call; deterministic (it is re-rendered every round)."""
-    from mcp_server.approval.audit import mask_text
-
     shown = canonical_json(args)
     if len(shown) > 1500:
         shown = shown[:1500] + f"... ({len(shown) - 1500} more characters)"
@@ -513,11 +423,9 @@ def approval_message(tool: str, args: dict[str, Any], verdict: Verdict, scope: s
             + f"Call id: {call_hash(tool, args)[:12]}")
 
 
-def approval_page_url(origin: Any, approval_id: str) -> str | None:
+def approval_page_url(origin: CallOrigin, approval_id: str) -> str | None:
     """The local approval page, when this call arrived over HTTP on a loopback host."""
-    from mcp_server.transports import is_loopback
-
-    ctx = getattr(origin, "mcp_context", None)
+    ctx = origin.mcp_context
     try:
         request = ctx.request_context.request if ctx is not None else None
         base = getattr(request, "base_url", None)
@@ -528,10 +436,8 @@ def approval_page_url(origin: Any, approval_id: str) -> str | None:
     return f"{str(base).rstrip('/')}/approvals/{approval_id}"
 
 
-async def elicit_through(ctx: Any, spec: ToolSpec, args: dict[str, Any], verdict: Verdict) -> ApprovalAnswer | None:
+async def elicit_through(ctx: Any, spec: ToolSpec, args: dict[str, Any], verdict: Decision) -> ApprovalAnswer | None:
     """Ask the human through an in-flight 2025-era call's context (used for sub-agent calls)."""
-    from mcp_server.approval.elicit import can_elicit_now
-
     if ctx is None or not can_elicit_now(ctx):
         return None
     message = approval_message(spec.name, args, verdict, scope_text(spec, verdict))
@@ -559,83 +465,4 @@ def answer_from_outcome(outcome: Any, tool: str, args: dict[str, Any]) -> Approv
 @functools.lru_cache(maxsize=256)
 def _session_workspace(data_dir: Path, session_id: str | None) -> Path:
     """The session's default workspace, made once (the gate asks for it on every call)."""
-    from foundation.paths import default_workspace
-
     return default_workspace(data_dir, session_id)
-
-
-def git_tops(roots: tuple[Path, ...]) -> tuple[tuple[Path, Path], ...]:
-    """For each root inside a git work tree: (root, the tree's top), the nearest folder at or above the root
-    holding `.git` (as git finds it; a few stats, no git run). A shell command's git reads that whole
-    repository, which may reach outside the roots (the policy decides with this fact)."""
-    out = []
-    for root in roots:
-        for folder in (root, *root.parents):
-            try:
-                if os.path.lexists(folder / ".git"):
-                    out.append((root, folder))
-                    break
-            except (OSError, ValueError):
-                break
-    return tuple(out)
-
-
-def real_path_resolver(limit: int = 4096) -> Callable[[str], str]:
-    """For one shell verdict: where an absolute path really leads (`realpath`, links resolved before `..` as
-    the kernel does), kept per path; after `limit` distinct paths (a huge command line) a path counts as
-    leading to `/` (outside every root: the command asks)."""
-    kept: dict[str, str] = {}
-
-    def real(path: str) -> str:
-        if path not in kept:
-            if len(kept) >= limit:
-                return os.sep
-            try:
-                kept[path] = os.path.realpath(path)
-            except (OSError, ValueError):
-                kept[path] = path
-        return kept[path]
-
-    return real
-
-
-def resolved_path_args(args: dict[str, Any], keys: tuple[str, ...], roots: tuple[Path, ...]) -> dict[str, Any] | None:
-    """`args` with each path argument (`keys`) replaced by its real path when a symlink leads elsewhere in the
-    roots, or None when none does (the file tools refuse a path that leads out of the roots themselves)."""
-    out, changed = dict(args), False
-    for key in keys:
-        value = args.get(key)
-        texts = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else []
-        real = [_real_path(text, roots) if isinstance(text, str) else text for text in texts]
-        if real != list(texts):
-            out[key] = real[0] if isinstance(value, str) else real
-            changed = True
-    return out if changed else None
-
-
-def _real_path(text: str, roots: tuple[Path, ...]) -> str:
-    """The real path `text` names (relative to the first root; links resolved before `..`, as the kernel and
-    the file tools do) when a symlink leads to another place in the roots, else `text` itself."""
-    if not text or "\x00" in text or text == "~" or text.startswith("~/"):  # refused by the file tools
-        return text
-    joined = text if os.path.isabs(text) else os.path.join(roots[0], text)
-    try:
-        real = os.path.realpath(joined)
-    except (OSError, ValueError):  # a name the OS cannot take: the tools refuse it
-        return text
-    return real if real != os.path.normpath(joined) and is_within(Path(real), roots) else text
-
-
-def _changed_paths(args: dict[str, Any], resolved: dict[str, Any]) -> list[str]:
-    """The resolved paths that differ from what the call wrote."""
-    out: list[str] = []
-    for key, value in resolved.items():
-        before = args.get(key)
-        pairs = zip(value, before, strict=False) if isinstance(value, list) and isinstance(before, list | tuple) \
-            else [(value, before)]
-        out += [str(new) for new, old in pairs if isinstance(new, str) and new != old]
-    return out
-
-
-def _severity(action: str, risk: str) -> tuple[int, int]:
-    return ACTION_RANK.get(action, 1), RISK_RANK.get(risk, 2)

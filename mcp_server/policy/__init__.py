@@ -5,7 +5,7 @@ sub-agent); it never raises and never does I/O. `load_rules(user_file)` reads th
 defaults plus the user's rules file once at start-up; the result is immutable.
 
 One pipeline, imports only go down it (no registration through imports):
-  rules.py (data: default_rules.toml + user file) -> shell_syntax.py (lex, parse)
+  rules.py (data: default_rules.toml + user file; patterns compiled by matchers.py) -> shell_syntax.py (lex, parse)
   -> shell_scan.py (analyse: the Scanner) + shell_options.py (option allow-lists)
      + shell_decode.py (obfuscated command names) + handler tables in shell_commands.py (+ git_objects.py),
      shell_exec.py, shell_network.py, shell_system.py -> bash.py (merges the tables, analyze)
