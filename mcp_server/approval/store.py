@@ -210,12 +210,12 @@ class ApprovalStore:
         self.database = database
         self.settings = settings  # the deployment's, for the commands messages print
         self._seal_key: bytes | None = None
+        self.ttl = float(ttl_seconds)
+        self._db = database.open(SCHEMA)  # first: a data dir that cannot be made is its clear error
         if settings is not None:
             from mcp_server.approval_keys import GRANT_KEY_FILE, data_key
 
             self._seal_key = data_key(settings.data_dir, GRANT_KEY_FILE).encode()
-        self.ttl = float(ttl_seconds)
-        self._db = database.open(SCHEMA)
         self._lock = threading.Lock()
         self._session_grants: set[tuple[str, str, str]] = set()
 
