@@ -152,7 +152,7 @@ class SessionToolServer(MCPServer[Any]):
     def visible(self, request_context: Any) -> set[str]:
         return self.listed_by_profile | self.enabled_for(request_context)
 
-    async def _visible_registered(self, ctx: Any) -> set[str]:
+    async def visible_registered(self, ctx: Any) -> set[str]:
         """`visible(ctx)` (read in a worker thread when it may ask the database, else here), every one of
         them registered here (on the event loop, like every change of the tool table): a tool enabled
         through another server process on the same database was never registered in this one."""
@@ -194,11 +194,11 @@ class SessionTools(ServerMiddleware[Any]):
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/list":
-            visible = await self.server._visible_registered(ctx)
+            visible = await self.server.visible_registered(ctx)
             return _only(await call_next(ctx), visible)
         params = ctx.params
         if ctx.method == "tools/call" and isinstance(params, Mapping) and isinstance(params.get("name"), str):
-            problem = self.server.hidden_tool_problem(params["name"], await self.server._visible_registered(ctx))
+            problem = self.server.hidden_tool_problem(params["name"], await self.server.visible_registered(ctx))
             if problem is not None:
                 return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
         return await call_next(ctx)
