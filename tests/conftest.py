@@ -59,6 +59,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+def require_os_sandbox() -> None:
+    """Skip the test where no OS sandbox runs (fail under CI=true, where scripts/sandbox.sh installed it)."""
+    from tools.sandbox import sandbox_status
+
+    status = sandbox_status()
+    if status.available:
+        return
+    message = f"no OS sandbox: {status.reason} (scripts/sandbox.sh installs bubblewrap as root)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail("CI=true and " + message)
+    pytest.skip(message)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -3,7 +3,6 @@ Origin checked, CSRF token bound to the approval."""
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -172,16 +171,11 @@ async def test_a_sandboxed_command_cannot_read_or_decide_approvals(make_settings
     computer still approves it; the approvals database is not in the sandbox either."""
     from mcp.client import Client
 
+    from tests.conftest import require_os_sandbox
     from tools.bash import run_bash_command
     from tools.runtime import CallContext
-    from tools.sandbox import sandbox_status
 
-    status = sandbox_status()
-    if not status.available:
-        message = f"no OS sandbox: {status.reason} (scripts/sandbox.sh installs bubblewrap as root)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true and " + message)
-        pytest.skip(message)
+    require_os_sandbox()
     helpers.install(monkeypatch)
     settings = make_settings(bash_enabled=True, bash_network=True)
     (workspace / "approve.py").write_text(SELF_APPROVE)

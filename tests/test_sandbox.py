@@ -21,24 +21,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import connect, shell_runtime
+from tests.conftest import connect, require_os_sandbox, shell_runtime
 from tools import sandbox_net
 from tools.bash import GIT_GUARD_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
-from tools.sandbox import SandboxSpec, bwrap_argv, sandbox_status, seatbelt_profile
+from tools.sandbox import SandboxSpec, bwrap_argv, seatbelt_profile
 
 MARKER = "s3cr3t-marker-7f1d"
 
 
 @pytest.fixture
 def need_sandbox() -> None:
-    status = sandbox_status()
-    if status.available:
-        return
-    message = f"no OS sandbox: {status.reason} (scripts/sandbox.sh installs bubblewrap as root)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail("CI=true and " + message)
-    pytest.skip(message)
+    require_os_sandbox()
 
 
 @pytest.fixture

@@ -27,10 +27,9 @@ from hypothesis import strategies as st
 
 from foundation.errors import GeneralAgentError
 from tests import approval_helpers as helpers
-from tests.conftest import connect, shell_runtime
+from tests.conftest import connect, require_os_sandbox, shell_runtime
 from tools.bash import READ_ONLY_NOTE, run_bash_command
 from tools.runtime import CallContext, Runtime
-from tools.sandbox import sandbox_status
 
 MARKER = "s3cr3t-marker-30a"
 pytestmark = pytest.mark.anyio
@@ -38,12 +37,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(autouse=True)
 def need_sandbox() -> None:
-    status = sandbox_status()
-    if not status.available:
-        message = f"no OS sandbox: {status.reason} (scripts/sandbox.sh installs bubblewrap as root)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true and " + message)
-        pytest.skip(message)
+    require_os_sandbox()
 
 
 @pytest.fixture
