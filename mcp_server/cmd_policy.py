@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from foundation.calls import OriginKind
 from foundation.errors import InvalidInput
 from foundation.settings import Settings
 
@@ -68,11 +69,10 @@ def _json_object(text: str, what: str, example: str = ARGS_EXAMPLE) -> dict[str,
     return value
 
 
-def _registered_read_only(tool: str) -> bool | None:
+def _registered(tool: str) -> Any:
     from mcp_server.registry import TOOLS
 
-    spec = next((s for s in TOOLS if s.name == tool), None)
-    return None if spec is None else spec.read_only
+    return next((s for s in TOOLS if s.name == tool), None)
 
 
 def _protected(rules: Any, settings: Settings) -> tuple[Path, ...]:
@@ -82,23 +82,30 @@ def _protected(rules: Any, settings: Settings) -> tuple[Path, ...]:
     return protected_paths(settings)
 
 
-def _context(rules: Any, settings: Settings, read_only: bool, origin: str, sandboxed: bool) -> Any:
+def _context(rules: Any, settings: Settings, read_only: bool, origin: OriginKind, sandboxed: bool,
+             destructive: bool) -> Any:
+    """The context the server's gate gathers (but for the approvals waiting: none here)."""
+    from mcp_server.approval.judge import changing_tools, protected_names
     from mcp_server.approval.links import git_tops
     from mcp_server.policy import PolicyContext
+    from mcp_server.registry import TOOLS
 
     roots = tuple(Path(r).resolve() for r in settings.roots)
-    return PolicyContext(rules=rules, roots=roots, read_only=read_only,
-                         protected_paths=_protected(rules, settings), origin=origin, sandboxed=sandboxed,
+    protected = _protected(rules, settings)
+    return PolicyContext(rules=rules, roots=roots, read_only=read_only, protected_paths=protected,
+                         protected_names=protected_names(protected), origin=origin, destructive=destructive,
+                         changing_tools=changing_tools({s.name: s for s in TOOLS}), sandboxed=sandboxed,
                          git_tops=git_tops(roots))  # as the server's gate finds them
 
 
 def _check(rules: Any, settings: Settings, tool: str, call_args: dict[str, Any], read_only: bool | None,
-           origin: str, sandboxed: bool = True) -> dict[str, Any]:
+           origin: OriginKind, sandboxed: bool = True) -> dict[str, Any]:
     from mcp_server.policy import decide
 
-    registered = _registered_read_only(tool)
-    effective = read_only if read_only is not None else bool(registered)
-    decision = decide(tool, call_args, _context(rules, settings, effective, origin, sandboxed))
+    registered = _registered(tool)
+    effective = read_only if read_only is not None else bool(registered is not None and registered.read_only)
+    destructive = registered is not None and registered.destructive
+    decision = decide(tool, call_args, _context(rules, settings, effective, origin, sandboxed, destructive))
     return {"tool": tool, **decision.as_dict(), "read_only": effective, "registered": registered is not None}
 
 

@@ -79,7 +79,11 @@ def test_user_rules_from_data_dir_apply(data_dir: Path) -> None:
     out = json.loads(run_cli(data_dir, "policy", "check", "--tool", "write_file",
                              "--args", json.dumps({"path": str(data_dir / "policy.toml"), "content": ""}),
                              "--not-read-only", env={"GENERALAGENT_ROOTS": str(data_dir)}).stdout)
-    assert (out["action"], out["rule_id"]) == ("deny", "files.protected")
+    # the server's answer: a state-changing call naming a protected file is refused before any rule
+    assert (out["action"], out["rule_id"]) == ("deny", "approval.protected-state")
+    out = json.loads(run_cli(data_dir, "policy", "check", "--tool", "enable_tools",
+                             "--args", '{"names": ["write_file"]}').stdout)
+    assert (out["action"], out["rule_id"]) == ("ask", "tiers.enable-dangerous")
 
 
 def test_bad_rules_file_and_bad_arguments_fail_clearly(data_dir: Path, tmp_path: Path) -> None:

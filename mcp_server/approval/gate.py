@@ -238,7 +238,7 @@ class PolicyGate:
     # -- deciding
 
     def verdict(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin) -> Decision:
-        """The policy's decision for this call, plus the gate's own fail-closed escalations (a fresh one)."""
+        """The policy's decision for this call (a fresh one)."""
         return self.judge.decision(spec, args, origin)
 
     # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict

@@ -73,13 +73,3 @@ def _real_path(text: str, roots: tuple[Path, ...]) -> str:
         return text
     return real if real != os.path.normpath(joined) and is_within(Path(real), roots) else text
 
-
-def changed_paths(args: dict[str, Any], resolved: dict[str, Any]) -> list[str]:
-    """The resolved paths that differ from what the call wrote."""
-    out: list[str] = []
-    for key, value in resolved.items():
-        before = args.get(key)
-        pairs = zip(value, before, strict=False) if isinstance(value, list) and isinstance(before, list | tuple) \
-            else [(value, before)]
-        out += [str(new) for new, old in pairs if isinstance(new, str) and new != old]
-    return out

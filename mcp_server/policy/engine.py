@@ -10,8 +10,14 @@ first ask, else the first allow; with no match at all the call asks.
    per-tool high/medium risk patterns.
 4. Defaults: read-only tools and the shell's safe commands are allowed; anything else asks.
 
+Around the layers, the guards over the call as a whole (`guards.py`): first, a state-changing call that
+could approve a pending call or names the approval state is refused (no rule lifts that); then a call whose
+path arguments lead through symlinks is decided as what they lead to as well (the stricter wins); last,
+enabling tools that change things asks.
+
 `decide` never raises and does no I/O of its own (what it needs of the file system comes from the edge
-in the context: git tops, and for shell commands a resolver of symlinks); an internal failure or an input
+in the context: git tops, resolved path arguments, live approval ids, and for shell commands a resolver of
+symlinks); an internal failure or an input
 it cannot analyse yields "ask".
 """
 
@@ -20,44 +26,41 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_server.policy import bash, paths, risk
+from mcp_server.policy import bash, guards, paths, risk
+from mcp_server.policy.context import PolicyContext
 from mcp_server.policy.model import Decision, Risk, ask, deny
-from mcp_server.policy.rules import PermissionRule, Rules
+from mcp_server.policy.rules import PermissionRule
 
 __all__ = ["Decision", "PolicyContext", "decide"]
 
 PRIMARY_KEYS = ("command", "path", "file_path", "directory", "pattern", "query", "url", "name")
 
 
-@dataclass(frozen=True)
-class PolicyContext:
-    """Everything `decide` may look at besides the call itself."""
-
-    rules: Rules  # loaded once at start-up (defaults + user file), immutable
-    roots: tuple[Path, ...]  # workspace roots (resolved); may be empty
-    read_only: bool  # the tool's read_only annotation (from its ToolSpec)
-    protected_paths: tuple[Path, ...] = ()  # writes to these (files or folders) are denied
-    origin: str = "client"  # "client" | "subagent"
-    sandboxed: bool = True  # shell commands run under an OS sandbox; without one no shell command is auto-allowed
-    git_tops: tuple[tuple[Path, Path], ...] = ()  # (root, top of the git work tree above or at it), found at the edge
-    real_path: Callable[[str], str] | None = None  # resolves a shell word's symlinks (the gate's: `realpath`);
-    # None: shell paths are judged as written
-    repo_programs: Callable[[str], tuple[str, ...]] | None = None  # a folder -> the program-valued config keys
-    # of the repository git would use there (the gate reads them with git); None: not known
-
-
 def decide(tool: str, args: Mapping[str, Any], context: PolicyContext) -> Decision:
     """The approval decision for one call. Pure and total: never raises, never does I/O."""
     try:
-        return _decide(tool, args, context)
+        return _decide_call(tool, args, context)
     except Exception as exc:  # noqa: BLE001 - totality: an engine bug must not let a call through
         return ask(f"The policy could not evaluate this call ({type(exc).__name__}); asking to be safe.",
                    "high", "engine.error")
+
+
+def _decide_call(tool: str, args: Mapping[str, Any], ctx: PolicyContext) -> Decision:
+    """The guards around the layers (guards.py): a call that could approve something or names the approval
+    state is refused first; a call through symlinks is decided as what they lead to as well; enabling tools
+    that change things asks."""
+    refused = guards.refusal(args, ctx)
+    if refused is not None:
+        return refused
+    found = _decide(tool, args, ctx)
+    if ctx.resolved_args is not None and found.action != "deny":
+        found = guards.through_links(args, ctx, found, _decide(tool, ctx.resolved_args, ctx))
+    return guards.escalated(tool, args, ctx, found)
 
 
 @dataclass(frozen=True)
