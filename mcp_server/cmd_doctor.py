@@ -194,7 +194,7 @@ def check_module(module: str, label: str) -> Callable[[Settings], Check]:
 def check_rules(settings: Settings) -> Check:
     """The approval rules, loaded as `serve` loads them (a broken file stops the server)."""
     from foundation.errors import SettingsError
-    from mcp_server.policy import load_rules, user_rules_file
+    from policy import load_rules, user_rules_file
 
     user_file = user_rules_file(settings.data_dir, settings.policy_file)
     try:

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from mcp_server.policy import load_rules, user_rules_file
+    from policy import load_rules, user_rules_file
 
     rules = load_rules(user_rules_file(settings.data_dir, settings.policy_file))
     if args.policy_command == "show":
@@ -87,8 +87,8 @@ def _context(rules: Any, settings: Settings, read_only: bool, origin: OriginKind
     """The context the server's gate gathers (but for the approvals waiting: none here)."""
     from mcp_server.approval.judge import changing_tools, protected_names
     from mcp_server.approval.links import git_tops
-    from mcp_server.policy import PolicyContext
     from mcp_server.registry import TOOLS
+    from policy import PolicyContext
 
     roots = tuple(Path(r).resolve() for r in settings.roots)
     protected = _protected(rules, settings)
@@ -100,7 +100,7 @@ def _context(rules: Any, settings: Settings, read_only: bool, origin: OriginKind
 
 def _check(rules: Any, settings: Settings, tool: str, call_args: dict[str, Any], read_only: bool | None,
            origin: OriginKind, sandboxed: bool = True) -> dict[str, Any]:
-    from mcp_server.policy import decide
+    from policy import decide
 
     registered = _registered(tool)
     effective = read_only if read_only is not None else bool(registered is not None and registered.read_only)
@@ -131,12 +131,12 @@ def _batch(rules: Any, settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _show(rules: Any, settings: Settings) -> int:
-    from mcp_server.policy import DEFAULT_RULES_FILE, user_rules_file
-    from mcp_server.policy.rules import describe
+    from policy import DEFAULT_RULES_FILE, user_rules_file
+    from policy.rules import describe
 
     user = user_rules_file(settings.data_dir, settings.policy_file)
     view = {
-        "default_rules": f"mcp_server/policy/{DEFAULT_RULES_FILE} (shipped)",
+        "default_rules": f"policy/{DEFAULT_RULES_FILE} (shipped)",
         "user_rules": str(user) if user else None,
         "user_rules_expected_at": str(settings.policy_file or settings.data_dir / "policy.toml"),
         "roots": [str(Path(r).resolve()) for r in settings.roots] or "(none: the per-session workspace)",

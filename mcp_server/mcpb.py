@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 Kind = Literal["uv", "python"]
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE_PACKAGES = ("foundation", "mcp_server", "tools", "indexing", "context")
+SOURCE_PACKAGES = ("foundation", "policy", "mcp_server", "tools", "indexing", "context")
 SOURCE_FILES = ("pyproject.toml", "constraints.txt", "README.md")
 MANIFEST_VERSION = {"uv": "0.4", "python": "0.3"}
 BUNDLE_PROFILE = "default"  # the bundle's server runs with the default tool profile

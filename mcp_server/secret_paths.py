@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from foundation.settings import Settings
 
 if TYPE_CHECKING:  # the policy loads on first use (start-up speed)
-    from mcp_server.policy.rules import Rules
+    from policy.rules import Rules
 
 
 class PolicySecretPaths:
@@ -32,18 +32,18 @@ class PolicySecretPaths:
         return self._kept(path, roots)
 
     def _rule(self, path: str, roots: tuple[Path, ...]) -> str | None:
-        from mcp_server.policy.paths import normalize, root_strings, secret_check
+        from policy.paths import normalize, root_strings, secret_check
 
         found = secret_check(self._rules(), path, normalize(path, None, shell=False), root_strings(roots), "files")
         return found.rule_id if found is not None else None
 
     def store(self, path: str, roots: tuple[Path, ...]) -> bool:
-        from mcp_server.policy.paths import matches_any, normalize, root_strings
+        from policy.paths import matches_any, normalize, root_strings
 
         return matches_any(self._rules().secret_deny, path, normalize(path, None, shell=False), root_strings(roots))
 
     def home_store(self, path: str, home: Path) -> bool:
-        from mcp_server.policy.paths import matches_any, normalize, root_strings
+        from policy.paths import matches_any, normalize, root_strings
 
         rules = self._rules()
         if matches_any(rules.secret_deny, path, normalize(path, None, shell=False), root_strings((home,))):
@@ -65,7 +65,7 @@ def loaded_on_first_use(settings: Settings) -> PolicySecretPaths:
 
     def rules() -> Rules:
         if not loaded:
-            from mcp_server.policy import load_rules, user_rules_file
+            from policy import load_rules, user_rules_file
 
             loaded.append(load_rules(user_rules_file(settings.data_dir, settings.policy_file)))
         return loaded[0]

@@ -26,7 +26,7 @@ fi
 # Every stage runs even when an earlier one fails, so one run shows everything that is broken.
 failed=()
 echo "== ruff"
-"$py" -m ruff check foundation mcp_server tools indexing context tests bench || failed+=(ruff)
+"$py" -m ruff check foundation policy mcp_server tools indexing context tests bench || failed+=(ruff)
 echo "== mypy"
 "$py" -m mypy || failed+=(mypy)
 echo "== import contracts (lint-imports)"

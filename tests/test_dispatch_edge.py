@@ -53,7 +53,7 @@ async def test_huge_command_is_refused_at_the_edge(make_settings: Any) -> None:
 async def test_a_slow_verdict_does_not_hold_other_calls(settings: Any, workspace: Path) -> None:
     """The verdict for read_file blocks until released; `now` must finish meanwhile. If the policy
     ran on the event loop, `now` could not run until the release (which comes only at the deadline)."""
-    from mcp_server import policy
+    import policy
 
     release = threading.Event()
 

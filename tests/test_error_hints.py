@@ -21,7 +21,7 @@ from mcp_server.server import PROFILE_TIERS
 from tests.conftest import connect
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("foundation", "indexing", "context", "tools", "mcp_server")
+PACKAGES = ("foundation", "policy", "indexing", "context", "tools", "mcp_server")
 DEFAULT = {spec.name for spec in TOOLS if spec.tier in PROFILE_TIERS["default"]}
 HIDDEN = {spec.name for spec in TOOLS} - DEFAULT
 # Texts that name a tool outside the default profile on purpose:
@@ -35,7 +35,7 @@ EXEMPT = {
     # a tool to give a sub-agent (delegate_task's tools: any registered tool), not one the client calls
     ("tools/images.py", "give the sub-agent render_page"),
     # examples of rule syntax for the policy file / CLI, not a hint to call a tool
-    ("mcp_server/policy/rules.py", "run_bash_command"),
+    ("policy/rules.py", "run_bash_command"),
     ("mcp_server/cmd_policy.py", "run_bash_command"),
 }
 

@@ -254,7 +254,7 @@ def test_no_spelling_of_a_secret_is_ever_found(settings: Any, workspace: Path, s
                                                hidden: list[str]) -> None:
     """Whatever read_file has to ask for (or denies) as a secret, search_documents never returns, in any mode;
     the other files are found."""
-    from mcp_server.policy import PolicyContext, decide, load_rules
+    from policy import PolicyContext, decide, load_rules
 
     case = f"case{next(_case)}"
     rules = load_rules(None)
@@ -285,8 +285,8 @@ def test_the_default_workspace_of_the_root_user_is_not_a_secret() -> None:
     """Run as root, the default workspace lies under /root, which the shipped `^/root` ask pattern covers: every
     file there was a secret, so nothing was indexed (and an index made before was emptied). The index's own
     check (the server's `PolicySecretPaths`) finds only what is a secret anywhere; /root's other files stay."""
-    from mcp_server.policy import load_rules
     from mcp_server.secret_paths import PolicySecretPaths
+    from policy import load_rules
 
     shipped = load_rules(None)
     secrets = PolicySecretPaths(lambda: shipped)

@@ -1,5 +1,5 @@
 """The policy's path patterns are searched only at the path's start and at its slashes when every match
-must start there (`mcp_server/policy/anchors.py`): the answer is always the plain search's, for random
+must start there (`policy/anchors.py`): the answer is always the plain search's, for random
 patterns and paths and for the shipped rules; patterns that could start elsewhere are searched as usual."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_server.policy import load_rules
-from mcp_server.policy.anchors import opens_at_slash, search_from_slashes
+from policy import load_rules
+from policy.anchors import opens_at_slash, search_from_slashes
 
 OPENINGS = ["(^|/)", "^", "/", "^/", "(?:^|/)", "(/|^)", "", "a", "(^|a)", "(?:^)?", "(?<=/)", "(?m)^", "[/]", "\\A"]
 BODIES = ["\\.env", "a", "a/b", "[^/]+", "(/|$)", "$", "x(?!y)", ".*", "(?<=a)b", "(a|b)+?", "", "\\n", "[ab]*/"]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_server.policy import Decision, PolicyContext, decide, load_rules
+from policy import Decision, PolicyContext, decide, load_rules
 
 RULES = load_rules(None)
 
@@ -346,7 +346,7 @@ _FORMAT_TOKEN = re.compile(r"%%|%[+\- ]?(G|\(signature)?|[^%]+")
 def test_signature_placeholders_are_found_as_git_reads_them(text: str) -> None:
     """signature_format agrees with a model of git's format reading: `%%` is a literal percent, a
     placeholder is `%`, an optional `+`/`-`/` ` modifier, then `G...` or `(signature...)`."""
-    from mcp_server.policy.shell_commands import signature_format
+    from policy.shell_commands import signature_format
 
     model = any(token.group(1) for token in _FORMAT_TOKEN.finditer(text))
     assert signature_format(text) == model, text

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_server.policy import Decision, PolicyContext, decide, load_rules
+from policy import Decision, PolicyContext, decide, load_rules
 
 CORPUS = tomllib.loads((Path(__file__).parent / "data" / "policy_corpus.toml").read_text(encoding="utf-8"))
 RULES = load_rules(None)

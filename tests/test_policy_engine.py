@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_server.policy import Decision, PolicyContext, decide, load_rules
+from policy import Decision, PolicyContext, decide, load_rules
 from tests.json_strategies import json_values
 
 DEFAULTS = load_rules(None)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+import policy
 from foundation.calls import CallOrigin
-from mcp_server import policy
 from mcp_server.approval.gate import PolicyGate
 from mcp_server.registry import TOOLS
 from tests import approval_helpers as helpers

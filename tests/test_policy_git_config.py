@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mcp_server.approval.git_config import names_a_program, program_finder, repository_programs
 from mcp_server.approval.links import real_path_resolver
-from mcp_server.policy import PolicyContext, decide, load_rules
+from policy import PolicyContext, decide, load_rules
 from tests.conftest import connect
 
 RULES = load_rules(None)

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from foundation.calls import CallOrigin
 from mcp_server.approval.gate import PolicyGate
 from mcp_server.approval.links import git_tops
-from mcp_server.policy.git_objects import object_path
 from mcp_server.registry import TOOLS
+from policy.git_objects import object_path
 from tests.conftest import connect
 
 BASH = next(spec for spec in TOOLS if spec.name == "run_bash_command")

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_server.policy import Decision, PolicyContext, decide, load_rules
-from mcp_server.policy.shell_exec import WRAPPER_OPTIONS
-from mcp_server.policy.shell_options import CommandSpec, check, resolve_long
+from policy import Decision, PolicyContext, decide, load_rules
+from policy.shell_exec import WRAPPER_OPTIONS
+from policy.shell_options import CommandSpec, check, resolve_long
 
 RULES = load_rules(None)
 SPECS = RULES.shell.commands

@@ -27,8 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_server.policy import PolicyContext, decide, load_rules
-from mcp_server.policy.shell_options import CommandSpec
+from policy import PolicyContext, decide, load_rules
+from policy.shell_options import CommandSpec
 
 RULES = load_rules(None)
 SPECS = RULES.shell.commands

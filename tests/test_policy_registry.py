@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from foundation.toolspec import tool_parameters
-from mcp_server.policy import load_rules
 from mcp_server.registry import TOOLS
+from policy import load_rules
 
 RULES = load_rules(None)
 SIGNATURES = {spec.name: {p.name for p in tool_parameters(spec.fn)} for spec in TOOLS}

@@ -7,9 +7,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_server.policy import matchers as matchers_module
-from mcp_server.policy.matchers import LONG_TEXT_CHARS, Matcher
-from mcp_server.policy.rules import load_rules
+from policy import matchers as matchers_module
+from policy.matchers import LONG_TEXT_CHARS, Matcher
+from policy.rules import load_rules
 
 SHIPPED = [p.matcher for p in load_rules(None).patterns]
 SAMPLES = ["-----BEGIN RSA PRIVATE KEY-----", "password=hunter2", "DROP TABLE users", "rm -rf /", "sk-" + "a" * 40,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from foundation.errors import SettingsError
-from mcp_server.policy import PolicyContext, decide, load_rules, user_rules_file
-from mcp_server.policy.rules import compile_glob, describe
+from policy import PolicyContext, decide, load_rules, user_rules_file
+from policy.rules import compile_glob, describe
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -111,7 +111,7 @@ def test_user_rules_file_location(tmp_path: Path) -> None:
 def test_one_protected_paths_function_covers_rules_audit_and_approvals(tmp_path: Path) -> None:
     from foundation.settings import load_settings
     from mcp_server.approval.gate import protected_paths
-    from mcp_server.policy.rules import default_rules_text
+    from policy.rules import default_rules_text
 
     path = write(tmp_path, "")
     settings = load_settings({"data_dir": tmp_path / "data", "policy_file": path}, environ={})

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_server.policy import PolicyContext, decide, load_rules
+from policy import PolicyContext, decide, load_rules
 from tests.conftest import connect
 
 RULES = load_rules(None)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from foundation.calls import CallOrigin
 from mcp_server.approval.gate import PolicyGate
 from mcp_server.approval.links import real_path_resolver
-from mcp_server.policy import PolicyContext, decide, load_rules
 from mcp_server.registry import TOOLS
+from policy import PolicyContext, decide, load_rules
 from tests.conftest import connect
 
 BASH = next(spec for spec in TOOLS if spec.name == "run_bash_command")

@@ -332,8 +332,8 @@ def test_property_an_allowed_command_changes_no_file(make_settings: Any, workspa
     was "allow", no file or folder of the root changed (the roots are read-only then: by construction)."""
     import anyio
 
+    import policy
     from foundation.calls import CallOrigin
-    from mcp_server import policy
     from mcp_server.server import build_server
 
     _repo(workspace)

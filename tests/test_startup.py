@@ -18,7 +18,7 @@ import sys, tempfile
 from mcp_server.server import build_server
 from foundation.settings import load_settings
 build_server(load_settings({"data_dir": tempfile.mkdtemp()}, environ={}))
-heavy = ["jieba", "fitz", "pymupdf", "tiktoken", "openai", "docx", "openpyxl", "pptx", "mcp_server.policy",
+heavy = ["jieba", "fitz", "pymupdf", "tiktoken", "openai", "docx", "openpyxl", "pptx", "policy",
          "indexing.extract"]
 print(",".join(name for name in heavy if name in sys.modules))
 """

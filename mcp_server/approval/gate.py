@@ -55,14 +55,14 @@ from mcp_server.transports import is_loopback
 
 if TYPE_CHECKING:  # the policy itself loads on first use (judge.py): building the server does not import it
     from mcp_server.approval.judge import Decide, Judge
-    from mcp_server.policy import Decision, Rules
+    from policy import Decision, Rules
 
 log = logging.getLogger("generalagent.approval")
 
 
 USER_RULE_PREFIX = "user."
 """Rule ids from the user's own rules file (policy/rules.py: "user.allow[0]"): an allow by one is the user's."""
-SHIPPED_RULES = Path(__file__).resolve().parent.parent / "policy" / "default_rules.toml"  # (policy not imported)
+SHIPPED_RULES = Path(__file__).resolve().parents[2] / "policy" / "default_rules.toml"  # (policy not imported)
 MEMO_SIZE = 256  # verdicts kept between a call's elicitation resolver and its check
 MEMO_SECONDS = 30.0
 INLINE_ARGUMENT_CHARS = 4096

@@ -1,8 +1,8 @@
 """The policy's decision for one call, as the gate asks for it: the context only the gate knows (the call's
 roots, the protected files and names, git work trees, symlinks, program-valued git config, the approvals
 waiting for a human, the tools that change things), gathered here, and the one pure decision
-(`mcp_server.policy.decide`) asked once in it. Every rule, the gate's former own ones too (self-approval,
-protected state, symlinks, enabling tools), is the policy's (`mcp_server/policy/guards.py`).
+(`policy.decide`) asked once in it. Every rule, the gate's former own ones too (self-approval,
+protected state, symlinks, enabling tools), is the policy's (`policy/guards.py`).
 
 The gate imports this module on first use (the start-up warm-up thread): building the server never loads the
 policy (tests/test_startup.py)."""
@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import policy
 from foundation.calls import CallOrigin
 from foundation.toolspec import ToolSpec
-from mcp_server import policy
 from mcp_server.approval.audit import AUDIT_FILE
 from mcp_server.approval.git_config import program_finder
 from mcp_server.approval.links import git_tops, real_path_resolver, resolved_path_args
 from mcp_server.approval.store import APPROVALS_FILE
-from mcp_server.policy import Decision, PolicyContext, Rules
-from mcp_server.policy.model import ask
+from policy import Decision, PolicyContext, Rules
+from policy.model import ask
 
 log = logging.getLogger("generalagent.approval")
 

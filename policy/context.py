@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.calls import OriginKind
-from mcp_server.policy.rules import Rules
+from policy.rules import Rules
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from mcp_server.policy import paths
+from policy import paths
 
 OBJECT_SUBCOMMANDS = frozenset({"show", "diff", "cat-file", "log", "whatchanged", "rev-parse", "ls-tree", "archive",
                                 "grep", "difftool", "blame", "annotate", "shortlog", "describe", "format-patch",

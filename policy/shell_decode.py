@@ -12,7 +12,7 @@ import base64
 import binascii
 import re
 
-from mcp_server.policy.shell_syntax import Command, ParseError, Word, decode_ansi_c, parse
+from policy.shell_syntax import Command, ParseError, Word, decode_ansi_c, parse
 
 MAX_DECODED = 4096
 _VARIABLE = re.compile(r'"?\$(?:\{(\w+)\}|(\w+))"?')

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.policy import paths
-from mcp_server.policy.model import deny
-from mcp_server.policy.shell_scan import Args, Handlers, Scanner, Segment
-from mcp_server.policy.shell_syntax import Command
+from policy import paths
+from policy.model import deny
+from policy.shell_scan import Args, Handlers, Scanner, Segment
+from policy.shell_syntax import Command
 
 HANDLERS = Handlers()
 handles = HANDLERS.handles

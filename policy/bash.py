@@ -6,12 +6,12 @@ shell_system (kill-all, privileged containers) merged once here."""
 from __future__ import annotations
 
 from foundation.bounding import MAX_COMMAND_CHARS
-from mcp_server.policy.model import ask
-from mcp_server.policy.shell_commands import HANDLERS as COMMAND_HANDLERS
-from mcp_server.policy.shell_exec import HANDLERS as EXEC_HANDLERS
-from mcp_server.policy.shell_network import HANDLERS as NETWORK_HANDLERS
-from mcp_server.policy.shell_scan import Env, Report, Scanner, Segment
-from mcp_server.policy.shell_system import HANDLERS as SYSTEM_HANDLERS
+from policy.model import ask
+from policy.shell_commands import HANDLERS as COMMAND_HANDLERS
+from policy.shell_exec import HANDLERS as EXEC_HANDLERS
+from policy.shell_network import HANDLERS as NETWORK_HANDLERS
+from policy.shell_scan import Env, Report, Scanner, Segment
+from policy.shell_system import HANDLERS as SYSTEM_HANDLERS
 
 HANDLERS = COMMAND_HANDLERS.merged(EXEC_HANDLERS).merged(NETWORK_HANDLERS).merged(SYSTEM_HANDLERS)
 

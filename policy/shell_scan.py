@@ -17,10 +17,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from mcp_server.policy import paths, shell_decode, shell_options
-from mcp_server.policy.model import Decision, ask, deny
-from mcp_server.policy.rules import Rules
-from mcp_server.policy.shell_syntax import Command, Group, ParseError, Pipeline, Script, Word, parse
+from policy import paths, shell_decode, shell_options
+from policy.model import Decision, ask, deny
+from policy.rules import Rules
+from policy.shell_syntax import Command, Group, ParseError, Pipeline, Script, Word, parse
 
 MAX_SEGMENTS = 400
 MAX_DEPTH = 8

@@ -11,9 +11,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from mcp_server.policy.matchers import MatcherSet
-from mcp_server.policy.model import Decision, ask, deny
-from mcp_server.policy.rules import Rules
+from policy.matchers import MatcherSet
+from policy.model import Decision, ask, deny
+from policy.rules import Rules
 
 VIRTUAL_ROOT = os.sep + "\x00workspace"  # cannot collide with a real path (NUL)
 HARMLESS_WRITE_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})

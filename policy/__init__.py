@@ -16,8 +16,8 @@ One pipeline, imports only go down it (no registration through imports):
 from __future__ import annotations
 
 from foundation.settings import USER_RULES_FILENAME, user_rules_file
-from mcp_server.policy.engine import Decision, PolicyContext, decide
-from mcp_server.policy.rules import DEFAULT_RULES_FILE, Rules, load_rules
+from policy.engine import Decision, PolicyContext, decide
+from policy.rules import DEFAULT_RULES_FILE, Rules, load_rules
 
 __all__ = [
     "DEFAULT_RULES_FILE",

@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from mcp_server.policy.context import PolicyContext
-from mcp_server.policy.model import Decision, ask, deny
+from policy.context import PolicyContext
+from policy.model import Decision, ask, deny
 
 ENABLE_TOOLS = "enable_tools"  # the tool that turns on tools of a higher tier (its `names` argument)
 ACTION_RANK = {"allow": 0, "ask": 1, "deny": 2}

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.policy import git_objects, paths
-from mcp_server.policy.model import ask, deny
-from mcp_server.policy.shell_network import remote_destination
-from mcp_server.policy.shell_scan import (
+from policy import git_objects, paths
+from policy.model import ask, deny
+from policy.shell_network import remote_destination
+from policy.shell_scan import (
     DECIDED,
     DISK_TOOLS,
     Args,
@@ -22,16 +22,16 @@ from mcp_server.policy.shell_scan import (
     Scanner,
     Segment,
 )
-from mcp_server.policy.shell_scan import (
+from policy.shell_scan import (
     operands as _operands,
 )
-from mcp_server.policy.shell_scan import (
+from policy.shell_scan import (
     short_flags as _short_flags,
 )
-from mcp_server.policy.shell_scan import (
+from policy.shell_scan import (
     value_word as _value_word,
 )
-from mcp_server.policy.shell_syntax import Command, Word
+from policy.shell_syntax import Command, Word
 
 SYSTEM_DIRS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
                          "/root", "/sbin", "/srv", "/sys", "/usr", "/var", "/Users", "/System", "/Library",

@@ -20,9 +20,9 @@ from types import MappingProxyType
 from typing import Any
 
 from foundation.errors import SettingsError
-from mcp_server.policy.matchers import USER_PATTERN_TIMEOUT, Matcher, MatcherSet
-from mcp_server.policy.model import Action, Risk
-from mcp_server.policy.shell_options import CommandSpec
+from policy.matchers import USER_PATTERN_TIMEOUT, Matcher, MatcherSet
+from policy.model import Action, Risk
+from policy.shell_options import CommandSpec
 
 RISKS: tuple[str, ...] = ("low", "medium", "high", "critical")
 DEFAULT_RULES_FILE = "default_rules.toml"
@@ -126,7 +126,7 @@ def compile_glob(glob: str) -> re.Pattern[str]:
 
 
 def default_rules_text() -> str:
-    return resources.files("mcp_server.policy").joinpath(DEFAULT_RULES_FILE).read_text(encoding="utf-8")
+    return resources.files("policy").joinpath(DEFAULT_RULES_FILE).read_text(encoding="utf-8")
 
 
 def load_rules(user_file: Path | None) -> Rules:

@@ -11,9 +11,9 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from mcp_server.policy.model import deny
-from mcp_server.policy.shell_scan import DECIDED, Args, Handlers, Scanner, Segment, value_word
-from mcp_server.policy.shell_syntax import Command, Word
+from policy.model import deny
+from policy.shell_scan import DECIDED, Args, Handlers, Scanner, Segment, value_word
+from policy.shell_syntax import Command, Word
 
 HANDLERS = Handlers()
 handles = HANDLERS.handles

@@ -8,7 +8,7 @@ import posixpath
 import re
 from typing import Any
 
-from mcp_server.policy.anchors import opens_at_slash, search_from_slashes
+from policy.anchors import opens_at_slash, search_from_slashes
 
 USER_PATTERN_TIMEOUT = 0.05  # seconds; a user regex that runs longer counts as "ask"
 LONG_TEXT_CHARS = 64 * 1024

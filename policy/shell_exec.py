@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
-from mcp_server.policy import shell_options
-from mcp_server.policy.model import ask, deny
-from mcp_server.policy.shell_options import CommandSpec
-from mcp_server.policy.shell_scan import (
+from policy import shell_options
+from policy.model import ask, deny
+from policy.shell_options import CommandSpec
+from policy.shell_scan import (
     DECIDED,
     INLINE_DANGER,
     INLINE_FLAGS,
@@ -25,16 +25,16 @@ from mcp_server.policy.shell_scan import (
     Segment,
     _family,
 )
-from mcp_server.policy.shell_scan import (
+from policy.shell_scan import (
     after_options as _after_options,
 )
-from mcp_server.policy.shell_scan import (
+from policy.shell_scan import (
     operands as _operands,
 )
-from mcp_server.policy.shell_scan import (
+from policy.shell_scan import (
     value_word as _value_word,
 )
-from mcp_server.policy.shell_syntax import Command, Word
+from policy.shell_syntax import Command, Word
 
 HANDLERS = Handlers()
 handles = HANDLERS.handles

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_server.policy.model import Decision, ask
-from mcp_server.policy.rules import Rules
+from policy.model import Decision, ask
+from policy.rules import Rules
 
 MAX_ARG_NODES = 50_000
 MAX_ARG_DEPTH = 64

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_server.policy import bash, guards, paths, risk
-from mcp_server.policy.context import PolicyContext
-from mcp_server.policy.model import Decision, Risk, ask, deny
-from mcp_server.policy.rules import PermissionRule
+from policy import bash, guards, paths, risk
+from policy.context import PolicyContext
+from policy.model import Decision, Risk, ask, deny
+from policy.rules import PermissionRule
 
 __all__ = ["Decision", "PolicyContext", "decide"]
 
