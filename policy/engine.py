@@ -6,8 +6,9 @@ first ask, else the first allow; with no match at all the call asks.
 1. Built-in checkers (code): the shell-command analyser (`bash.py`) for shell tools, and path
    checks for every tool (writes outside the roots or to protected files, secret reads).
 2. Global risk patterns over every string in the arguments (`rules.patterns`, ids `global.*`).
-3. Per-tool rules from the config: permissions allow/ask/deny with argument globs, and
-   per-tool high/medium risk patterns.
+3. Per-tool rules from the config: permissions allow/ask/deny with argument globs (`[permissions.subagent]`:
+   for sub-agents' calls only), and per-tool high/medium risk patterns. The shipped asks are a lower tier:
+   an allow rule of the user's that names the call lifts them (other servers' tools, a sub-agent's web).
 4. Defaults: read-only tools and the shell's safe commands are allowed; anything else asks.
 
 Around the layers, the guards over the call as a whole (`guards.py`): first, a state-changing call that
@@ -178,7 +179,7 @@ def _user_overrides(call: _Call, report: bash.Report | None, matches: list[Decis
         return matches
     rules = [r for r in call.ctx.rules.permissions
              if r.action == "allow" and r.rule_id.startswith("user.") and r.arg_re is not None
-             and r.tool_re.fullmatch(call.tool)]
+             and r.applies_to(call.tool, call.ctx.origin)]
     if not any(_names_call(call, rule, report) for rule in rules):
         return matches
     return [m for m in matches if not (m.action == "deny" and m.rule_id in OVERRIDABLE)]
@@ -200,12 +201,27 @@ def _names_call(call: _Call, rule: PermissionRule, report: bash.Report | None) -
 def _permission_matches(call: _Call, report: bash.Report | None) -> list[Decision]:
     out: list[Decision] = []
     for rule in call.ctx.rules.permissions:
-        if rule.action == "allow" or not rule.tool_re.fullmatch(call.tool):
+        if rule.action == "allow" or not rule.applies_to(call.tool, call.ctx.origin):
             continue
         if rule.arg_re is None or any(rule.arg_re.fullmatch(t) for t in _rule_texts(call, rule, report)):
+            if rule.action == "ask" and rule.shipped and _user_allows(call, report):
+                continue  # the shipped asks are a lower tier: the user's allow rule wins
             risk: Risk = "high" if rule.action == "deny" else "medium"
-            out.append(Decision(rule.action, f"Matches the rule {rule.text!r}.", risk, rule.rule_id))
+            out.append(Decision(rule.action, _rule_reason(rule), risk, rule.rule_id))
     return out
+
+
+def _rule_reason(rule: PermissionRule) -> str:
+    if not rule.shipped or rule.action != "ask":
+        return f"Matches the rule {rule.text!r}."
+    who = " (for sub-agents' calls)" if rule.caller == "subagent" else ""
+    return f"Matches the shipped rule {rule.text!r}{who}; an allow rule in your rules file that names the call lifts it."
+
+
+def _user_allows(call: _Call, report: bash.Report | None) -> bool:
+    """An allow rule of the user's own file names this call (any arguments, or its glob names them all)."""
+    return any(r.action == "allow" and r.rule_id.startswith("user.") and r.applies_to(call.tool, call.ctx.origin)
+               and (r.arg_re is None or _names_call(call, r, report)) for r in call.ctx.rules.permissions)
 
 
 def _rule_texts(call: _Call, rule: PermissionRule, report: bash.Report | None) -> list[str]:
@@ -255,7 +271,7 @@ def _value_texts(call: _Call, value: Any, is_path: bool, for_allow: bool = False
 
 
 def _allow(call: _Call, report: bash.Report | None) -> Decision:
-    allows = [r for r in call.ctx.rules.permissions if r.action == "allow" and r.tool_re.fullmatch(call.tool)]
+    allows = [r for r in call.ctx.rules.permissions if r.action == "allow" and r.applies_to(call.tool, call.ctx.origin)]
     if report is not None:
         return _allow_shell(report, allows, call.ctx.sandboxed)
     for rule in allows:

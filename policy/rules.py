@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from foundation.calls import OriginKind
 from foundation.errors import SettingsError
 from policy.matchers import USER_PATTERN_TIMEOUT, Matcher, MatcherSet
 from policy.model import Action, Risk
@@ -43,6 +44,15 @@ class PermissionRule:
     tool_re: re.Pattern[str]
     arg_re: re.Pattern[str] | None = None
     key: str | None = None
+    caller: OriginKind | None = None  # only for calls from this caller ([permissions.subagent]); None: any
+
+    @property
+    def shipped(self) -> bool:
+        """A rule of the shipped defaults (a lower tier: a user's allow rule that names the call lifts its ask)."""
+        return self.rule_id.startswith("default.")
+
+    def applies_to(self, tool: str, caller: str) -> bool:
+        return bool(self.tool_re.fullmatch(tool)) and self.caller in (None, caller)
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,7 +181,7 @@ def _parse(text: str, name: str) -> dict[str, Any]:
 
 _TOP_KEYS = {"version", "permissions", "tools", "patterns", "disable_patterns", "shell", "files", "secrets"}
 _SECTION_KEYS = {
-    "permissions": {"allow", "ask", "deny"},
+    "permissions": {"allow", "ask", "deny", "subagent"},
     "shell": {"tools", "commands", "safe_commands", "no_path_commands", "forbidden_options"},
     "files": {"path_keys", "write_tools", "ask_write", "deny_write"},
     "secrets": {"ask", "deny"},
@@ -348,10 +358,16 @@ class _Loader:
         return frozenset(words)
 
     def _permissions(self, perms: Mapping[str, Any]) -> None:
-        for action in ("deny", "ask", "allow"):
-            for i, text in enumerate(self._strings(perms, action, "permissions.")):
-                key = f"permissions.{action}[{i}]"
-                self.b.permissions.append(self._rule(text, action, f"{self.prefix}.{action}[{i}]", key))
+        subagent = self._table(perms, "subagent", "permissions.")
+        self._keys(subagent, {"allow", "ask", "deny"}, "permissions.subagent.")
+        callers: tuple[tuple[Mapping[str, Any], str, OriginKind | None], ...] = (
+            (perms, "", None), (subagent, "subagent.", "subagent"))
+        for table, part, caller in callers:
+            for action in ("deny", "ask", "allow"):
+                for i, text in enumerate(self._strings(table, action, f"permissions.{part}")):
+                    key = f"permissions.{part}{action}[{i}]"
+                    rule = self._rule(text, action, f"{self.prefix}.{part}{action}[{i}]", key)
+                    self.b.permissions.append(replace(rule, caller=caller))
 
     def _rule(self, text: str, action: Any, rule_id: str, key: str) -> PermissionRule:
         m = _RULE.fullmatch(text)
@@ -488,7 +504,8 @@ def describe(rules: Rules) -> dict[str, Any]:
     show: Callable[[MatcherSet], list[str]] = lambda ms: list(ms.sources)  # noqa: E731
     return {
         "rules_files": [str(p) for p in rules.sources],
-        "permissions": [{"id": r.rule_id, "action": r.action, "rule": r.text} for r in rules.permissions],
+        "permissions": [{"id": r.rule_id, "action": r.action, "rule": r.text} | ({"caller": r.caller} if r.caller else {})
+                        for r in rules.permissions],
         "patterns": [
             {"id": p.rule_id, "pattern": p.matcher.source, "risk": p.risk, "action": p.action, "reason": p.reason}
             for p in rules.patterns

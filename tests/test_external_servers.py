@@ -125,9 +125,28 @@ async def test_an_unknown_servers_tool_asks_the_human(make_settings: Any, fake_l
         result = await client.call_tool("delegate_task", {"task": "Find the answer.", "mcp_servers": ["ext"]})
     assert not result.is_error, result.content
     assert len(seen) == 2 and "ext__lookup" in seen[0] and "ext__shout" in seen[1]
+    assert "(rule default.ask[0])" in seen[0]  # the shipped ask for other servers' tools
     assert ran(calls_file) == ["lookup answer"]  # the declined call never reached the other server
     declined = tool_results(fake_llm.requests[2])[-1]
     assert declined.startswith("Error:") and "ext__shout" in " ".join(result.structured_content["notes"])
+
+
+async def test_a_users_deny_wins_over_their_allow_for_a_server(make_settings: Any, fake_llm: FakeLLM,  # noqa: F811
+                                                                data_dir: Path, calls_file: Path) -> None:
+    write_servers(data_dir, ext=stdio_server(env={"EXTERNAL_CALLS_FILE": str(calls_file)}))
+    (data_dir / "policy.toml").write_text('version = 1\n[permissions]\nallow = ["delegate_task", "ext__*"]\n'
+                                          'deny = ["ext__shout"]\n')
+    fake_llm.reply_tool_calls([("ext__shout", {"text": "refused"}), ("ext__lookup", {"key": "answer"})])
+    fake_llm.reply_text(LONG)
+    seen: list[str] = []
+    settings = make_settings(**fake_llm.settings_overrides())
+    async with client_for(settings, elicitation_callback=helpers.elicitation_answer("accept", seen=seen)) as (
+            client, _):
+        result = await client.call_tool("delegate_task", {"task": "Find the answer.", "mcp_servers": ["ext"]})
+    assert not result.is_error, result.content
+    assert seen == [] and ran(calls_file) == ["lookup answer"]  # nothing asked; the denied call never ran
+    denied, found = tool_results(fake_llm.requests[1])
+    assert denied.startswith("Error: Denied by policy (user.deny[0]") and '"content":"42"' in found
 
 
 async def test_a_crashing_and_a_hanging_server_are_errors_not_a_stuck_subagent(

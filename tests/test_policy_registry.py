@@ -8,6 +8,7 @@ import re
 from foundation.toolspec import tool_parameters
 from mcp_server.registry import TOOLS
 from policy import load_rules
+from tools.mcp_servers import SEPARATOR
 
 RULES = load_rules(None)
 SIGNATURES = {spec.name: {p.name for p in tool_parameters(spec.fn)} for spec in TOOLS}
@@ -21,6 +22,9 @@ def _tools_matching(pattern: re.Pattern[str]) -> list[str]:
 def test_permission_rules_name_registered_tools_and_arguments() -> None:
     for rule in RULES.permissions:
         tools = _tools_matching(rule.tool_re)
+        if rule.tool_re.fullmatch(f"server{SEPARATOR}tool"):  # other MCP servers' tools: never one of ours
+            assert tools == [], f"{rule.rule_id} {rule.text!r} names registered tools too: {tools}"
+            continue
         assert tools, f"{rule.rule_id} {rule.text!r} names no registered tool"
         if rule.key is not None:
             assert any(rule.key in SIGNATURES[t] for t in tools), f"{rule.text!r}: no tool has argument {rule.key}"

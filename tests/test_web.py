@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests import approval_helpers as helpers
 from tests.conftest import connect
 from tests.fake_llm import FakeLLM, fake_llm  # noqa: F401  (fixture)
 from tests.test_delegate import allow_tools, client_for, tool_names
@@ -127,7 +128,7 @@ async def test_web_search_uses_the_searxng_json_api(web_settings: Any, web_site:
 
 async def test_a_subagent_searches_and_reads_the_web(make_settings: Any, fake_llm: FakeLLM, data_dir: Path,  # noqa: F811
                                                     web_site: Site) -> None:  # noqa: F811
-    allow_tools(data_dir, "delegate_task")
+    allow_tools(data_dir, "delegate_task", "web_search", "fetch_url")  # the user trusts a sub-agent's web calls
     fake_llm.reply_tool_calls([("web_search", {"query": "Rance tidal"}),
                                ("fetch_url", {"url": web_site.url("/article.html")})])
     fake_llm.reply_text(LONG)
@@ -139,6 +140,26 @@ async def test_a_subagent_searches_and_reads_the_web(make_settings: Any, fake_ll
     assert {"fetch_url", "web_search"} <= set(tool_names(fake_llm.requests[0]))  # on: offered by default
     found, page = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     assert "Result 0 for Rance tidal" in found and "opened in 1966" in page and "Accept all cookies" not in page
+
+
+async def test_a_subagents_web_calls_ask_by_default(make_settings: Any, fake_llm: FakeLLM, data_dir: Path,  # noqa: F811
+                                                    web_site: Site) -> None:  # noqa: F811
+    """A prompt-injected sub-agent could carry data out in a URL: its fetch_url asks (the client's does not)."""
+    allow_tools(data_dir, "delegate_task")
+    leak = web_site.url("/article.html?q=the-secret")
+    fake_llm.reply_tool_calls([("fetch_url", {"url": leak})])
+    fake_llm.reply_text(LONG)
+    seen: list[str] = []
+    settings = make_settings(**fake_llm.settings_overrides(), web_fetch_enabled=True, web_allow_networks=LOOPBACK)
+    async with client_for(settings, elicitation_callback=helpers.elicitation_answer("decline", seen=seen)) as (
+            client, _):
+        result = await client.call_tool("delegate_task", {"task": "Summarise the article."})
+        direct = await client.call_tool("fetch_url", {"url": web_site.url("/article.html")})
+    assert not result.is_error, result.content
+    assert len(seen) == 1 and "fetch_url" in seen[0] and "default.subagent.ask[0]" in seen[0]
+    refused = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][0]
+    assert refused.startswith("Error:") and "did not approve" in refused, refused  # never fetched
+    assert not direct.is_error and len(seen) == 1  # the client's own call is not asked
 
 
 async def test_rules_can_name_fetch_url(web_settings: Any, web_site: Site, data_dir: Path) -> None:  # noqa: F811
