@@ -121,6 +121,16 @@ def test_check_without_a_sandbox_asks_for_every_shell_command(data_dir: Path, wo
     assert "-o" not in view["shell"]["commands"]["sort"].get("values", [])
 
 
+def test_check_as_a_subagent_shows_its_web_calls_ask(data_dir: Path) -> None:
+    args = ("policy", "check", "--tool", "fetch_url", "--args", '{"url": "https://example.org/?q=x"}')
+    assert json.loads(run_cli(data_dir, *args).stdout)["action"] == "allow"
+    out = json.loads(run_cli(data_dir, *args, "--origin", "subagent").stdout)
+    assert (out["action"], out["rule_id"]) == ("ask", "default.subagent.ask[0]")
+    view = json.loads(run_cli(data_dir, "policy", "show").stdout)
+    assert {"id": "default.subagent.ask[0]", "action": "ask", "rule": "fetch_url", "caller": "subagent"} \
+        in view["permissions"]
+
+
 def test_a_bad_batch_lines_example_is_a_line_that_works(data_dir: Path, workspace: Path) -> None:
     """The error names a whole batch line ({"tool", "args"}), and that line, fed back, is decided."""
     for bad in ("{bad", "[1]", '{"args": {}}'):

@@ -159,7 +159,7 @@ class PolicyGate:
                  database: Callable[[], Database] | None = None) -> None:
         self.settings = settings
         self.sandboxed = sandboxed  # False: no OS sandbox under shell commands, so every one of them asks
-        self._memo: OrderedDict[tuple[str, str], tuple[float, Decision]] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, str, str], tuple[float, Decision]] = OrderedDict()
         self._rules, self._decide, self._store, self._audit = rules, decide, store, audit
         self._judge: Judge | None = None  # the policy, loaded on first use (`judge`)
         self._database = database  # the server's (shared with the tools); None: the gate opens its own
@@ -244,7 +244,7 @@ class PolicyGate:
     # One verdict per call: the elicitation resolver (question) decides first and leaves its verdict
     # here for the same call's check; a verdict is used once and only for a few seconds.
 
-    def _remember(self, key: tuple[str, str], verdict: Decision) -> None:
+    def _remember(self, key: tuple[str, str, str], verdict: Decision) -> None:
         with self._memo_lock:
             self._memo[key] = (time.monotonic(), verdict)
             while len(self._memo) > MEMO_SIZE:
@@ -253,7 +253,7 @@ class PolicyGate:
     def verdict_once(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, keep: bool = False) -> Decision:
         """The verdict already computed for this very call (by its resolver, in any round), else a fresh
         one; `keep` leaves it for the call's check, which uses it up."""
-        key = (session_key(origin), call_hash(spec.name, args))
+        key = (session_key(origin), origin.kind, call_hash(spec.name, args))  # (the policy reads the origin)
         with self._memo_lock:
             found = self._memo.get(key) if keep else self._memo.pop(key, None)
         if found is not None and time.monotonic() - found[0] < MEMO_SECONDS:
