@@ -2,12 +2,14 @@
 # Create or update the project's virtual environment (.venv) so that it matches
 # pyproject.toml + constraints.txt. All output goes to stderr: `serve.sh` uses
 # stdout for the MCP protocol. Safe to run repeatedly; a no-op when up to date.
-# Also installs bubblewrap (scripts/sandbox.sh) and Tesseract OCR (scripts/ocr.sh) when missing.
+# Also installs bubblewrap (scripts/sandbox.sh), Tesseract OCR (scripts/ocr.sh) and LibreOffice Impress
+# (scripts/office.sh: render_page on slides) when missing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/sandbox.sh" || true  # the OS sandbox for shell commands (bubblewrap), when missing
 "$root/scripts/programs.sh" || true  # tree, ripgrep: the real programs the allow-list's tests run
 "$root/scripts/ocr.sh" || true  # Tesseract (eng + chi_sim) for scanned PDF pages, when missing
+"$root/scripts/office.sh" || true  # LibreOffice Impress (headless) for render_page on slides, when missing
 venv="$root/.venv"
 extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web}"
 
