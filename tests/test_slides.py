@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from foundation.errors import LimitExceeded
+from foundation.errors import ExtractionError, LimitExceeded
+from foundation.safe_open import opened
 from indexing.model import ExtractionLimits
 from tests.conftest import connect, require_office
 from tests.test_pictures import decoded
@@ -103,25 +104,102 @@ async def test_bad_decks_are_clear_errors(make_settings: Any, workspace: Path) -
         assert all(part.type == "text" for r in (locked, cut, junk) for part in r.content)
 
 
-def test_a_slow_conversion_is_stopped(tmp_path: Path) -> None:
+def linked_deck(path: Path, url: str) -> None:
+    """A one-slide deck whose picture is not in the file but linked to `url` (LibreOffice fetches such
+    pictures when it can reach them)."""
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = Presentation()
+    picture = io.BytesIO()
+    Image.new("RGB", (50, 50), RED).save(picture, "PNG")
+    deck.slides.add_slide(deck.slide_layouts[6]).shapes.add_picture(picture, Inches(1), Inches(1), Inches(3))
+    made = io.BytesIO()
+    deck.save(made)
+    with zipfile.ZipFile(made) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename == "ppt/slides/_rels/slide1.xml.rels":
+                data = data.replace(b'Target="../media/image1.png"', f'Target="{url}" TargetMode="External"'.encode())
+            if info.filename == "ppt/slides/slide1.xml":
+                data = data.replace(b"r:embed=", b"r:link=")
+            if not info.filename.startswith("ppt/media/"):
+                out.writestr(info, data)
+
+
+async def test_the_conversion_has_no_network(make_settings: Any, workspace: Path) -> None:
+    require_office()
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            asked.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        do_OPTIONS = do_HEAD = do_GET  # noqa: N815
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        linked_deck(workspace / "linked.pptx", f"http://127.0.0.1:{server.server_address[1]}/pic.png")
+        async with connect(make_settings(), "auto") as client:
+            result = await client.call_tool("render_page", {"path": "linked.pptx"})
+            assert not result.is_error, result.content[0].text
+            decoded(result)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == []  # LibreOffice outside the sandbox asks for the linked picture (OPTIONS, then GET)
+
+
+async def test_render_page_draws_odp_slides(make_settings: Any, workspace: Path, tmp_path: Path) -> None:
+    require_office()
+    import subprocess
+
+    from tools.slides import office_program
+
+    write_deck(tmp_path / "deck.pptx")
+    program = office_program()
+    assert program is not None
+    subprocess.run([program, f"-env:UserInstallation={(tmp_path / 'profile').as_uri()}", "--headless", "--convert-to",
+                    "odp", "--outdir", str(workspace), str(tmp_path / "deck.pptx")], check=True, capture_output=True,
+                   timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+    async with connect(make_settings(), "auto") as client:
+        result = await client.call_tool("render_page", {"path": "deck.odp", "page": 3})
+        assert not result.is_error, result.content[0].text
+        assert near(at(decoded(result), 5, 6.5), GREEN) and result.structured_content["page_count"] == 3
+
+
+def test_a_slow_or_greedy_conversion_is_stopped(tmp_path: Path) -> None:
     require_office()
     from tools.slides import deck_pdf
 
     write_deck(tmp_path / "deck.pptx")
-    fd = os.open(tmp_path / "deck.pptx", os.O_RDONLY)
-    try:
-        with pytest.raises(LimitExceeded, match="took longer than 0.2 s"):
-            deck_pdf("deck.pptx", fd, tmp_path / "cache", ExtractionLimits(timeout_seconds=0.2))
-    finally:
-        os.close(fd)
+    with opened(os.open(tmp_path / "deck.pptx", os.O_RDONLY)) as fd, \
+            pytest.raises(LimitExceeded, match="took longer than 0.2 s"):
+        deck_pdf("deck.pptx", fd, tmp_path / "cache", ExtractionLimits(timeout_seconds=0.2))
     assert not list((tmp_path / "cache").iterdir())  # the work folder is gone, nothing cached
+    with opened(os.open(tmp_path / "deck.pptx", os.O_RDONLY)) as fd, \
+            pytest.raises(ExtractionError, match="out of memory under the extraction limit of 0.2 GiB"):
+        deck_pdf("deck.pptx", fd, tmp_path / "cache", ExtractionLimits(max_worker_memory_bytes=200 * 2**20))
 
 
 async def test_without_libreoffice_the_error_names_the_install(make_settings: Any, workspace: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_server.cmd_doctor import check_slides
+
     write_deck(workspace / "deck.pptx")
     monkeypatch.setenv("PATH", "/nonexistent")
+    install = "sudo apt-get install --no-install-recommends libreoffice-impress-nogui"
     async with connect(make_settings(), "auto") as client:
         result = await client.call_tool("render_page", {"path": "deck.pptx"})
-        assert result.is_error and "apt-get install --no-install-recommends libreoffice-impress-nogui" in \
-            result.content[0].text
+        assert result.is_error and install in result.content[0].text
+    doctor = check_slides(make_settings())
+    assert not doctor.ok and install in doctor.detail

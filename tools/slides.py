@@ -116,12 +116,19 @@ def _convert(program: str, deck: Path, work: Path, limits: ExtractionLimits,
         _wait(process, limits.timeout_seconds, should_cancel, name)
     made = work / "out" / f"{deck.stem}.pdf"
     if process.returncode != 0 or not made.is_file() or made.stat().st_size == 0:
-        said = log.read_text("utf-8", "replace")
-        why = "it needs more memory than the extraction limit" if "bad_alloc" in said or process.returncode in (
-            -signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT) else "it is damaged or not a presentation"
-        raise ExtractionError(f"LibreOffice could not convert {name} to PDF ({why}; exit code {process.returncode}). "
-                              "Check that it opens in an office suite, or read its text with read_file.")
+        raise ExtractionError(f"LibreOffice could not convert {name} to PDF ({_why(process.returncode, log, limits)}; "
+                              f"exit code {process.returncode}). Check that it opens in an office suite, or read its "
+                              "text with read_file.")
     return made
+
+
+def _why(code: int, log: Path, limits: ExtractionLimits) -> str:
+    """What a failed conversion most likely means: a crash (a signal: out of memory, mostly) or a bad deck."""
+    said = log.read_text("utf-8", "replace")
+    if "bad_alloc" in said or code < 0 or code > 128:
+        return (f"it crashed, most likely out of memory under the extraction limit of "
+                f"{limits.max_worker_memory_bytes / 2**30:.1f} GiB")
+    return "it is damaged or not a presentation"
 
 
 def _wait(process: subprocess.Popen[bytes], seconds: float, should_cancel: Callable[[], bool] | None,
