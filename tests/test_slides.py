@@ -23,14 +23,15 @@ from tests.test_pictures import decoded
 
 pytestmark = pytest.mark.anyio
 RED, BLUE, GREEN = (230, 20, 20), (20, 40, 230), (20, 180, 40)
+TITLE = "季度收入 Quarterly revenue"
 
 
 def write_deck(path: Path) -> None:
-    """Three 10x7.5 in slides: 1 a red box left, 2 (hidden) a blue picture right, 3 a green box bottom."""
+    """Three 10x7.5 in slides: 1 a red box left and a Chinese and English title right, 2 (hidden) a blue picture right, 3 a green box bottom."""
     from pptx import Presentation
     from pptx.dml.color import RGBColor
     from pptx.enum.shapes import MSO_SHAPE
-    from pptx.util import Inches
+    from pptx.util import Inches, Pt
 
     deck = Presentation()
     blank = deck.slide_layouts[6]
@@ -38,7 +39,9 @@ def write_deck(path: Path) -> None:
     box = first.shapes.add_shape(MSO_SHAPE.RECTANGLE, Inches(0.5), Inches(2), Inches(3), Inches(3))
     box.fill.solid()
     box.fill.fore_color.rgb = RGBColor(*RED)
-    first.shapes.add_textbox(Inches(4.5), Inches(0.5), Inches(5), Inches(1)).text_frame.text = "Quarterly revenue"
+    title = first.shapes.add_textbox(Inches(4), Inches(0.5), Inches(6), Inches(1)).text_frame
+    title.text = TITLE
+    title.paragraphs[0].runs[0].font.size = Pt(28)
     second = deck.slides.add_slide(blank)
     picture = io.BytesIO()
     Image.new("RGB", (300, 300), BLUE).save(picture, "PNG")
@@ -63,6 +66,24 @@ def at(image: Image.Image, x_inch: float, y_inch: float) -> tuple[int, ...]:
     return pixel
 
 
+def read_line(picture: Image.Image) -> str:
+    """One line of text read back from a picture by Tesseract (eng + chi_sim; scripts/ocr.sh installs it): the
+    text was really drawn, with a Chinese font (not as empty boxes). Without Tesseract: the text itself."""
+    import subprocess
+
+    from indexing.extract.ocr import join_cjk, tesseract_for
+
+    program = tesseract_for("eng+chi_sim")
+    if program is None:
+        assert os.environ.get("CI", "").lower() != "true", "CI=true and Tesseract (eng+chi_sim) is missing"
+        return TITLE
+    png = io.BytesIO()
+    picture.save(png, "PNG")
+    done = subprocess.run([program, "-", "-", "-l", "chi_sim+eng", "--psm", "7"], input=png.getvalue(),
+                          capture_output=True, timeout=120, check=True)
+    return join_cjk(done.stdout.decode("utf-8").strip())
+
+
 async def test_render_page_draws_pptx_slides(make_settings: Any, workspace: Path, data_dir: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     require_office()
@@ -73,6 +94,7 @@ async def test_render_page_draws_pptx_slides(make_settings: Any, workspace: Path
         image = decoded(first)
         assert image.size == (1568, 1176)  # 4:3, the longest side is the cap
         assert near(at(image, 2, 3.5), RED) and near(at(image, 7.5, 3.5), (255, 255, 255))
+        assert read_line(image.crop((int(image.width * 0.39), 0, image.width, int(image.width * 0.16)))) == TITLE
         data = first.structured_content
         assert (data["page"], data["page_count"]) == (1, 3) and data["note"].startswith("Slide 1 of 3")
         assert len(list((data_dir / "slides").glob("*.pdf"))) == 1  # cached in the data dir

@@ -30,7 +30,7 @@ from indexing.model import ExtractionLimits
 DECK_KINDS = {".pptx": "pptx", ".odp": "odp"}
 """Deck suffixes render_page converts (with the extractor's kind, for the checks before conversion)."""
 CACHE_FILES = 32
-INSTALL_COMMAND = "sudo apt-get install --no-install-recommends libreoffice-impress-nogui"
+INSTALL_COMMAND = "sudo apt-get install --no-install-recommends libreoffice-impress-nogui fonts-wqy-microhei"
 OFFICE_HINT = (f"install LibreOffice Impress ({INSTALL_COMMAND}; macOS: brew install --cask libreoffice), "
                "or export the deck to PDF and render that")
 _FILTER = 'pdf:impress_pdf_Export:{"ExportHiddenSlides":{"type":"boolean","value":"true"}}'
