@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,8 @@ OFFICE_HINT = (f"install LibreOffice Impress ({INSTALL_COMMAND}; macOS: brew ins
 _FILTER = 'pdf:impress_pdf_Export:{"ExportHiddenSlides":{"type":"boolean","value":"true"}}'
 _POLL_SECONDS = 0.1
 _FONT_CACHES = (Path("/var/cache/fontconfig"),)
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
 
 
 def office_program() -> str | None:
@@ -48,10 +51,25 @@ def deck_pdf(name: str, fd: int, cache: Path, limits: ExtractionLimits,
     """The PDF of the deck open on `fd` (checked already), from the cache folder `cache` or converted now."""
     digest = _content_hash(fd)
     cached = cache / f"{digest}.pdf"
-    if cached.is_file():
-        with contextlib.suppress(OSError):
-            os.utime(cached)  # the newest are kept
-        return cached
+    with _lock_for(digest):  # calls on one deck at once: one converts, the others wait and use its PDF
+        if cached.is_file():
+            with contextlib.suppress(OSError):
+                os.utime(cached)  # the newest are kept
+            return cached
+        _convert_into(cached, name, fd, cache, limits, should_cancel)
+    _evict(cache)
+    return cached
+
+
+def _lock_for(digest: str) -> threading.Lock:
+    with _LOCKS_GUARD:
+        if len(_LOCKS) > 4 * CACHE_FILES:
+            _LOCKS.clear()  # (held locks stay held by their callers; a later caller may convert again)
+        return _LOCKS.setdefault(digest, threading.Lock())
+
+
+def _convert_into(cached: Path, name: str, fd: int, cache: Path, limits: ExtractionLimits,
+                  should_cancel: Callable[[], bool] | None) -> None:
     program = office_program()
     if program is None:
         raise NotConfigured(f"Drawing slides needs LibreOffice, which is not installed: {OFFICE_HINT}.")
@@ -64,8 +82,6 @@ def deck_pdf(name: str, fd: int, cache: Path, limits: ExtractionLimits,
         os.replace(made, cached)
     finally:
         _remove(work)
-    _evict(cache)
-    return cached
 
 
 def _content_hash(fd: int) -> str:
