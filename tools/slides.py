@@ -141,10 +141,10 @@ def _convert(program: str, deck: Path, work: Path, limits: ExtractionLimits,
 def _why(code: int, log: Path, limits: ExtractionLimits) -> str:
     """What a failed conversion most likely means: a crash (a signal: out of memory, mostly) or a bad deck."""
     said = log.read_text("utf-8", "replace")
+    memory = f"{limits.max_worker_memory_bytes / 2**30:.1f} GiB"
     if "bad_alloc" in said or code < 0 or code > 128:
-        return (f"it crashed, most likely out of memory under the extraction limit of "
-                f"{limits.max_worker_memory_bytes / 2**30:.1f} GiB")
-    return "it is damaged or not a presentation"
+        return f"it crashed, most likely out of memory under the extraction memory limit of {memory}"
+    return f"it is damaged or not a presentation, or needs more than the extraction memory limit of {memory}"
 
 
 def _wait(process: subprocess.Popen[bytes], seconds: float, should_cancel: Callable[[], bool] | None,
