@@ -73,7 +73,7 @@ def office(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "notes.md").write_text("# Notes\n\nA baseline for the experiment.\n", encoding="utf-8")
     (folder / "sub").mkdir()
     (folder / "sub" / "log.txt").write_text("营业额和营收不同。\n", encoding="utf-8")
-    (folder / "image.png").write_bytes(b"\x89PNG\r\n")
+    (folder / "archive.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)
     return folder
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from foundation.errors import ExtractionError, LimitExceeded, NotFound
+from indexing.extract.image_file import IMAGE_EXTENSIONS
 from indexing.extract.render import RenderedPage
 from indexing.model import Extracted, ExtractionLimits
 
@@ -48,6 +49,7 @@ __all__ = [
 DOCUMENT_EXTENSIONS = {
     ".pdf": "pdf", ".docx": "docx", ".xlsx": "xlsx", ".xlsm": "xlsx", ".pptx": "pptx", ".epub": "epub",
     ".odt": "odt", ".ods": "ods", ".odp": "odp",
+    **IMAGE_EXTENSIONS,  # pictures: their words read by OCR (image_file.py)
 }
 # Text files whose index text is read by their structure (read_file and edit_file see their source).
 MARKUP_EXTENSIONS = {
@@ -89,8 +91,8 @@ def detect_kind(path: Path) -> str:
 
 
 SUPPORTED_FORMATS = (
-    "PDF, DOCX, XLSX, PPTX, EPUB, ODT, ODS, ODP, HTML, CSV/TSV, e-mail (.eml) "
-    "and text files (.txt, .md, .json, source code, ...)"
+    "PDF, DOCX, XLSX, PPTX, EPUB, ODT, ODS, ODP, HTML, CSV/TSV, e-mail (.eml), pictures (PNG, JPEG, GIF, WebP; "
+    "by OCR) and text files (.txt, .md, .json, source code, ...)"
 )
 
 
