@@ -52,6 +52,9 @@ async def test_screenshots_are_found_by_search(make_settings: Any, workspace: Pa
         extracted = extract_file(workspace / name)
         assert accuracy(text, extracted.text) >= 0.9 and "read by OCR" in extracted.warnings[0]
     assert extract_file(workspace / "icon.png").text == ""
+    for dpi in (72, 288):  # letters ~10 px and ~40 px high
+        (workspace / f"zh{dpi}.png").write_bytes(screenshot(ZH, dpi=dpi))
+        assert accuracy(ZH, extract_file(workspace / f"zh{dpi}.png").text) >= 0.9
 
 
 @pytest.mark.storage
