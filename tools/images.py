@@ -43,8 +43,8 @@ def read_picture(rt: Runtime, path: str, session: str | None) -> Picture:
     """A workspace picture (PNG/JPEG/GIF/WebP) within the caps, read as read_file reads it."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     if real.suffix.lower() not in IMAGE_FORMATS:
-        raise InvalidInput(f"{path!r} is not a PNG, JPEG, GIF or WebP picture. For a PDF page, give the sub-agent "
-                           "render_page (tools=[\"render_page\"]) and name the page in the task.")
+        raise InvalidInput(f"{path!r} is not a PNG, JPEG, GIF or WebP picture. For a PDF page or a slide, give the "
+                           "sub-agent render_page (tools=[\"render_page\"]) and name the page in the task.")
     with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
         return _fitted(rt, real, fd).picture
 
