@@ -5,7 +5,11 @@ search number them) is an optional system program: scripts/office.sh installs it
 says how to. The conversion runs under the extraction limits: the worker's memory limit (RLIMIT_AS, via
 `prlimit`), the per-file time budget (killed when over it or when the call is cancelled), and inside the OS
 sandbox (tools/sandbox.py: no network at all, only its own work folder writable, the host's files outside
-the system folders invisible). The deck is checked first like any document (size, magic bytes, zip checks).
+the system folders invisible; without the seccomp filter that blocks Unix sockets for shell commands, since
+LibreOffice opens one for itself: in its own network namespace and file-system view it reaches no host
+service). Without the sandbox it is not run. Unsandboxed, LibreOffice fetches a picture a deck links to
+(tests/test_slides.py shows it does not here). The deck is checked first like any document (size, magic
+bytes, zip checks).
 
 Converted PDFs are cached by the deck's content hash in the data dir (`slides/`, the newest CACHE_FILES kept),
 so drawing slide 2 after slide 1 does not convert again, and a changed deck is converted afresh.
@@ -70,9 +74,14 @@ def _lock_for(digest: str) -> threading.Lock:
 
 def _convert_into(cached: Path, name: str, fd: int, cache: Path, limits: ExtractionLimits,
                   should_cancel: Callable[[], bool] | None) -> None:
+    from tools.sandbox import sandbox_status
+
     program = office_program()
     if program is None:
         raise NotConfigured(f"Drawing slides needs LibreOffice, which is not installed: {OFFICE_HINT}.")
+    if not (status := sandbox_status()).available:
+        raise NotConfigured(f"Drawing slides runs LibreOffice in the OS sandbox (offline), which is missing here: "
+                            f"{status.reason}.")
     cache.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="convert-", dir=cache))
     try:
@@ -113,9 +122,6 @@ def _command(program: str, deck: Path, work: Path, limits: ExtractionLimits) -> 
     if prlimit is not None:
         argv = [prlimit, f"--as={limits.max_worker_memory_bytes}", "--", *argv]
     status = sandbox_status()
-    if not status.available:
-        raise NotConfigured(f"Drawing slides runs LibreOffice in the OS sandbox (offline), which is missing here: "
-                              f"{status.reason}.")
     spec = SandboxSpec(roots=(work,), cwd=work, home=home, roots_writable=True, readable=_FONT_CACHES)
     return wrap(argv, spec, status)
 
