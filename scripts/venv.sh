@@ -9,7 +9,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/sandbox.sh" || true  # the OS sandbox for shell commands (bubblewrap), when missing
 "$root/scripts/programs.sh" || true  # tree, ripgrep: the real programs the allow-list's tests run
 "$root/scripts/ocr.sh" || true  # Tesseract (eng + chi_sim) for scanned PDF pages, when missing
-"$root/scripts/office.sh" || true  # LibreOffice Impress (headless) for render_page on slides, when missing
+# LibreOffice Impress (headless) for render_page on slides, when missing: the largest install (~80 MB, 25-40 s),
+# so it runs while pip installs (apt's own lock orders it with the installs above); waited for at the end.
+"$root/scripts/office.sh" &
+office_install=$!
 venv="$root/.venv"
 extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web}"
 
@@ -48,3 +51,4 @@ if ! up_to_date; then
       -c "$root/constraints.txt" -e "$root[$extras]" >&2
   echo "$want" > "$stamp"
 fi
+wait "$office_install" || true
