@@ -235,6 +235,8 @@ async def test_prompts_in_the_2026_era(skill_settings: Any) -> None:
         assert {"pdf-tools", "spreadsheet-zh"} <= names
         got = await c.get_prompt("spreadsheet-zh")
         assert "按月份汇总销售额" in got.messages[0].content.text
+        assert "skill://pdf-tools/reference.md" in {str(r.uri) for r in (await c.list_resources()).resources}
+        assert (await c.read_resource("skill://pdf-tools/reference.md")).contents[0].mime_type == "text/markdown"
 
 
 def test_doctor_names_each_broken_skill_and_the_model_slots(skill_settings: Any, skills_root: Path) -> None:
