@@ -119,9 +119,11 @@ class Msg:
         return self.role == "assistant" and bool(self.calls)
 
     def wire_content(self) -> Any:
-        """The content to render: the caller's own value while unchanged, else written from the parts
-        (in the shape of `content`: a string stays a string while it is one text part)."""
-        return write_content(self.body, self.content) if self.changed else self.content
+        """The content to render: the parts written back (`parts.write_content`), which `content` is by
+        construction: `with_parts` writes it from the new parts, and a content read into parts writes back
+        to itself (tests/test_context_parts.py::test_written_parts_are_the_content_they_were_read_from), so
+        it is not written a second time here."""
+        return self.content
 
 
 @dataclass
