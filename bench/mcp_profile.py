@@ -15,6 +15,12 @@ function's own time (tottime) is added to the group of the file it is in:
 
 Then the functions with the most cumulative time from the SDK client's and server's entry points, so the
 report can say which of the SDK's steps cost what (e.g. the client's output-schema check).
+
+`--split` times instead, without a profiler, medians over `--calls` interleaved calls: the whole call
+(`Client.call_tool`), the server's part (a middleware put first in the SDK's chain), our tool entry
+(`mcp_server.server.make_entry`'s function, which the SDK calls), our dispatch (`Dispatcher.run`), the tool function called directly, and the client's output-schema check; the
+differences are the SDK client and transport, the SDK's server pipeline with our entry and middlewares,
+and our dispatch point (gate, audit, the worker thread).
 """
 
 from __future__ import annotations
@@ -87,6 +93,102 @@ def profile(data: Path, ws: Path, queries: list[str], calls: int, tool: str) -> 
     return anyio.run(run)
 
 
+def split(data: Path, ws: Path, queries: list[str], calls: int, tool: str) -> dict[str, float]:
+    """Medians (ms) of each layer's time per call; see the module doc."""
+    import functools
+    import statistics
+
+    import anyio
+    from mcp.client import Client
+    from mcp.client.session import ClientSession
+
+    import mcp_server.server as our_server
+    from bench.mcp_overhead import searching
+    from mcp_server.dispatch import Dispatcher
+
+    spans: dict[str, list[float]] = defaultdict(list)
+    original_run, original_check = Dispatcher.run, ClientSession.validate_tool_result
+
+    async def timed_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await original_run(self, *args, **kwargs)
+        finally:
+            spans["dispatch"].append(time.perf_counter() - started)
+
+    async def timed_check(self: Any, name: str, result: Any) -> None:
+        started = time.perf_counter()
+        try:
+            await original_check(self, name, result)
+        finally:
+            spans["client check"].append(time.perf_counter() - started)
+
+    original_entry = our_server.make_entry
+
+    def timed_entry(*args: Any, **kwargs: Any) -> Any:
+        entry = original_entry(*args, **kwargs)
+
+        @functools.wraps(entry)
+        async def timed(*a: Any, **k: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await entry(*a, **k)
+            finally:
+                spans["entry"].append(time.perf_counter() - started)
+
+        return timed
+
+    async def outermost(ctx: Any, call_next: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await call_next(ctx)
+        finally:
+            if ctx.method == "tools/call":
+                spans["server"].append(time.perf_counter() - started)
+
+    async def run() -> None:
+        server, dispatcher = built_here(data, ws)
+        server.middleware.insert(0, outermost)
+        direct = searching(dispatcher.runtime) if tool == "search_documents" else None
+        async with Client(server, mode="legacy") as client:
+            while any(thread.name == "warm-up" for thread in threading.enumerate()):
+                await anyio.sleep(0.1)
+            for i in range(WARM_UP):
+                await client.call_tool(tool, _arguments(tool, queries, i))
+            spans.clear()
+            for i in range(calls):
+                arguments = _arguments(tool, queries, i)
+                started = time.perf_counter()
+                await client.call_tool(tool, arguments)
+                spans["call"].append(time.perf_counter() - started)
+                if direct is not None:
+                    started = time.perf_counter()
+                    direct(arguments["query"])
+                    spans["tool function"].append(time.perf_counter() - started)
+
+    Dispatcher.run, ClientSession.validate_tool_result = timed_run, timed_check  # type: ignore[method-assign]
+    our_server.make_entry = timed_entry
+    try:
+        anyio.run(run)
+    finally:
+        Dispatcher.run, ClientSession.validate_tool_result = original_run, original_check  # type: ignore[method-assign]
+        our_server.make_entry = original_entry
+    return {name: statistics.median(times) * 1000 for name, times in spans.items()}
+
+
+def split_lines(m: dict[str, float]) -> list[str]:
+    tool = m.get("tool function", 0.0)
+    rows = [("the whole call (SDK client, in-memory)", m["call"]),
+            ("SDK client and transport (call - server)", m["call"] - m["server"]),
+            ("  of which the client's output-schema check", m["client check"]),
+            ("SDK server pipeline, with our middlewares and form resolvers (server - entry)",
+             m["server"] - m["entry"]),
+            ("our entry: the origin, log forwarding, the result's JSON (entry - dispatch)", m["entry"] - m["dispatch"]),
+            ("our dispatch point: gate, audit, worker thread (dispatch - tool function)", m["dispatch"] - tool),
+            ("the tool function (called directly, interleaved)", tool)]
+    return ["| layer | median ms per call |", "|---|---:|", *(f"| {name} | {ms:.3f} |" for name, ms in rows)]
+
+
 def _arguments(tool: str, queries: list[str], i: int) -> dict[str, Any]:
     return {"query": queries[i % len(queries)]} if tool == "search_documents" else {}
 
@@ -117,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool", default="search_documents", choices=["search_documents", "todo_read"])
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--keep", type=Path, default=None, help="the index's folder (re-used; see bench.mcp_overhead)")
+    parser.add_argument("--split", action="store_true", help="time the layers (no profiler) instead")
     args = parser.parse_args(argv)
     queries = [q["query"] for lang in ("zh", "en") for q in load_jsonl(args.eval / lang / "queries_dev.jsonl")
                if q["query"].strip()]
@@ -125,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         data, ws = work / "latency" / "data", work / "latency" / "ws"
         if not (data / "index.sqlite3").exists():
             build_index(data, ws, chunk_corpora(args.eval), len(chunk_corpora(args.eval)))
+        if args.split:
+            print(f"{args.tool}, {args.calls} calls, medians (differences of medians):")
+            print("\n".join(split_lines(split(data, ws, queries, args.calls, args.tool))))
+            return 0
         stats, wall = profile(data, ws, queries, args.calls, args.tool)
         print(f"{args.tool} through the SDK client, in-memory transport, {args.calls} calls: {wall:.2f} ms per call "
               "under the profiler (its own cost included)")
