@@ -9,8 +9,8 @@ One pipeline, imports only go down it (no registration through imports):
   -> shell_scan.py (analyse: the Scanner) + shell_options.py (option allow-lists)
      + shell_decode.py (obfuscated command names) + handler tables in shell_commands.py (+ git_objects.py),
      shell_exec.py, shell_network.py, shell_system.py -> bash.py (merges the tables, analyze)
-  -> engine.py (decide: checkers, risk patterns, user rules, defaults; around them guards.py: self-approval,
-     protected state, symlink targets, enabling tools). context.py: PolicyContext, the plain data it decides in.
+  -> engine.py (decide: checkers, risk patterns, user rules, defaults; around them the guards over the whole
+     call: self-approval, protected state, symlink targets, enabling tools). context.py: PolicyContext, the plain data it decides in.
 """
 
 from __future__ import annotations

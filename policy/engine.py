@@ -11,7 +11,7 @@ first ask, else the first allow; with no match at all the call asks.
    an allow rule of the user's that names the call lifts them (other servers' tools, a sub-agent's web).
 4. Defaults: read-only tools and the shell's safe commands are allowed; anything else asks.
 
-Around the layers, the guards over the call as a whole (`guards.py`): first, a state-changing call that
+Around the layers, the guards over the call as a whole (once the gate's own rules): first, a state-changing call that
 could approve a pending call or names the approval state is refused (no rule lifts that); then a call whose
 path arguments lead through symlinks is decided as what they lead to as well (the stricter wins); last,
 enabling tools that change things asks.
@@ -27,12 +27,15 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy import bash, guards, paths, risk
+from pydantic_core import to_jsonable_python
+
+from policy import bash, paths, risk
 from policy.context import PolicyContext
 from policy.model import Decision, Risk, ask, deny
 from policy.rules import PermissionRule
@@ -52,16 +55,82 @@ def decide(tool: str, args: Mapping[str, Any], context: PolicyContext) -> Decisi
 
 
 def _decide_call(tool: str, args: Mapping[str, Any], ctx: PolicyContext) -> Decision:
-    """The guards around the layers (guards.py): a call that could approve something or names the approval
+    """The guards around the layers (below): a call that could approve something or names the approval
     state is refused first; a call through symlinks is decided as what they lead to as well; enabling tools
     that change things asks."""
-    refused = guards.refusal(args, ctx)
+    refused = _refusal(args, ctx)
     if refused is not None:
         return refused
     found = _decide(tool, args, ctx)
     if ctx.resolved_args is not None and found.action != "deny":
-        found = guards.through_links(args, ctx, found, _decide(tool, ctx.resolved_args, ctx))
-    return guards.escalated(tool, args, ctx, found)
+        found = _through_links(args, ctx, found, _decide(tool, ctx.resolved_args, ctx))
+    return _escalated(tool, args, ctx, found)
+
+
+# -- the guards over the call as a whole (once the gate's own rules) ---------------------------------
+
+ENABLE_TOOLS = "enable_tools"  # the tool that turns on tools of a higher tier (its `names` argument)
+ACTION_RANK = {"allow": 0, "ask": 1, "deny": 2}
+RISK_RANK = {"low": 0, "medium": 1, "high": 2, "critical": 3}
+SELF_APPROVAL = re.compile(r"\bapprove\b.{0,120}?\bap-[a-z2-9]{6}\b|/approvals/ap-|\bapprove\s+--list",
+                           re.IGNORECASE | re.DOTALL)
+
+
+def call_text(args: Any) -> str:
+    """The call's arguments as one text (the approvals store's canonical JSON: sorted keys, UTF-8 kept)."""
+    return json.dumps(to_jsonable_python(args), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _refusal(args: Mapping[str, Any], ctx: PolicyContext) -> Decision | None:
+    """A deny for a state-changing call that could approve something or names the approval state, else None.
+    Read-only tools cannot approve or change anything, so they are not checked."""
+    if ctx.read_only:
+        return None
+    text = call_text(args)
+    if SELF_APPROVAL.search(text) or (ctx.destructive and any(i in text for i in ctx.live_approval_ids)):
+        return deny("Calls that mention approval ids or the approval command/page are refused: only the human "
+                    "approves, outside the assistant.", "high", "approval.self-approval")
+    if any(str(p) in text for p in ctx.protected_paths) or any(n in text for n in ctx.protected_names):
+        return deny("The approval rules, approvals and audit log are off limits to the assistant.",
+                    "critical", "approval.protected-state")
+    return None
+
+
+def _through_links(args: Mapping[str, Any], ctx: PolicyContext, found: Decision, linked: Decision) -> Decision:
+    """`found` (the call as written) or `linked` (its paths resolved: `ctx.resolved_args`), the stricter."""
+    if severity(linked) <= severity(found) or ctx.resolved_args is None:
+        return found
+    verb = "refuses" if linked.action == "deny" else "asks for"
+    changed = _changed_paths(args, ctx.resolved_args)
+    targets = ", ".join(repr(os.path.relpath(p, ctx.roots[0]) if ctx.roots else p) for p in changed)
+    return Decision(linked.action, f"A path in this call leads through a symlink to {targets} (in the "
+                    f"workspace), which the policy {verb} (rule {linked.rule_id}).", linked.risk, linked.rule_id)
+
+
+def _escalated(tool: str, args: Mapping[str, Any], ctx: PolicyContext, found: Decision) -> Decision:
+    """Enabling tools that can change things asks even when a rule allows `enable_tools`."""
+    if tool == ENABLE_TOOLS and found.action == "allow":
+        names = args.get("names") or []
+        risky = sorted(n for n in names if n in ctx.changing_tools)
+        if risky:
+            return ask(f"Enabling tools that can change things: {', '.join(risky)}.", "medium",
+                       "tiers.enable-dangerous")
+    return found
+
+
+def _changed_paths(args: Mapping[str, Any], resolved: Mapping[str, Any]) -> list[str]:
+    """The resolved paths that differ from what the call wrote."""
+    out: list[str] = []
+    for key, value in resolved.items():
+        before = args.get(key)
+        pairs = zip(value, before, strict=False) if isinstance(value, list) and isinstance(before, list | tuple) \
+            else [(value, before)]
+        out += [str(new) for new, old in pairs if isinstance(new, str) and new != old]
+    return out
+
+
+def severity(decision: Decision) -> tuple[int, int]:
+    return ACTION_RANK.get(decision.action, 1), RISK_RANK.get(decision.risk, 2)
 
 
 @dataclass(frozen=True)
@@ -179,7 +248,7 @@ def _user_overrides(call: _Call, report: bash.Report | None, matches: list[Decis
         return matches
     rules = [r for r in call.ctx.rules.permissions
              if r.action == "allow" and r.rule_id.startswith("user.") and r.arg_re is not None
-             and r.applies_to(call.tool, call.ctx.origin)]
+             and _applies(r, call)]
     if not any(_names_call(call, rule, report) for rule in rules):
         return matches
     return [m for m in matches if not (m.action == "deny" and m.rule_id in OVERRIDABLE)]
@@ -201,18 +270,28 @@ def _names_call(call: _Call, rule: PermissionRule, report: bash.Report | None) -
 def _permission_matches(call: _Call, report: bash.Report | None) -> list[Decision]:
     out: list[Decision] = []
     for rule in call.ctx.rules.permissions:
-        if rule.action == "allow" or not rule.applies_to(call.tool, call.ctx.origin):
+        if rule.action == "allow" or not _applies(rule, call):
             continue
         if rule.arg_re is None or any(rule.arg_re.fullmatch(t) for t in _rule_texts(call, rule, report)):
-            if rule.action == "ask" and rule.shipped and _user_allows(call, report):
+            if rule.action == "ask" and _shipped(rule) and _user_allows(call, report):
                 continue  # the shipped asks are a lower tier: the user's allow rule wins
             risk: Risk = "high" if rule.action == "deny" else "medium"
             out.append(Decision(rule.action, _rule_reason(rule), risk, rule.rule_id))
     return out
 
 
+def _applies(rule: PermissionRule, call: _Call) -> bool:
+    """The rule names the call's tool, and its caller when it has one ([permissions.subagent])."""
+    return bool(rule.tool_re.fullmatch(call.tool)) and rule.caller in (None, call.ctx.origin)
+
+
+def _shipped(rule: PermissionRule) -> bool:
+    """A rule of the shipped defaults: its ask is a lower tier, lifted by a user's allow rule naming the call."""
+    return rule.rule_id.startswith("default.")
+
+
 def _rule_reason(rule: PermissionRule) -> str:
-    if not rule.shipped or rule.action != "ask":
+    if not _shipped(rule) or rule.action != "ask":
         return f"Matches the rule {rule.text!r}."
     who = " (for sub-agents' calls)" if rule.caller == "subagent" else ""
     return f"Matches the shipped rule {rule.text!r}{who}; an allow rule in your rules file that names the call lifts it."
@@ -220,7 +299,7 @@ def _rule_reason(rule: PermissionRule) -> str:
 
 def _user_allows(call: _Call, report: bash.Report | None) -> bool:
     """An allow rule of the user's own file names this call (any arguments, or its glob names them all)."""
-    return any(r.action == "allow" and r.rule_id.startswith("user.") and r.applies_to(call.tool, call.ctx.origin)
+    return any(r.action == "allow" and r.rule_id.startswith("user.") and _applies(r, call)
                and (r.arg_re is None or _names_call(call, r, report)) for r in call.ctx.rules.permissions)
 
 
@@ -271,7 +350,7 @@ def _value_texts(call: _Call, value: Any, is_path: bool, for_allow: bool = False
 
 
 def _allow(call: _Call, report: bash.Report | None) -> Decision:
-    allows = [r for r in call.ctx.rules.permissions if r.action == "allow" and r.applies_to(call.tool, call.ctx.origin)]
+    allows = [r for r in call.ctx.rules.permissions if r.action == "allow" and _applies(r, call)]
     if report is not None:
         return _allow_shell(report, allows, call.ctx.sandboxed)
     for rule in allows:

@@ -46,14 +46,6 @@ class PermissionRule:
     key: str | None = None
     caller: OriginKind | None = None  # only for calls from this caller ([permissions.subagent]); None: any
 
-    @property
-    def shipped(self) -> bool:
-        """A rule of the shipped defaults (a lower tier: a user's allow rule that names the call lifts its ask)."""
-        return self.rule_id.startswith("default.")
-
-    def applies_to(self, tool: str, caller: str) -> bool:
-        return bool(self.tool_re.fullmatch(tool)) and self.caller in (None, caller)
-
 
 @dataclass(frozen=True, eq=False)
 class RiskPattern:

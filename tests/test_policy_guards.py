@@ -1,4 +1,4 @@
-"""The guards over a call as a whole (policy/guards.py, once the gate's own rules), as properties of
+"""The guards over a call as a whole (policy/engine.py, once the gate's own rules), as properties of
 the pure `decide`: whatever rules the user writes, a state-changing call by the agent that could approve a
 pending call, or that names its own rules, approvals or audit log, comes out deny; a call through symlinks is
 at least as strict as what its paths lead to; enabling a tool that changes things never comes out allow."""
@@ -18,7 +18,7 @@ from mcp_server.approval.judge import changing_tools, protected_names
 from mcp_server.approval.store import canonical_json
 from mcp_server.registry import TOOLS
 from policy import PolicyContext, Rules, decide, load_rules
-from policy.guards import call_text, severity
+from policy.engine import call_text, severity
 from tests.json_strategies import json_values
 
 ROOT = Path("/srv/work").resolve()

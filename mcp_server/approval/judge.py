@@ -2,7 +2,7 @@
 roots, the protected files and names, git work trees, symlinks, program-valued git config, the approvals
 waiting for a human, the tools that change things), gathered here, and the one pure decision
 (`policy.decide`) asked once in it. Every rule, the gate's former own ones too (self-approval,
-protected state, symlinks, enabling tools), is the policy's (`policy/guards.py`).
+protected state, symlinks, enabling tools), is the policy's (`policy/engine.py`).
 
 The gate imports this module on first use (the start-up warm-up thread): building the server never loads the
 policy (tests/test_startup.py)."""
