@@ -12,7 +12,7 @@ import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -20,10 +20,12 @@ from foundation.errors import InvalidInput, LimitExceeded
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
 from foundation.pictures import IMAGE_FORMATS, MAX_BYTES, MAX_SIDE, Picture, WithPictures
 from foundation.safe_open import opened, read_fd
-from indexing.extract.render import RenderedPage
 from tools.picture_fit import Fitted, encode_within_caps, fit_picture
 from tools.runtime import CallContext, Runtime
 from tools.slides import DECK_KINDS, deck_pdf
+
+if TYPE_CHECKING:
+    from indexing.extract.render import RenderedPage  # (the extractors load on first use: test_startup)
 
 MAX_IMAGE_FILE_BYTES = 50 * 1024 * 1024
 PathArg = Annotated[str, Field(description="File path (relative to the workspace root).")]
