@@ -1,9 +1,11 @@
-"""Keep tool results bounded: estimate tokens cheaply and shrink JSON values to fit."""
+"""Keep tool results bounded: estimate tokens cheaply, shrink JSON values to fit, and page (the one place
+that says where a page ends and the next begins)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from pydantic_core import to_json
 
@@ -16,6 +18,36 @@ TRUNCATION_NOTE = (
     "Result truncated to about {limit} tokens: lists were shortened and long texts cut. "
     "Ask for less (a smaller max_results/limit) or page with offset."
 )
+
+
+T = TypeVar("T")
+
+
+def next_offset(end: int, total: int) -> int | None:
+    """The offset of the page after one that ends at `end` of `total` items or characters (None: the last)."""
+    return end if end < total else None
+
+
+def page_of(items: Sequence[T], offset: int, limit: int) -> tuple[list[T], int | None]:
+    """The page of `items` from `offset` (at most `limit`) and the next page's offset (None: the last page)."""
+    page = list(items[offset: offset + limit])
+    return page, next_offset(offset + len(page), len(items))
+
+
+def text_page_end(text: str, offset: int, max_chars: int, budget_tokens: int) -> int:
+    """The end of a page of `text` from `offset`: at most `max_chars`, and within `budget_tokens` once
+    JSON-escaped (at least one character)."""
+    end = min(len(text), offset + max_chars)
+    if estimate_tokens(dumps(text[offset:end])) <= budget_tokens:
+        return end
+    lo, hi = offset + 1, end
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(dumps(text[offset:mid])) <= budget_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def past_end_note(offset: int, total: int, items: str) -> str | None:

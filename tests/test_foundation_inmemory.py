@@ -129,3 +129,37 @@ def test_a_payload_nested_deeper_than_json_parsing_allows_is_still_answered(sett
     result = _Loose(name="deep", items=[deep])
     data, text = Dispatcher(Runtime(settings), []).bounded_payload(result)
     assert text == result.model_dump_json() and data == result.model_dump(mode="json")
+
+
+@given(st.lists(st.integers(), max_size=40), st.integers(0, 50), st.integers(1, 20))
+def test_pages_of_items_cover_each_item_once_in_order(items: list[int], start: int, limit: int) -> None:
+    """Following next_offset from any start yields every item from there exactly once, in order."""
+    from foundation.bounding import page_of
+
+    seen: list[int] = []
+    offset: int | None = start
+    while offset is not None:
+        page, offset = page_of(items, offset, limit)
+        assert len(page) <= limit and (offset is None or page)
+        seen += page
+    assert seen == items[start:]
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.text(max_size=400), st.integers(0, 400), st.integers(1, 300), st.integers(1, 60))
+def test_text_pages_fit_their_budget_and_lose_nothing(text: str, start: int, max_chars: int, budget: int) -> None:
+    """Each text page is at most max_chars, within the token budget once JSON-escaped (or one character),
+    and the pages joined are the text."""
+    from foundation.bounding import next_offset, text_page_end
+
+    start = min(start, len(text))
+    parts: list[str] = []
+    offset: int | None = start
+    while offset is not None and offset < len(text):
+        end = text_page_end(text, offset, max_chars, budget)
+        page = text[offset:end]
+        assert 1 <= len(page) <= max_chars
+        assert len(page) == 1 or estimate_tokens(dumps(page)) <= budget
+        parts.append(page)
+        offset = next_offset(end, len(text))
+    assert "".join(parts) == text[start:]

@@ -22,7 +22,7 @@ from context.messages import Msg, Transcript, parse
 from context.store import ContextStore
 from context.todos import TodoList
 from context.tokens import TOKENS_REPLY_PRIMING, Counter, message_tokens
-from foundation.bounding import dumps, estimate_tokens
+from foundation.bounding import dumps, estimate_tokens, next_offset
 from foundation.errors import InvalidInput
 from foundation.schemas import MESSAGE_SCHEMA, TEXT_BLOCK_SCHEMA
 from tools.runtime import Runtime, Service
@@ -175,7 +175,7 @@ def page_of(rt: Runtime, fmt: str, messages: list[dict[str, Any]], system: Any, 
         system=system if offset == 0 else None,
         total_messages=len(messages),
         offset=offset,
-        next_offset=end if end < len(messages) else None,
+        next_offset=next_offset(end, len(messages)),
     )
 
 

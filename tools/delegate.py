@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from context.llm import LLMConfig, choose_slot, slot_sees_images
 from context.pictures import content_text, picture_message
 from context.subagent import StepDelta, Thread, ThreadStore
-from foundation.bounding import bound_json, dumps
+from foundation.bounding import bound_json, dumps, next_offset
 from foundation.calls import CallOrigin, ToolRunner
 from foundation.errors import Conflict, GeneralAgentError, InvalidInput, LLMError, NotConfigured, NotFound
 from foundation.pictures import Picture
@@ -389,7 +389,7 @@ def delegate_status(
         context_id=thread.context_id, agent=thread.agent, status=thread.status, tools=thread.tools,
         loops=thread.loops, tool_calls=thread.tool_calls, tokens=thread.tokens, result=thread.result,
         total_messages=len(thread.messages), messages=[_entry(offset + i, m) for i, m in enumerate(page)],
-        next_offset=end if end < len(thread.messages) else None,
+        next_offset=next_offset(end, len(thread.messages)),
     )
 
 

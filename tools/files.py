@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from foundation.bounding import dumps, estimate_tokens, past_end_note
+from foundation.bounding import next_offset, past_end_note, text_page_end
 from foundation.errors import InvalidInput, LimitExceeded, NotFound, PathNotAllowed
 from foundation.filewalk import scan_folder, walk_files
 from foundation.globs import GlobPattern
@@ -133,26 +133,6 @@ def _extract(rt: Runtime, real: Path, fd: int, call: CallContext) -> Any:
     return cache.get(key, lambda: _extract_any(real, fd, limits, call))
 
 
-def _json_tokens(text: str) -> int:
-    """Estimated tokens of `text` as it travels: JSON-escaped (quotes, backslashes, controls)."""
-    return estimate_tokens(dumps(text))
-
-
-def _budget_chars(text: str, start: int, end: int, budget_tokens: int) -> int:
-    """The largest end' <= end whose slice fits the token budget once JSON-escaped (binary search),
-    so the dispatcher never has to cut a page (a cut page would lose text between pages)."""
-    if _json_tokens(text[start:end]) <= budget_tokens:
-        return end
-    lo, hi = start + 1, end
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _json_tokens(text[start:mid]) <= budget_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def _snap_to_newline(text: str, start: int, end: int) -> int:
     """Move a cut back to just after a line break when one is in the last fifth of the page."""
     if end >= len(text):
@@ -249,7 +229,7 @@ def read_file(
         end = len(text)
     else:
         end = min(len(text), offset + (limit or TEXT_PAGE_CHARS))
-    fitted = _budget_chars(text, offset, end, budget)
+    fitted = text_page_end(text, offset, end - offset, budget)  # the dispatcher never cuts a page
     if fitted < end:
         end = _snap_to_newline(text, offset, fitted)
     elif end < len(text) and extracted.kind not in DOC_PREVIEW:
@@ -258,7 +238,7 @@ def read_file(
     location = _location(extracted, offset, end) if extracted.units and extracted.kind != "text" else None
     return ReadFileResult(
         path=display_path(real, roots), kind=extracted.kind, content=text[offset:end],
-        next_offset=end if end < len(text) else None, total_chars=len(text),
+        next_offset=next_offset(end, len(text)), total_chars=len(text),
         location=location or _text_location(text, offset, end), warnings=list(extracted.warnings),
         skill_hint=skill_hint(rt, real, session) if offset == 0 else None,  # skills: the file-type hint
     )
@@ -470,7 +450,7 @@ def list_workspace_files(
     end = offset + len(page)
     return ListFilesResult(
         directory=display_path(real, roots), roots=[str(r) for r in roots], entries=entries,
-        total=len(items), next_offset=end if end < len(items) else None,
+        total=len(items), next_offset=next_offset(end, len(items)),
         note=" ".join(filter(None, (_past_end(offset, len(items), ("entry", "entries")), *notes))) or None,
     )
 
@@ -520,7 +500,7 @@ def find_files(
     end = offset + len(page)
     return FindFilesResult(
         matches=[FileEntry(name=name, type="file", size=size, modified=_when(mtime)) for mtime, name, size in page],
-        total_matches=len(found), next_offset=end if end < len(found) else None,
+        total_matches=len(found), next_offset=next_offset(end, len(found)),
         note=" ".join(filter(None, (_past_end(offset, len(found), ("match", "matches")), _walk_note(walk)))) or None,
     )
 

@@ -20,7 +20,7 @@ from context.memory import (
 )
 from context.messages import parse
 from context.tokens import counter_for
-from foundation.bounding import past_end_note
+from foundation.bounding import next_offset, past_end_note
 from foundation.errors import GeneralAgentError, InvalidInput, NotFound
 from foundation.schemas import TEXT_MESSAGE_SCHEMA
 from tools.index_services import embedding_provider
@@ -240,6 +240,6 @@ def list_memories(
     end = offset + len(facts)
     counted = f"{total} {'fact' if total == 1 else 'facts'}" + (f" in category {category!r}" if category else "")
     return MemoryPage(
-        facts=[_model(f) for f in facts], total=total, offset=offset, next_offset=end if end < total else None,
+        facts=[_model(f) for f in facts], total=total, offset=offset, next_offset=next_offset(end, total),
         note=past_end_note(offset, total, counted),
     )

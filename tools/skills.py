@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from context.skills import MAX_LISTED_FILES, SKILL_FILE, Skill, SkillCatalog, SkillRegistry, read_skill_file
 from context.skills import search as search_skills
 from context.skills import skill_files as list_files
-from foundation.bounding import dumps, estimate_tokens
+from foundation.bounding import next_offset, page_of, text_page_end
 from foundation.errors import InvalidInput
 from foundation.settings import Settings
 from tools.runtime import Runtime, Service
@@ -82,8 +82,7 @@ def list_skills(
     else:
         found = [SkillInfo(name=s.name, description=s.description) for s in sorted(catalog.skills.values(),
                                                                                      key=lambda s: s.name)]
-    page = found[offset: offset + limit]
-    end = offset + len(page)
+    page, more = page_of(found, offset, limit)
     if found:
         hint = "Call load_skill(name) for a skill's instructions."
     else:
@@ -95,7 +94,7 @@ def list_skills(
 
         hint += (f" {len(catalog.problems)} skill folder(s) could not be loaded; the user sees why with "
                  f"{run_hint(rt.settings, 'doctor')}.")
-    return SkillList(skills=page, total=len(found), next_offset=end if end < len(found) else None,
+    return SkillList(skills=page, total=len(found), next_offset=more,
                      problems=len(catalog.problems), hint=hint)
 
 
@@ -130,26 +129,11 @@ def load_skill(
         text, shown = skill.body, SKILL_FILE
     if offset > len(text):
         raise InvalidInput(f"offset {offset} is past the end of {shown} ({len(text)} characters). Use 0.")
-    end = page_end(text, offset, PAGE_CHARS, int(rt.settings.max_result_tokens * RESULT_SHARE))
+    end = text_page_end(text, offset, PAGE_CHARS, int(rt.settings.max_result_tokens * RESULT_SHARE))
     files, _ = list_files(skill)
     return SkillContent(name=skill.name, description=skill.description, path=shown, content=text[offset:end],
-                        next_offset=end if end < len(text) else None, total_chars=len(text), files=files,
+                        next_offset=next_offset(end, len(text)), total_chars=len(text), files=files,
                         allowed_tools=list(skill.allowed_tools))
-
-
-def page_end(text: str, offset: int, max_chars: int, budget_tokens: int) -> int:
-    """The end of a page from `offset`: at most max_chars, JSON-escaped within the token budget."""
-    end = min(len(text), offset + max_chars)
-    lo, hi = offset + 1, end
-    if estimate_tokens(dumps(text[offset:end])) <= budget_tokens:
-        return end
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if estimate_tokens(dumps(text[offset:mid])) <= budget_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 # -- texts for the MCP layer (prompts and resources) and for other tools -----------------------------

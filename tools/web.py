@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field
 
+from foundation.bounding import next_offset
 from foundation.errors import NotConfigured, WebError
 from foundation.settings import Settings
 from tools.runtime import CallContext, Runtime
@@ -78,7 +79,7 @@ def fetch_url(
     part = text[offset: offset + max_chars]
     end = offset + len(part)
     return WebPage(url=fetched.url, title=title, content_type=fetched.content_type or "unknown", text=part,
-                   offset=offset, total_chars=len(text), next_offset=end if end < len(text) else None,
+                   offset=offset, total_chars=len(text), next_offset=next_offset(end, len(text)),
                    truncated=fetched.truncated, redirects=fetched.redirects, extractor=extractor)
 
 
