@@ -233,6 +233,30 @@ class IndexStore:
         rows = self.conn().execute("SELECT warnings FROM documents WHERE warnings LIKE ?", (_UNREAD_LIKE,)).fetchall()
         return sum(int(found) for (text,) in rows for found in _UNREAD_PAGES.findall(text))
 
+    def files_outside(self, folders: Iterable[str]) -> int:
+        """Indexed paths inside none of `folders`: the gaps between the folders' path ranges, counted
+        on the path index (only the paths outside are visited, not every indexed path)."""
+        merged: list[list[str]] = []
+        for low, high in sorted(folder_range(folder) for folder in folders):
+            if merged and low <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], high)
+            else:
+                merged.append([low, high])
+        if not merged:
+            return int(self.conn().execute("SELECT count(*) FROM files").fetchone()[0])
+        parts, args = ["(SELECT count(*) FROM files WHERE path < ?)"], [merged[0][0]]
+        for (_, high), (low, _) in zip(merged, merged[1:], strict=False):
+            parts.append("(SELECT count(*) FROM files WHERE path >= ? AND path < ?)")
+            args += [high, low]
+        parts.append("(SELECT count(*) FROM files WHERE path >= ?)")
+        args.append(merged[-1][1])
+        return int(self.conn().execute("SELECT " + " + ".join(parts), args).fetchone()[0])
+
+    def document_chunks(self, doc_id: int) -> int | None:
+        """How many chunks the document has (None: no such document)."""
+        row = self.conn().execute("SELECT n_chunks FROM documents WHERE id=?", (doc_id,)).fetchone()
+        return int(row[0]) if row else None
+
     def has_files(self) -> bool:
         """True when any path (indexed or failed) is recorded."""
         return bool(self.conn().execute("SELECT EXISTS(SELECT 1 FROM files)").fetchone()[0])
@@ -494,6 +518,19 @@ class IndexStore:
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))
         return True
+
+    def forget_path(self, path: str) -> int:
+        """Forget one indexed path (and its document when orphaned); returns 1 if it was indexed."""
+        with self.write() as conn:
+            existed = conn.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
+            self.drop_if_orphan(conn, self.unlink_file(conn, path))
+        return int(existed)
+
+    def drop_orphans(self) -> None:
+        """Delete every document no path points at, with its chunks, in one write."""
+        with self.write() as conn:
+            for doc_id in self.orphan_documents():
+                self.drop_if_orphan(conn, doc_id)
 
     def orphan_documents(self) -> list[int]:
         rows = self.conn().execute(

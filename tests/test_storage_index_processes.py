@@ -24,7 +24,7 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from foundation.storage import open_database
 from indexing.indexer import Indexer
-from tools.index_jobs import JobRegistry
+from indexing.jobs import JobRegistry
 from tools.index_services import open_index
 db = open_database(Path(sys.argv[3]), sys.argv[2])
 store = open_index(db, Path(sys.argv[3]))
@@ -85,7 +85,7 @@ def assert_consistent(store: Any) -> None:
 
 def test_a_run_killed_mid_folder_leaves_a_consistent_index_and_frees_its_path(pg_url: str, tmp_path: Path) -> None:
     from indexing.search import Searcher
-    from tools.index_jobs import JobRegistry
+    from indexing.jobs import JobRegistry
 
     folder = corpus(tmp_path / "many", 300)
     proc = start_run(pg_url, tmp_path / "a", folder)

@@ -293,26 +293,8 @@ def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | Non
 
 
 def _count_outside(store: IndexStore, roots: tuple[Path, ...]) -> int:
-    """Indexed paths outside every root: the gaps between the roots' path ranges, counted on the
-    path index (only the paths outside are visited, not every indexed path on each search)."""
-    from indexing.store import folder_range
-
-    merged: list[list[str]] = []
-    for low, high in sorted(folder_range(str(root)) for root in roots):
-        if merged and low <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], high)
-        else:
-            merged.append([low, high])
-    if not merged:
-        return int(store.conn().execute("SELECT count(*) FROM files").fetchone()[0])
-    parts = ["(SELECT count(*) FROM files WHERE path < ?)"]
-    args = [merged[0][0]]
-    for (_, high), (low, _) in zip(merged, merged[1:], strict=False):
-        parts.append("(SELECT count(*) FROM files WHERE path >= ? AND path < ?)")
-        args += [high, low]
-    parts.append("(SELECT count(*) FROM files WHERE path >= ?)")
-    args.append(merged[-1][1])
-    return int(store.conn().execute("SELECT " + " + ".join(parts), args).fetchone()[0])
+    """Indexed paths outside every root (they are not searched here)."""
+    return store.files_outside(str(root) for root in roots)
 
 
 def _join(a: str | None, b: str | None) -> str | None:

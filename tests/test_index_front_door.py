@@ -1,0 +1,65 @@
+"""One front door to the index (issue 31): tool modules hold no SQL, no transactions and no retry loops;
+they reach the index through `indexing.index.Index` and the store's named methods. And the index's
+SQLite/PostgreSQL difference is a strategy object, not a subclass of the SQLite store."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+SQL = re.compile(r"\b(SELECT\s.+\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX)|"
+                 r"PRAGMA\s)|^\s*(BEGIN|COMMIT|ROLLBACK)\b", re.IGNORECASE | re.DOTALL)
+DATABASE_CALLS = {"execute", "executemany", "executescript", "conn", "stream", "consistent_read", "snapshot_batches",
+                  "cursor", "commit", "rollback"}
+TRANSACTIONS = {"write", "read"}  # `with store.write() as conn:` (a store's `write(list_id, items)` is a named method)
+RETRY_WORDS = re.compile(r"\b(retry|attempts?|OperationalError|SerializationFailure|database is locked)\b", re.IGNORECASE)
+
+
+def _sources() -> list[tuple[Path, ast.Module]]:
+    return [(path, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(TOOLS.rglob("*.py"))]
+
+
+def _strings(tree: ast.Module) -> list[tuple[int, str]]:
+    """Every string constant outside docstrings, with its line."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_no_sql_in_tool_modules() -> None:
+    found = [f"{path.name}:{line}: {text[:60]!r}" for path, tree in _sources() for line, text in _strings(tree)
+             if SQL.search(text)]
+    assert not found, "SQL belongs behind the index's front door (indexing/), not in tools/: " + "; ".join(found)
+
+
+def test_no_database_calls_or_transactions_in_tool_modules() -> None:
+    """No `.execute(`, `.conn()`, `with store.write()` (a transaction) or the like on anything a tool holds."""
+    found = [f"{path.name}:{node.lineno}: .{node.func.attr}()" for path, tree in _sources() for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _on_a_store(node.func.value)
+             and (node.func.attr in DATABASE_CALLS or node.func.attr in TRANSACTIONS and not node.args)]
+    assert not found, "database calls belong in indexing/ or the stores: " + "; ".join(found)
+
+
+def _on_a_store(target: ast.expr) -> bool:
+    """The call's object names a store, a connection or a database (`store.write()`, `conn.execute(...)`)."""
+    text = ast.unparse(target).lower()
+    return any(word in text for word in ("store", "conn", "database", "db", "cursor", "index"))
+
+
+def test_no_retry_loops_around_the_index_in_tool_modules() -> None:
+    """A retry of a busy database is the storage seam's job (foundation/storage), never a tool's."""
+    found = [f"{path.name}:{node.lineno}" for path, tree in _sources() for node in ast.walk(tree)
+             if isinstance(node, ast.For | ast.While) and _index_retry(node)]
+    assert not found, "retry loops around the index belong in the storage seam: " + "; ".join(found)
+
+
+def _index_retry(loop: ast.For | ast.While) -> bool:
+    """A loop that catches a database error and goes round again (the shape of a retry)."""
+    body = ast.unparse(loop)
+    return "except" in body and bool(RETRY_WORDS.search(body)) and ("store" in body or "index" in body)
+
