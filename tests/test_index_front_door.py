@@ -63,3 +63,12 @@ def _index_retry(loop: ast.For | ast.While) -> bool:
     body = ast.unparse(loop)
     return "except" in body and bool(RETRY_WORDS.search(body)) and ("store" in body or "index" in body)
 
+
+
+def test_the_index_backends_are_strategies_not_subclasses() -> None:
+    import indexing.pg_store as pg_store
+    from indexing.store import IndexStore
+
+    subclasses = [name for name, value in vars(pg_store).items()
+                  if isinstance(value, type) and issubclass(value, IndexStore)]
+    assert not subclasses, f"PostgreSQL's index is a backend given to IndexStore, not a subclass: {subclasses}"

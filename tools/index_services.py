@@ -92,10 +92,10 @@ def open_index(database: Database, data_dir: Path) -> IndexStore:
 
     if database.backend == "postgresql":
         from foundation.storage.postgres import PostgresDatabase
-        from indexing.pg_store import PgIndexStore
+        from indexing.pg_store import pg_index
 
         assert isinstance(database, PostgresDatabase)
-        store: IndexStore = PgIndexStore(database)
+        store = pg_index(database)
     else:
         store = _open_store(data_dir / "index.sqlite3")
     store.ensure_analysis(analyzer_version(), analyze)
