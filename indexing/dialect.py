@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from foundation.storage import StoreDb
 
 ChunkTerms = tuple[int, int, str, str]  # a chunk's (id, doc_id, head_terms, terms)
 SNAPSHOT_BATCH = 20_000
@@ -45,6 +48,10 @@ class IndexDialect(Protocol):
     name: Literal["sqlite", "postgresql"]
     engine_name: str  # what finds candidates when the in-memory postings do not (index_status)
 
+    @property
+    def db(self) -> StoreDb:
+        """The index's tables through the storage seam (`read()`: one consistent snapshot)."""
+
     # -- connections -------------------------------------------------------------------------------
 
     def conn(self) -> Any:
@@ -55,12 +62,6 @@ class IndexDialect(Protocol):
 
     def stream(self, sql: str, params: Sequence[object]) -> Iterator[tuple[Any, ...]]:
         """Rows of a query that may be large, read as they are consumed."""
-
-    def snapshot_batches(self, wanted: Callable[[int], bool], size: int) -> AbstractContextManager[Snapshot | None]:
-        """(generation, every chunk's terms by id in batches of `size`), or None when `wanted(chunks)` says no."""
-
-    def consistent_read(self) -> AbstractContextManager[ReadAll]:
-        """Reads that all see one state of the index."""
 
     def connections(self) -> int:
         """Connections this index holds open now."""

@@ -5,7 +5,10 @@ the store's named methods: no SQL, no transactions and no retry loops in `tools/
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +34,39 @@ class PostingsPlace:
     directory: Path
     min_chunks: int
     max_chunks: int
+
+
+def open_store(database: Database) -> IndexStore:
+    """The index's store on the deployment's database, its tables through the storage seam
+    (`indexing.pg_schema.SCHEMA`): `index.sqlite3` in the data dir, or PostgreSQL. A damaged SQLite file
+    (derived data) is moved aside and the index started afresh."""
+    from indexing.store import IndexStore
+
+    if database.backend == "postgresql":
+        from foundation.storage.postgres import PostgresDatabase
+        from indexing.pg_store import PgDialect
+
+        assert isinstance(database, PostgresDatabase)
+        return IndexStore(PgDialect(database))
+    from foundation.storage.sqlite import SqliteDatabase
+    from indexing.pg_schema import SCHEMA
+    from indexing.sqlite_store import SqliteDialect
+
+    assert isinstance(database, SqliteDatabase)
+    try:
+        return IndexStore(SqliteDialect.of(database.open(SCHEMA)))
+    except sqlite3.DatabaseError as exc:
+        _move_aside(database.path(SCHEMA), exc)
+        return IndexStore(SqliteDialect.of(database.open(SCHEMA)))
+
+
+def _move_aside(path: Path, exc: Exception) -> None:
+    aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
+    logging.getLogger("generalagent.index").warning("index %s is damaged (%s); moved to %s", path, exc, aside)
+    for suffix in ("", "-wal", "-shm"):
+        part = Path(str(path) + suffix)
+        if part.exists():
+            part.rename(Path(str(aside) + suffix))
 
 
 def secret_filter(policy: SecretPaths | None, roots: tuple[Path, ...]) -> SecretFilter | None:

@@ -21,14 +21,14 @@ import functools
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
-from foundation.pooled_reads import Result
+from foundation.storage.pooled_reads import Result
 from foundation.storage.postgres import PgConn, rollback
 from indexing.changelog import log_change
-from indexing.dialect import CHUNK_TABLE_COLS, PAGE_SQL, ChunkTerms, ReadAll, Snapshot, pages_of
+from indexing.dialect import CHUNK_TABLE_COLS
 
 if TYPE_CHECKING:
     from foundation.storage.postgres import PostgresDatabase
@@ -199,31 +199,6 @@ class PgDialect:
             return
         with self.db.read() as conn:
             yield from conn.stream(sql, params)
-
-    @contextmanager
-    def snapshot_batches(self, wanted: Callable[[int], bool], size: int) -> Iterator[Snapshot | None]:
-        """As SQLite's: each page in a read transaction of its own (one held for the whole build would
-        hold back vacuum for every table of the database)."""
-
-        def read_page(after: int) -> tuple[int, list[ChunkTerms]]:
-            with self.db.read() as conn:
-                row = conn.one("SELECT generation FROM stats")
-                rows = conn.all(PAGE_SQL, (after, size))
-            return int(row[0]) if row else 0, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
-
-        with self.db.read() as conn:
-            row = conn.one("SELECT generation, chunks FROM stats")
-        generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
-        if not wanted(chunks):
-            yield None
-            return
-        yield generation, pages_of(generation, read_page)
-
-    @contextmanager
-    def consistent_read(self) -> Iterator[ReadAll]:
-        """Reads that all see one state of the index (one snapshot)."""
-        with self.db.read() as conn:
-            yield lambda sql, params: conn.all(sql, params)
 
     # -- search data ---------------------------------------------------------------------------
 

@@ -1,39 +1,35 @@
 """The index in SQLite (the default: `index.sqlite3` in the data directory), as the strategy object
 `indexing.store.IndexStore` is given (`indexing.dialect.IndexDialect`).
 
-- WAL, a busy timeout, one writer at a time (`BEGIN IMMEDIATE`), schema as ordered migrations
-  (`indexing.sqlite_schema`).
-- Reads share a small fixed pool of connections, each statement on a free one; writes one writer connection.
+- The file is a store of the storage seam (`foundation.storage.sqlite.SqliteStoreDb`, schema
+  `indexing.pg_schema.SCHEMA`, migrated when opened): WAL, a busy timeout, one writer at a time
+  (`BEGIN IMMEDIATE`). Reads share a small fixed pool of connections, each statement on a free one
+  (`statement_reads`); writes go through its one writer connection.
 - The FTS5 table `chunks_fts` is an external-content index over `chunks.head_terms`/`terms`, i.e.
   derived data that `reindex_all` regenerates; term statistics come from its vocabulary table.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 from foundation import sqlite_db
-from foundation.pooled_reads import ConnectionPool, PooledReads
+from foundation.storage import StoreDb
+from foundation.storage.pooled_reads import PooledReads
+from foundation.storage.sqlite import SqliteDatabase, SqliteStoreDb
 from foundation.waiting import about_to_wait
 from indexing.changelog import log_change
-from indexing.dialect import CHUNK_TABLE_COLS, PAGE_SQL, ChunkTerms, ReadAll, Snapshot, pages_of
+from indexing.dialect import CHUNK_TABLE_COLS
 from indexing.query import quote
-from indexing.sqlite_schema import MIGRATIONS
 
-BUSY_TIMEOUT_S = 10.0
+BUSY_TIMEOUT_S = 10.0  # how long a write waits for this process's other writer
 READ_CONNECTIONS = 4
 """Read connections of one index, shared by every thread (a connection, and its map of the file, per
 thread multiplied with the SDK's worker threads)."""
-MMAP_BYTES = 64 * 1024 * 1024
-"""How much of the file each connection maps (SQLite maps no more than the file holds, and more as it
-grows): reads map the file instead of copying pages (search fetches scattered rows). Each connection
-maps its own copy, all counted in the server's RSS: 5 connections (the pool and the writer) map at
-most 320 MiB."""
 
 
 class SqliteDialect:
@@ -43,69 +39,47 @@ class SqliteDialect:
     name: Literal["sqlite", "postgresql"] = "sqlite"
     engine_name = "FTS5"
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._pool = ConnectionPool(self._connect, READ_CONNECTIONS)
-        self._reads = PooledReads(self._pool)
-        self._writer: sqlite3.Connection | None = None
-        self._writer_lock = threading.Lock()
-        self._writing: int | None = None  # the thread inside write()
-        self._migrate()
+    def __init__(self, db: SqliteStoreDb) -> None:
+        self.db = db
+        self.path = db.path
+
+    @classmethod
+    def at(cls, path: Path) -> SqliteDialect:
+        """The index in the SQLite file at `path` (migrated first)."""
+        from indexing.pg_schema import SCHEMA
+
+        return cls.of(SqliteDatabase(path.parent).open(replace(SCHEMA, sqlite_file=path.name)))
+
+    @classmethod
+    def of(cls, store: StoreDb) -> SqliteDialect:
+        """The index in `store` (opened by a `SqliteDatabase`)."""
+        assert isinstance(store, SqliteStoreDb)
+        return cls(store)
 
     # -- connections -----------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite_db.connect(self.path, timeout=BUSY_TIMEOUT_S,
-                                 pragmas=["synchronous=NORMAL", "foreign_keys=ON", f"mmap_size={MMAP_BYTES}"])
 
     def conn(self) -> Any:
         """This thread's write connection inside `write()`; else pooled reads (autocommit): each
         statement runs on a free read connection and its rows are fetched before it goes back."""
-        if self._writing == threading.get_ident() and self._writer is not None:
-            return self._writer
-        return self._reads
+        held = self.db.held_writer()
+        return held if held is not None else self.db.statement_reads(READ_CONNECTIONS)
 
     @contextmanager
-    def _writer_conn(self) -> Iterator[sqlite3.Connection]:
-        """The one writer connection, for one user at a time (other processes: SQLite's file lock)."""
-        if self._writing == threading.get_ident():
-            raise RuntimeError("nested index write")
-        if not self._writer_lock.acquire(timeout=BUSY_TIMEOUT_S):
-            raise sqlite3.OperationalError("database is locked")
-        try:
-            if self._writer is None:
-                self._writer = self._connect()
-            self._writing = threading.get_ident()
-            yield self._writer
-        finally:
-            self._writing = None
-            self._writer_lock.release()
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[Any]:
         """One write transaction (BEGIN IMMEDIATE): all of it or nothing."""
         about_to_wait()  # the writer lock (a call on the event loop moves to a worker thread)
-        with self._writer_conn() as raw, sqlite_db.write(raw) as conn:
+        with self.db.writer(BUSY_TIMEOUT_S) as raw, sqlite_db.write(raw) as conn:
             yield conn
 
     def connections(self) -> int:
         """Connections open now (the read pool's and the writer)."""
-        return self._pool.opened + (self._writer is not None)
+        return self.db.connections()
 
     def close(self) -> None:
-        self._pool.close()
-        with self._writer_lock:
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+        self.db.close()
 
     def reopened(self) -> SqliteDialect:
-        return SqliteDialect(self.path)
-
-    def _migrate(self) -> None:
-        with self._writer_conn() as conn:
-            sqlite_db.migrate(conn, MIGRATIONS)
+        return SqliteDialect.at(self.path)
 
     def stream(self, sql: str, params: Sequence[object] = ()) -> Iterator[tuple[Any, ...]]:
         """Rows of a query that may be large, read as they are consumed (on a read connection held
@@ -114,40 +88,6 @@ class SqliteDialect:
         if not isinstance(conn, PooledReads):
             return iter(conn.execute(sql, params))
         return conn.stream(sql, params)
-
-    @contextmanager
-    def snapshot_batches(self, wanted: Callable[[int], bool], size: int) -> Iterator[Snapshot | None]:
-        """The batches are read while the context is open, each in a short read transaction of its own:
-        one held for the whole build would keep every write since it began in the WAL (no checkpoint can
-        pass a reader)."""
-        conn = sqlite_db.connect(self.path, timeout=30.0)
-
-        def read_page(after: int) -> tuple[int, list[ChunkTerms]]:
-            conn.execute("BEGIN")
-            try:
-                (generation,) = conn.execute("SELECT generation FROM stats").fetchone()
-                return int(generation), conn.execute(PAGE_SQL, (after, size)).fetchall()
-            finally:
-                conn.execute("COMMIT")
-
-        try:
-            generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
-            if not wanted(int(chunks)):
-                yield None
-                return
-            yield int(generation), pages_of(int(generation), read_page)
-        finally:
-            conn.close()
-
-    @contextmanager
-    def consistent_read(self) -> Iterator[ReadAll]:
-        """Reads that all see one state of the index (one read transaction, `indexing.changelog`)."""
-        conn = sqlite_db.connect(self.path, timeout=30.0)
-        try:
-            conn.execute("BEGIN")
-            yield lambda sql, params: conn.execute(sql, params).fetchall()
-        finally:
-            conn.close()
 
     # -- search data: FTS5 -----------------------------------------------------------------------
 
@@ -204,7 +144,7 @@ class SqliteDialect:
 
     def vacuum(self) -> None:
         """Compact the database (after large removals)."""
-        with self._writer_conn() as conn:
+        with self.db.writer(BUSY_TIMEOUT_S) as conn:
             conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

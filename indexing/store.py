@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,7 +101,7 @@ class IndexStore:
     the SQLite file at `path`; `IndexStore(dialect)`: the index on that backend."""
 
     def __init__(self, where: Path | IndexDialect) -> None:
-        self.dialect: IndexDialect = SqliteDialect(where) if isinstance(where, Path) else where
+        self.dialect: IndexDialect = SqliteDialect.at(where) if isinstance(where, Path) else where
         self.backend = self.dialect.name
         self.engine_name = self.dialect.engine_name  # what finds candidates when the postings do not
         self.path: Path | None = where if isinstance(where, Path) else None
@@ -322,17 +322,35 @@ class IndexStore:
         """Where the index is, for people (status lines)."""
         return self.dialect.where()
 
-    def snapshot_batches(self, wanted: Callable[[int], bool],
-                         size: int = SNAPSHOT_BATCH) -> AbstractContextManager[Snapshot | None]:
+    @contextmanager
+    def snapshot_batches(self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH) -> Iterator[Snapshot | None]:
         """(generation, every chunk's (id, doc_id, head_terms, terms) by id, `size` rows a batch), all
         of that generation (`pages_of`: IndexChanged when the chunks change meanwhile); None when
         `wanted(chunks)` says the rows are not needed. The batches are read while the context is
-        open, each in a short read transaction of its own."""
-        return self.dialect.snapshot_batches(wanted, size)
+        open, each in a short read transaction of its own: one held for the whole build would keep
+        every write since it began in SQLite's WAL (no checkpoint can pass a reader), and hold back
+        PostgreSQL's vacuum for every table of the database."""
+        db = self.dialect.db
 
-    def consistent_read(self) -> AbstractContextManager[ReadAll]:
-        """Reads that all see one state of the index (`indexing.changelog`)."""
-        return self.dialect.consistent_read()
+        def read_page(after: int) -> tuple[int, list[ChunkTerms]]:
+            with db.read() as conn:
+                row = conn.one("SELECT generation FROM stats")
+                rows = conn.all(PAGE_SQL, (after, size))
+            return int(row[0]) if row else 0, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
+
+        with db.read() as conn:
+            row = conn.one("SELECT generation, chunks FROM stats")
+        generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
+        if not wanted(chunks):
+            yield None
+            return
+        yield generation, pages_of(generation, read_page)
+
+    @contextmanager
+    def consistent_read(self) -> Iterator[ReadAll]:
+        """Reads that all see one state of the index (one snapshot: `indexing.changelog`)."""
+        with self.dialect.db.read() as conn:
+            yield lambda sql, params: conn.all(sql, params)
 
     def worth_vacuum(self) -> bool:
         """True when compacting would give space back (SQLite: a quarter of the file is free)."""

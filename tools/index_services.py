@@ -86,39 +86,13 @@ def memory_index(rt: Runtime) -> MemoryIndex:
 
 
 def open_index(database: Database, data_dir: Path) -> IndexStore:
-    """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3` in `data_dir`
-    (re-analysed once if made by another analyzer)."""
+    """The index on the deployment's database (`indexing.index.open_store`: `index.sqlite3` in the data dir,
+    `data_dir`, or PostgreSQL), re-analysed once if made by another analyzer."""
     from indexing.analyzer import analyze, analyzer_version
+    from indexing.index import open_store
 
-    if database.backend == "postgresql":
-        from foundation.storage.postgres import PostgresDatabase
-        from indexing.pg_store import pg_index
-
-        assert isinstance(database, PostgresDatabase)
-        store = pg_index(database)
-    else:
-        store = _open_store(data_dir / "index.sqlite3")
+    store = open_store(database)
     store.ensure_analysis(analyzer_version(), analyze)
-    return store
-
-
-def _open_store(path: Path) -> IndexStore:
-    """Open the index; a damaged database file (derived data) is moved aside and started afresh."""
-    import logging
-    import sqlite3
-
-    from indexing.store import IndexStore
-
-    try:
-        store = IndexStore(path)
-    except sqlite3.DatabaseError as exc:
-        aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
-        logging.getLogger("generalagent.index").warning("index %s is damaged (%s); moved to %s", path, exc, aside)
-        for suffix in ("", "-wal", "-shm"):
-            part = Path(str(path) + suffix)
-            if part.exists():
-                part.rename(Path(str(aside) + suffix))
-        store = IndexStore(path)
     return store
 
 
