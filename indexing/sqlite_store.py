@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +42,10 @@ class SqliteDialect:
     def __init__(self, db: SqliteStoreDb) -> None:
         self.db = db
         self.path = db.path
+        self.statements = db.statements(READ_CONNECTIONS)
+        self.conn: Callable[[], Any] = self.statements.conn
+        """This thread's write connection inside `write()`; else pooled reads (autocommit): each
+        statement runs on a free read connection and its rows are fetched before it goes back."""
 
     @classmethod
     def at(cls, path: Path) -> SqliteDialect:
@@ -58,22 +62,16 @@ class SqliteDialect:
 
     # -- connections -----------------------------------------------------------------------
 
-    def conn(self) -> Any:
-        """This thread's write connection inside `write()`; else pooled reads (autocommit): each
-        statement runs on a free read connection and its rows are fetched before it goes back."""
-        held = self.db.held_writer()
-        return held if held is not None else self.db.statement_reads(READ_CONNECTIONS)
-
     @contextmanager
     def write(self) -> Iterator[Any]:
         """One write transaction (BEGIN IMMEDIATE): all of it or nothing."""
         about_to_wait()  # the writer lock (a call on the event loop moves to a worker thread)
-        with self.db.writer(BUSY_TIMEOUT_S) as raw, sqlite_db.write(raw) as conn:
+        with self.statements.writer(BUSY_TIMEOUT_S) as raw, sqlite_db.write(raw) as conn:
             yield conn
 
     def connections(self) -> int:
         """Connections open now (the read pool's and the writer)."""
-        return self.db.connections()
+        return self.statements.opened()
 
     def close(self) -> None:
         self.db.close()
@@ -144,7 +142,7 @@ class SqliteDialect:
 
     def vacuum(self) -> None:
         """Compact the database (after large removals)."""
-        with self.db.writer(BUSY_TIMEOUT_S) as conn:
+        with self.statements.writer(BUSY_TIMEOUT_S) as conn:
             conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -105,16 +105,13 @@ class IndexStore:
         self.backend = self.dialect.name
         self.engine_name = self.dialect.engine_name  # what finds candidates when the postings do not
         self.path: Path | None = where if isinstance(where, Path) else None
+        # the dialect's own, called directly (every statement takes them):
+        self.conn: Callable[[], Any] = self.dialect.conn
+        """This thread's write connection inside `write()`; else pooled reads (autocommit)."""
+        self.write: Callable[[], AbstractContextManager[Any]] = self.dialect.write
+        """One write transaction, the only index writer while it runs: all of it or nothing."""
 
     # -- connections -----------------------------------------------------------------------
-
-    def conn(self) -> Any:
-        """This thread's write connection inside `write()`; else pooled reads (autocommit)."""
-        return self.dialect.conn()
-
-    def write(self) -> AbstractContextManager[Any]:
-        """One write transaction, the only index writer while it runs: all of it or nothing."""
-        return self.dialect.write()
 
     def connections(self) -> int:
         """Connections open now (SQLite: the read pool's and the writer)."""

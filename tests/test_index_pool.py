@@ -115,7 +115,7 @@ def test_a_dropped_stream_gives_its_connection_back(store: IndexStore) -> None:
 
 def test_a_closed_connection_is_replaced(store: IndexStore) -> None:
     store.totals()
-    pool = store.dialect.db._read_pool
+    pool = store.dialect.statements.pool
     for conn in list(pool._idle):
         conn.close()  # e.g. closed under us
     assert store.totals()["files"] == 20
@@ -125,12 +125,12 @@ def test_a_closed_connection_is_replaced(store: IndexStore) -> None:
 
 def test_a_bad_statement_keeps_the_connection(store: IndexStore) -> None:
     store.totals()
-    opened = store.dialect.db._read_pool.opened
+    opened = store.dialect.statements.pool.opened
     import sqlite3
 
     with pytest.raises(sqlite3.OperationalError):
         store.conn().execute("SELECT nothing FROM nowhere")
-    assert store.dialect.db._read_pool.opened == opened
+    assert store.dialect.statements.pool.opened == opened
     assert store.totals()["files"] == 20
 
 

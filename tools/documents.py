@@ -32,11 +32,10 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
 from tools.index_services import (
     forget_paths,
     forget_secrets,
+    index_of,
     index_store,
     indexer_for,
-    memory_index,
     search_ready,
-    secret_hits,
     secret_refusal,
     vector_worker,
 )
@@ -145,15 +144,16 @@ def search_documents(
 ) -> SearchResult:
     """Search every indexed document (PDF, Office, OpenDocument, EPUB, HTML, CSV, e-mail, text), in
     English and Chinese. Index folders first with index_path."""
-    store = index_store(rt)
+    index = index_of(rt)
+    store = index.store
     if not store.has_files():
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
     roots = roots_for(rt.settings, call.session_id)
     scope = _path_filter(rt, paths, roots, call)
     from indexing.hybrid import searcher as make_searcher
 
-    searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
-    is_secret = secret_hits(rt, roots)
+    searcher = make_searcher(store, index.memory(), vector_worker(rt))
+    is_secret = index.secret_hits(roots)
     with search_running(rt):  # background re-indexing waits for searches
         result, pending = _fresh_search(rt, searcher, is_secret, call, roots, query=query, scope=scope, page=(
             max_results, offset), use_regex=use_regex, group_by_document=group_by_document, mode=mode,

@@ -31,7 +31,7 @@ from foundation.storage.base import (
     identifier,
     too_new_error,
 )
-from foundation.storage.pooled_reads import ConnectionPool, PooledReads
+from foundation.storage.pooled_reads import StatementConnections
 
 TIMEOUT_SECONDS = 30.0
 _IDLE_CONNECTIONS = 4
@@ -105,8 +105,7 @@ class SqliteStoreDb(StoreDb):
     one writer at a time: this process's writers queue on a lock, other processes on the file lock.
 
     A store read from many threads at once, statement by statement (the document index), also has
-    `statement_reads` (a fixed pool of autocommit read connections) and `writer` (one connection kept
-    for its write transactions)."""
+    `statements` (a fixed pool of autocommit read connections and one writer connection)."""
 
     def __init__(self, database: SqliteDatabase, schema: Schema, path: Path) -> None:
         super().__init__(database, schema)
@@ -115,11 +114,7 @@ class SqliteStoreDb(StoreDb):
         self._pool_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._closed = False
-        self._read_pool: ConnectionPool | None = None
-        self._reads: PooledReads | None = None
-        self._writer: sqlite3.Connection | None = None
-        self._writer_lock = threading.Lock()
-        self._writing: int | None = None  # the thread holding `writer()`
+        self._statements: StatementConnections | None = None
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite_db.connect(self.path, timeout=TIMEOUT_SECONDS, pragmas=self.schema.sqlite_pragmas)
@@ -160,40 +155,16 @@ class SqliteStoreDb(StoreDb):
             self.database.notify(channel, payload)
         return result
 
-    def statement_reads(self, size: int) -> PooledReads:
-        """Autocommit reads, each statement on one of `size` connections shared by every thread (its rows
-        fetched before the connection goes back); made on first use."""
+    def statements(self, size: int) -> StatementConnections:
+        """Its statement reads (`size` pooled autocommit read connections) and writer connection, made once."""
         with self._pool_lock:
-            if self._reads is None:
-                self._read_pool = ConnectionPool(self._connect, size)
-                self._reads = PooledReads(self._read_pool)
-            return self._reads
-
-    @contextmanager
-    def writer(self, timeout: float) -> Iterator[sqlite3.Connection]:
-        """The one writer connection, for one thread at a time (other processes: SQLite's file lock);
-        the caller opens the transaction on it (`sqlite_db.write`). Waits `timeout` seconds at most."""
-        if self._writing == threading.get_ident():
-            raise RuntimeError(f"nested {self.schema.name} write")
-        if not self._writer_lock.acquire(timeout=timeout):
-            raise sqlite3.OperationalError("database is locked")
-        try:
-            if self._writer is None:
-                self._writer = self._connect()
-            self._writing = threading.get_ident()
-            yield self._writer
-        finally:
-            self._writing = None
-            self._writer_lock.release()
-
-    def held_writer(self) -> sqlite3.Connection | None:
-        """The writer connection when this thread holds it (inside `writer()`), else None."""
-        return self._writer if self._writing == threading.get_ident() else None
+            if self._statements is None:
+                self._statements = StatementConnections(self._connect, size)
+            return self._statements
 
     def connections(self) -> int:
         """Connections open now: the statement reads' pool, the writer and the idle ones."""
-        pool = self._read_pool.opened if self._read_pool is not None else 0
-        return pool + (self._writer is not None) + len(self._idle)
+        return (self._statements.opened() if self._statements is not None else 0) + len(self._idle)
 
     def close(self) -> None:
         with self._pool_lock:
@@ -201,12 +172,8 @@ class SqliteStoreDb(StoreDb):
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        if self._read_pool is not None:
-            self._read_pool.close()
-        with self._writer_lock:
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+        if self._statements is not None:
+            self._statements.close()
 
 
 class SqliteDatabase(Database):
