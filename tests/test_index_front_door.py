@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import ast
 import re
+import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 SQL = re.compile(r"\b(SELECT\s.+\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX)|"
@@ -72,3 +76,40 @@ def test_the_index_backends_are_strategies_not_subclasses() -> None:
     subclasses = [name for name, value in vars(pg_store).items()
                   if isinstance(value, type) and issubclass(value, IndexStore)]
     assert not subclasses, f"PostgreSQL's index is a backend given to IndexStore, not a subclass: {subclasses}"
+
+
+@pytest.mark.storage
+def test_the_index_is_a_store_of_the_storage_seam(database: Any) -> None:
+    """Its tables are migrated by the seam (`Database.status` knows them), and it reads and writes there."""
+    from indexing.index import open_store
+    from indexing.model import Chunk
+    from indexing.pg_schema import SCHEMA
+    from indexing.store import AnalyzedChunk
+
+    store = open_store(database)
+    status = database.status(SCHEMA)
+    assert status.pending == 0 and status.applied == len(SCHEMA.migrations(database.backend))
+    with store.write() as conn:
+        doc_id = store.insert_document(conn, "hash", "text", 5, [AnalyzedChunk(Chunk(0, 0, 5, "hello"), "", "hello")])
+        store.link_file(conn, "/ws/a.txt", doc_id, 5, 0)
+    assert store.document_chunks(doc_id) == 1 and store.files_outside(["/elsewhere"]) == 1
+    assert store.files_outside(["/ws"]) == 0
+    store.close()
+
+
+@pytest.mark.storage
+def test_an_index_written_by_a_newer_program_is_refused_and_kept(database: Any, data_dir: Path) -> None:
+    """The seam's too-new check holds for the index too: a clear error, and the file is not moved aside as damaged."""
+    from foundation.storage import StorageError
+    from indexing.index import open_store
+
+    open_store(database).close()
+    if database.backend == "sqlite":
+        with sqlite3.connect(data_dir / "index.sqlite3") as conn:
+            conn.execute("PRAGMA user_version = 99")
+    else:
+        with database.connection() as raw:  # autocommit
+            raw.execute("UPDATE schema_migrations SET version = 99 WHERE store = 'index'")
+    with pytest.raises(StorageError, match="newer than this program knows"):
+        open_store(database)
+    assert not list(data_dir.glob("index.sqlite3.damaged-*"))
