@@ -84,8 +84,8 @@ def assert_consistent(store: Any) -> None:
 
 
 def test_a_run_killed_mid_folder_leaves_a_consistent_index_and_frees_its_path(pg_url: str, tmp_path: Path) -> None:
-    from indexing.search import Searcher
     from indexing.jobs import JobRegistry
+    from indexing.search import Searcher
 
     folder = corpus(tmp_path / "many", 300)
     proc = start_run(pg_url, tmp_path / "a", folder)
