@@ -27,7 +27,7 @@ from indexing.indexer import Indexer
 from indexing.jobs import JobRegistry
 from tools.index_services import open_index
 db = open_database(Path(sys.argv[3]), sys.argv[2])
-store = open_index(db, Path(sys.argv[3]))
+store = open_index(db)
 jobs = JobRegistry(store, db)
 job, _ = jobs.claim(sys.argv[4], background=False)
 def work(should_cancel, progress, report):
@@ -64,7 +64,7 @@ def open_here(url: str, data_dir: Path) -> tuple[Any, Any]:
     from tools.index_services import open_index
 
     db = open_database(data_dir, url)
-    return db, open_index(db, data_dir)
+    return db, open_index(db)
 
 
 def assert_consistent(store: Any) -> None:

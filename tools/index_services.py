@@ -85,9 +85,9 @@ def memory_index(rt: Runtime) -> MemoryIndex:
     return index_of(rt).memory()
 
 
-def open_index(database: Database, data_dir: Path) -> IndexStore:
-    """The index on the deployment's database (`indexing.index.open_store`: `index.sqlite3` in the data dir,
-    `data_dir`, or PostgreSQL), re-analysed once if made by another analyzer."""
+def open_index(database: Database) -> IndexStore:
+    """The index on the deployment's database (`indexing.index.open_store`: `index.sqlite3` in its data dir,
+    or PostgreSQL), re-analysed once if made by another analyzer."""
     from indexing.analyzer import analyze, analyzer_version
     from indexing.index import open_store
 
@@ -226,7 +226,7 @@ def _opened_index(rt: Runtime) -> Index:
     _USER_DICT.of(rt).changed()  # its words first: the index is analysed with them
     s = rt.settings
     place = PostingsPlace(rt.data_dir / "postings", s.search_memory_min_chunks, s.search_memory_max_chunks)
-    return Index(open_index(rt.database, rt.data_dir), rt.database, place, policy=lambda: rt.secret_paths)
+    return Index(open_index(rt.database), rt.database, place, policy=lambda: rt.secret_paths)
 
 
 _INDEX: Service[Index] = Service(_opened_index)
