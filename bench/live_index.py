@@ -1,4 +1,4 @@
-"""The live index's costs: `python -m bench.live_index [--files 5000] [--rounds 10]`.
+"""The live index's costs: `python -m bench.live_index [--files 5000] [--rounds 10] [--burst N] [--checkout N]`.
 
 1. save -> searchable: a watched folder (the server's watcher and queue, in this process); a file of each
    format is saved with a new word, and the time until the index holds the new version and a search finds
@@ -134,6 +134,54 @@ def burst(count: int) -> None:
     rt.close()
 
 
+def checkout(count: int) -> None:
+    """A real `git checkout` in a watched repository whose branches differ in `count` files (a tenth of
+    them added, a tenth deleted, the rest rewritten): time until the index holds the other branch, and
+    search latency meanwhile."""
+    import subprocess
+
+    from tools.index_tools import index_path
+
+    base = Path(tempfile.mkdtemp(prefix="live-checkout-"))
+    folder = base / "ws" / "repo"
+    folder.mkdir(parents=True)
+    git = ["git", "-C", str(folder), "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    line = "The harbour pilot checks the cargo manifest against the ledger before noon."
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    for i in range(count - count // 10):
+        (folder / f"f{i}.md").write_text(f"# File {i}\n\n{line} Branch main, file {i}.\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "main"], check=True)
+    subprocess.run([*git, "checkout", "-qb", "other"], check=True)
+    for i in range(count // 10, count):
+        (folder / f"f{i}.md").write_text(f"# File {i}\n\n{line} Branch other, file {i}, zeppelin.\n")
+    for i in range(count // 10):
+        (folder / f"f{i}.md").unlink()
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "other"], check=True)
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    rt = Runtime(load_settings({"data_dir": base / "data", "roots": [base / "ws"]}, environ={}))
+    live_index(rt).serving = True
+    call = CallContext(tool="bench")
+    index_path("repo", rt=rt, call=call)
+    time.sleep(2.0)
+    quiet = _latencies(rt, call, 5.0)
+    queue = live_index(rt).queue
+    start = time.monotonic()
+    subprocess.run([*git, "checkout", "-q", "other"], check=True)
+    switched = time.monotonic() - start
+    time.sleep(0.5)
+    busy = _latencies(rt, call, 300.0, until=lambda: queue.queued() == 0 and time.monotonic() - start > 3)
+    from tools.documents import search_documents
+
+    found = search_documents("zeppelin", max_results=50, rt=rt, call=call)
+    print(f"git checkout of a branch differing in {count} files (git took {switched:.1f} s): re-indexed in "
+          f"{time.monotonic() - start:.1f} s; search p50/p95 quiet {_p(quiet, 0.5):.1f}/{_p(quiet, 0.95):.1f} ms, "
+          f"during {_p(busy, 0.5):.1f}/{_p(busy, 0.95):.1f} ms ({len(busy)} searches); "
+          f"{len(found.hits)} hits of the other branch's word afterwards")
+    rt.close()
+
+
 def watcher_at_rest(count: int, seconds: float) -> None:
     from indexing.store import IndexStore
     from tools.index_queue import ReindexQueue, SearchGauge
@@ -182,11 +230,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--rest-seconds", type=float, default=20.0)
     parser.add_argument("--burst", type=int, default=0, help="Also rewrite this many watched files at once.")
-    parser.add_argument("--only-burst", action="store_true")
+    parser.add_argument("--checkout", type=int, default=0, help="Also switch a watched git repository to a "
+                        "branch that differs in this many files.")
+    parser.add_argument("--only-burst", action="store_true", help="Only the --burst and --checkout runs.")
     args = parser.parse_args()
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", "")
     if args.burst:
         burst(args.burst)
+    if args.checkout:
+        checkout(args.checkout)
     if args.only_burst:
         return
     save_to_searchable(args.rounds)

@@ -280,6 +280,7 @@ def minimal_server(rt: Any, queries: list[str]) -> Any:
     """A bare MCPServer whose search_documents and todo_read return our tools' results for these queries
     (computed beforehand), with the same result schemas: what the SDK alone costs for the same payloads."""
     from mcp.server import MCPServer
+    from mcp.server.mcpserver.tools.base import Tool
 
     from foundation.schemas import portable_schema
     from tools.documents import SearchResult
@@ -298,13 +299,11 @@ def minimal_server(rt: Any, queries: list[str]) -> Any:
         return todo
 
     search.__annotations__, todo_read.__annotations__ = {"query": str, "return": SearchResult}, {"return": TodoList}
-    server = MCPServer("bare", log_level="WARNING")
-    server.tool(name="search_documents")(search)
-    server.tool()(todo_read)
-    for tool in server._tool_manager._tools.values():
+    tools = [Tool.from_function(search, name="search_documents"), Tool.from_function(todo_read)]
+    for tool in tools:  # the schemas our server lists (the SDK's public constructor takes the tools as built)
         if tool.fn_metadata.output_schema is not None:
             tool.fn_metadata.output_schema = portable_schema(tool.fn_metadata.output_schema, output=True)
-    return server
+    return MCPServer("bare", log_level="WARNING", tools=tools)
 
 
 def over_stdio(data: Path, ws: Path, queries: list[str], n: int) -> dict[str, Row]:

@@ -8,7 +8,8 @@
 `Msg` in an OpenAI-like shape: an Anthropic user message carrying `tool_result` blocks becomes one
 `tool` Msg per result followed by a `user` Msg with the remaining blocks. `render()` turns a
 (possibly edited) list of Msg back into the caller's format, reusing the caller's own dicts for
-every message that was not changed. Pure functions, no heavy imports.
+every message that was not changed and writing every changed one from its parts (`Msg.wire_content`,
+`context.parts.write_content`). Pure functions, no heavy imports.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Literal
 from context.parts import (
     ContentPart,
     Part,
+    Text,
     ToolCall,
     all_parts,
     arguments_text,
@@ -27,10 +29,12 @@ from context.parts import (
     read_content,
     says_something,
     text_of,
+    write_content,
 )
 from foundation.errors import InvalidInput
 
-__all__ = ["Call", "Msg", "Transcript", "arguments_text", "content_text", "message_text", "parse", "render"]
+__all__ = ["Call", "Msg", "Transcript", "arguments_text", "content_text", "message_text", "parse", "render",
+           "with_content", "with_parts", "with_text_edited"]
 
 Format = Literal["openai", "anthropic"]
 FormatArg = Literal["auto", "openai", "anthropic"]
@@ -58,15 +62,16 @@ class Msg:
     """One message in the internal form.
 
     `content` is the wire value: the text or the list of content parts/blocks other than tool
-    calls/results; for a `tool` Msg it is the result's content. It is what `render` writes back.
-    `raw` is the caller's dict (for an Anthropic tool result: its `tool_result` block). `source` is
-    the caller's message index (-1: made by us).
+    calls/results; for a `tool` Msg it is the result's content. `raw` is the caller's dict (for an
+    Anthropic tool result: its `tool_result` block). `source` is the caller's message index (-1: made by us).
 
     Read once from `content` and `calls`, on first use (context/parts.py), and what
     the context code reads: `parts` (typed: text, reasoning, image, document, tool call, tool result,
     opaque), `body` (the content's parts), `text` (their readable text), `full_text` (everything
     that costs tokens: text, then the calls as `name(arguments)` lines) and `says_something`
-    (non-blank text or a part that is not text). Change a message with `with_content`.
+    (non-blank text or a part that is not text). Change a message with `with_parts` (new parts) or
+    `with_content` (a new wire value, read into parts); `render` writes a changed message from its
+    parts and calls (`wire_content`), an unchanged one as the caller's own dict.
     """
 
     role: str
@@ -112,6 +117,13 @@ class Msg:
     @property
     def is_chain_head(self) -> bool:
         return self.role == "assistant" and bool(self.calls)
+
+    def wire_content(self) -> Any:
+        """The content to render: the parts written back (`parts.write_content`), which `content` is by
+        construction: `with_parts` writes it from the new parts, and a content read into parts writes back
+        to itself (tests/test_context_parts.py::test_written_parts_are_the_content_they_were_read_from), so
+        it is not written a second time here."""
+        return self.content
 
 
 @dataclass
@@ -250,7 +262,7 @@ def _openai_calls(index: int, raw_calls: Any) -> tuple[Call, ...]:
             raise _fail(
                 index, "a tool call lacks id or function.name", "Each tool call needs an id and function.name"
             )
-        calls.append(Call(call["id"], str(function["name"]), function.get("arguments", "")))
+        calls.append(Call(call["id"], str(function["name"]), function.get("arguments", ""), call))
     return tuple(calls)
 
 
@@ -294,7 +306,7 @@ def _anthropic_assistant(index: int, message: dict[str, Any], content: list[dict
                 raise _fail(
                     index, "a tool_use block lacks id or name", "Each tool_use block needs an id and a name"
                 )
-            calls.append(Call(block["id"], str(block["name"]), block.get("input", {})))
+            calls.append(Call(block["id"], str(block["name"]), block.get("input", {}), block))
         elif block["type"] == "tool_result":
             raise _fail(
                 index,
@@ -359,15 +371,34 @@ def render(transcript: Transcript, messages: list[Msg]) -> tuple[list[dict[str, 
 def _render_openai(msg: Msg) -> dict[str, Any]:
     if msg.source >= 0 and not msg.changed:
         return msg.raw
-    if msg.raw:
-        out = dict(msg.raw)
-        out["content"] = msg.content
-        return out
-    return {"role": msg.role, "content": msg.content}
+    out: dict[str, Any] = dict(msg.raw) if msg.raw else {"role": msg.role}
+    out["content"] = msg.wire_content()
+    if msg.calls:
+        out["tool_calls"] = [_openai_call(call) for call in msg.calls]
+    elif out.get("tool_calls"):
+        del out["tool_calls"]  # the calls were taken out of the message
+    return out
+
+
+def _openai_call(call: Call) -> Any:
+    wire = call.wire
+    function = wire.get("function") if isinstance(wire, dict) else None
+    if isinstance(function, dict) and (wire.get("id"), function.get("name"), function.get("arguments", "")) == (
+            call.id, call.name, call.arguments):
+        return wire
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments_text(call.arguments)}}
+
+
+def _anthropic_call(call: Call) -> Any:
+    wire = call.wire
+    if isinstance(wire, dict) and (wire.get("id"), wire.get("name"), wire.get("input", {})) == (
+            call.id, call.name, call.arguments):
+        return wire
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
 
 
 def _render_anthropic(messages: list[Msg], system_was_list: bool) -> tuple[list[dict[str, Any]], Any]:
-    system_parts = [m.content for m in messages if m.role == "system"]
+    system_parts = [m.wire_content() for m in messages if m.role == "system"]
     out: list[dict[str, Any]] = []
     group: list[Msg] = []
     for msg in (m for m in messages if m.role != "system"):
@@ -385,22 +416,31 @@ def _anthropic_group(group: list[Msg]) -> dict[str, Any]:
     if head.role == "assistant" or (head.source < 0 and not head.raw):
         if head.source >= 0 and not head.changed:
             return head.raw
-        return {"role": head.role, "content": head.content}
+        return {"role": head.role, "content": _with_uses(head.wire_content(), head.calls)}
     original = head.raw if head.role == "user" else None
     blocks: list[Any] = []
     for msg in group:
+        content = msg.wire_content()
         if msg.role == "tool":
-            blocks.append(dict(msg.raw, content=msg.content) if msg.changed else msg.raw)
-        elif isinstance(msg.content, str):
+            blocks.append(dict(msg.raw, content=content) if msg.changed else msg.raw)
+        elif isinstance(content, str):
             if len(group) == 1 and not msg.changed:
                 return msg.raw
-            blocks.append({"type": "text", "text": msg.content})
+            blocks.append({"type": "text", "text": content})
         else:
             original = msg.raw
-            blocks.extend(msg.content)
+            blocks.extend(content or [])
     if original is not None and not any(m.changed for m in group) and blocks == original.get("content"):
         return original
     return {"role": "user", "content": blocks}
+
+
+def _with_uses(content: Any, calls: tuple[Call, ...]) -> Any:
+    """An Anthropic assistant content with its calls as `tool_use` blocks after the rest."""
+    if not calls:
+        return content
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content}] if content else []
+    return [*blocks, *(_anthropic_call(call) for call in calls)]
 
 
 def _join_system(parts: list[Any], as_list: bool) -> Any:
@@ -435,21 +475,27 @@ def with_text_edited(
 ) -> Msg | None:
     """A copy of `msg` (marked changed) with `edit` applied to its text: a string content, or each `text`
     block whose text `only` accepts (a block edited to None is dropped). None when nothing is left."""
-    content = msg.content
-    if isinstance(content, str):
-        edited_content = edit(content)
+    if isinstance(msg.content, str):
+        edited_content = edit(msg.content)
         return None if edited_content is None else with_content(msg, edited_content)
-    blocks = []
-    for block in content or []:
-        if isinstance(block, dict) and block.get("type") == "text" and only(text := str(block.get("text", ""))):
-            edited = edit(text)
+    parts: list[ContentPart] = []
+    for part in msg.body:
+        if isinstance(part, Text) and isinstance(part.wire, dict) and only(part.text):
+            edited = edit(part.text)
             if edited is None:
                 continue
-            block = {**block, "text": edited}
-        blocks.append(block)
-    return with_content(msg, blocks) if blocks else None
+            part = replace(part, text=edited)
+        parts.append(part)
+    return with_parts(msg, tuple(parts)) if parts else None
 
 
 def with_content(msg: Msg, content: Any) -> Msg:
     """A copy of `msg` with new content (its parts read again), marked changed."""
     return replace(msg, content=content, changed=True)
+
+
+def with_parts(msg: Msg, body: tuple[ContentPart, ...]) -> Msg:
+    """A copy of `msg` with new parts (its calls kept), marked changed: rendered from these parts."""
+    changed = replace(msg, content=write_content(body, msg.content), changed=True)
+    changed._body = body
+    return changed

@@ -59,10 +59,21 @@ class _Chunk:
     tf: np.ndarray
 
     @staticmethod
-    def of(row: ChunkTerms, vocab: _Vocab, weighting: Weighting) -> _Chunk:
-        body, head, blen, hlen = _term_ids([row], vocab)
-        tids, _rows, tf = _batch_postings(body, head, blen, hlen, 0, weighting)  # (the build's very sums)
-        return _Chunk(body.copy(), head.copy(), tids, tf)
+    def made(rows: Sequence[ChunkTerms], vocab: _Vocab, weighting: Weighting) -> list[_Chunk]:
+        """The chunks of `rows`, in one pass for all of them (a row's postings and sums are those of
+        the build: `_batch_postings` keeps each row's occurrences in their order)."""
+        import numpy as np
+
+        if not rows:
+            return []
+        body, head, blen, hlen = _term_ids(rows, vocab)
+        tids, at, tf = _batch_postings(body, head, blen, hlen, 0, weighting)
+        order = np.argsort(at, kind="stable")  # by row; each row's term ids stay ascending
+        cuts = np.searchsorted(at[order], np.arange(1, len(rows)))
+        bcut, hcut = np.cumsum(blen)[:-1], np.cumsum(hlen)[:-1]
+        return [_Chunk(b.copy(), h.copy(), t, f) for b, h, t, f in zip(
+            np.split(body, bcut), np.split(head, hcut), np.split(tids[order], cuts), np.split(tf[order], cuts),
+            strict=True)]
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,7 @@ class _Masked:
     df: dict[int, int]  # term id -> masked rows holding it
     rows: int
     length: int  # their body terms
+    ascending: bool  # the base rows' document ids never descend (documents are written with their chunks)
 
 
 class DeltaSnapshot:
@@ -91,7 +103,7 @@ class DeltaSnapshot:
         self.vocab: _Vocabulary = before.vocab if before is not None else _Vocabulary(_table(base).ids())
         fresh = set(changes.doc_ids)
         kept = [(r, c) for r, c in zip(before.rows, before.chunks, strict=True) if r[1] not in fresh] if before else []
-        made = [(r, _Chunk.of(r, self.vocab, weighting)) for r in changes.rows]
+        made = list(zip(changes.rows, _Chunk.made(changes.rows, self.vocab, weighting), strict=True))
         both = sorted(kept + made, key=lambda pair: pair[0][0])  # by chunk id
         self.rows: list[ChunkTerms] = [r for r, _ in both]
         self.chunks: list[_Chunk] = [c for _, c in both]
@@ -231,24 +243,40 @@ def _merged(parts: list[Occurrences], in_base: list[bool], which: tuple[np.ndarr
 
 def _mask(base: Snapshot, before: _Masked | None, docs: set[int], rows: list[ChunkTerms]) -> _Masked:
     """`before` and every base row of `docs`, or of a chunk id of `rows` (a chunk id is only reused
-    once its document was dropped), masked out."""
+    once its document was dropped), masked out. Costs a copy of a byte per base row, the rest in
+    proportion to the change."""
     import numpy as np
 
     alive = before.alive.copy() if before is not None else np.ones(base.n_rows, dtype=bool)
-    alive &= ~np.isin(base.doc_ids, np.fromiter(docs, dtype=np.int64, count=len(docs)))
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     at = np.searchsorted(base.chunk_ids, ids)
     reused = at < base.n_rows
     reused[reused] = base.chunk_ids[at[reused]] == ids[reused]
-    alive[at[reused]] = False
-    newly = (alive != before.alive if before is not None else ~alive).nonzero()[0]
+    ascending = before.ascending if before is not None else bool(np.all(base.doc_ids[1:] >= base.doc_ids[:-1]))
+    hit = np.concatenate((_rows_of(base, docs, ascending), at[reused])).astype(np.int64)
+    newly = np.unique(hit[alive[hit]])
+    alive[newly] = False
     df = dict(before.df) if before is not None else {}
     for tid, count in zip(*_held(base, newly), strict=True):
         df[tid] = df.get(tid, 0) + count
     length = int((base.body_off[newly + 1] - base.body_off[newly]).sum())
     return _Masked(alive, frozenset(docs | (before.docs if before is not None else frozenset())), df,
                    (before.rows if before is not None else 0) + len(newly),
-                   (before.length if before is not None else 0) + length)
+                   (before.length if before is not None else 0) + length, ascending)
+
+
+def _rows_of(base: Snapshot, docs: set[int], ascending: bool) -> np.ndarray:
+    """The base rows of `docs`: by binary search where the rows' document ids ascend, else by one
+    pass over them."""
+    import numpy as np
+
+    wanted = np.fromiter(sorted(docs), dtype=np.int64, count=len(docs))
+    if not ascending:
+        return np.asarray(np.isin(base.doc_ids, wanted).nonzero()[0], dtype=np.int64)
+    first, stop = np.searchsorted(base.doc_ids, wanted), np.searchsorted(base.doc_ids, wanted, side="right")
+    spans = stop - first
+    rows: np.ndarray = np.arange(int(spans.sum()), dtype=np.int64) - np.repeat(np.cumsum(spans) - spans - first, spans)
+    return rows
 
 
 def _held(base: Snapshot, rows: np.ndarray) -> tuple[list[int], list[int]]:

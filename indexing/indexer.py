@@ -119,6 +119,7 @@ def analyze_chunks(chunks: Iterable[Chunk]) -> list[AnalyzedChunk]:
 
 BATCH_FILES = 64  # files written in one transaction at most (a commit costs more than a small file)
 BATCH_SECONDS = 0.25  # and for at most this long, so other writers wait little
+READY_POLL_S = 0.01  # a transaction waiting for the next file's read looks this often whether others wait
 
 
 class _ReadAhead:
@@ -139,17 +140,21 @@ class _ReadAhead:
         if self._pending is not None:
             self._pending.result()
 
-    def ready(self, within: float = 0.0) -> bool:
-        """True when the next file is read, waiting up to `within` seconds for it."""
+    def ready(self, within: float = 0.0, busy: Callable[[], bool] = lambda: False) -> bool:
+        """True when the next file is read, waiting up to `within` seconds for it, and not once `busy()`."""
         if self._pending is None:
             return False
-        try:
-            self._pending.result(timeout=max(0.0, within))
-        except FutureTimeout:
-            return False
-        except Exception:  # raised again by wait(), outside the transaction
-            return False
-        return True
+        end = time.monotonic() + max(0.0, within)
+        while True:
+            try:
+                self._pending.result(timeout=min(READY_POLL_S, max(0.0, end - time.monotonic())))
+            except FutureTimeout:
+                if busy() or time.monotonic() >= end:
+                    return False
+                continue
+            except Exception:  # raised again by wait(), outside the transaction
+                return False
+            return True
 
     def next(self) -> _Prepared:
         assert self._pending is not None
@@ -163,12 +168,15 @@ class Indexer:
     def __init__(
         self, store: IndexStore, limits: ExtractionLimits | None = None, chunking: ChunkingOptions | None = None,
         should_cancel: ShouldCancel | None = None, opener: Callable[[Path], int] | None = None,
-        secrets: SecretFilter | None = None,
+        secrets: SecretFilter | None = None, busy: Callable[[], bool] | None = None,
     ) -> None:
         """`opener(path) -> fd` opens each file once (default: no symlink as the last component;
         tools pass a race-free opener confined to the workspace roots); everything read from a
         file (size, hash, text) comes from that one descriptor. `secrets`: paths never indexed
-        (indexed ones are forgotten here, once per `secrets.key`)."""
+        (indexed ones are forgotten here, once per `secrets.key`). Inside a write transaction `busy()`
+        is asked instead of `should_cancel` (default: it is `should_cancel`): when the latter may wait
+        (the live index's yields to searches), `busy` must not, so that nobody waits on the write lock
+        while its holder waits; True ends the transaction early."""
         self.opener = opener or open_plain
         self.store = store
         self.limits = limits or ExtractionLimits()
@@ -181,6 +189,7 @@ class Indexer:
         languages = self.limits.ocr_languages  # OCR newly on: documents with unread scanned pages are read again
         store.ensure_ocr(languages if ocr_available(languages) else "")
         self.should_cancel = should_cancel or (lambda: False)
+        self.busy = busy or self.should_cancel
         self.secrets = secrets
         self._checked = False  # the whole index was checked for secrets by this indexer
         self.drop_secrets()
@@ -340,11 +349,12 @@ class Indexer:
 
     def _write_batch(self, conn: Any, reads: _ReadAhead) -> list[FileOutcome]:
         """Write read files in one transaction: at least one, then more while the next one is read within
-        what is left of BATCH_SECONDS (a transaction never waits longer for extraction), up to BATCH_FILES."""
+        what is left of BATCH_SECONDS (a transaction never waits longer for extraction), up to BATCH_FILES,
+        until `busy()` (never `should_cancel`, which may wait: it is asked between transactions)."""
         deadline = time.monotonic() + BATCH_SECONDS
         outcomes = [self._write(conn, reads.next())]
-        while (len(outcomes) < BATCH_FILES and time.monotonic() < deadline and not self.should_cancel()
-               and reads.ready(within=deadline - time.monotonic())):
+        while (len(outcomes) < BATCH_FILES and time.monotonic() < deadline and not self.busy()
+               and reads.ready(within=deadline - time.monotonic(), busy=self.busy)):
             outcomes.append(self._write(conn, reads.next()))
         return outcomes
 

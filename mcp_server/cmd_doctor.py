@@ -273,6 +273,20 @@ def check_ocr(settings: Settings) -> Check:
     return Check("OCR", True, f"{program} ({languages}): scanned PDF pages are read", required=False)
 
 
+def check_slides(settings: Settings) -> Check:
+    from tools.sandbox import sandbox_status
+    from tools.slides import INSTALL_COMMAND, office_program
+
+    program = office_program()
+    if program is None:
+        return Check("slides", False, f"LibreOffice is not installed: render_page draws PDF pages but not .pptx/.odp "
+                     f"slides; install: {INSTALL_COMMAND}", required=False)
+    if not sandbox_status().available:
+        return Check("slides", False, f"{program} found, but render_page runs it only in the OS sandbox, which is "
+                     "missing (see shell sandbox)", required=False)
+    return Check("slides", True, f"{program} (sandboxed, offline): render_page draws .pptx/.odp slides", required=False)
+
+
 # -- skills: every broken SKILL.md named with its problem, and the model slots
 MAX_SHOWN = 20  # skills listed by name
 
@@ -342,6 +356,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_sandbox,
     check_watcher,
     check_ocr,
+    check_slides,
     check_model_slots,
     check_skills,
     check_mcp_servers,

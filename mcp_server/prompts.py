@@ -3,11 +3,13 @@
 - prompts: one per enabled skill (named by its front-matter name; the SKILL.md body and its file list
   as a user message) and one per enabled agent card (`agent-<id>`: start a conversation as that agent);
 - resources: `skill://{name}` (SKILL.md), `skill://{name}/{path}` (its files, confined to the skill
-  folder) and `agent://{id}` (the card as JSON), listed and readable.
+  folder) and `agent://{id}` (the card as JSON): read through the three templates, which read whatever
+  exists now; listed by the middleware from the current skills and cards (resources/list gets them
+  added to the SDK's own list), so nothing is ever registered per skill or removed again.
 
 A middleware re-checks the skill folders' fingerprint (cheap mtime checks) before prompts/* and
 resources/* requests and the registry's version after tools/call (list_skills(refresh=true));
-when something changed it re-registers and sends prompts and resources list_changed.
+when something changed it re-registers the prompts and sends prompts and resources list_changed.
 """
 
 from __future__ import annotations
@@ -18,23 +20,23 @@ import mimetypes
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 from urllib.parse import quote
 
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import Context, UserMessage
+from mcp.server.mcpserver import UserMessage
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.prompts.base import Message, PromptArgument
-from mcp.server.mcpserver.resources import FunctionResource
+from mcp.server.subscriptions import SubscriptionBus
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged
+from mcp_types import ListResourcesResult, Resource
 
 from context.skills import SKILL_FILE, Skill, SkillCatalog, read_skill_file, skill_files
 from foundation.errors import GeneralAgentError
 from mcp_server.eras import is_modern
-from mcp_server.sdk_adapter import remove_resource
 from tools.agents import AgentCard, agent_document, agent_prompt, agents_file, enabled_agents
 from tools.runtime import Runtime
 from tools.skills import PROMPT_FILES, SKILLS, skill_catalog, skill_prompt
@@ -118,8 +120,12 @@ class PromptSync:
 
     server: MCPServer[Any]
     runtime: Runtime
+    bus: SubscriptionBus
+    """The server's subscription bus (handed to MCPServer(subscriptions=...)): prompts and resources
+    list_changed for 2026-07-28 `subscriptions/listen` streams."""
     prompts: set[str] = field(default_factory=set)
-    resources: set[str] = field(default_factory=set)
+    resources: list[Resource] = field(default_factory=list)
+    """What resources/list adds to the SDK's own list: the current skills' and cards' resources."""
     state: tuple[Any, ...] | None = None
 
     def unchanged(self) -> bool:
@@ -137,19 +143,16 @@ class PromptSync:
         return None if state == self.state else (state, catalog, _cards(rt))
 
     def apply(self, state: tuple[Any, ...], catalog: SkillCatalog, cards: dict[str, AgentCard]) -> None:
-        """Replace the registered skill and agent prompts and resources (runs on the event loop)."""
+        """Replace the registered skill and agent prompts and the listed resources (runs on the event loop)."""
         for name in self.prompts:
             self.server.remove_prompt(name)
-        for uri in self.resources:
-            remove_resource(self.server, uri)
-        self.prompts, self.resources, self.state = set(), set(), state
+        self.prompts, self.resources, self.state = set(), [], state
         for skill in catalog.skills.values():
             self._add_prompt(_skill_prompt(self.runtime, skill))
-            self._add_skill_resources(skill)
+            self._list_skill_resources(skill)
         for card in cards.values():
             self._add_prompt(_agent_prompt(self.runtime, card))
-            self._add_resource(f"agent://{card.id}", f"agent-{card.id}", card.description, "application/json",
-                               partial(agent_json, self.runtime, card.id))
+            self._list_resource(f"agent://{card.id}", f"agent-{card.id}", card.description, "application/json")
 
     def sync_now(self) -> bool:
         found = self.pending(rescan=True)
@@ -164,33 +167,31 @@ class PromptSync:
         self.server.add_prompt(prompt)
         self.prompts.add(prompt.name)
 
-    def _add_skill_resources(self, skill: Skill) -> None:
-        rt, name = self.runtime, skill.name
-        self._add_resource(f"skill://{name}", f"skill-{name}", skill.description, "text/markdown",
-                           lambda: skill_md(rt, name))
+    def _list_skill_resources(self, skill: Skill) -> None:
+        name = skill.name
+        self._list_resource(f"skill://{name}", f"skill-{name}", skill.description, "text/markdown")
         files, _ = skill_files(skill, PROMPT_FILES)
         for rel in files:
-            mime = mimetypes.guess_type(rel)[0] or "text/plain"
-            self._add_resource(f"skill://{name}/{quote(rel, safe='/')}", f"{name}/{rel}", f"A file of the {name} skill.",
-                               mime, partial(skill_file, rt, name, rel))
+            self._list_resource(f"skill://{name}/{quote(rel, safe='/')}", f"{name}/{rel}",
+                                f"A file of the {name} skill.", file_mime(rel))
 
-    def _add_resource(self, uri: str, name: str, description: str, mime: str, fn: Callable[[], str | bytes]) -> None:
-        if len(self.resources) >= MAX_LISTED_RESOURCES:
-            return
-        resource = FunctionResource.from_function(lambda: _read(fn), uri=uri, name=name, description=description,
-                                                  mime_type=mime)
-        self.server.add_resource(resource)
-        self.resources.add(uri)
+    def _list_resource(self, uri: str, name: str, description: str, mime: str) -> None:
+        if len(self.resources) < MAX_LISTED_RESOURCES:
+            self.resources.append(Resource(uri=uri, name=name, description=description, mime_type=mime))
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         changed = False
         if ctx.method in WATCHED:
             changed = await self._sync(rescan=True)
         result = await call_next(ctx)
-        if ctx.method == "tools/call":
+        if ctx.method == "resources/list":
+            result = _with_resources(result, self.resources)
+        elif ctx.method == "resources/read":
+            result = _with_file_mime(result)
+        elif ctx.method == "tools/call":
             changed = await self._sync(rescan=False)
         if changed:
-            await _notify(self.server, ctx)
+            await _notify(self.bus, ctx)
         return result
 
     async def _sync(self, rescan: bool) -> bool:
@@ -206,14 +207,42 @@ class PromptSync:
         return found is not None
 
 
-async def _notify(server: MCPServer[Any], ctx: ServerRequestContext[Any, Any]) -> None:
+def file_mime(path: str) -> str:
+    """A skill file's MIME type, by its name."""
+    return mimetypes.guess_type(path)[0] or "text/plain"
+
+
+def _with_resources(listed: HandlerResult, extra: list[Resource]) -> HandlerResult:
+    """A resources/list result (its wire dict, or the model) with the skills' and cards' resources added."""
+    if isinstance(listed, ListResourcesResult):
+        return listed.model_copy(update={"resources": [*listed.resources, *extra]})
+    if isinstance(listed, dict) and isinstance(listed.get("resources"), list):
+        wire = [r.model_dump(by_alias=True, mode="json", exclude_none=True) for r in extra]
+        return {**listed, "resources": [*listed["resources"], *wire]}
+    return listed
+
+
+def _with_file_mime(read: HandlerResult) -> HandlerResult:
+    """A resources/read result whose skill files say their own MIME type (the skill-file template is for
+    every file, so it declares none)."""
+    if not isinstance(read, dict) or not isinstance(read.get("contents"), list):
+        return read
+    contents = [{**c, "mimeType": file_mime(c["uri"])} if _is_skill_file(c) else c for c in read["contents"]]
+    return {**read, "contents": contents}
+
+
+def _is_skill_file(content: Any) -> bool:
+    uri = content.get("uri") if isinstance(content, dict) else None
+    return isinstance(uri, str) and uri.startswith("skill://") and "/" in uri[len("skill://"):]
+
+
+async def _notify(bus: SubscriptionBus, ctx: ServerRequestContext[Any, Any]) -> None:
     """prompts and resources list_changed: listen events on 2026-07-28, notifications on 2025-era sessions."""
     try:
-        bus = Context(request_context=ctx, mcp_server=server, subscriptions=server._subscriptions)
-        await bus.notify_prompts_changed()
-        await bus.notify_resources_changed()
+        await bus.publish(PromptsListChanged())
+        await bus.publish(ResourcesListChanged())
     except Exception:
-        log.debug("no subscription bus for list_changed", exc_info=True)
+        log.warning("could not publish prompts/resources list_changed", exc_info=True)
     if not is_modern(ctx):
         try:
             await ctx.session.send_prompt_list_changed()
@@ -222,7 +251,7 @@ async def _notify(server: MCPServer[Any], ctx: ServerRequestContext[Any, Any]) -
             log.warning("could not send prompts/resources list_changed", exc_info=True)
 
 
-def install_prompts(server: MCPServer[Any], runtime: Runtime) -> PromptSync:
+def install_prompts(server: MCPServer[Any], runtime: Runtime, bus: SubscriptionBus) -> PromptSync:
     """Register skills and agent cards as prompts and resources, the templates that read any skill file
     or card, the re-sync middleware, and advertise listChanged for prompts and resources."""
     rt = runtime
@@ -240,7 +269,7 @@ def install_prompts(server: MCPServer[Any], runtime: Runtime) -> PromptSync:
     def read_agent(agent_id: str) -> str:
         return agent_json(rt, agent_id)
 
-    sync = PromptSync(server, runtime)
+    sync = PromptSync(server, runtime, bus)
     sync.sync_now()
     server.middleware.append(sync.middleware)  # type: ignore[arg-type]
     return sync

@@ -62,7 +62,7 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(todos.todo_read, title="Read todo list", read_only=True, idempotent=True, tier="core"),
     # -- workspace files and shell (paths confined to the roots; bash disabled unless enabled)
     ToolSpec(files.read_file, title="Read a file", read_only=True, idempotent=True, tier="default"),
-    ToolSpec(images.render_page, title="See a PDF page as a picture", read_only=True, idempotent=True, tier="full"),
+    ToolSpec(images.render_page, title="See a PDF page or slide as a picture", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.list_workspace_files, title="List a folder", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.find_files, title="Find files by pattern", read_only=True, idempotent=True, tier="full"),
     ToolSpec(files.write_file, title="Write a file", read_only=False, destructive=True, idempotent=True, tier="default"),

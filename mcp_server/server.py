@@ -357,7 +357,7 @@ def build_server(settings: Settings) -> tuple[MCPServer[Any], Dispatcher]:
     for spec in listed:  # the rest is registered when a session first enables it
         catalog.add(spec)
     _add_resources(server, runtime)
-    server.prompt_sync = install_prompts(server, runtime)  # skills and agent cards: prompts, resources, list_changed
+    server.prompt_sync = install_prompts(server, runtime, server.subscriptions)  # skills and agent cards: prompts, resources, list_changed
     add_approval_routes(server, gate)
 
     @server.custom_route("/health", methods=["GET"])

@@ -20,6 +20,7 @@ from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
+from mcp.server.subscriptions import InMemorySubscriptionBus, SubscriptionBus
 from mcp_types import CallToolResult, ListToolsResult, TextContent
 from pydantic import PrivateAttr, ValidationError
 
@@ -111,8 +112,10 @@ class SessionToolServer(MCPServer[Any]):
     listed_by_profile: set[str]
     all_specs: dict[str, ToolSpec]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args: Any, subscriptions: SubscriptionBus | None = None, **kwargs: Any) -> None:
+        self.subscriptions: SubscriptionBus = subscriptions or InMemorySubscriptionBus()
+        """The `subscriptions/listen` bus (2026-07-28 list_changed events): ours, handed to MCPServer."""
+        super().__init__(*args, subscriptions=self.subscriptions, **kwargs)
         self.listed_by_profile = set()
         self.all_specs = {}
         self.sessionless_state: dict[str, dict[str, Any]] = {}

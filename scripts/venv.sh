@@ -2,12 +2,17 @@
 # Create or update the project's virtual environment (.venv) so that it matches
 # pyproject.toml + constraints.txt. All output goes to stderr: `serve.sh` uses
 # stdout for the MCP protocol. Safe to run repeatedly; a no-op when up to date.
-# Also installs bubblewrap (scripts/sandbox.sh) and Tesseract OCR (scripts/ocr.sh) when missing.
+# Also installs bubblewrap (scripts/sandbox.sh), Tesseract OCR (scripts/ocr.sh) and LibreOffice Impress
+# (scripts/office.sh: render_page on slides) when missing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/sandbox.sh" || true  # the OS sandbox for shell commands (bubblewrap), when missing
 "$root/scripts/programs.sh" || true  # tree, ripgrep: the real programs the allow-list's tests run
 "$root/scripts/ocr.sh" || true  # Tesseract (eng + chi_sim) for scanned PDF pages, when missing
+# LibreOffice Impress (headless) for render_page on slides, when missing: the largest install (~80 MB, 25-40 s),
+# so it runs while pip installs (apt's own lock orders it with the installs above); waited for at the end.
+"$root/scripts/office.sh" &
+office_install=$!
 venv="$root/.venv"
 extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web}"
 
@@ -46,3 +51,4 @@ if ! up_to_date; then
       -c "$root/constraints.txt" -e "$root[$extras]" >&2
   echo "$want" > "$stamp"
 fi
+wait "$office_install" || true

@@ -35,7 +35,7 @@ SLOW_MODULES = frozenset({
     "test_approval_http_page", "test_approval_oob", "test_approval_stdio", "test_bash", "test_bench_mcp_overhead",
     "test_cli", "test_cli_errors", "test_cli_paths", "test_cli_printed_commands", "test_clients_http", "test_live_index",
     "test_conformance", "test_delegate_stdio", "test_external_servers", "test_http", "test_inspector", "test_mcpb", "test_peers",
-    "test_policy_cli", "test_policy_corpus", "test_readme_first_page", "test_sandbox", "test_sandbox_allowlist", "test_sandbox_wiring", "test_stdio",
+    "test_policy_cli", "test_policy_corpus", "test_readme_first_page", "test_sandbox", "test_sandbox_allowlist", "test_sandbox_wiring", "test_slides", "test_stdio",
     "test_stdio_transport", "test_storage_index_processes", "test_storage_processes", "test_storage_transfer",
     "test_third_party_clients", "test_walk_skips", "test_workers",
 })
@@ -67,6 +67,20 @@ def require_os_sandbox() -> None:
     if status.available:
         return
     message = f"no OS sandbox: {status.reason} (scripts/sandbox.sh installs bubblewrap as root)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail("CI=true and " + message)
+    pytest.skip(message)
+
+
+def require_office() -> None:
+    """Skip the test where LibreOffice or the OS sandbox it runs in is missing (fail under CI=true, where
+    scripts/office.sh and scripts/sandbox.sh installed them)."""
+    from tools.slides import office_program
+
+    require_os_sandbox()
+    if office_program() is not None:
+        return
+    message = "LibreOffice (soffice) is not installed (scripts/office.sh installs it as root)"
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail("CI=true and " + message)
     pytest.skip(message)

@@ -5,14 +5,25 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from context import carryover
-from context.messages import Msg, parse, render, with_content
-from context.parts import Document, Image, Opaque, Reasoning, Text, ToolCall, ToolResult
+from context.messages import Msg, parse, render, with_content, with_parts
+from context.parts import (
+    Document,
+    Image,
+    Opaque,
+    Reasoning,
+    Text,
+    ToolCall,
+    ToolResult,
+    read_content,
+    write_content,
+)
 from context.userwords import without_sentences
 from tests.json_strategies import json_values
 
@@ -101,6 +112,57 @@ def test_full_text_is_the_text_then_one_line_per_call(content: Any, calls: list[
     assert msg.parts[len(msg.body):] == typed
 
 
+# ---------------------------------------------------------------- writing parts back to the wire
+
+
+@given(content=CONTENT)
+@settings(max_examples=400, deadline=None)
+def test_written_parts_are_the_content_they_were_read_from(content: Any) -> None:
+    assert _same(write_content(read_content(content), content), content)
+
+
+def _shouted(part: Any) -> Any:
+    """A transformer over parts: upper-case every text, nested results included."""
+    if isinstance(part, (Text, Reasoning)):
+        return replace(part, text=part.text.upper())
+    if isinstance(part, ToolResult):
+        inner = tuple(_shouted(p) for p in part.parts)
+        return replace(part, parts=inner, text="\n".join(p.text for p in inner if p.text))
+    return part
+
+
+@given(content=CONTENT, role=st.sampled_from(["user", "assistant", "tool", "system"]))
+@settings(max_examples=300, deadline=None)
+def test_a_transformer_that_changes_parts_changes_what_is_rendered(content: Any, role: str) -> None:
+    """Rendering goes from the parts: the written content reads back as the changed parts, everything
+    else in each item (cache_control, signatures, images) kept."""
+    msg = Msg(role, content, call_id="t" if role == "tool" else None)
+    changed = with_parts(msg, tuple(_shouted(p) for p in msg.body))
+    written = changed.wire_content()
+    assert read_content(written) == changed.body and Msg(role, written).text == changed.text
+    assert isinstance(written, str) == isinstance(content, str)
+    if isinstance(content, list):
+        assert len(written) == len(content)
+        for before, after in zip(content, written, strict=True):
+            if isinstance(before, dict):
+                assert set(before) <= set(after) | {"text", "thinking", "content"}
+
+
+def test_an_edited_text_block_keeps_its_other_keys_and_the_calls_stay() -> None:
+    messages = [{"role": "user", "content": "go"},
+                {"role": "assistant", "content": [{"type": "text", "text": "run it", "cache_control": {"type": "ephemeral"}},
+                                                  {"type": "tool_use", "id": "u1", "name": "grep", "input": {"q": "x"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": "found"}]}]
+    transcript = parse(messages, None, "anthropic")
+    head = transcript.messages[1]
+    edited = with_parts(head, (replace(head.body[0], text="RUN IT"),))
+    rendered, _ = render(transcript, [transcript.messages[0], edited, transcript.messages[2]])
+    assert rendered[1] == {"role": "assistant", "content": [
+        {"type": "text", "text": "RUN IT", "cache_control": {"type": "ephemeral"}},
+        {"type": "tool_use", "id": "u1", "name": "grep", "input": {"q": "x"}}]}
+    assert rendered[2] == messages[2]
+
+
 # ---------------------------------------------------------------- wire round trips
 
 
@@ -174,6 +236,10 @@ def test_anthropic_parse_then_render_is_byte_identical(case: tuple[list[dict[str
     transcript = parse(messages, system, "anthropic")
     rendered, system_out = render(transcript, transcript.messages)
     assert _same(rendered, messages) and _same(system_out, system)
+    edited = [with_content(m, m.content) for m in transcript.messages]  # the serialise path of changed messages
+    rendered_again, system_again = render(transcript, edited)
+    assert _same(system_again, system) and len(rendered_again) == len(messages)
+    assert all(_same(a.get("content"), b["content"]) or a["role"] == "user" for a, b in zip(rendered_again, messages, strict=True))
     uses = [b["id"] for m in messages if isinstance(m["content"], list) for b in m["content"] if b["type"] == "tool_use"]
     assert [p.id for m in transcript.messages for p in m.parts if isinstance(p, ToolCall)] == uses
     results = [p.call_id for m in transcript.messages for p in m.parts if isinstance(p, ToolResult)]
@@ -185,8 +251,9 @@ def test_each_wire_part_has_its_type() -> None:
     msg = Msg("user", ["a", {"type": "text", "text": "b"}, {"type": "thinking", "thinking": "c"},
                        {"type": "image_url", "image_url": {"url": "u"}}, {"type": "file", "file": {}},
                        {"type": "input_audio"}, {"type": "tool_result", "tool_use_id": "x", "content": "d"}, 7])
-    assert [type(p) for p in msg.parts] == [Text, Text, Reasoning, Image, Document, Opaque, ToolResult]
+    assert [type(p) for p in msg.parts] == [Text, Text, Reasoning, Image, Document, Opaque, ToolResult, Opaque]
     assert msg.text == "a\nb\nc\n[image]\n[document]\nd"
+    assert msg.parts[-1] == Opaque(None) and msg.parts[-1].wire == 7  # kept, so that it is written back
     assert Msg("user", {"k": 1}).parts == (Opaque(None, '{"k": 1}'),)
 
 
@@ -208,7 +275,8 @@ def _old_without_sentences(msg: Msg, gone: list[str]) -> Msg | None:
             text = cut(str(block.get("text", "")))
             if not text:
                 continue
-            block = {**block, "text": text}
+            if text != str(block.get("text", "")):  # a text left as it was keeps the caller's block as it was
+                block = {**block, "text": text}
         blocks.append(block)
     return with_content(msg, blocks) if blocks else None
 
@@ -223,7 +291,7 @@ def _old_without_reminders(msg: Msg) -> Msg | None:
         if isinstance(block, dict) and block.get("type") == "text" and carryover.REMINDER_MARK in str(block.get("text")):
             text = carryover._REMINDER.sub("", str(block.get("text", "")))
             if text.strip():
-                blocks.append({**block, "text": text})
+                blocks.append({**block, "text": text} if text != str(block.get("text", "")) else block)
             continue
         blocks.append(block)
     return None if not blocks else with_content(msg, blocks)

@@ -137,7 +137,7 @@ def test_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:
 
 def test_unsupported_missing_and_supported(tmp_path: Path) -> None:
     with pytest.raises(ExtractionError, match="unsupported file type"):
-        extract_file(write(tmp_path / "photo.png", b"\x89PNG"))
+        extract_file(write(tmp_path / "song.mp3", b"ID3"))
     with pytest.raises(NotFound):
         extract_file(tmp_path / "missing.txt")
     folder = tmp_path / "notes.txt"
@@ -145,6 +145,6 @@ def test_unsupported_missing_and_supported(tmp_path: Path) -> None:
     with pytest.raises(ExtractionError, match="not a regular file"):
         extract_file(folder)
     assert is_supported("a/b/Report.PDF") and is_supported("x.py") and is_supported("Makefile")
-    assert not is_supported("photo.jpg") and not is_supported("archive.zip")
+    assert is_supported("photo.jpg") and not is_supported("archive.zip") and not is_supported("song.mp3")
     assert {".txt", ".md", ".csv", ".json", ".py", ".pdf", ".docx", ".xlsx", ".pptx"} <= SUPPORTED_EXTENSIONS
     assert detect_kind(Path("deck.PPTX")) == "pptx" and detect_kind(Path("README")) == "text"

@@ -73,7 +73,7 @@ def office(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "notes.md").write_text("# Notes\n\nA baseline for the experiment.\n", encoding="utf-8")
     (folder / "sub").mkdir()
     (folder / "sub" / "log.txt").write_text("营业额和营收不同。\n", encoding="utf-8")
-    (folder / "image.png").write_bytes(b"\x89PNG\r\n")
+    (folder / "archive.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)
     return folder
 
 
@@ -458,3 +458,39 @@ def test_two_processes_starting_at_once_reanalyse_once(store: IndexStore, tmp_pa
     Indexer(store).index_tree(folder)
     assert _started_at_once(store, lambda s: s.ensure_analysis("another-version", analyze)) == [False, True]
     assert store.get_meta("analyzer") == "another-version" and paths_of(store, "revenue") == ["a.md"]
+
+
+def test_a_write_transaction_never_waits_on_searches_while_others_wait_for_it(store: IndexStore, tmp_path: Path) -> None:
+    """The live index yields to searches (`should_cancel` waits for them to end), but never inside a write
+    transaction: a search that needs the write lock (it forgets a deleted file) while the background indexer
+    is mid-transaction gets it at once, instead of both waiting until the yield times out."""
+    from tools.index_queue import SearchGauge
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(3000):
+        (folder / f"{i}.md").write_text(f"file number {i}\n", encoding="utf-8")
+
+    gauge = SearchGauge()
+
+    def yields_to_searches() -> bool:  # as the live index's queue does between files
+        gauge.wait_idle(at_most=10.0)
+        return False
+
+    indexer = Indexer(store, busy=gauge.busy, should_cancel=yields_to_searches)
+    worker = threading.Thread(target=indexer.index_tree, args=(folder,))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while store.totals()["files"] == 0 and time.monotonic() < deadline:  # the indexer writes now
+            time.sleep(0.01)
+        waits = []
+        for _ in range(5):
+            with gauge:  # a search runs, and needs to write
+                started = time.monotonic()
+                with store.write():
+                    waits.append(time.monotonic() - started)
+            time.sleep(0.05)
+        assert store.totals()["files"] < 3000 and max(waits) < 5.0, waits  # not the 10 s of the indexer's yield
+    finally:
+        worker.join(timeout=60)

@@ -40,6 +40,7 @@ async def search(client: Any, query: str, **more: Any) -> list[str]:
     return [Path(h["path"]).name for h in found["hits"]]
 
 
+@pytest.mark.storage
 @pytest.mark.anyio
 async def test_paraphrases_and_the_other_language_are_found_through_the_tool(
     make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings  # noqa: F811

@@ -1,5 +1,6 @@
-"""Pictures for the model: read_file on PNG/JPEG/GIF/WebP and render_page on PDF pages, checked through the
-SDK client, which gets MCP image content and decodes it (base64 -> a real image of the stated size)."""
+"""Pictures for the model: read_file on PNG/JPEG/GIF/WebP and render_page on PDF pages (slides:
+tests/test_slides.py), checked through the SDK client, which gets MCP image content and decodes it (base64 ->
+a real image of the stated size)."""
 
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ def write_pdf(path: Path, pages: int, size: tuple[float, float] = (595, 842)) ->
 async def test_render_page_draws_a_pdf_page(make_settings: Any, mode: str, workspace: Path) -> None:
     write_pdf(workspace / "report.pdf", 3)
     write_pdf(workspace / "card.pdf", 1, size=(200, 100))
-    (workspace / "deck.pptx").write_bytes(b"PK\x03\x04")
+    (workspace / "deck.key").write_bytes(b"PK\x03\x04")
     async with connect(make_settings(tool_profile="full"), mode) as client:
         result = await client.call_tool("render_page", {"path": "report.pdf", "page": 2})
         assert not result.is_error, result.content[0].text
@@ -139,7 +140,7 @@ async def test_render_page_draws_a_pdf_page(make_settings: Any, mode: str, works
         assert decoded(card).size == (834, 417)  # a small page stops at 300 dpi
         past = await client.call_tool("render_page", {"path": "report.pdf", "page": 7})
         assert past.is_error and "page 7 is out of range: report.pdf has 3 page(s)" in past.content[0].text
-        deck = await client.call_tool("render_page", {"path": "deck.pptx"})
-        assert deck.is_error and "Export the deck to PDF" in deck.content[0].text
+        deck = await client.call_tool("render_page", {"path": "deck.key"})
+        assert deck.is_error and "save the deck as .pptx or export it to PDF" in deck.content[0].text
         shown = await client.call_tool("render_page", {"path": "../outside.pdf"})
         assert shown.is_error and "not allowed" in shown.content[0].text

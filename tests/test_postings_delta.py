@@ -210,3 +210,20 @@ def test_a_process_follows_what_another_changed(tmp_path: Path) -> None:
     _same(view, full)
     names = {Path(h.path).name for h in Searcher(store, memory=memory).search("zeppelin", limit=20)}
     assert {"f1.md", "f9.md"} <= names and "f2.md" not in names
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(0, 30), max_size=60), st.sets(st.integers(0, 32), max_size=8))
+def test_the_rows_of_changed_documents_are_found_by_search_as_by_a_pass(doc_ids: list[int], docs: set[int]) -> None:
+    """The binary search over ascending document ids finds exactly the rows one pass over them finds,
+    and so does the pass used when they do not ascend."""
+    import types
+
+    import numpy as np
+
+    from indexing.delta import _rows_of
+
+    for ids, ascending in ((sorted(doc_ids), True), (doc_ids, False)):
+        base = types.SimpleNamespace(doc_ids=np.array(ids, dtype=np.int64))
+        expected = np.isin(base.doc_ids, list(docs)).nonzero()[0].tolist()
+        assert sorted(_rows_of(base, docs, ascending).tolist()) == expected  # type: ignore[arg-type]

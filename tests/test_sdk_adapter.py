@@ -45,14 +45,25 @@ async def test_a_request_s_connection_holds_what_the_server_keeps_per_client() -
     assert sdk_adapter.connection(object()) is None
 
 
-def test_our_tools_and_resources_go_in_and_out_of_the_sdk_tables() -> None:
+def test_our_tools_go_in_the_sdk_table() -> None:
     import anyio
-    from mcp.server.mcpserver.resources import FunctionResource
     from mcp.server.mcpserver.tools.base import Tool
 
     server: MCPServer[object] = MCPServer("probe")
     sdk_adapter.register_tool(server, Tool.from_function(lambda: "x", name="mine"))
     assert [t.name for t in anyio.run(server.list_tools)] == ["mine"]
-    server.add_resource(FunctionResource.from_function(lambda: "r", uri="probe://r", name="r"))
-    sdk_adapter.remove_resource(server, "probe://r")
-    assert anyio.run(server.list_resources) == []
+
+
+def test_the_product_names_at_most_three_private_sdk_attributes_all_here() -> None:
+    """Issue 31: the private SDK names live in sdk_adapter only, on at most 3 lines."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    private = re.compile(r"\b(?!self\b)\w+\._(lowlevel_server|tool_manager|resource_manager|prompt_manager|"
+                         r"subscriptions|connection|tools|resources|prompts|request_outbound)\b")
+    found = [(path.relative_to(root).as_posix(), n) for package in ("mcp_server", "tools", "context", "indexing",
+                                                                      "foundation")
+             for path in (root / package).rglob("*.py")
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if private.search(line)]
+    assert {path for path, _ in found} <= {"mcp_server/sdk_adapter.py"} and len(found) <= 3, found

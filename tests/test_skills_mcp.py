@@ -128,6 +128,27 @@ async def test_skill_resources_are_listed_readable_and_confined(skill_settings: 
             assert "top secret" not in str(refused.value)
 
 
+async def test_skill_resources_follow_the_folders_and_say_each_file_s_type(skill_settings: Any, skills_root: Path) -> None:
+    """Skill resources are listed from the skills there are now and read through the templates: a file
+    named with a space or Chinese reads under its listed (quoted) URI with its own MIME type; a skill that
+    is gone is neither listed nor readable."""
+    (skills_root / "pdf-tools" / "my notes 笔记.md").write_text("# 笔记\n", encoding="utf-8")
+    async with connect(skill_settings) as c:
+        listed = {str(r.uri): r for r in (await c.list_resources()).resources}
+        quoted = "skill://pdf-tools/my%20notes%20%E7%AC%94%E8%AE%B0.md"
+        assert listed[quoted].mime_type == "text/markdown"
+        assert listed["skill://pdf-tools/scripts/fill_form.py"].mime_type == "text/x-python"
+        assert listed["skill://pdf-tools"].description.startswith("Extract text and tables")
+        note = (await c.read_resource(quoted)).contents[0]
+        assert note.text == "# 笔记\n" and note.mime_type == "text/markdown"
+        script = (await c.read_resource("skill://pdf-tools/scripts/fill_form.py")).contents[0]
+        assert script.text == "print('fill')\n" and script.mime_type == "text/x-python"
+        (skills_root / "spreadsheet-zh" / "SKILL.md").unlink()
+        assert not any("spreadsheet-zh" in uri for uri in {str(r.uri) for r in (await c.list_resources()).resources})
+        with pytest.raises(MCPError):
+            await c.read_resource("skill://spreadsheet-zh")
+
+
 async def test_list_skills_searches_descriptions_in_both_languages(skill_settings: Any) -> None:
     async with connect(skill_settings) as c:
         everything = (await c.call_tool("list_skills", {})).structured_content
@@ -214,6 +235,8 @@ async def test_prompts_in_the_2026_era(skill_settings: Any) -> None:
         assert {"pdf-tools", "spreadsheet-zh"} <= names
         got = await c.get_prompt("spreadsheet-zh")
         assert "按月份汇总销售额" in got.messages[0].content.text
+        assert "skill://pdf-tools/reference.md" in {str(r.uri) for r in (await c.list_resources()).resources}
+        assert (await c.read_resource("skill://pdf-tools/reference.md")).contents[0].mime_type == "text/markdown"
 
 
 def test_doctor_names_each_broken_skill_and_the_model_slots(skill_settings: Any, skills_root: Path) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from context import carryover
-from context.compact import CompactOptions, Prior, Summarizer, compact
+from context.compact import CompactOptions, Prior, Strategy, Summarizer, compact
 from context.messages import render
 from context.store import prefix_hash
 from context.tokens import counter_for
@@ -79,6 +80,17 @@ def llm_summarizer(rt: Runtime) -> Summarizer | None:
 
 
 
+def _prior(request: CompactRequest, rt: Runtime, call: CallContext) -> Prior:
+    """The open todos and, under a conversation id, the summary saved for the same first messages."""
+    todos, todo_source = _store_todos(rt, request.todo_list_id, call.client_id)
+    prior = Prior(todos=todos, todo_source=todo_source)
+    saved = context_store(rt).get(request.conversation_id) if request.conversation_id else None
+    if saved and saved.covered_messages <= len(request.messages) and (
+            prefix_hash(request.messages, saved.covered_messages) == saved.prefix_hash):
+        prior.summary, prior.covered = saved.summary, saved.covered_messages
+    return prior
+
+
 def _store_todos(rt: Runtime, list_id: str | None, client_id: str) -> tuple[list[carryover.Todo] | None, str]:
     """The todo list's items from the todo store (None when it is empty)."""
     stored = stored_todos(rt, list_id, client_id)
@@ -122,65 +134,37 @@ def compact_context(
     wrote that the summary left out are carried over verbatim by code. Without an LLM, or when it fails, falls back to truncation
     and says so. auto always compacts a conversation over context_window; else it waits for 20+ messages, and
     re-summarises only when enough is new."""
-    key = dict(
-        m=messages,
-        s=system,
-        st=strategy,
-        w=context_window,
-        k=keep_recent_tokens,
-        i=instructions,
-        c=conversation_id,
-        t=todo_list_id,
-        model=model,
-        f=format,
-    )
-    args = (
-        messages,
-        strategy,
-        context_window,
-        keep_recent_tokens,
-        instructions,
-        conversation_id,
-        todo_list_id,
-        model,
-        system,
-        format,
-        rt,
-        call,
-    )
-    page, data = paged(rt, "compact", key, page_offset, lambda: _compact(*args))
+    request = CompactRequest(messages, strategy, context_window, keep_recent_tokens, instructions, conversation_id,
+                             todo_list_id, model, system, format)
+    page, data = paged(rt, "compact", vars(request), page_offset, lambda: _compact(request, rt, call))
     return CompactResult(**page.model_dump(), report=data)
 
 
-def _compact(
-    messages: list[dict[str, Any]],
-    strategy: Any,
-    window: int,
-    keep_recent: int | None,
-    instructions: str | None,
-    conversation_id: str | None,
-    todo_list_id: str | None,
-    model: str | None,
-    system: Any,
-    fmt: str,
-    rt: Runtime,
-    call: CallContext,
-) -> tuple[Any, ...]:
-    transcript = parse_transcript(messages, system, fmt)
-    counter = counter_for(model)
-    todos, todo_source = _store_todos(rt, todo_list_id, call.client_id)
-    prior = Prior(todos=todos, todo_source=todo_source)
+@dataclass(frozen=True)
+class CompactRequest:
+    """What compact_context was asked (all but the page): what `_compact` reads and what keys the page cache."""
+
+    messages: list[dict[str, Any]]
+    strategy: Strategy
+    window: int
+    keep_recent: int | None
+    instructions: str | None
+    conversation_id: str | None
+    todo_list_id: str | None
+    model: str | None
+    system: Any
+    fmt: str
+
+
+def _compact(request: CompactRequest, rt: Runtime, call: CallContext) -> tuple[Any, ...]:
+    messages, conversation_id = request.messages, request.conversation_id
+    transcript = parse_transcript(messages, request.system, request.fmt)
+    counter = counter_for(request.model)
     store = context_store(rt) if conversation_id else None
-    if store is not None and conversation_id:
-        saved = store.get(conversation_id)
-        if (
-            saved
-            and saved.covered_messages <= len(messages)
-            and (prefix_hash(messages, saved.covered_messages) == saved.prefix_hash)
-        ):
-            prior.summary, prior.covered = saved.summary, saved.covered_messages
+    prior = _prior(request, rt, call)
     call.report(0, 2, "summarising")
-    options = CompactOptions(strategy, window, keep_recent, instructions, fmt=transcript.format)
+    options = CompactOptions(request.strategy, request.window, request.keep_recent, request.instructions,
+                             fmt=transcript.format)
     out, report, summary = compact(transcript.messages, counter, options, llm_summarizer(rt), prior)
     stored = False
     if store is not None and conversation_id and summary is not None and report.covered_sources > 0:

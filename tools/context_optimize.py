@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -79,50 +80,52 @@ def optimize_context(
     dropped, then the newest turns kept under the budget. Open todos come back as one reminder at
     the end. Tool chains stay whole: the output is always valid for the chat APIs."""
 
-    def compute() -> tuple[Any, ...]:
-        transcript = parse_transcript(messages, system, format)
-        counter = counter_for(model)
-        budget = Budget(
-            context_window, target_ratio, summary_ratio, recent_ratio, tool_output_max_tokens, min_messages
-        )
-        reserve = _summary_reserve(transcript.messages, counter, budget)
-        todos, source = todos_for(rt, todo_list_id, call.client_id, transcript.messages)
-        out, report = optimize(transcript.messages, counter, budget, reserve, todos, source, transcript.format)
-        rendered, system_out = render(transcript, out)
-        data = OptimizeReport(
-            tokens_before=report.tokens_before + TOKENS_REPLY_PRIMING,
-            tokens_before_estimated=report.tokens_before_estimated,
-            tokens_after=report.tokens_after + TOKENS_REPLY_PRIMING,
-            messages_before=len(messages),
-            messages_after=len(rendered),
-            removed=max(len(messages) - len(rendered), 0),
-            compressed=report.compressed,
-            orphans_removed=report.orphans_removed,
-            budgets=report.budgets,
-            user_words=report.words.as_dict(),
-            todos_carried=report.todos_carried,
-            todo_source=report.todo_source,
-            encoding=counter.name,
-            tokenizer_exact=not counter.estimate,
-        )
-        return transcript.format, rendered, system_out, data
-
-    key = dict(
-        m=messages,
-        s=system,
-        w=context_window,
-        t=target_ratio,
-        sr=summary_ratio,
-        r=recent_ratio,
-        to=tool_output_max_tokens,
-        mm=min_messages,
-        model=model,
-        f=format,
-        todo=todo_list_id,
-        todos=_todo_key(rt, todo_list_id, call.client_id),
-    )
-    page, data = paged(rt, "optimize", key, page_offset, compute)
+    budget = Budget(context_window, target_ratio, summary_ratio, recent_ratio, tool_output_max_tokens, min_messages)
+    request = OptimizeRequest(messages, system, budget, model, format, todo_list_id,
+                              _todo_key(rt, todo_list_id, call.client_id))
+    page, data = paged(rt, "optimize", vars(request), page_offset, lambda: _optimized(request, rt, call))
     return OptimizeResult(**page.model_dump(), report=data)
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """What optimize_context was asked (all but the page), and the todo list's version (a later page is
+    recomputed when the list changed meanwhile): what `_optimized` reads and what keys the page cache."""
+
+    messages: list[dict[str, Any]]
+    system: Any
+    budget: Budget
+    model: str | None
+    fmt: str
+    todo_list_id: str | None
+    todo_version: int
+
+
+def _optimized(request: OptimizeRequest, rt: Runtime, call: CallContext) -> tuple[Any, ...]:
+    transcript = parse_transcript(request.messages, request.system, request.fmt)
+    counter = counter_for(request.model)
+    budget = request.budget
+    reserve = _summary_reserve(transcript.messages, counter, budget)
+    todos, source = todos_for(rt, request.todo_list_id, call.client_id, transcript.messages)
+    out, report = optimize(transcript.messages, counter, budget, reserve, todos, source, transcript.format)
+    rendered, system_out = render(transcript, out)
+    data = OptimizeReport(
+        tokens_before=report.tokens_before + TOKENS_REPLY_PRIMING,
+        tokens_before_estimated=report.tokens_before_estimated,
+        tokens_after=report.tokens_after + TOKENS_REPLY_PRIMING,
+        messages_before=len(request.messages),
+        messages_after=len(rendered),
+        removed=max(len(request.messages) - len(rendered), 0),
+        compressed=report.compressed,
+        orphans_removed=report.orphans_removed,
+        budgets=report.budgets,
+        user_words=report.words.as_dict(),
+        todos_carried=report.todos_carried,
+        todo_source=report.todo_source,
+        encoding=counter.name,
+        tokenizer_exact=not counter.estimate,
+    )
+    return transcript.format, rendered, system_out, data
 
 
 def _summary_reserve(msgs: list[Msg], counter: Counter, budget: Budget) -> int:

@@ -319,6 +319,9 @@ def _read_utf8(fd: int, path: str) -> tuple[str, bool]:
     from indexing.extract import DOCUMENT_EXTENSIONS
 
     kind = DOCUMENT_EXTENSIONS.get(Path(path).suffix.lower())
+    if kind == "image":
+        raise InvalidInput(f"{path!r} is a picture, not a text file; edit_file edits text files only. See it with "
+                           "read_file.")
     if kind is not None:  # its bytes may even decode (an uncompressed PDF); never edit or replace them as text
         raise InvalidInput(f"{path!r} is a {kind.upper()} document, not a text file; edit_file edits text files "
                            "only, and write_file would replace the whole document by plain text. Read it with "

@@ -1,8 +1,9 @@
-"""Pictures for the model: read_file on an image, and render_page (a PDF page drawn as a picture).
+"""Pictures for the model: read_file on an image, and render_page (a PDF page or a slide drawn as a picture).
 
 Both send MCP image content (foundation/pictures.py: longest side <= 1568 px, <= 1 MB encoded) after a
 JSON text part that says the picture's original and sent sizes. Files are opened race-free like every
-read; a PDF page is drawn in an extraction worker (memory and time limits), never in the server process.
+read; a PDF page is drawn in an extraction worker (memory and time limits), never in the server process. A
+.pptx/.odp slide is first converted to PDF by LibreOffice (tools/slides.py: sandboxed, same limits, cached).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from foundation.errors import InvalidInput, LimitExceeded
 from foundation.paths import display_path, open_for_read, resolve_path, roots_for
 from foundation.pictures import IMAGE_FORMATS, MAX_BYTES, MAX_SIDE, Picture, WithPictures
 from foundation.safe_open import opened, read_fd
+from indexing.extract.render import RenderedPage
 from tools.picture_fit import Fitted, encode_within_caps, fit_picture
 from tools.runtime import CallContext, Runtime
+from tools.slides import DECK_KINDS, deck_pdf
 
 MAX_IMAGE_FILE_BYTES = 50 * 1024 * 1024
 PathArg = Annotated[str, Field(description="File path (relative to the workspace root).")]
@@ -40,8 +43,8 @@ def read_picture(rt: Runtime, path: str, session: str | None) -> Picture:
     """A workspace picture (PNG/JPEG/GIF/WebP) within the caps, read as read_file reads it."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     if real.suffix.lower() not in IMAGE_FORMATS:
-        raise InvalidInput(f"{path!r} is not a PNG, JPEG, GIF or WebP picture. For a PDF page, give the sub-agent "
-                           "render_page (tools=[\"render_page\"]) and name the page in the task.")
+        raise InvalidInput(f"{path!r} is not a PNG, JPEG, GIF or WebP picture. For a PDF page or a slide, give the "
+                           "sub-agent render_page (tools=[\"render_page\"]) and name the page in the task.")
     with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
         return _fitted(rt, real, fd).picture
 
@@ -79,30 +82,28 @@ class RenderPageResult(WithPictures):
 
 def render_page(
     path: PathArg,
-    page: Annotated[int, Field(ge=1, description="Page number, 1-based.")] = 1,
+    page: Annotated[int, Field(ge=1, description="Page (or slide) number, 1-based.")] = 1,
     max_side: Annotated[int, Field(ge=256, le=MAX_SIDE, description="Longest side of the picture, px.")] = MAX_SIDE,
     *,
     rt: Runtime,
     call: CallContext,
 ) -> RenderPageResult:
-    """See one PDF page as a picture (charts, scans, layout, handwriting), returned as image content.
-    For the page's text use read_file or search_file."""
+    """See one PDF page or PPTX/ODP slide as a picture (charts, scans, layout), returned as image content.
+    For the text use read_file or search_file."""
     session = call.session_id
     real = resolve_path(rt.settings, path, must_exist=True, session_id=session)
     suffix = real.suffix.lower()
-    if suffix != ".pdf":
+    if suffix != ".pdf" and suffix not in DECK_KINDS:
         raise InvalidInput(_not_pdf(path, suffix))
-    from indexing.extract import render_pdf_page
-
     with opened(open_for_read(rt.settings, real, session, shown=path, secrets=rt.secret_paths)) as fd:
-        drawn = render_pdf_page(real, page, max_side, rt.extraction_limits(), fd=fd,
-                                should_cancel=lambda: call.cancelled)
+        drawn = _drawn(rt, real, fd, page, max_side, call)
     from PIL import Image
 
     with Image.open(io.BytesIO(drawn.png), formats=["PNG"]) as image:
         image.load()
         sent = encode_within_caps(image, lossless=True)
-    note = (f"Page {page} of {drawn.page_count} drawn at {sent.width}x{sent.height} px "
+    unit = "Slide" if suffix in DECK_KINDS else "Page"
+    note = (f"{unit} {page} of {drawn.page_count} drawn at {sent.width}x{sent.height} px "
             f"({len(sent.data) // 1000} KB {sent.mime_type.split('/')[1].upper()}; caps: {CAPS}).")
     result = RenderPageResult(path=display_path(real, roots_for(rt.settings, session)), page=page,
                               page_count=drawn.page_count, width=sent.width, height=sent.height,
@@ -110,11 +111,26 @@ def render_page(
     return result.with_pictures([sent])
 
 
+def _drawn(rt: Runtime, real: Path, fd: int, page: int, side: int, call: CallContext) -> RenderedPage:
+    """A PDF page drawn by an extraction worker; a deck's slide from its PDF (converted once, cached)."""
+    from indexing.extract import check_container, render_pdf_page
+
+    limits = rt.extraction_limits()
+    kind = DECK_KINDS.get(real.suffix.lower())
+    if kind is None:
+        return render_pdf_page(real, page, side, limits, fd=fd, should_cancel=lambda: call.cancelled)
+    check_container(real, kind, limits, fd=fd)
+    pdf = deck_pdf(real.name, fd, rt.settings.data_dir / "slides", limits, should_cancel=lambda: call.cancelled)
+    with opened(os.open(pdf, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))) as pdf_fd:
+        return render_pdf_page(real, page, side, limits, fd=pdf_fd, should_cancel=lambda: call.cancelled,
+                               unit="slide")
+
+
 def _not_pdf(path: str, suffix: str) -> str:
     if suffix in IMAGE_FORMATS:
         return f"{path!r} is a picture already: read it with read_file, which returns it as an image."
-    if suffix in (".pptx", ".ppt", ".odp", ".key"):
-        return (f"render_page draws PDF pages only: drawing {suffix} slides needs an office suite, which this "
-                "server does not run. Export the deck to PDF and render that, or read its text with read_file.")
-    return f"render_page draws PDF pages only; {path!r} is not a .pdf file."
+    if suffix in (".ppt", ".key"):
+        return (f"render_page draws .pdf pages and .pptx/.odp slides, not {suffix}: save the deck as .pptx or "
+                "export it to PDF, or read its text with read_file.")
+    return f"render_page draws PDF pages and PPTX/ODP slides only; {path!r} is neither."
 

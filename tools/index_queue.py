@@ -55,6 +55,10 @@ class SearchGauge:
             if not self._active:
                 self._idle.notify_all()
 
+    def busy(self) -> bool:
+        """True while a search runs (never waits)."""
+        return self._active > 0
+
     def wait_idle(self, at_most: float = IDLE_WAIT_S) -> None:
         with self._idle:
             self._idle.wait_for(lambda: self._active == 0, timeout=at_most)
@@ -153,6 +157,10 @@ class ReindexQueue:
                 self.stats.last_batch_at = time.time()
                 self.working = []
                 self._lock.notify_all()
+
+    def busy(self) -> bool:
+        """`_should_stop` without the wait: a search runs, or the queue closes (asked inside a transaction)."""
+        return self.gauge.busy() or self._closing.is_set()
 
     def _should_stop(self) -> bool:
         """Checked between files: yields to running searches first."""

@@ -141,9 +141,10 @@ def stop_index_jobs(rt: Runtime) -> None:
 
 
 def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
-                session_id: str | None = None, roots: tuple[Path, ...] | None = None) -> Indexer:
+                session_id: str | None = None, roots: tuple[Path, ...] | None = None,
+                busy: Callable[[], bool] | None = None) -> Indexer:
     """The indexer of a call, or of background work: files are opened only inside `roots` (default: the
-    session's roots)."""
+    session's roots); `busy`: see Indexer."""
     from indexing.indexer import Indexer
     s = rt.settings
     limits = rt.extraction_limits()
@@ -153,7 +154,7 @@ def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Cal
     roots = roots or roots_for(s, session_id)
     allowed = fd_allowed(s, roots, rt.secret_paths)
     return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel,
-                   opener=lambda path: open_inside(path, roots, allowed), secrets=secret_filter(rt, roots))
+                   opener=lambda path: open_inside(path, roots, allowed), secrets=secret_filter(rt, roots), busy=busy)
 
 
 def secret_filter(rt: Runtime, roots: tuple[Path, ...]) -> SecretFilter | None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from foundation.errors import ExtractionError, LimitExceeded, NotFound
+from indexing.extract.image_file import IMAGE_EXTENSIONS
 from indexing.extract.render import RenderedPage
 from indexing.model import Extracted, ExtractionLimits
 
@@ -35,6 +36,7 @@ __all__ = [
     "SUPPORTED_FORMATS",
     "SUPPORTED_EXTENSIONS",
     "TEXT_EXTENSIONS",
+    "check_container",
     "detect_kind",
     "extract_file",
     "is_supported",
@@ -47,6 +49,7 @@ __all__ = [
 DOCUMENT_EXTENSIONS = {
     ".pdf": "pdf", ".docx": "docx", ".xlsx": "xlsx", ".xlsm": "xlsx", ".pptx": "pptx", ".epub": "epub",
     ".odt": "odt", ".ods": "ods", ".odp": "odp",
+    **IMAGE_EXTENSIONS,  # pictures: their words read by OCR (image_file.py)
 }
 # Text files whose index text is read by their structure (read_file and edit_file see their source).
 MARKUP_EXTENSIONS = {
@@ -88,8 +91,8 @@ def detect_kind(path: Path) -> str:
 
 
 SUPPORTED_FORMATS = (
-    "PDF, DOCX, XLSX, PPTX, EPUB, ODT, ODS, ODP, HTML, CSV/TSV, e-mail (.eml) "
-    "and text files (.txt, .md, .json, source code, ...)"
+    "PDF, DOCX, XLSX, PPTX, EPUB, ODT, ODS, ODP, HTML, CSV/TSV, e-mail (.eml), pictures (PNG, JPEG, GIF, WebP; "
+    "by OCR) and text files (.txt, .md, .json, source code, ...)"
 )
 
 
@@ -155,9 +158,10 @@ def _extract_fd(
 
 
 def render_pdf_page(path: Path, page: int, side: int, limits: ExtractionLimits, *, fd: int,
-                    should_cancel: Callable[[], bool] | None = None) -> RenderedPage:
+                    should_cancel: Callable[[], bool] | None = None, unit: str = "page") -> RenderedPage:
     """Draw PDF page `page` (1-based) with its longest side `side` px, in an extraction worker under
-    `limits` (size, memory, time). The caller opened `fd` race-free and keeps it."""
+    `limits` (size, memory, time). The caller opened `fd` race-free and keeps it. `path` names the file in
+    errors (a deck converted to PDF: the deck, with `unit` "slide")."""
     size = _file_size(path, fd)
     if size > limits.max_file_bytes:
         raise LimitExceeded(f"{path.name} is {size / 2**20:,.1f} MiB, over the {limits.max_file_bytes / 2**20:,.0f} "
@@ -166,7 +170,23 @@ def render_pdf_page(path: Path, page: int, side: int, limits: ExtractionLimits, 
     from indexing.extract.render import render_kind
     from indexing.extract.worker import POOL
 
-    return POOL.rendered(render_kind(page, side), path, limits, fd=fd, should_cancel=should_cancel)
+    return POOL.rendered(render_kind(page, side, unit), path, limits, fd=fd, should_cancel=should_cancel)
+
+
+def check_container(path: Path, kind: str, limits: ExtractionLimits, *, fd: int) -> int:
+    """The checks extraction makes before any parser runs (size, magic bytes, a zipped kind's zip checks), on
+    the caller's open `fd`, for a file another program reads (a deck LibreOffice converts); returns its size."""
+    size = _file_size(path, fd)
+    if size > limits.max_file_bytes:
+        raise LimitExceeded(f"{path.name} is {size / 2**20:,.1f} MiB, over the {limits.max_file_bytes / 2**20:,.0f} "
+                            "MiB limit (max_file_bytes); raise the limit to read it.")
+    _check_magic(path, kind, fd)
+    if kind in ZIP_KINDS:
+        from indexing.extract.safety import check_office_zip
+
+        with os.fdopen(os.dup(fd), "rb") as source:
+            check_office_zip(path, kind, limits, source)
+    return size
 
 
 def warm_up() -> None:

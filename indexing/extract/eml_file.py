@@ -147,7 +147,7 @@ def _extract_part(part: EmailMessage, filename: str, context: _Context) -> Extra
         return _message_document(_attached_message(part), context)
     from indexing.extract import detect_kind, is_supported
 
-    if not is_supported(filename):
+    if not is_supported(filename) or detect_kind(Path(filename)) == "image":  # pictures: not read by OCR here
         raise ExtractionError(f"unsupported type ({Path(filename).suffix or 'no extension'})")
     data = part.get_payload(decode=True)
     if not isinstance(data, bytes) or not data:

@@ -69,13 +69,21 @@ def ocr_page(page: Any, languages: str, seconds: float) -> str | None:
     Raises ExtractionError when Tesseract fails on the page."""
     import pymupdf
 
-    program = tesseract_for(languages)
-    assert program is not None  # callers check ocr_available first
     dpi = ocr_dpi(page.rect.width, page.rect.height)
     picture = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False).tobytes("png")
+    return ocr_picture(picture, languages, seconds, dpi)
+
+
+def ocr_picture(picture: bytes, languages: str, seconds: float, dpi: int | None) -> str | None:
+    """The text Tesseract reads in `picture` (PNG bytes, drawn at `dpi`; None: Tesseract estimates it from the
+    letters' size), CJK gaps removed; None when it did not finish within `seconds`. Raises ExtractionError when
+    Tesseract fails on it."""
+    program = tesseract_for(languages)
+    assert program is not None  # callers check ocr_available first
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}  # one thread a page: the extraction workers run in parallel
+    resolution = ["--dpi", str(dpi)] if dpi is not None else []
     try:
-        done = subprocess.run([program, "stdin", "stdout", "-l", languages, "--dpi", str(dpi)], input=picture,
+        done = subprocess.run([program, "stdin", "stdout", "-l", languages, *resolution], input=picture,
                               capture_output=True, timeout=max(seconds, 0.1), env=env, check=False,
                               preexec_fn=_die_with_parent)
     except subprocess.TimeoutExpired:

@@ -1,7 +1,7 @@
 """Draw one PDF page as a picture (PyMuPDF), inside the extraction worker like any parse of a document.
 
-The task travels as the kind `render:<page>:<side>` (`render_kind`): page is 1-based, side the longest
-side in px. The page is drawn at the zoom that makes its longest side `side` px, but never above
+The task travels as the kind `render:<page>:<side>:<unit>` (`render_kind`): page is 1-based, side the
+longest side in px, unit what a page is called in errors ("page", or "slide" for a deck converted to PDF). The page is drawn at the zoom that makes its longest side `side` px, but never above
 MAX_DPI (a small page is not blown up past print resolution). A page past the end is an InvalidInput
 naming the page count.
 """
@@ -28,17 +28,18 @@ class RenderedPage:
     page_count: int
 
 
-def render_kind(page: int, side: int) -> str:
-    return f"{RENDER_PREFIX}{page}:{side}"
+def render_kind(page: int, side: int, unit: str = "page") -> str:
+    return f"{RENDER_PREFIX}{page}:{side}:{unit}"
 
 
 def render_task(kind: str, path: Path, source: IO[bytes] | None) -> RenderedPage:
-    """Run a `render:<page>:<side>` task (in the worker)."""
-    page_text, side_text = kind[len(RENDER_PREFIX):].split(":")
-    return render_pdf_page(path, int(page_text), int(side_text), source)
+    """Run a `render:<page>:<side>:<unit>` task (in the worker)."""
+    page_text, side_text, unit = kind[len(RENDER_PREFIX):].split(":")
+    return render_pdf_page(path, int(page_text), int(side_text), source, unit)
 
 
-def render_pdf_page(path: Path, page: int, side: int, source: IO[bytes] | None = None) -> RenderedPage:
+def render_pdf_page(path: Path, page: int, side: int, source: IO[bytes] | None = None,
+                    unit: str = "page") -> RenderedPage:
     import pymupdf
 
     pymupdf.TOOLS.mupdf_display_errors(False)
@@ -52,8 +53,8 @@ def render_pdf_page(path: Path, page: int, side: int, source: IO[bytes] | None =
             raise ExtractionError(f"{path.name} is encrypted (password protected); remove the password first.")
         count = doc.page_count
         if not 1 <= page <= count:
-            raise InvalidInput(f"page {page} is out of range: {path.name} has {count} page(s). "
-                               f"Ask for a page from 1 to {count}." if count else f"{path.name} has no pages.")
+            raise InvalidInput(f"{unit} {page} is out of range: {path.name} has {count} {unit}(s). "
+                               f"Ask for a {unit} from 1 to {count}." if count else f"{path.name} has no {unit}s.")
         drawn = doc[page - 1]
         rect = drawn.rect
         longest = max(rect.width, rect.height, 1.0)

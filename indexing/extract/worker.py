@@ -120,6 +120,10 @@ def run_extractor(kind: str, path: Path, limits: ExtractionLimits, source: IO[by
         return extract_pdf(path, limits, source)
     if kind in ("html", "csv", "eml"):
         return _run_markup(kind, path, limits, source)
+    if kind == "image":
+        from indexing.extract.image_file import extract_image
+
+        return extract_image(path, limits, source)
     from indexing.extract.safety import check_office_zip
 
     check_office_zip(path, kind, limits, source)
