@@ -43,7 +43,8 @@ def pages_of(generation: int, read_page: Callable[[int], tuple[int, list[ChunkTe
 
 
 class IndexDialect(Protocol):
-    """One backend of the index. `conn` arguments are the connection of the caller's `write()`."""
+    """One backend of the index. `conn` arguments are the connection of the caller's `write()`; a write's
+    own reads see what it wrote (PostgreSQL's write applies what it gathered before a statement reads it)."""
 
     name: Literal["sqlite", "postgresql"]
     engine_name: str  # what finds candidates when the in-memory postings do not (index_status)
@@ -89,9 +90,6 @@ class IndexDialect(Protocol):
 
     def log_change(self, conn: Any, doc_id: int) -> None:
         """Record that the generation the write makes changed this document's chunks (`indexing.changelog`)."""
-
-    def settle(self) -> None:
-        """Inside a write, apply what it has gathered, so that its own reads of the totals see it."""
 
     def doc_freqs(self, terms: list[str]) -> dict[str, int]:
         """How many chunks contain each of these (distinct) terms."""

@@ -232,11 +232,6 @@ class PgDialect:
         conn.totals[1] += terms
         conn.totals[2] = 1  # changed: the generation moves on at commit
 
-    def settle(self) -> None:
-        """Inside a write, apply what it has queued, so that its own reads see it."""
-        if (current := self._current()) is not None:
-            current.settle()
-
     def doc_freqs(self, terms: list[str]) -> dict[str, int]:
         found = dict(self.conn().execute("SELECT term, df FROM term_stats WHERE term = ANY(?)", (terms,)).fetchall())
         return {t: int(found.get(t, 0)) for t in terms}

@@ -111,9 +111,6 @@ class SqliteDialect:
     def log_change(self, conn: Any, doc_id: int) -> None:
         log_change(conn, [doc_id])
 
-    def settle(self) -> None:
-        """Nothing is gathered: every statement is applied as it runs."""
-
     def doc_freqs(self, terms: list[str]) -> dict[str, int]:
         """From the FTS5 vocabulary."""
         marks = ",".join("?" * len(terms))

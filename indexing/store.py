@@ -105,13 +105,16 @@ class IndexStore:
         self.backend = self.dialect.name
         self.engine_name = self.dialect.engine_name  # what finds candidates when the postings do not
         self.path: Path | None = where if isinstance(where, Path) else None
-        # the dialect's own, called directly (every statement takes them):
-        self.conn: Callable[[], Any] = self.dialect.conn
-        """This thread's write connection inside `write()`; else pooled reads (autocommit)."""
-        self.write: Callable[[], AbstractContextManager[Any]] = self.dialect.write
-        """One write transaction, the only index writer while it runs: all of it or nothing."""
 
     # -- connections -----------------------------------------------------------------------
+
+    def conn(self) -> Any:
+        """This thread's write connection inside `write()`; else pooled reads (autocommit)."""
+        return self.dialect.conn()
+
+    def write(self) -> AbstractContextManager[Any]:
+        """One write transaction, the only index writer while it runs: all of it or nothing."""
+        return self.dialect.write()
 
     def connections(self) -> int:
         """Connections open now (SQLite: the read pool's and the writer)."""
@@ -191,13 +194,11 @@ class IndexStore:
 
     def corpus_stats(self) -> tuple[int, float]:
         """(number of chunks, average analysed terms per chunk) for BM25."""
-        self.dialect.settle()
         chunks, terms = self.conn().execute("SELECT chunks, terms FROM stats").fetchone()
         return int(chunks), (terms / chunks if chunks else 1.0)
 
     def generation(self) -> tuple[int, int]:
         """(generation, chunks): the generation changes with every change to the chunks."""
-        self.dialect.settle()
         generation, chunks = self.conn().execute("SELECT generation, chunks FROM stats").fetchone()
         return int(generation), int(chunks)
 
@@ -206,7 +207,6 @@ class IndexStore:
         unique = list(dict.fromkeys(terms))
         if not unique:
             return {}
-        self.dialect.settle()
         return self.dialect.doc_freqs(unique)
 
     def get_meta(self, key: str) -> str | None:
