@@ -68,12 +68,12 @@ class Stores:
         if backend == "SQLite":
             return IndexStore(self.work / f"index-{self._made}.sqlite3")
         from foundation.storage import open_database
-        from indexing.pg_store import PgIndexStore
+        from indexing.pg_store import pg_index
 
         url, _ = self.server.fresh_schema()
         database = open_database(self.work, url)
         self._databases.append(database)
-        return PgIndexStore(database)  # type: ignore[arg-type]
+        return pg_index(database)  # type: ignore[arg-type]
 
     def close(self) -> None:
         for database in self._databases:

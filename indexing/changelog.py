@@ -26,7 +26,8 @@ Rows = Callable[[str, Sequence[object]], list[Any]]  # (SQL, parameters) -> rows
 class ChangeSource(Protocol):
     """An index store (`indexing.store.IndexStore`, or PostgreSQL's)."""
 
-    backend: str
+    @property
+    def backend(self) -> str: ...
 
     def consistent_read(self) -> AbstractContextManager[Rows]: ...
 

@@ -394,7 +394,4 @@ class Indexer:
 
     def remove_path(self, path: str) -> int:
         """Forget one indexed path (and its document when orphaned); returns 1 if it was indexed."""
-        with self.store.write() as conn:
-            existed = conn.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
-            self.store.drop_if_orphan(conn, self.store.unlink_file(conn, path))
-        return int(existed)
+        return self.store.forget_path(path)

@@ -23,14 +23,14 @@ from indexing.scope import PathFilter, active
 from indexing.scoring import RankParams, idf
 
 if TYPE_CHECKING:
-    from indexing.pg_store import PgIndexStore
+    from indexing.store import IndexStore
 
 MAX_RANKED_TERMS = 16  # terms in the SQL order (the rarest); every query term still scores
 _FTS5_TOKEN = re.compile(r'"(?:[^"]|"")*"\*?|\(|\)|,|[^\s()",]+')
 
 
 class PgEngine:
-    def __init__(self, store: PgIndexStore, params: RankParams) -> None:
+    def __init__(self, store: IndexStore, params: RankParams) -> None:
         self.store = store
         self.params = params
 

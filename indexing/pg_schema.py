@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from foundation.storage import Schema
 from indexing.sqlite_schema import MIGRATIONS as SQLITE_MIGRATIONS
+from indexing.sqlite_schema import PRAGMAS
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
     # 1: the whole schema of SQLite's migrations 1-5
@@ -87,4 +88,4 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA = Schema(name="index", sqlite_file="index.sqlite3", sqlite=tuple(SQLITE_MIGRATIONS),
-                postgres=POSTGRES_MIGRATIONS)
+                postgres=POSTGRES_MIGRATIONS, sqlite_pragmas=PRAGMAS)

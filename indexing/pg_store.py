@@ -1,4 +1,5 @@
-"""The index in PostgreSQL (`database_url`): the tables of `indexing.store`, searched without FTS5.
+"""The index in PostgreSQL (`database_url`): the tables of `indexing.store`, searched without FTS5, as
+the strategy object `indexing.store.IndexStore` is given (`PgDialect`, an `indexing.dialect.IndexDialect`).
 
 - The same analysis as SQLite (porter stems, jieba words, stop words: `indexing.analyzer`) is
   stored as a `tsvector` built here from the analysed terms, not by a text-search configuration:
@@ -20,17 +21,18 @@ import functools
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from foundation.pooled_reads import Result
+from foundation.storage.pooled_reads import Result
 from foundation.storage.postgres import PgConn, rollback
 from indexing.changelog import log_change
-from indexing.store import CHUNK_TABLE_COLS, PAGE_SQL, SNAPSHOT_BATCH, ChunkTerms, IndexStore, pages_of
+from indexing.dialect import CHUNK_TABLE_COLS
 
 if TYPE_CHECKING:
     from foundation.storage.postgres import PostgresDatabase
+    from indexing.store import IndexStore
 
 MAX_QUEUED_CHUNKS = 2000  # chunk rows a write holds before it copies them
 MAX_POSITION = 16383  # PostgreSQL's largest tsvector position
@@ -39,7 +41,7 @@ WRITER_LOCK = "index-writer"
 
 
 class _PooledReads:
-    """`IndexStore.conn()` on PostgreSQL outside a write: each statement on a pooled connection."""
+    """`PgDialect.conn()` outside a write: each statement on a pooled connection."""
 
     def __init__(self, database: PostgresDatabase) -> None:
         self.database = database
@@ -135,13 +137,13 @@ _SETTLE_BEFORE = re.compile(r"\b(chunks|chunk_vectors|term_stats|stats)\b")
 _CHUNK_COPY_COLUMNS = [*CHUNK_TABLE_COLS.replace('"', "").split(", "), "tsv"]
 
 
-class PgIndexStore(IndexStore):
-    """The index's tables in PostgreSQL (see the module docstring); the same interface as SQLite's."""
+class PgDialect:
+    """The index's tables in PostgreSQL (see the module docstring)."""
 
-    backend = "postgresql"
+    name: Literal["sqlite", "postgresql"] = "postgresql"
     engine_name = "PostgreSQL"
 
-    def __init__(self, database: PostgresDatabase) -> None:  # noqa: D107 - no SQLite file
+    def __init__(self, database: PostgresDatabase) -> None:
         from indexing.pg_schema import SCHEMA
 
         self.database = database
@@ -151,15 +153,19 @@ class PgIndexStore(IndexStore):
 
     # -- connections ---------------------------------------------------------------------------
 
+    def _current(self) -> _IndexWrite | None:
+        current: _IndexWrite | None = getattr(self._local, "write", None)
+        return current
+
     def conn(self) -> Any:
         """This thread's write transaction when it is in one, else pooled autocommit reads."""
-        current: PgConn | None = getattr(self._local, "write", None)
+        current = self._current()
         return current if current is not None else self._pg_reads
 
     @contextmanager
     def write(self) -> Iterator[Any]:
         """One write transaction, the only index writer in the database while it runs."""
-        if getattr(self._local, "write", None) is not None:
+        if self._current() is not None:
             raise RuntimeError("nested index write")
         with self.database.connection() as raw:
             raw.execute("BEGIN")
@@ -176,101 +182,64 @@ class PgIndexStore(IndexStore):
             finally:
                 self._local.write = None
 
+    def connections(self) -> int:
+        """None of its own: the connections belong to the Database's pool."""
+        return 0
+
     def close(self) -> None:
         self._local = threading.local()  # the connections belong to the Database's pool
 
-    # -- search data ---------------------------------------------------------------------------
-
-    def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
-        """Queued in the write and copied in one COPY (`_IndexWrite.flush_chunks`)."""
-        conn.queue_chunks(rows)
-
-    def _drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
-        conn.count_dfs([(head, body) for _, head, body in gone], -1)
-
-    def _reindex_all(self, conn: Any) -> None:
-        conn.dfs.clear()  # every chunk is counted again below
-        conn.execute("DELETE FROM term_stats")
-        rows = conn.all("SELECT id, head_terms, terms FROM chunks")
-        conn.executemany("UPDATE chunks SET tsv = ?::tsvector WHERE id = ?",
-                         [(conn.counted_tsvector(h, t), i) for i, h, t in rows])
-
-    def _take_ids(self, conn: Any, table: str, n: int) -> int:
-        """Ids come from the table once per write, then from memory (the write holds the writer lock)."""
-        if table not in conn.next_ids:
-            conn.next_ids[table] = super()._take_ids(conn, table, n)
-        first = int(conn.next_ids[table])
-        conn.next_ids[table] = first + n
-        return first
-
-    def _log_change(self, conn: Any, doc_id: int) -> None:
-        conn.changed_docs.append(doc_id)  # logged at `settle`, with the generation it makes
-
-    def _change_totals(self, conn: Any, chunks: int, terms: int) -> None:
-        conn.totals[0] += chunks
-        conn.totals[1] += terms
-        conn.totals[2] = 1  # changed: the generation moves on at commit
-
-    def _pending(self) -> None:
-        """Inside a write, apply what it has queued, so that its own reads see it."""
-        if (current := getattr(self._local, "write", None)) is not None:
-            current.settle()
-
-    def corpus_stats(self) -> tuple[int, float]:
-        self._pending()
-        return super().corpus_stats()
-
-    def generation(self) -> tuple[int, int]:
-        self._pending()
-        return super().generation()
-
-    def doc_freqs(self, terms: Sequence[str] | Any) -> dict[str, int]:
-        unique = list(dict.fromkeys(terms))
-        if not unique:
-            return {}
-        self._pending()
-        found = dict(self.conn().execute("SELECT term, df FROM term_stats WHERE term = ANY(?)", (unique,)).fetchall())
-        return {t: int(found.get(t, 0)) for t in unique}
-
-    def chunks_with_all(self, terms: list[str]) -> tuple[str, str, str, str]:
-        return "chunks c", "c.tsv @@ ?::tsquery", "c.id", " & ".join(lexeme(t) for t in terms)
-
-    # -- reads and upkeep ----------------------------------------------------------------------
+    def reopened(self) -> PgDialect:
+        return PgDialect(self.database)
 
     def stream(self, sql: str, params: Sequence[object] = ()) -> Iterator[tuple[Any, ...]]:
-        current: PgConn | None = getattr(self._local, "write", None)
+        current = self._current()
         if current is not None:
             yield from current.execute(sql, params)
             return
         with self.db.read() as conn:
             yield from conn.stream(sql, params)
 
-    @contextmanager
-    def snapshot_batches(
-        self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH
-    ) -> Iterator[tuple[int, Iterator[list[ChunkTerms]]] | None]:
-        """As SQLite's: each page in a read transaction of its own (one held for the whole build would
-        hold back vacuum for every table of the database)."""
+    # -- search data ---------------------------------------------------------------------------
 
-        def read_page(after: int) -> tuple[int, list[ChunkTerms]]:
-            with self.db.read() as conn:
-                row = conn.one("SELECT generation FROM stats")
-                rows = conn.all(PAGE_SQL, (after, size))
-            return int(row[0]) if row else 0, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
+    def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
+        """Queued in the write and copied in one COPY (`_IndexWrite.settle`)."""
+        conn.queue_chunks(rows)
 
-        with self.db.read() as conn:
-            row = conn.one("SELECT generation, chunks FROM stats")
-        generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
-        if not wanted(chunks):
-            yield None
-            return
-        yield generation, pages_of(generation, read_page)
+    def drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
+        conn.count_dfs([(head, body) for _, head, body in gone], -1)
 
-    @contextmanager
-    def consistent_read(self) -> Iterator[Callable[[str, Sequence[object]], list[Any]]]:
-        """Reads that all see one state of the index (one snapshot)."""
-        with self.db.read() as conn:
-            yield lambda sql, params: conn.all(sql, params)
+    def reindex_all(self, conn: Any) -> None:
+        conn.dfs.clear()  # every chunk is counted again below
+        conn.execute("DELETE FROM term_stats")
+        rows = conn.all("SELECT id, head_terms, terms FROM chunks")
+        conn.executemany("UPDATE chunks SET tsv = ?::tsvector WHERE id = ?",
+                         [(conn.counted_tsvector(h, t), i) for i, h, t in rows])
+
+    def take_ids(self, conn: Any, table: str, n: int) -> int:
+        """Ids come from the table once per write, then from memory (the write holds the writer lock)."""
+        if table not in conn.next_ids:
+            conn.next_ids[table] = int(conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0])
+        first = int(conn.next_ids[table])
+        conn.next_ids[table] = first + n
+        return first
+
+    def log_change(self, conn: Any, doc_id: int) -> None:
+        conn.changed_docs.append(doc_id)  # logged at `settle`, with the generation it makes
+
+    def change_totals(self, conn: Any, chunks: int, terms: int) -> None:
+        conn.totals[0] += chunks
+        conn.totals[1] += terms
+        conn.totals[2] = 1  # changed: the generation moves on at commit
+
+    def doc_freqs(self, terms: list[str]) -> dict[str, int]:
+        found = dict(self.conn().execute("SELECT term, df FROM term_stats WHERE term = ANY(?)", (terms,)).fetchall())
+        return {t: int(found.get(t, 0)) for t in terms}
+
+    def chunks_with_all(self, terms: list[str]) -> tuple[str, str, str, str]:
+        return "chunks c", "c.tsv @@ ?::tsquery", "c.id", " & ".join(lexeme(t) for t in terms)
+
+    # -- upkeep --------------------------------------------------------------------------------
 
     def db_bytes(self) -> int:
         tables = ("documents", "files", "chunks", "term_stats", "chunk_vectors", "index_jobs", "meta", "stats",
@@ -288,6 +257,13 @@ class PgIndexStore(IndexStore):
 
     def vacuum(self) -> None:
         """Nothing to do by hand: autovacuum reclaims space and keeps statistics."""
+
+
+def pg_index(database: PostgresDatabase) -> IndexStore:
+    """The index in `database`."""
+    from indexing.store import IndexStore
+
+    return IndexStore(PgDialect(database))
 
 
 # -- the analysed terms as PostgreSQL text-search values -----------------------------------------

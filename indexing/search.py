@@ -175,8 +175,6 @@ def _database_engine(store: IndexStore, params: RankParams) -> CandidateEngine:
     """What finds candidates in the database itself: FTS5 on SQLite, the tsvector on PostgreSQL."""
     if store.backend == "postgresql":
         from indexing.pg_engine import PgEngine
-        from indexing.pg_store import PgIndexStore
 
-        assert isinstance(store, PgIndexStore)
         return PgEngine(store, params)
     return FtsEngine(store, params)

@@ -1,14 +1,14 @@
 """The index: documents keyed by content hash, paths pointing at them, chunks, their search data.
 
-`IndexStore` is the SQLite index (the default, in the data directory); `indexing.pg_store.PgIndexStore`
-keeps the same tables in PostgreSQL (`database_url`) and overrides only what differs: how chunks
-are indexed for candidates (FTS5 here, a tsvector with a GIN index there), term statistics and
-connections. Every other statement is written once, in the SQL both share, with `?` placeholders.
+`IndexStore` holds every statement SQLite and PostgreSQL share, written once with `?` placeholders;
+what differs (connections and transactions, how chunks are indexed for candidates: FTS5 or a
+tsvector with a GIN index, term statistics, snapshots, upkeep) is the strategy object it is given,
+an `indexing.dialect.IndexDialect`: `indexing.sqlite_store.SqliteDialect` (the default, a file in
+the data directory) or `indexing.pg_store.PgDialect` (`database_url`).
 
-- WAL, a busy timeout, one writer at a time (`BEGIN IMMEDIATE`), schema as ordered migrations.
 - `chunks.terms` / `chunks.head_terms` hold the analysed terms (see `indexing.analyzer`); the
-  FTS5 table `chunks_fts` is an external-content index over them, i.e. derived data that
-  `rebuild()` regenerates (re-analysing the stored chunk text when asked).
+  candidate index over them is derived data that `rebuild()` regenerates (re-analysing the stored
+  chunk text when asked).
 - Documents are shared by every path whose bytes hash the same; a document no path points at
   is an orphan and is deleted with its chunks. Documents chunked by other rules or options are
   expired (`ensure_chunking`): re-read on the next index run of their files.
@@ -17,72 +17,39 @@ connections. Every other statement is written once, in the SQL both share, with 
 from __future__ import annotations
 
 import re
-import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foundation import sqlite_db
-from foundation.pooled_reads import ConnectionPool, PooledReads
-from foundation.waiting import about_to_wait
-from indexing.changelog import log_change
+from indexing.dialect import (
+    CHUNK_TABLE_COLS,
+    PAGE_SQL,
+    SNAPSHOT_BATCH,
+    ChunkTerms,
+    IndexChanged,
+    IndexDialect,
+    ReadAll,
+    Snapshot,
+    pages_of,
+)
 from indexing.model import Chunk
-from indexing.query import quote
-from indexing.sqlite_schema import MIGRATIONS
+from indexing.sqlite_store import READ_CONNECTIONS, SqliteDialect
 
-BUSY_TIMEOUT_S = 10.0
+__all__ = ["CHUNK_TABLE_COLS", "PAGE_SQL", "READ_CONNECTIONS", "SNAPSHOT_BATCH", "AnalyzedChunk", "ChunkTerms",
+           "FileRow", "IndexChanged", "IndexStore", "JobRow", "folder_range", "pages_of", "put_meta"]
+
 _UNREAD_LIKE = "%without a text layer were not read%"  # pages a PDF left unread (indexing/extract/ocr.py)
 _UNREAD_PAGES = re.compile(r"^(\d+) page\(s\) without a text layer were not read", re.MULTILINE)
-READ_CONNECTIONS = 4
-"""Read connections of one index, shared by every thread (a connection, and its map of the file, per
-thread multiplied with the SDK's worker threads)."""
-MMAP_BYTES = 64 * 1024 * 1024
-"""How much of the file each connection maps (SQLite maps no more than the file holds, and more as it
-grows): reads map the file instead of copying pages (search fetches scattered rows). Each connection
-maps its own copy, all counted in the server's RSS: 5 connections (the pool and the writer) map at
-most 320 MiB."""
-
-
-
 _FILE_COLS = "path, doc_id, size, mtime_ns, indexed_at, error"  # the fields of FileRow, in order
-CHUNK_TABLE_COLS = ('id, doc_id, idx, start, "end", heading, page, slide, sheet, row_first, row_last, text, '
-                    'head_terms, terms')  # `end` is quoted: a reserved word in PostgreSQL
 
 
 def folder_range(folder: str) -> tuple[str, str]:
     """(low, high): the paths inside `folder` are exactly those with low <= path < high."""
     prefix = folder.rstrip("/") + "/"
     return prefix, prefix[:-1] + "0"
-
-
-ChunkTerms = tuple[int, int, str, str]  # a chunk's (id, doc_id, head_terms, terms)
-SNAPSHOT_BATCH = 20_000
-PAGE_SQL = "SELECT id, doc_id, head_terms, terms FROM chunks WHERE id > ? ORDER BY id LIMIT ?"
-
-
-class IndexChanged(Exception):
-    """The chunks changed while they were read in pages for a snapshot (`IndexStore.snapshot_batches`):
-    the pages would mix two generations, so the read stops."""
-
-
-def pages_of(generation: int, read_page: Callable[[int], tuple[int, list[ChunkTerms]]]) -> Iterator[list[ChunkTerms]]:
-    """Every chunk by id, a page at a time: `read_page(after)` reads, in one read transaction, the
-    generation and the chunks with ids above `after`. Each page (the last, empty one too) must be of
-    `generation`: every change to the chunks moves it on in the change's own transaction, so pages
-    that all saw it saw the same chunks, as one long transaction would (IndexChanged otherwise)."""
-    after = -(2**62)
-    while True:
-        now, rows = read_page(after)
-        if now != generation:
-            raise IndexChanged(f"the index moved from generation {generation} to {now} while it was read")
-        if not rows:
-            return
-        yield rows
-        after = rows[-1][0]
 
 
 @dataclass(frozen=True)
@@ -130,71 +97,35 @@ class AnalyzedChunk:
 
 class IndexStore:
     """One index database. Thread-safe: reads share a small fixed pool of connections (`conn()`,
-    `stream()`), writes one writer connection, one write at a time (`write()`)."""
+    `stream()`), writes one writer connection, one write at a time (`write()`). `IndexStore(path)`:
+    the SQLite file at `path`; `IndexStore(dialect)`: the index on that backend."""
 
-    backend = "sqlite"
-    engine_name = "FTS5"  # what finds candidates when the in-memory postings do not (index_status)
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._pool = ConnectionPool(self._connect, READ_CONNECTIONS)
-        self._reads = PooledReads(self._pool)
-        self._writer: sqlite3.Connection | None = None
-        self._writer_lock = threading.Lock()
-        self._writing: int | None = None  # the thread inside write()
-        self._migrate()
+    def __init__(self, where: Path | IndexDialect) -> None:
+        self.dialect: IndexDialect = SqliteDialect.at(where) if isinstance(where, Path) else where
+        self.backend = self.dialect.name
+        self.engine_name = self.dialect.engine_name  # what finds candidates when the postings do not
+        self.path: Path | None = where if isinstance(where, Path) else None
 
     # -- connections -----------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite_db.connect(self.path, timeout=BUSY_TIMEOUT_S,
-                                 pragmas=["synchronous=NORMAL", "foreign_keys=ON", f"mmap_size={MMAP_BYTES}"])
-
     def conn(self) -> Any:
-        """This thread's write connection inside `write()`; else pooled reads (autocommit): each
-        statement runs on a free read connection and its rows are fetched before it goes back."""
-        if self._writing == threading.get_ident() and self._writer is not None:
-            return self._writer
-        return self._reads
+        """This thread's write connection inside `write()`; else pooled reads (autocommit)."""
+        return self.dialect.conn()
 
-    @contextmanager
-    def _writer_conn(self) -> Iterator[sqlite3.Connection]:
-        """The one writer connection, for one user at a time (other processes: SQLite's file lock)."""
-        if self._writing == threading.get_ident():
-            raise RuntimeError("nested index write")
-        if not self._writer_lock.acquire(timeout=BUSY_TIMEOUT_S):
-            raise sqlite3.OperationalError("database is locked")
-        try:
-            if self._writer is None:
-                self._writer = self._connect()
-            self._writing = threading.get_ident()
-            yield self._writer
-        finally:
-            self._writing = None
-            self._writer_lock.release()
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE): all of it or nothing."""
-        about_to_wait()  # the writer lock (a call on the event loop moves to a worker thread)
-        with self._writer_conn() as raw, sqlite_db.write(raw) as conn:
-            yield conn
+    def write(self) -> AbstractContextManager[Any]:
+        """One write transaction, the only index writer while it runs: all of it or nothing."""
+        return self.dialect.write()
 
     def connections(self) -> int:
-        """Connections open now (the read pool's and the writer)."""
-        return self._pool.opened + (self._writer is not None)
+        """Connections open now (SQLite: the read pool's and the writer)."""
+        return self.dialect.connections()
 
     def close(self) -> None:
-        self._pool.close()
-        with self._writer_lock:
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+        self.dialect.close()
 
-    def _migrate(self) -> None:
-        with self._writer_conn() as conn:
-            sqlite_db.migrate(conn, MIGRATIONS)
+    def reopened(self) -> IndexStore:
+        """Another store object on the same database, as another process opens it."""
+        return IndexStore(self.dialect.reopened())
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -233,6 +164,30 @@ class IndexStore:
         rows = self.conn().execute("SELECT warnings FROM documents WHERE warnings LIKE ?", (_UNREAD_LIKE,)).fetchall()
         return sum(int(found) for (text,) in rows for found in _UNREAD_PAGES.findall(text))
 
+    def files_outside(self, folders: Iterable[str]) -> int:
+        """Indexed paths inside none of `folders`: the gaps between the folders' path ranges, counted
+        on the path index (only the paths outside are visited, not every indexed path)."""
+        merged: list[list[str]] = []
+        for low, high in sorted(folder_range(folder) for folder in folders):
+            if merged and low <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], high)
+            else:
+                merged.append([low, high])
+        if not merged:
+            return int(self.conn().execute("SELECT count(*) FROM files").fetchone()[0])
+        parts, args = ["(SELECT count(*) FROM files WHERE path < ?)"], [merged[0][0]]
+        for (_, high), (low, _) in zip(merged, merged[1:], strict=False):
+            parts.append("(SELECT count(*) FROM files WHERE path >= ? AND path < ?)")
+            args += [high, low]
+        parts.append("(SELECT count(*) FROM files WHERE path >= ?)")
+        args.append(merged[-1][1])
+        return int(self.conn().execute("SELECT " + " + ".join(parts), args).fetchone()[0])
+
+    def document_chunks(self, doc_id: int) -> int | None:
+        """How many chunks the document has (None: no such document)."""
+        row = self.conn().execute("SELECT n_chunks FROM documents WHERE id=?", (doc_id,)).fetchone()
+        return int(row[0]) if row else None
+
     def has_files(self) -> bool:
         """True when any path (indexed or failed) is recorded."""
         return bool(self.conn().execute("SELECT EXISTS(SELECT 1 FROM files)").fetchone()[0])
@@ -248,14 +203,11 @@ class IndexStore:
         return int(generation), int(chunks)
 
     def doc_freqs(self, terms: Iterable[str]) -> dict[str, int]:
-        """How many chunks contain each term (FTS5 vocabulary)."""
+        """How many chunks contain each term."""
         unique = list(dict.fromkeys(terms))
         if not unique:
             return {}
-        marks = ",".join("?" * len(unique))
-        rows = self.conn().execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", unique)
-        found = dict(rows.fetchall())
-        return {t: int(found.get(t, 0)) for t in unique}
+        return self.dialect.doc_freqs(unique)
 
     def get_meta(self, key: str) -> str | None:
         row = self.conn().execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
@@ -352,69 +304,54 @@ class IndexStore:
         return None
 
     def db_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        return self.dialect.db_bytes()
 
     def stream(self, sql: str, params: Sequence[object] = ()) -> Iterator[tuple[Any, ...]]:
         """Rows of a query that may be large, read as they are consumed (on a read connection held
         until the last row is read or the iterator is dropped)."""
-        conn = self.conn()
-        if not isinstance(conn, PooledReads):
-            return iter(conn.execute(sql, params))
-        return conn.stream(sql, params)
+        return self.dialect.stream(sql, params)
 
     def chunks_with_all(self, terms: list[str]) -> tuple[str, str, str, str]:
         """(FROM, WHERE, ORDER BY, its one argument): the chunks `c` that contain every term, best first."""
-        match = " AND ".join(quote([t]) for t in terms)
-        return "chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid", "chunks_fts MATCH ?", "rank", match
+        return self.dialect.chunks_with_all(terms)
 
     def where(self) -> str:
         """Where the index is, for people (status lines)."""
-        return str(self.path)
+        return self.dialect.where()
 
     @contextmanager
-    def snapshot_batches(
-        self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH
-    ) -> Iterator[tuple[int, Iterator[list[ChunkTerms]]] | None]:
+    def snapshot_batches(self, wanted: Callable[[int], bool], size: int = SNAPSHOT_BATCH) -> Iterator[Snapshot | None]:
         """(generation, every chunk's (id, doc_id, head_terms, terms) by id, `size` rows a batch), all
         of that generation (`pages_of`: IndexChanged when the chunks change meanwhile); None when
         `wanted(chunks)` says the rows are not needed. The batches are read while the context is
         open, each in a short read transaction of its own: one held for the whole build would keep
-        every write since it began in the WAL (no checkpoint can pass a reader)."""
-        conn = sqlite_db.connect(self.path, timeout=30.0)
+        every write since it began in SQLite's WAL (no checkpoint can pass a reader), and hold back
+        PostgreSQL's vacuum for every table of the database."""
+        db = self.dialect.db
 
         def read_page(after: int) -> tuple[int, list[ChunkTerms]]:
-            conn.execute("BEGIN")
-            try:
-                (generation,) = conn.execute("SELECT generation FROM stats").fetchone()
-                return int(generation), conn.execute(PAGE_SQL, (after, size)).fetchall()
-            finally:
-                conn.execute("COMMIT")
+            with db.read() as conn:
+                row = conn.one("SELECT generation FROM stats")
+                rows = conn.all(PAGE_SQL, (after, size))
+            return int(row[0]) if row else 0, [(int(a), int(b), str(c), str(d)) for a, b, c, d in rows]
 
-        try:
-            generation, chunks = conn.execute("SELECT generation, chunks FROM stats").fetchone()
-            if not wanted(int(chunks)):
-                yield None
-                return
-            yield int(generation), pages_of(int(generation), read_page)
-        finally:
-            conn.close()
+        with db.read() as conn:
+            row = conn.one("SELECT generation, chunks FROM stats")
+        generation, chunks = (int(row[0]), int(row[1])) if row else (0, 0)
+        if not wanted(chunks):
+            yield None
+            return
+        yield generation, pages_of(generation, read_page)
 
     @contextmanager
-    def consistent_read(self) -> Iterator[Callable[[str, Sequence[object]], list[Any]]]:
-        """Reads that all see one state of the index (one read transaction, `indexing.changelog`)."""
-        conn = sqlite_db.connect(self.path, timeout=30.0)
-        try:
-            conn.execute("BEGIN")
-            yield lambda sql, params: conn.execute(sql, params).fetchall()
-        finally:
-            conn.close()
+    def consistent_read(self) -> Iterator[ReadAll]:
+        """Reads that all see one state of the index (one snapshot: `indexing.changelog`)."""
+        with self.dialect.db.read() as conn:
+            yield lambda sql, params: conn.all(sql, params)
 
     def worth_vacuum(self) -> bool:
-        """True when a quarter of the file (and at least 256 pages) is free: VACUUM would give it back."""
-        conn = self.conn()
-        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        return bool(free >= 256 and free >= pages // 4)
+        """True when compacting would give space back (SQLite: a quarter of the file is free)."""
+        return self.dialect.worth_vacuum()
 
     # -- writes (callers hold `write()`) ------------------------------------------------------
 
@@ -422,44 +359,23 @@ class IndexStore:
         self, conn: Any, digest: str, kind: str, chars: int, chunks: Sequence[AnalyzedChunk],
         warnings: Sequence[str] = (),
     ) -> int:
-        """Store a document with its chunks and index them; returns the document id. Ids are the
-        highest so far plus one: the caller holds `write()`, so no other writer can take them."""
-        doc_id = self._take_ids(conn, "documents", 1)
+        """Store a document with its chunks and index them; returns the document id."""
+        dialect = self.dialect
+        doc_id = dialect.take_ids(conn, "documents", 1)
         conn.execute(
             "INSERT INTO documents(id, hash, kind, chars, n_chunks, warnings, created_at) VALUES(?,?,?,?,?,?,?)",
             (doc_id, digest, kind, chars, len(chunks), "\n".join(warnings), time.time()),
         )
-        first = self._take_ids(conn, "chunks", len(chunks))
+        first = dialect.take_ids(conn, "chunks", len(chunks))
         rows = [_chunk_row(first + i, doc_id, a) for i, a in enumerate(chunks)]
-        self.add_chunk_rows(conn, rows)
-        self._change_totals(conn, len(chunks), sum(_count_terms(a.terms) for a in chunks))
-        self._log_change(conn, doc_id)
+        dialect.add_chunk_rows(conn, rows)
+        dialect.change_totals(conn, len(chunks), sum(_count_terms(a.terms) for a in chunks))
+        dialect.log_change(conn, doc_id)
         return doc_id
 
-    def _take_ids(self, conn: Any, table: str, n: int) -> int:
-        """The first of `n` new ids of `table` (documents or chunks), under the caller's write."""
-        return int(conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0])
-
-    def _change_totals(self, conn: Any, chunks: int, terms: int) -> None:
-        """Add to (or, negative, take from) the corpus totals, and move the generation on."""
-        conn.execute("UPDATE stats SET chunks = chunks + ?, terms = terms + ?, generation = generation + 1",
-                     (chunks, terms))
-
-    def _log_change(self, conn: Any, doc_id: int) -> None:
-        """Record that the generation just made changed this document's chunks (`indexing.changelog`)."""
-        log_change(conn, [doc_id])
-
     def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None:
-        """Insert chunk rows (see `_chunk_row`) and index them for candidates."""
-        conn.executemany(f"INSERT INTO chunks({CHUNK_TABLE_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        conn.executemany(
-            "INSERT INTO chunks_fts(rowid, head_terms, terms) VALUES(?,?,?)",
-            [(row[0], row[12], row[13]) for row in rows],
-        )
-
-    def _drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
-        """Take chunks (id, head terms, terms) out of the candidate index (their rows go after)."""
-        conn.executemany("INSERT INTO chunks_fts(chunks_fts, rowid, head_terms, terms) VALUES('delete', ?, ?, ?)", gone)
+        """Insert chunk rows (see `_chunk_row`) and index them for candidates (an import's batches)."""
+        self.dialect.add_chunk_rows(conn, rows)
 
     @staticmethod
     def link_file(
@@ -488,12 +404,25 @@ class IndexStore:
         if conn.execute("SELECT 1 FROM files WHERE doc_id=? LIMIT 1", (doc_id,)).fetchone():
             return False
         gone = [tuple(r) for r in conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()]
-        self._drop_chunks(conn, gone)
-        self._change_totals(conn, -len(gone), -sum(_count_terms(terms) for _, _, terms in gone))
-        self._log_change(conn, doc_id)
+        self.dialect.drop_chunks(conn, gone)
+        self.dialect.change_totals(conn, -len(gone), -sum(_count_terms(terms) for _, _, terms in gone))
+        self.dialect.log_change(conn, doc_id)
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))
         return True
+
+    def forget_path(self, path: str) -> int:
+        """Forget one indexed path (and its document when orphaned); returns 1 if it was indexed."""
+        with self.write() as conn:
+            existed = conn.execute("SELECT 1 FROM files WHERE path=?", (path,)).fetchone() is not None
+            self.drop_if_orphan(conn, self.unlink_file(conn, path))
+        return int(existed)
+
+    def drop_orphans(self) -> None:
+        """Delete every document no path points at, with its chunks, in one write."""
+        with self.write() as conn:
+            for doc_id in self.orphan_documents():
+                self.drop_if_orphan(conn, doc_id)
 
     def orphan_documents(self) -> list[int]:
         rows = self.conn().execute(
@@ -513,7 +442,7 @@ class IndexStore:
                 "UPDATE chunks SET head_terms=?, terms=? WHERE id=?",
                 [(" ".join(analyze_fn(h)), " ".join(analyze_fn(t)), i) for i, h, t in rows],
             )
-        self._reindex_all(conn)
+        self.dialect.reindex_all(conn)
         return self.recount_totals(conn)
 
     @staticmethod
@@ -526,19 +455,9 @@ class IndexStore:
         )
         return len(terms)
 
-    def _reindex_all(self, conn: Any) -> None:
-        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")
-
     def vacuum(self) -> None:
-        """Compact the database (after large removals)."""
-        with self._writer_conn() as conn:
-            self._vacuum(conn)
-
-    @staticmethod
-    def _vacuum(conn: sqlite3.Connection) -> None:
-        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('optimize')")
-        conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        """Give back the space of large removals (SQLite: VACUUM; PostgreSQL's autovacuum does it)."""
+        self.dialect.vacuum()
 
 
 def put_meta(conn: Any, key: str, value: str) -> None:

@@ -162,7 +162,7 @@ def check_watcher(settings: Settings) -> Check:
     except StorageError as exc:
         return Check("watched folders", False, f"the index cannot be opened ({exc})", required=False)
     try:
-        store = open_index(database, settings.data_dir)
+        store = open_index(database)
         folders = [f for f in watched_folders(store) if os.path.isdir(f)]
         store.close()
     finally:

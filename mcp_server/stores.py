@@ -32,7 +32,7 @@ def _index(database: Database, data_dir: Path) -> Portable:
     from indexing.portable import IndexPortable
     from tools.index_services import open_index
 
-    return IndexPortable(open_index(database, data_dir))
+    return IndexPortable(open_index(database))
 
 
 def store_kinds() -> list[StoreKind]:

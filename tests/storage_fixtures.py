@@ -79,9 +79,9 @@ def index_store_for(request: pytest.FixtureRequest, folder: Path, backend: str) 
     if backend == "sqlite":
         return IndexStore(folder / "index.sqlite3")
     from foundation.storage import open_database
-    from indexing.pg_store import PgIndexStore
+    from indexing.pg_store import pg_index
 
     url, _name = request.getfixturevalue("pg_server").fresh_schema()
     database = open_database(folder, url)
     request.addfinalizer(database.close)
-    return PgIndexStore(database)  # type: ignore[arg-type]
+    return pg_index(database)  # type: ignore[arg-type]

@@ -404,11 +404,7 @@ def test_documents_chunked_by_other_options_are_chunked_again(store: IndexStore,
 
 def _same_index(store: IndexStore) -> IndexStore:
     """Another store object on the same database, as another process opens it."""
-    if store.backend == "sqlite":
-        return IndexStore(store.path)
-    from indexing.pg_store import PgIndexStore
-
-    return PgIndexStore(store.database)  # type: ignore[attr-defined]
+    return store.reopened()
 
 
 def _started_at_once(store: IndexStore, start: Callable[[IndexStore], bool]) -> list[bool]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from foundation import sqlite_db
-from foundation.pooled_reads import ConnectionPool
+from foundation.storage.pooled_reads import ConnectionPool
 from indexing.model import Chunk
 from indexing.store import READ_CONNECTIONS, AnalyzedChunk, IndexStore
 
@@ -115,7 +115,7 @@ def test_a_dropped_stream_gives_its_connection_back(store: IndexStore) -> None:
 
 def test_a_closed_connection_is_replaced(store: IndexStore) -> None:
     store.totals()
-    pool = store._pool
+    pool = store.dialect.statements.pool
     for conn in list(pool._idle):
         conn.close()  # e.g. closed under us
     assert store.totals()["files"] == 20
@@ -125,12 +125,12 @@ def test_a_closed_connection_is_replaced(store: IndexStore) -> None:
 
 def test_a_bad_statement_keeps_the_connection(store: IndexStore) -> None:
     store.totals()
-    opened = store._pool.opened
+    opened = store.dialect.statements.pool.opened
     import sqlite3
 
     with pytest.raises(sqlite3.OperationalError):
         store.conn().execute("SELECT nothing FROM nowhere")
-    assert store._pool.opened == opened
+    assert store.dialect.statements.pool.opened == opened
     assert store.totals()["files"] == 20
 
 

@@ -464,11 +464,7 @@ def test_the_build_reads_short_transactions_of_one_generation(request: pytest.Fi
 
 def _same_index(store: IndexStore) -> IndexStore:
     """Another store object on the same database, as another process opens it."""
-    if store.backend == "sqlite":
-        return IndexStore(store.path)
-    from indexing.pg_store import PgIndexStore
-
-    return PgIndexStore(store.database)  # type: ignore[attr-defined]
+    return store.reopened()
 
 
 @pytest.mark.storage

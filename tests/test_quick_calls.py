@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from foundation.calls import CallOrigin
 from foundation.errors import PolicyDenied
-from foundation.pooled_reads import ConnectionPool
+from foundation.storage.pooled_reads import ConnectionPool
 from foundation.toolspec import ToolSpec
 from foundation.waiting import MustWait, about_to_wait, on_the_loop
 from mcp_server.dispatch import BaseGate, Dispatcher

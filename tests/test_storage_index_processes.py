@@ -24,10 +24,10 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from foundation.storage import open_database
 from indexing.indexer import Indexer
-from tools.index_jobs import JobRegistry
+from indexing.jobs import JobRegistry
 from tools.index_services import open_index
 db = open_database(Path(sys.argv[3]), sys.argv[2])
-store = open_index(db, Path(sys.argv[3]))
+store = open_index(db)
 jobs = JobRegistry(store, db)
 job, _ = jobs.claim(sys.argv[4], background=False)
 def work(should_cancel, progress, report):
@@ -64,7 +64,7 @@ def open_here(url: str, data_dir: Path) -> tuple[Any, Any]:
     from tools.index_services import open_index
 
     db = open_database(data_dir, url)
-    return db, open_index(db, data_dir)
+    return db, open_index(db)
 
 
 def assert_consistent(store: Any) -> None:
@@ -84,8 +84,8 @@ def assert_consistent(store: Any) -> None:
 
 
 def test_a_run_killed_mid_folder_leaves_a_consistent_index_and_frees_its_path(pg_url: str, tmp_path: Path) -> None:
+    from indexing.jobs import JobRegistry
     from indexing.search import Searcher
-    from tools.index_jobs import JobRegistry
 
     folder = corpus(tmp_path / "many", 300)
     proc = start_run(pg_url, tmp_path / "a", folder)

@@ -78,7 +78,7 @@ def fill_index(db: Any, data_dir: Path) -> None:
     (folder / "keeper.md").write_text("# Lighthouse\n\nThe keeper's log — end of the season.\n", encoding="utf-8")
     (folder / "tea.txt").write_text("绿茶怎么泡才不苦：水温八十度。\n", encoding="utf-8")
     (folder / "bad.pdf").write_bytes(b"%PDF-1.4 not really")
-    store = open_index(db, data_dir)
+    store = open_index(db)
     Indexer(store).index_tree(folder)
     vectors = VectorStore(store)
     vectors.use_model("stub-model")
@@ -142,7 +142,7 @@ def assert_index_searchable(db: Any, data_dir: Path) -> None:
     from indexing.search import Searcher
     from tools.index_services import open_index
 
-    store = open_index(db, data_dir)
+    store = open_index(db)
     searcher = Searcher(store)
     assert [Path(h.path).name for h in searcher.search("lighthouse keeper")] == ["keeper.md"]
     assert [Path(h.path).name for h in searcher.search("绿茶 不苦")] == ["tea.txt"]

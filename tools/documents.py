@@ -32,11 +32,10 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
 from tools.index_services import (
     forget_paths,
     forget_secrets,
+    index_of,
     index_store,
     indexer_for,
-    memory_index,
     search_ready,
-    secret_hits,
     secret_refusal,
     vector_worker,
 )
@@ -145,15 +144,16 @@ def search_documents(
 ) -> SearchResult:
     """Search every indexed document (PDF, Office, OpenDocument, EPUB, HTML, CSV, e-mail, text), in
     English and Chinese. Index folders first with index_path."""
-    store = index_store(rt)
+    index = index_of(rt)
+    store = index.store
     if not store.has_files():
         raise NotFound("The index is empty. Call index_path on a folder or file first.")
     roots = roots_for(rt.settings, call.session_id)
     scope = _path_filter(rt, paths, roots, call)
     from indexing.hybrid import searcher as make_searcher
 
-    searcher = make_searcher(store, memory_index(rt), vector_worker(rt))
-    is_secret = secret_hits(rt, roots)
+    searcher = make_searcher(store, index.memory(), vector_worker(rt))
+    is_secret = index.secret_hits(roots)
     with search_running(rt):  # background re-indexing waits for searches
         result, pending = _fresh_search(rt, searcher, is_secret, call, roots, query=query, scope=scope, page=(
             max_results, offset), use_regex=use_regex, group_by_document=group_by_document, mode=mode,
@@ -293,26 +293,8 @@ def _outside_roots_note(store: IndexStore, roots: tuple[Path, ...]) -> str | Non
 
 
 def _count_outside(store: IndexStore, roots: tuple[Path, ...]) -> int:
-    """Indexed paths outside every root: the gaps between the roots' path ranges, counted on the
-    path index (only the paths outside are visited, not every indexed path on each search)."""
-    from indexing.store import folder_range
-
-    merged: list[list[str]] = []
-    for low, high in sorted(folder_range(str(root)) for root in roots):
-        if merged and low <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], high)
-        else:
-            merged.append([low, high])
-    if not merged:
-        return int(store.conn().execute("SELECT count(*) FROM files").fetchone()[0])
-    parts = ["(SELECT count(*) FROM files WHERE path < ?)"]
-    args = [merged[0][0]]
-    for (_, high), (low, _) in zip(merged, merged[1:], strict=False):
-        parts.append("(SELECT count(*) FROM files WHERE path >= ? AND path < ?)")
-        args += [high, low]
-    parts.append("(SELECT count(*) FROM files WHERE path >= ?)")
-    args.append(merged[-1][1])
-    return int(store.conn().execute("SELECT " + " + ".join(parts), args).fetchone()[0])
+    """Indexed paths outside every root (they are not searched here)."""
+    return store.files_outside(str(root) for root in roots)
 
 
 def _join(a: str | None, b: str | None) -> str | None:

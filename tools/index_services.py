@@ -1,5 +1,6 @@
-"""The index behind the document tools: the shared store, its in-memory postings, index jobs, the
-indexer and the hybrid mode's vector worker (each created once per server), and the start-up warm-up."""
+"""The index behind the document tools: the server's `indexing.index.Index` (the front door: store, in-memory
+postings, index jobs, secret filter), the indexer of a call and the hybrid mode's vector worker (each
+created once per server), and the start-up warm-up."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from typing import TYPE_CHECKING
 from foundation.paths import fd_allowed, roots_for
 from foundation.safe_open import open_inside
 from indexing.model import ChunkingOptions, SecretFilter, is_secret_store
-from tools.index_jobs import JobRegistry
 from tools.runtime import CallContext, Runtime, Service
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
     from foundation.storage import Database
     from indexing.embeddings import EmbeddingProvider
+    from indexing.index import Index
     from indexing.indexer import Indexer
+    from indexing.jobs import JobRegistry
     from indexing.postings import MemoryIndex
     from indexing.store import IndexStore
     from indexing.vectors import VectorWorker
@@ -26,15 +28,20 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
 # -- services ---------------------------------------------------------------------------------
 
 
-def index_store(rt: Runtime) -> IndexStore:
-    """The shared index database of this server (re-analysed once if made by another analyzer, or when
+def index_of(rt: Runtime) -> Index:
+    """This server's index, the front door to it (re-analysed once if made by another analyzer, or when
     the jieba user dictionary changed)."""
-    store = _INDEX_STORE.of(rt)
+    index = _INDEX.of(rt)
     if rt.settings.jieba_user_dict is not None and _USER_DICT.of(rt).changed():
         from indexing.analyzer import analyze, analyzer_version
 
-        store.ensure_analysis(analyzer_version(), analyze)
-    return store
+        index.store.ensure_analysis(analyzer_version(), analyze)
+    return index
+
+
+def index_store(rt: Runtime) -> IndexStore:
+    """The shared index database of this server (`index_of(rt).store`)."""
+    return index_of(rt).store
 
 
 class UserDictionary:
@@ -73,57 +80,19 @@ class UserDictionary:
 
 
 def memory_index(rt: Runtime) -> MemoryIndex:
-    """The memory-mapped postings of the shared index (saved in the data dir, rebuilt in the
-    background when the index changed, used when fresh)."""
-    return _MEMORY_INDEX.of(rt)
+    """The memory-mapped postings of the shared index (saved in `<data dir>/postings` for either backend,
+    rebuilt in the background when the index changed, used when fresh)."""
+    return index_of(rt).memory()
 
 
-def _new_memory_index(rt: Runtime) -> MemoryIndex:
-    """Saved in `<data dir>/postings` for either backend: derived data of this machine (with
-    PostgreSQL, every machine keeps its own copy; snapshots are named after the index's id)."""
-    from indexing.postings import MemoryIndex
-
-    s = rt.settings
-    directory = rt.data_dir / "postings"
-    directory.mkdir(parents=True, exist_ok=True)
-    return MemoryIndex(index_store(rt), min_chunks=s.search_memory_min_chunks, max_chunks=s.search_memory_max_chunks,
-                       directory=directory)
-
-
-def open_index(database: Database, data_dir: Path) -> IndexStore:
-    """The index in PostgreSQL when the deployment's state is there, else `index.sqlite3` in `data_dir`
-    (re-analysed once if made by another analyzer)."""
+def open_index(database: Database) -> IndexStore:
+    """The index on the deployment's database (`indexing.index.open_store`: `index.sqlite3` in its data dir,
+    or PostgreSQL), re-analysed once if made by another analyzer."""
     from indexing.analyzer import analyze, analyzer_version
+    from indexing.index import open_store
 
-    if database.backend == "postgresql":
-        from foundation.storage.postgres import PostgresDatabase
-        from indexing.pg_store import PgIndexStore
-
-        assert isinstance(database, PostgresDatabase)
-        store: IndexStore = PgIndexStore(database)
-    else:
-        store = _open_store(data_dir / "index.sqlite3")
+    store = open_store(database)
     store.ensure_analysis(analyzer_version(), analyze)
-    return store
-
-
-def _open_store(path: Path) -> IndexStore:
-    """Open the index; a damaged database file (derived data) is moved aside and started afresh."""
-    import logging
-    import sqlite3
-
-    from indexing.store import IndexStore
-
-    try:
-        store = IndexStore(path)
-    except sqlite3.DatabaseError as exc:
-        aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
-        logging.getLogger("generalagent.index").warning("index %s is damaged (%s); moved to %s", path, exc, aside)
-        for suffix in ("", "-wal", "-shm"):
-            part = Path(str(path) + suffix)
-            if part.exists():
-                part.rename(Path(str(aside) + suffix))
-        store = IndexStore(path)
     return store
 
 
@@ -134,7 +103,8 @@ def search_ready(rt: Runtime, text: str | None = None) -> bool:
     vector dropped meanwhile, are met inside the search (`about_to_wait`): it then moves to a worker thread."""
     if rt.settings.database_url:
         return False
-    memory = _MEMORY_INDEX.peek(rt)
+    index = _INDEX.peek(rt)
+    memory = index.memory_if_made() if index is not None else None
     if memory is None or not memory.loaded:
         return False
     return rt.settings.embedding_provider == "off" or _embeds_nothing(rt, text)
@@ -160,14 +130,14 @@ def _local_model_installed() -> bool:
 
 def index_jobs(rt: Runtime) -> JobRegistry:
     """The index runs of this server (one per path at a time; background ones outlive their call)."""
-    return _INDEX_JOBS.of(rt)
+    return index_of(rt).jobs()
 
 
 def stop_index_jobs(rt: Runtime) -> None:
     """The server stops: its index runs stop too and say so (interrupted), when it has any."""
-    jobs = _INDEX_JOBS.peek(rt)
-    if jobs is not None:
-        jobs.close()
+    index = _INDEX.peek(rt)
+    if index is not None:
+        index.stop_jobs()
 
 
 def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
@@ -189,14 +159,9 @@ def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Cal
 
 def secret_filter(rt: Runtime, roots: tuple[Path, ...]) -> SecretFilter | None:
     """The approval policy's secret paths as seen from `roots` (None without a policy: tools alone)."""
-    policy = rt.secret_paths
-    if policy is None:
-        return None
-    return SecretFilter(named=lambda path: policy.rule(path, roots), key=policy.key())
+    from indexing.index import secret_filter as of_policy
 
-
-HIT_VERDICTS_KEPT = 16_384
-"""Search hits' secret verdicts kept per runtime, all sessions' roots together (the rules never change while it runs)."""
+    return of_policy(rt.secret_paths, roots)
 
 
 def secret_refusal(shown: str, rule: str) -> str:
@@ -223,39 +188,14 @@ def _read_file_does(rule: str, count: int) -> str:
 
 
 def secret_hits(rt: Runtime, roots: tuple[Path, ...]) -> Callable[[str], bool] | None:
-    """Whether an indexed path found by a search is a secret (None without a policy). Each path's verdict is
-    kept: a hit's indexed text is what its path held when it was indexed (the indexer checks again then)."""
-    secrets = secret_filter(rt, roots)
-    if secrets is None:
-        return None
-    kept = _HIT_VERDICTS.of(rt)  # one bound for every session's roots
-
-    def is_secret(path: str) -> bool:
-        found = kept.get((roots, path))
-        if found is None:
-            if len(kept) >= HIT_VERDICTS_KEPT:
-                kept.clear()
-            found = kept[(roots, path)] = secrets.rule(path) is not None
-        return found
-
-    return is_secret
+    """Whether an indexed path found by a search is a secret (None without a policy; `Index.secret_hits`)."""
+    return index_of(rt).secret_hits(roots)
 
 
 def forget_paths(rt: Runtime, paths: list[str], before: Callable[[], None] | None = None,
                  after: Callable[[int], None] | None = None) -> None:
-    """Drop these indexed paths (a document goes with its last path), then every document no file uses.
-    `before()` runs before each path (a cancellation check), `after(done)` after each (progress)."""
-    indexer = indexer_for(rt)
-    for done, path in enumerate(paths, start=1):
-        if before is not None:
-            before()
-        indexer.remove_path(path)
-        if after is not None:
-            after(done)
-    store = index_store(rt)
-    with store.write() as conn:
-        for doc_id in store.orphan_documents():
-            store.drop_if_orphan(conn, doc_id)
+    """Drop these indexed paths, then every document no file uses (`Index.forget`)."""
+    index_of(rt).forget(paths, before, after)
 
 
 def forget_secrets(rt: Runtime) -> None:
@@ -281,15 +221,16 @@ def warm_up_search(rt: Runtime) -> None:
 _USER_DICT: Service[UserDictionary] = Service(lambda rt: UserDictionary(rt.settings.jieba_user_dict))
 
 
-def _opened_index(rt: Runtime) -> IndexStore:
+def _opened_index(rt: Runtime) -> Index:
+    from indexing.index import Index, PostingsPlace
+
     _USER_DICT.of(rt).changed()  # its words first: the index is analysed with them
-    return open_index(rt.database, rt.data_dir)
+    s = rt.settings
+    place = PostingsPlace(rt.data_dir / "postings", s.search_memory_min_chunks, s.search_memory_max_chunks)
+    return Index(open_index(rt.database), rt.database, place, policy=lambda: rt.secret_paths)
 
 
-_INDEX_STORE: Service[IndexStore] = Service(_opened_index)
-_MEMORY_INDEX: Service[MemoryIndex] = Service(_new_memory_index)
-_INDEX_JOBS: Service[JobRegistry] = Service(lambda rt: JobRegistry(index_store(rt), rt.database))
-_HIT_VERDICTS: Service[dict[tuple[tuple[Path, ...], str], bool]] = Service(lambda rt: {})
+_INDEX: Service[Index] = Service(_opened_index)
 
 
 def vector_worker(rt: Runtime) -> VectorWorker | None:

@@ -19,7 +19,7 @@ from pydantic import (
 from foundation.errors import NotFound, PathNotAllowed
 from foundation.paths import display_path, resolve_path, roots_for
 from foundation.schemas import OmitNone
-from tools.index_jobs import IndexJob, Progress, Work
+from indexing.jobs import IndexJob, Progress, Work
 from tools.runtime import CallContext, Runtime
 from tools.skills import skill_hint
 from tools.watch_tools import WatcherInfo, watch_folder, watcher_info
@@ -298,10 +298,7 @@ def _apply_job(status: PathStatus, job: JobInfo | None) -> None:
 def _path_status(store: IndexStore, real: Path, shown: str, secret: SecretRule | None) -> PathStatus:
     row = store.file_row(str(real))
     if row is not None:
-        chunks = None
-        if row.doc_id is not None:
-            got = store.conn().execute("SELECT n_chunks FROM documents WHERE id=?", (row.doc_id,)).fetchone()
-            chunks = got[0] if got else None
+        chunks = store.document_chunks(row.doc_id) if row.doc_id is not None else None
         return PathStatus(
             path=shown, indexed=row.error is None, fresh=_fresh(row.path, row.size, row.mtime_ns),
             indexed_at=_iso(row.indexed_at), chunks=chunks, error=row.error,

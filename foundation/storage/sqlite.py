@@ -31,6 +31,7 @@ from foundation.storage.base import (
     identifier,
     too_new_error,
 )
+from foundation.storage.pooled_reads import StatementConnections
 
 TIMEOUT_SECONDS = 30.0
 _IDLE_CONNECTIONS = 4
@@ -101,7 +102,10 @@ def _integrity() -> Iterator[None]:
 
 class SqliteStoreDb(StoreDb):
     """A store's file, with a few pooled connections (readers run side by side in WAL mode) and
-    one writer at a time: this process's writers queue on a lock, other processes on the file lock."""
+    one writer at a time: this process's writers queue on a lock, other processes on the file lock.
+
+    A store read from many threads at once, statement by statement (the document index), also has
+    `statements` (a fixed pool of autocommit read connections and one writer connection)."""
 
     def __init__(self, database: SqliteDatabase, schema: Schema, path: Path) -> None:
         super().__init__(database, schema)
@@ -110,6 +114,7 @@ class SqliteStoreDb(StoreDb):
         self._pool_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._closed = False
+        self._statements: StatementConnections | None = None
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite_db.connect(self.path, timeout=TIMEOUT_SECONDS, pragmas=self.schema.sqlite_pragmas)
@@ -150,12 +155,25 @@ class SqliteStoreDb(StoreDb):
             self.database.notify(channel, payload)
         return result
 
+    def statements(self, size: int) -> StatementConnections:
+        """Its statement reads (`size` pooled autocommit read connections) and writer connection, made once."""
+        with self._pool_lock:
+            if self._statements is None:
+                self._statements = StatementConnections(self._connect, size)
+            return self._statements
+
+    def connections(self) -> int:
+        """Connections open now: the statement reads' pool, the writer and the idle ones."""
+        return (self._statements.opened() if self._statements is not None else 0) + len(self._idle)
+
     def close(self) -> None:
         with self._pool_lock:
             self._closed = True
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+        if self._statements is not None:
+            self._statements.close()
 
 
 class SqliteDatabase(Database):

@@ -1,6 +1,7 @@
 """A small fixed pool of SQLite read connections shared by every thread (`ConnectionPool`), and
 statements run on it with their rows fetched whole (`PooledReads`) or streamed on a held
-connection (`_LeasedRows`). Used by the document index (`indexing.store.IndexStore`)."""
+connection (`_LeasedRows`); with one writer connection, `StatementConnections`: what a store read
+from many threads at once, statement by statement, has (`SqliteStoreDb.statements`: the document index)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,6 +177,53 @@ class PooledReads:
             self.pool.release(lease)
             raise
         return _LeasedRows(cursor, self.pool, lease)
+
+
+class StatementConnections:
+    """A fixed pool of `size` autocommit read connections shared by every thread (`PooledReads`), and one
+    writer connection for the store's write transactions, one thread at a time (other processes: SQLite's
+    file lock). `conn()`: the writer inside `writer()` on this thread, else the pooled reads."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], size: int) -> None:
+        self._connect = connect
+        self.pool = ConnectionPool(connect, size)
+        self.reads = PooledReads(self.pool)
+        self._writer: sqlite3.Connection | None = None
+        self._writer_lock = threading.Lock()
+        self._writing: int | None = None  # the thread inside writer()
+
+    def conn(self) -> sqlite3.Connection | PooledReads:
+        if self._writing == threading.get_ident() and self._writer is not None:
+            return self._writer
+        return self.reads
+
+    @contextmanager
+    def writer(self, timeout: float) -> Iterator[sqlite3.Connection]:
+        """The writer connection, waiting `timeout` seconds at most for this process's other writer; the
+        caller opens the transaction on it (`sqlite_db.write`)."""
+        if self._writing == threading.get_ident():
+            raise RuntimeError("nested write")
+        if not self._writer_lock.acquire(timeout=timeout):
+            raise sqlite3.OperationalError("database is locked")
+        try:
+            if self._writer is None:
+                self._writer = self._connect()
+            self._writing = threading.get_ident()
+            yield self._writer
+        finally:
+            self._writing = None
+            self._writer_lock.release()
+
+    def opened(self) -> int:
+        """Connections open now (the read pool's and the writer)."""
+        return self.pool.opened + (self._writer is not None)
+
+    def close(self) -> None:
+        self.pool.close()
+        with self._writer_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
 
 
 def _fetched(cursor: sqlite3.Cursor) -> Result:
