@@ -45,7 +45,7 @@ from foundation.toolspec import ToolSpec, validate_arguments, validation_summary
 from foundation.waiting import MustWait, on_the_loop
 from mcp_server.client_log import asend_to_client, send_to_client
 from mcp_server.loop_calls import run_on_loop
-from tools.runtime import CallContext, Runtime
+from tools.runtime import CallContext, ProgressSink, Runtime
 
 log = logging.getLogger("generalagent.dispatch")
 _approval_log = logging.getLogger("generalagent.approval")
@@ -181,7 +181,7 @@ class Dispatcher:
             raise NotFound(f"Unknown tool {name!r}. Available: {', '.join(sorted(self.specs))}.") from None
 
     async def run(
-        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False,
+        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: ProgressSink | None = None, validate: bool = False,
         at_once: bool = False, *, spec: ToolSpec | None = None,
     ) -> BaseModel:
         """Check, run and time one call; returns the tool's result model or raises GeneralAgentError
@@ -196,7 +196,7 @@ class Dispatcher:
             raise
 
     async def _run(
-        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: Any = None, validate: bool = False,
+        self, name: str, args: dict[str, Any], origin: CallOrigin, sink: ProgressSink | None = None, validate: bool = False,
         at_once: bool = False, given: ToolSpec | None = None,
     ) -> BaseModel:
         spec = given if given is not None and given.name == name else self.spec(name)
@@ -230,7 +230,7 @@ class Dispatcher:
         return result
 
     async def _checked_and_invoked(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin,
-                                   sink: Any, at_once: bool = False) -> BaseModel:
+                                   sink: ProgressSink | None, at_once: bool = False) -> BaseModel:
         """The gate's check, then the tool. A sync tool runs in the same worker thread as its check (one
         crossing instead of two), or, when the call is quick and the gate allows it at once, on the event
         loop (no crossing); an async tool after the awaited check."""
@@ -283,7 +283,7 @@ class Dispatcher:
             log.exception("the quick test of %s failed; the call runs in a worker thread", spec.name)
             return False
 
-    async def _invoke(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, sink: Any,
+    async def _invoke(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin, sink: ProgressSink | None,
                       consent: Consent = "policy") -> BaseModel:
         kwargs, call = self._prepared(spec, args, origin, sink)
         call.consent = consent
@@ -293,7 +293,7 @@ class Dispatcher:
         return await _run_in_thread(spec.fn, kwargs, call)  # type: ignore[no-any-return]
 
     def _prepared(self, spec: ToolSpec, args: dict[str, Any], origin: CallOrigin,
-                  sink: Any) -> tuple[dict[str, Any], CallContext]:
+                  sink: ProgressSink | None) -> tuple[dict[str, Any], CallContext]:
         """The tool's keyword arguments (with `rt`/`call` when it takes them) and its CallContext."""
         shape = _shape(spec.fn)
         kwargs = dict(args)
