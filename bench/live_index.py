@@ -106,9 +106,20 @@ def _p(values: list[float], q: float) -> float:
     return 1000 * values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
+def _watching(base: Path) -> tuple[Runtime, CallContext, list[float]]:
+    """A server's runtime watching `base`/ws/repo once indexed, and search latencies while it rests."""
+    from tools.index_tools import index_path
+
+    rt = Runtime(load_settings({"data_dir": base / "data", "roots": [base / "ws"]}, environ={}))
+    live_index(rt).serving = True
+    call = CallContext(tool="bench")
+    index_path("repo", rt=rt, call=call)
+    time.sleep(2.0)
+    return rt, call, _latencies(rt, call, 5.0)
+
+
 def burst(count: int) -> None:
     """`count` files of a watched folder rewritten at once (a `git checkout`): search latency meanwhile."""
-    from tools.index_tools import index_path
 
     base = Path(tempfile.mkdtemp(prefix="live-burst-"))
     folder = base / "ws" / "repo"
@@ -116,12 +127,7 @@ def burst(count: int) -> None:
     line = "The harbour pilot checks the cargo manifest against the ledger before noon."
     for i in range(count):
         (folder / f"f{i}.md").write_text(f"# File {i}\n\n{line} Version one of {i}.\n")
-    rt = Runtime(load_settings({"data_dir": base / "data", "roots": [base / "ws"]}, environ={}))
-    live_index(rt).serving = True
-    call = CallContext(tool="bench")
-    index_path("repo", rt=rt, call=call)
-    time.sleep(2.0)
-    quiet = _latencies(rt, call, 5.0)
+    rt, call, quiet = _watching(base)
     queue = live_index(rt).queue
     start = time.monotonic()
     for i in range(count):
@@ -140,7 +146,6 @@ def checkout(count: int) -> None:
     search latency meanwhile."""
     import subprocess
 
-    from tools.index_tools import index_path
 
     base = Path(tempfile.mkdtemp(prefix="live-checkout-"))
     folder = base / "ws" / "repo"
@@ -160,12 +165,7 @@ def checkout(count: int) -> None:
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "other"], check=True)
     subprocess.run([*git, "checkout", "-q", "main"], check=True)
-    rt = Runtime(load_settings({"data_dir": base / "data", "roots": [base / "ws"]}, environ={}))
-    live_index(rt).serving = True
-    call = CallContext(tool="bench")
-    index_path("repo", rt=rt, call=call)
-    time.sleep(2.0)
-    quiet = _latencies(rt, call, 5.0)
+    rt, call, quiet = _watching(base)
     queue = live_index(rt).queue
     start = time.monotonic()
     subprocess.run([*git, "checkout", "-q", "other"], check=True)
