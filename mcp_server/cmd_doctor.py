@@ -152,7 +152,7 @@ def check_watcher(settings: Settings) -> Check:
         return Check("watched folders", True, "off (watch_indexed=false): folders are indexed when asked",
                      required=False)
     from foundation.storage import StorageError, open_database
-    from tools.index_services import open_index
+    from indexing.index import open_store
     from tools.index_watch import watch_health, watched_folders
 
     if settings.database_url is None and not (settings.data_dir / "index.sqlite3").exists():
@@ -162,7 +162,7 @@ def check_watcher(settings: Settings) -> Check:
     except StorageError as exc:
         return Check("watched folders", False, f"the index cannot be opened ({exc})", required=False)
     try:
-        store = open_index(database)
+        store = open_store(database)  # as stored: a check re-analyses nothing
         folders = [f for f in watched_folders(store) if os.path.isdir(f)]
         store.close()
     finally:

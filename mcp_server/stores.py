@@ -29,10 +29,12 @@ def _audit(database: Database, data_dir: Path) -> Portable:
 
 
 def _index(database: Database, data_dir: Path) -> Portable:
+    """The index's rows as stored: never re-analysed here (this process may lack the server's jieba user
+    dictionary); the server re-analyses an imported index itself when its analyzer differs."""
+    from indexing.index import open_store
     from indexing.portable import IndexPortable
-    from tools.index_services import open_index
 
-    return IndexPortable(open_index(database))
+    return IndexPortable(open_store(database))
 
 
 def store_kinds() -> list[StoreKind]:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from indexing.analyzer import analyze, set_user_words
@@ -64,3 +65,27 @@ def test_a_word_jieba_knew_is_restored_when_taken_out() -> None:
     set_user_words({"吴国": 5})
     set_user_words({})
     assert analyze("吴国皇后") == before
+
+
+async def test_export_and_doctor_never_re_analyse_the_index_without_the_dictionary(
+    make_settings: Any, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A command run in its own process (export, import, doctor) opens the index as stored: it does not know
+    the server's user dictionary, and must not re-analyse the index without it."""
+    from mcp_server.cli import main
+    from tests.conftest import connect
+
+    words = tmp_path / "words.txt"
+    words.write_text("星河云图\n", encoding="utf-8")
+    (workspace / "a.txt").write_text("星河云图是我们的产品。", encoding="utf-8")
+    settings = make_settings(jieba_user_dict=words)
+    async with connect(settings) as client:
+        assert not (await client.call_tool("index_path", {"path": "a.txt"})).is_error
+    assert "星河云图" in _terms(settings.data_dir).split()
+    set_user_words({})  # as in a new process that has not read the dictionary
+    monkeypatch.delenv("GENERALAGENT_JIEBA_USER_DICT", raising=False)
+    data = ["--data-dir", str(settings.data_dir)]
+    assert await anyio.to_thread.run_sync(main, [*data, "export", str(tmp_path / "state.jsonl")]) == 0
+    await anyio.to_thread.run_sync(main, [*data, "doctor"])  # (its checks run an event loop of their own)
+    capsys.readouterr()
+    assert "星河云图" in _terms(settings.data_dir).split()  # the stored words, as the server made them
