@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from foundation.paths import fd_allowed, roots_for
 from foundation.safe_open import open_inside
-from indexing.model import ChunkingOptions, SecretFilter, is_secret_store
+from indexing.model import ChunkingOptions, is_secret_store
 from tools.runtime import CallContext, Runtime, Service
 
 if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
@@ -153,15 +153,9 @@ def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Cal
         should_cancel, session_id = (lambda: call.cancelled), call.session_id
     roots = roots or roots_for(s, session_id)
     allowed = fd_allowed(s, roots, rt.secret_paths)
-    return Indexer(index_store(rt), limits, chunking, should_cancel=should_cancel,
-                   opener=lambda path: open_inside(path, roots, allowed), secrets=secret_filter(rt, roots), busy=busy)
-
-
-def secret_filter(rt: Runtime, roots: tuple[Path, ...]) -> SecretFilter | None:
-    """The approval policy's secret paths as seen from `roots` (None without a policy: tools alone)."""
-    from indexing.index import secret_filter as of_policy
-
-    return of_policy(rt.secret_paths, roots)
+    index = index_of(rt)
+    return Indexer(index.store, limits, chunking, should_cancel=should_cancel,
+                   opener=lambda path: open_inside(path, roots, allowed), secrets=index.secret_filter(roots), busy=busy)
 
 
 def secret_refusal(shown: str, rule: str) -> str:

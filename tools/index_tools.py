@@ -30,10 +30,10 @@ if TYPE_CHECKING:  # the index modules load on first use (start-up speed)
 from tools.index_services import (
     forget_paths,
     index_jobs,
+    index_of,
     index_store,
     indexer_for,
     memory_index,
-    secret_filter,
     secret_refusal,
     secrets_note,
     vector_worker,
@@ -115,7 +115,7 @@ def index_path(
 
 def _refuse_secret(rt: Runtime, real: Path, shown: str, roots: tuple[Path, ...]) -> None:
     """A file the approval policy treats as a secret is not indexed (an entry from before is forgotten)."""
-    secrets = secret_filter(rt, roots)
+    secrets = index_of(rt).secret_filter(roots)
     rule = secrets.rule(real) if secrets is not None else None
     if rule is None:
         return
@@ -258,7 +258,7 @@ def index_status(
     if path:
         real = resolve_path(rt.settings, path, session_id=call.session_id)
         job = index_jobs(rt).covering(str(real))
-        secrets = secret_filter(rt, roots)
+        secrets = index_of(rt).secret_filter(roots)
         status.path_status = _path_status(store, real, display_path(real, roots), secrets.rule if secrets else None)
         if status.path_status.indexed or real.exists():  # a last run says nothing of a path that is nowhere
             _apply_job(status.path_status, _job_info(job, roots) if job else None)
