@@ -21,6 +21,7 @@ import json
 import os
 import re
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
@@ -144,6 +145,36 @@ def not_unicode(line: str) -> str | None:
     return json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}, separators=(",", ":")) + "\n"
 
 
+def line_reader(stream: TextIOWrapper) -> Callable[[], Awaitable[str]]:
+    """`await readline()` over `stream`, read by a daemon thread: a blocked read never holds up the
+    server's exit (anyio's worker threads are joined at exit, so a client that stops reading our answers
+    but keeps stdin open would leave the server waiting on its read forever)."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str] = asyncio.Queue()
+    wanted = threading.Semaphore(0)
+
+    def pump() -> None:
+        line = "x"
+        while line:
+            wanted.acquire()
+            try:
+                line = stream.readline()
+            except (OSError, ValueError):
+                line = ""
+            try:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+            except RuntimeError:  # the server has stopped: nobody reads on
+                return
+
+    threading.Thread(target=pump, name="stdin reader", daemon=True).start()
+
+    async def readline() -> str:
+        wanted.release()
+        return await lines.get()
+
+    return readline
+
+
 def _claim(fd: int, mode: str, diversion: Callable[[], int]) -> tuple[BinaryIO, Callable[[], None]]:
     """A private duplicate of `fd` for the wire; `fd` itself points at `diversion` until restored."""
     private = os.dup(fd)
@@ -168,11 +199,10 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
         stdout, restore = _claim(1, "wb", lambda: os.dup(2))
         restores.append(restore)
         sys.stdout.flush()
-        text_in = anyio.wrap_file(TextIOWrapper(stdin, encoding="utf-8", errors="replace"))
         text_out = anyio.wrap_file(TextIOWrapper(stdout, encoding="utf-8"))
         in_flight = InFlight()
         output = Output(text_out, in_flight)
-        lines = Lines(text_in.readline, in_flight, output)
+        lines = Lines(line_reader(TextIOWrapper(stdin, encoding="utf-8", errors="replace")), in_flight, output)
         async with stdio_server(stdin=cast(Any, lines), stdout=cast(Any, output)) as streams:
             yield streams
     finally:

@@ -3,7 +3,6 @@ a regular file or one socket, the end of input, a slow reader and a client that 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -144,10 +143,10 @@ def test_a_client_that_stops_reading_stops_the_server_cleanly(tmp_path: Path) ->
         process.stdin.flush()
         assert "result" in json.loads(process.stdout.readline())
         process.stdout.close()
-        for i in range(3):
-            with contextlib.suppress(BrokenPipeError):  # the server may already be gone
-                process.stdin.write(_frame({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/list"}))
-                process.stdin.flush()
+        # one request, and stdin stays open: the server's read of the next line is blocked when the
+        # answer fails, and must not hold up its exit
+        process.stdin.write(_frame({"jsonrpc": "2.0", "id": 10, "method": "tools/list"}))
+        process.stdin.flush()
         assert process.wait(timeout=30) == 0
     finally:
         if process.poll() is None:
