@@ -1,6 +1,7 @@
 """The hybrid (meaning-aware) mode: a natural-language query's candidates are its lexical top
 `RankParams.candidates` and, once every chunk has a vector, the `NEAREST` nearest chunks of each
-language (exact cosine over `indexing.vectors.VectorMatrix`); each candidate's score mixes its lexical
+language (exact cosine over `indexing.vectors.VectorMatrix`, or from `indexing.ann.ANN_MIN_CHUNKS` chunks on, an
+approximate index re-scored exactly: `indexing.ann`); each candidate's score mixes its lexical
 score and its dense score (`fused`). So a paraphrase, or a question in the other language, finds
 passages that share no word with it.
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from indexing.embeddings import EmbeddingProvider, QueryVectors
     from indexing.postings import MemoryIndex
     from indexing.store import IndexStore
-    from indexing.vectors import VectorMatrix, VectorWorker
+    from indexing.vectors import DenseVectors, VectorWorker
 
 log = logging.getLogger(__name__)
 
@@ -71,37 +72,54 @@ def dense_weight(text: str) -> float:
 
 
 class Nearest:
-    """A query's cosines over the matrix, as z-scores within each language (chunks of one language
-    compared with each other, not with the other language's, which the model scores lower)."""
+    """A query's cosines as z-scores within each language (chunks of one language compared with each other,
+    not with the other language's, which the model scores lower). The mean and spread of each language's
+    cosines come from the scorer's sums (exact: over every row; approximate index: from stored sums), so only
+    the candidates' own cosines are computed here."""
 
-    def __init__(self, matrix: VectorMatrix, query: np.ndarray) -> None:
+    def __init__(self, matrix: DenseVectors, query: np.ndarray) -> None:
         import numpy as np
 
         self.matrix = matrix
-        cos = matrix.cosines(query)
-        counts = np.bincount(matrix.codes, minlength=2)
-        codes = matrix.codes if counts.min() >= MIN_POOL else np.zeros(len(cos), dtype=np.intp)  # too few to tell
-        n = np.maximum(np.bincount(codes, minlength=2), 1)
-        mean = np.bincount(codes, weights=cos, minlength=2) / n
-        spread = np.sqrt(np.maximum(np.bincount(codes, weights=cos * cos, minlength=2) / n - mean * mean, 0.0))
+        self.scorer = matrix.scorer(query)
+        counts = np.asarray(self.scorer.counts, dtype=np.float64)
+        sums, squares = np.asarray(self.scorer.sums, np.float64), np.asarray(self.scorer.squares, np.float64)
+        if counts.min() < MIN_POOL:  # too few to tell: one pool over all chunks
+            counts, sums, squares = (np.full(2, x.sum()) for x in (counts, sums, squares))
+        n = np.maximum(counts, 1)
+        self.mean = sums / n
+        spread = np.sqrt(np.maximum(squares / n - self.mean * self.mean, 0.0))
         spread[spread <= 0] = 1.0
-        self.z = ((cos - mean[codes]) / spread[codes]).astype(np.float32)
+        self.spread = spread
 
-    def top(self, k: int) -> list[int]:
-        """Chunk ids of the `k` best z-scores of each language."""
+    @property
+    def z(self) -> np.ndarray:
+        """Every chunk's z-score in `ids` order (exact matrices only: the benches' dense-alone ranking)."""
         import numpy as np
 
-        out: list[int] = []
-        for pool in self.matrix.pools:
-            if len(pool) > k:
-                pool = pool[np.argpartition(-self.z[pool], k)[:k]]
-            out += [int(i) for i in self.matrix.ids[pool]]
-        return out
+        from indexing.vectors import ExactScorer, VectorMatrix
+
+        scorer, matrix = self.scorer, self.matrix
+        if not isinstance(scorer, ExactScorer) or not isinstance(matrix, VectorMatrix):
+            raise TypeError("z-scores of every chunk: exact matrices only")
+        z: np.ndarray = ((scorer.cos - self.mean[matrix.codes]) / self.spread[matrix.codes]).astype(np.float32)
+        return z
+
+    def top(self, k: int) -> list[int]:
+        """Chunk ids of the `k` best z-scores of each language (within a language: the best cosines)."""
+        return self.scorer.top(k)
 
     def of(self, ids: Sequence[int]) -> list[float | None]:
         """The z-score of each chunk (None: no vector)."""
+        import numpy as np
+
+        if not len(ids):
+            return []
+        cos = self.scorer.cosines(ids)
         at = self.matrix.position(ids)
-        return [float(self.z[i]) if i >= 0 else None for i in at]
+        codes = self.matrix.chinese[at.clip(0)].astype(np.intp) if len(self.matrix) else np.zeros(len(ids), np.intp)
+        z = (cos - self.mean[codes]) / self.spread[codes]
+        return [None if np.isnan(v) else float(v) for v in z.astype(np.float32)]
 
 
 def by_max(scores: Sequence[float]) -> list[float]:
@@ -137,7 +155,7 @@ class DenseCandidates:
     with the nearest chunks, in fused order. Natural-language queries without quoted phrases only."""
 
     def __init__(
-        self, provider: EmbeddingProvider | None, matrix_of: Callable[[], VectorMatrix | None],
+        self, provider: EmbeddingProvider | None, matrix_of: Callable[[], DenseVectors | None],
         weights: dict[str, Weights] | None = None, queries: QueryVectors | Callable[[str], np.ndarray] | None = None,
     ) -> None:
         from indexing.embeddings import QueryVectors

@@ -7,9 +7,11 @@ worker computes them again. The worker embeds the chunks that have no vector yet
 it resumes where it stopped (restart, cancel) and picks up new chunks after every indexing run.
 It runs at a low CPU priority (nice 10), so searches and indexing come first.
 
-Searches read every vector from memory (`VectorMatrix`: float32 rows, 1.5 KB a chunk at 384
-dimensions, loaded once per change of the chunks): exact nearest chunks per language, no index to
-build or keep in step. Exact search suits a few hundred thousand chunks (bench.hybrid_cost).
+Below `ANN_MIN_CHUNKS` chunks, searches read every vector from memory (`VectorMatrix`: float32 rows, 1.5 KB a
+chunk at 384 dimensions, loaded once per change of the chunks): exact nearest chunks per language. From
+`ANN_MIN_CHUNKS` on (and with `usearch` installed: the semantic extra), an approximate index per language
+(`indexing.ann`, ~0.6 KB a chunk), which the worker's thread builds, keeps in step after each of its runs and
+saves under the data directory; searches stay lexical while it is behind the store (bench.ann_cost).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, suppress
-from typing import TYPE_CHECKING
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from foundation.waiting import about_to_wait
 from indexing.analyzer import is_chinese
@@ -30,6 +34,7 @@ from indexing.store import put_meta
 if TYPE_CHECKING:
     import numpy as np
 
+    from indexing.ann import AnnVectors
     from indexing.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,35 @@ BATCH = 32
 MODEL_KEY = "vectors_model"
 NICE = 10  # the worker thread's CPU priority (Linux: per thread; its engine threads inherit it)
 RECHECK_SECONDS = 5.0  # an incomplete matrix (another process embedding) is read again at most this often
+# From this many chunks on, the nearest chunks come from an approximate index (indexing.ann): the exact search
+# costs ~0.15 ms per 1,000 chunks a query (bench.ann_cost), the index ~1 ms at any size.
+ANN_MIN_CHUNKS = 20_000
+
+
+class DenseScorer(Protocol):
+    """One query over the chunk vectors: per language (0: other, 1: Chinese) the chunks' count and the sum
+    of their cosines and of their squares; the nearest chunks of each language; any chunks' cosines."""
+
+    counts: np.ndarray
+    sums: np.ndarray
+    squares: np.ndarray
+
+    def top(self, k: int) -> list[int]: ...
+
+    def cosines(self, ids: Sequence[int]) -> np.ndarray: ...
+
+
+class DenseVectors(Protocol):
+    """Every chunk's vector, searchable: `ids` ascending, `chinese` flags in that order."""
+
+    ids: np.ndarray
+    chinese: np.ndarray
+
+    def __len__(self) -> int: ...
+
+    def position(self, ids: Sequence[int]) -> np.ndarray: ...
+
+    def scorer(self, query: np.ndarray) -> DenseScorer: ...
 
 
 def chunk_text(heading: str, text: str) -> str:
@@ -137,13 +171,53 @@ class VectorMatrix:
         at = np.searchsorted(self.ids, wanted).clip(0, max(len(self.ids) - 1, 0))
         return np.where((len(self.ids) > 0) & (self.ids[at] == wanted), at, -1) if len(self.ids) else np.full(len(wanted), -1)
 
+    def scorer(self, query: np.ndarray) -> ExactScorer:
+        return ExactScorer(self, query)
+
+
+class ExactScorer:
+    """One query over a `VectorMatrix`: every chunk's cosine, and per language their count, sum and sum of
+    squares (for the z-scores)."""
+
+    def __init__(self, matrix: VectorMatrix, query: np.ndarray) -> None:
+        import numpy as np
+
+        self.matrix = matrix
+        self.cos = matrix.cosines(query)
+        self.counts = np.bincount(matrix.codes, minlength=2)
+        self.sums = np.bincount(matrix.codes, weights=self.cos, minlength=2)
+        self.squares = np.bincount(matrix.codes, weights=self.cos * self.cos, minlength=2)
+
+    def top(self, k: int) -> list[int]:
+        """Chunk ids of the `k` best cosines of each language (Chinese first)."""
+        import numpy as np
+
+        out: list[int] = []
+        for pool in self.matrix.pools:
+            if len(pool) > k:
+                pool = pool[np.argpartition(-self.cos[pool], k)[:k]]
+            out += [int(i) for i in self.matrix.ids[pool]]
+        return out
+
+    def cosines(self, ids: Sequence[int]) -> np.ndarray:
+        """The cosine of each of `ids` (NaN: no vector)."""
+        import numpy as np
+
+        at = self.matrix.position(ids)
+        return np.where(at >= 0, self.cos[at.clip(0)] if len(self.cos) else np.nan, np.nan)
+
 
 class VectorWorker:
     """Computes the missing vectors in a background thread; `kick()` after indexing, `cancel()` to stop."""
 
     def __init__(self, store: IndexStore, provider: EmbeddingProvider,
-                 exclusive: Callable[[], AbstractContextManager[bool]] | None = None) -> None:
+                 exclusive: Callable[[], AbstractContextManager[bool]] | None = None,
+                 place: Path | None = None, ann_min: int = ANN_MIN_CHUNKS) -> None:
         self.vectors = VectorStore(store)
+        self.place = place  # where the approximate index is saved (None: kept in memory only)
+        self.ann_min = ann_min
+        self._ann: AnnVectors | None = None
+        self._ann_tried = 0.0  # when the worker last brought it in step
         self.provider = provider
         self.queries = QueryVectors(provider)  # the searches' query vectors, kept as long as the worker (the server)
         self.exclusive = exclusive  # a lock shared by the processes on one database: one embeds at a time
@@ -158,12 +232,17 @@ class VectorWorker:
         self._matrix_read = 0.0
         self._matrix_lock = threading.Lock()
 
-    def matrix(self) -> VectorMatrix | None:
+    def matrix(self) -> DenseVectors | None:
         """Every chunk's vector in memory, or None while some chunk has none (the worker is embedding:
-        searches stay lexical until it is done). Read again after indexing or embedding changed them."""
+        searches stay lexical until it is done). Read again after indexing or embedding changed them.
+        From `ann_min` chunks on, the approximate index, when the worker has brought it in step."""
         if self.running():
             return None
         generation, total = self.vectors.store.generation()
+        if self.approximate(total):
+            self._matrix = self._matrix_key = None  # the exact matrix is not read at this size
+            ann = self._ann
+            return ann if ann is not None and ann.generation == generation and len(ann) >= total > 0 else None
         with self._matrix_lock:
             key = (generation, self._puts)
             stale = self._matrix_key != key or (
@@ -185,7 +264,7 @@ class VectorWorker:
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return
-            if self._complete_at == generation:
+            if self._complete_at == generation and not self._ann_behind():
                 return
             about_to_wait()  # starting a thread (it waits for the thread to run): not from the event loop
             self._stop.clear()
@@ -213,6 +292,38 @@ class VectorWorker:
             done += len(rows)
         return done
 
+    def approximate(self, total: int) -> bool:
+        """True when `total` chunks are searched through the approximate index."""
+        return total >= self.ann_min and ann_installed()
+
+    def _ann_behind(self) -> bool:
+        """The approximate index should serve but is behind the store, and was not brought in step lately."""
+        generation, total = self.vectors.store.generation()
+        ann = self._ann
+        behind = ann is None or ann.generation != generation or len(ann) < total
+        return self.approximate(total) and behind and time.monotonic() - self._ann_tried > RECHECK_SECONDS
+
+    def sync_ann(self) -> None:
+        """Bring the approximate index in step with the stored vectors (loaded from `place` first, saved
+        there after enough changes); dropped below `ann_min` chunks."""
+        self._ann_tried = time.monotonic()
+        if not self.approximate(self.vectors.store.generation()[1]):
+            self._ann = None
+            return
+        from indexing.ann import AnnVectors
+
+        ann = self._ann
+        if ann is None:
+            row = self.vectors.store.conn().execute("SELECT length(vec) FROM chunk_vectors LIMIT 1").fetchone()
+            if row is None:
+                return
+            dim = int(row[0])
+            ann = (AnnVectors.load(self.place, self.provider.name, dim) if self.place else None) or AnnVectors(dim, self.provider.name)
+        ann = ann.sync(self.vectors.store)
+        if self.place is not None and ann.should_save():
+            ann.save(self.place)
+        self._ann = ann
+
     def _run_logged(self) -> None:
         lower_priority()
         try:
@@ -220,9 +331,10 @@ class VectorWorker:
                 self.run()
             else:
                 with self.exclusive() as mine:
-                    if not mine:  # another process is embedding these chunks; a later kick() looks again
-                        return
-                    self.run()
+                    if mine:  # else another process is embedding these chunks; a later kick() looks again
+                        self.run()
+            if not self._stop.is_set():
+                self.sync_ann()
             self.error = ""
         except Exception as exc:  # lexical search keeps working; the next kick() retries
             self.error = f"{type(exc).__name__}: {exc}"[:200]
@@ -234,6 +346,14 @@ class VectorWorker:
         done, total = self.vectors.progress()
         state = "meaning-aware search on" if total and done >= total else "embedding in the background, lexical until done"
         return f"vectors: {done:,} of {total:,} chunks ({state})" + (f" (last error: {self.error})" if self.error else "")
+
+
+@cache
+def ann_installed() -> bool:
+    """True when the approximate index's library (`usearch`, the semantic extra) can be imported."""
+    import importlib.util
+
+    return importlib.util.find_spec("usearch") is not None
 
 
 def lower_priority() -> None:

@@ -251,7 +251,8 @@ def _new_vector_worker(rt: Runtime) -> VectorWorker | None:
     if provider is None:
         return None
     return VectorWorker(index_store(rt), provider,
-                        exclusive=lambda: rt.database.advisory_lock("chunk-vectors", timeout=0))
+                        exclusive=lambda: rt.database.advisory_lock("chunk-vectors", timeout=0),
+                        place=rt.data_dir / "vectors")
 
 
 _EMBEDDING_PROVIDER: Service[EmbeddingProvider | None] = Service(_new_embedding_provider)

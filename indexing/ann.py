@@ -1,0 +1,273 @@
+"""Approximate nearest chunks for large indexes: an HNSW graph per language (`usearch`, the semantic
+extra), used instead of the exact matrix from `indexing.vectors.ANN_MIN_CHUNKS` chunks on.
+
+The graphs hold each chunk's stored int8 vector as it is (usearch's `i8` cosine ignores a vector's scale),
+keyed by chunk id; a query's candidates are re-scored with the exact cosine of the stored vector
+(int8 x scale, as the exact matrix has it), so the fusion sees the same numbers on both paths.
+The z-scores need each language's mean and spread of the query's cosines over all its chunks: they come
+from stored sums (of the vectors, and of their outer products), exact, with no pass over the rows.
+
+Kept in step by a diff against `chunk_vectors` (chunk id and scale: a chunk id reused for new text has
+another vector, so another scale): removed and changed chunks leave their graph, new ones join it,
+the sums follow. When most rows changed the graphs are built again. The graphs and the sums are saved in the
+data directory (`vectors/`, files named by a token, `current` names the latest: a reader never sees a half
+written set), so a server start loads them and only adds what changed meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from indexing.analyzer import is_chinese
+
+if TYPE_CHECKING:
+    from usearch.index import Index
+
+    from indexing.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+CONNECTIVITY = 16  # graph edges per node (usearch's default)
+EXPANSION_ADD = 128  # candidates kept while linking a new node (usearch's default)
+EXPANSION_SEARCH = 200  # candidates kept while searching: recall@50 vs exact measured in bench.ann_cost
+OVERFETCH = 2  # graph neighbours asked per chunk wanted, re-scored exactly
+REBUILD_SHARE = 0.5  # more rows changed than this share of the index: build the graphs again
+SAVE_SHARE = 0.01  # rows changed since the last save, as a share of the index, before it is saved again
+FETCH = 5_000  # rows read from the store and added at a time (a search waits at most for one such step)
+
+
+def moments_of(sums: np.ndarray, squares: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per language: the sum of the query's cosines and of their squares over the language's rows, from
+    `sums` (per language, the sum of its rows) and `squares` (the sum of their outer products)."""
+    q = query.astype(np.float64)
+    return sums @ q, np.einsum("i,lij,j->l", q, squares, q)
+
+
+def row_sums(rows: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sums, squares) of `rows` per language code (0: other, 1: Chinese), float64."""
+    dim = rows.shape[1] if rows.ndim == 2 else 0
+    sums, squares = np.zeros((2, dim)), np.zeros((2, dim, dim))
+    for code in (0, 1):
+        part = rows[codes == code].astype(np.float64)
+        sums[code], squares[code] = part.sum(axis=0), part.T @ part
+    return sums, squares
+
+
+def changes(old_ids: np.ndarray, old_scales: np.ndarray, new_ids: np.ndarray, new_scales: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(ids to remove, ids to add) to turn the (id, scale) rows `old` into `new` (both sorted by id): an id whose
+    scale changed is in both."""
+    old = dict(zip(old_ids.tolist(), old_scales.tolist(), strict=True))
+    new = dict(zip(new_ids.tolist(), new_scales.tolist(), strict=True))
+    gone = [i for i, s in old.items() if new.get(i) != s]
+    come = [i for i, s in new.items() if old.get(i) != s]
+    return np.array(sorted(gone), dtype=np.int64), np.array(sorted(come), dtype=np.int64)
+
+
+def quantised(query: np.ndarray) -> np.ndarray:
+    """The query as int8 codes for the graphs (the cosine ignores the scale)."""
+    peak = float(np.abs(query).max()) if len(query) else 0.0
+    return np.round(query / (peak / 127 if peak > 0 else 1.0)).astype(np.int8)
+
+
+class AnnVectors:
+    """Every chunk vector in two usearch graphs (other, Chinese), with the sorted `ids`, their `scales` and
+    `chinese` flags, and per-language sums for the z-scores. Reads as `indexing.vectors.VectorMatrix` does
+    (ids, chinese, position, scorer); `sync` brings it in step with the store."""
+
+    def __init__(self, dim: int, model: str) -> None:
+        self.dim, self.model = dim, model
+        self.ids = np.zeros(0, np.int64)
+        self.scales = np.zeros(0, np.float64)
+        self.chinese = np.zeros(0, bool)
+        self.sums, self.squares = np.zeros((2, dim)), np.zeros((2, dim, dim))
+        self.graphs = [new_graph(dim), new_graph(dim)]
+        self.generation = -1  # the store's generation at the last sync
+        self.unsaved = 0  # rows added or removed since saved
+        self.lock = threading.RLock()  # held while rows change, and by a search's reads
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.array([len(self.ids) - int(self.chinese.sum()), int(self.chinese.sum())])
+
+    def position(self, ids: Sequence[int]) -> np.ndarray:
+        """Where each of `ids` is in `ids` order (-1: no vector)."""
+        wanted = np.asarray(ids, dtype=np.int64)
+        if not len(self.ids):
+            return np.full(len(wanted), -1)
+        at = np.searchsorted(self.ids, wanted).clip(0, len(self.ids) - 1)
+        return np.where(self.ids[at] == wanted, at, -1)
+
+    def scorer(self, query: np.ndarray) -> AnnScorer:
+        return AnnScorer(self, query)
+
+    # -- keeping in step -------------------------------------------------------------------------
+
+    def sync(self, store: IndexStore) -> AnnVectors:
+        """This index brought in step with `store`'s vectors, or a new one when most rows changed."""
+        generation = store.generation()[0]
+        rows = store.conn().execute("SELECT chunk_id, scale FROM chunk_vectors ORDER BY chunk_id").fetchall()
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        scales = np.array([r[1] for r in rows], dtype=np.float64)
+        gone, come = changes(self.ids, self.scales, ids, scales)
+        target = self
+        if len(self.ids) and len(gone) + len(come) > REBUILD_SHARE * max(len(ids), 1):
+            target, gone, come = AnnVectors(self.dim, self.model), np.zeros(0, np.int64), ids  # a fresh graph links better
+        with target.lock:
+            target._remove(gone)
+        for at in range(0, len(come), FETCH):
+            part = target._read(store, come[at : at + FETCH])
+            with target.lock:
+                target._add(*part)
+        target.generation = generation
+        target.unsaved += len(gone) + len(come)
+        return target
+
+    def should_save(self) -> bool:
+        return self.unsaved > SAVE_SHARE * len(self.ids) or (self.unsaved > 0 and not len(self.ids))
+
+    def _remove(self, ids: np.ndarray) -> None:
+        if not len(ids):
+            return
+        at = self.position(ids.tolist())
+        at = at[at >= 0]
+        for code in (0, 1):
+            mine = at[self.chinese[at] == bool(code)]
+            if len(mine):
+                rows = self._rows(self.ids[mine], code)
+                self.sums, self.squares = self.sums.copy(), self.squares.copy()
+                self.sums[code] -= rows.sum(axis=0)
+                self.squares[code] -= rows.T @ rows
+                self.graphs[code].remove(self.ids[mine].astype(np.uint64))
+        keep = np.ones(len(self.ids), bool)
+        keep[at] = False
+        self.ids, self.scales, self.chinese = self.ids[keep], self.scales[keep], self.chinese[keep]
+
+    def _read(self, store: IndexStore, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, int8 codes, scales, chinese) of those of `ids` that have a vector now."""
+        rows = store.conn().execute(
+            "SELECT v.chunk_id, v.vec, v.scale, c.text FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
+            f"WHERE v.chunk_id IN ({','.join(map(str, ids.tolist()))}) ORDER BY v.chunk_id").fetchall()
+        codes = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.int8).reshape(len(rows), self.dim)
+        return (np.array([r[0] for r in rows], dtype=np.int64), codes, np.array([r[2] for r in rows], dtype=np.float64),
+                np.array([is_chinese(str(r[3])) for r in rows], dtype=bool))
+
+    def _add(self, new_ids: np.ndarray, codes: np.ndarray, scales: np.ndarray, chinese: np.ndarray) -> None:
+        if not len(new_ids):
+            return
+        sums, squares = row_sums(codes.astype(np.float64) * scales[:, None], chinese.astype(np.intp))
+        self.sums, self.squares = self.sums + sums, self.squares + squares
+        for code in (0, 1):
+            mine = chinese == bool(code)
+            if mine.any():
+                self.graphs[code].add(new_ids[mine].astype(np.uint64), codes[mine], threads=0)
+        order = np.argsort(np.concatenate([self.ids, new_ids]), kind="stable")
+        self.ids = np.concatenate([self.ids, new_ids])[order]
+        self.scales = np.concatenate([self.scales, scales])[order]
+        self.chinese = np.concatenate([self.chinese, chinese])[order]
+
+    def _rows(self, ids: np.ndarray, code: int) -> np.ndarray:
+        """The stored vectors (int8 x scale, float64) of `ids`, all in graph `code`."""
+        codes = np.asarray(self.graphs[code].get(ids.astype(np.uint64)), dtype=np.float64).reshape(len(ids), -1)
+        rows: np.ndarray = codes * self.scales[self.position(ids.tolist())][:, None]
+        return rows
+
+    # -- saving ----------------------------------------------------------------------------------
+
+    def save(self, folder: Path) -> None:
+        """Write the graphs and the sums under a new token, then point `current` at it; older sets go."""
+        folder.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(6)
+        for code, name in enumerate(("other", "zh")):
+            self.graphs[code].save(str(folder / f"{name}-{token}.usearch"))
+        with open(folder / f"rows-{token}.npz", "wb") as f:
+            np.savez(f, ids=self.ids, scales=self.scales, chinese=self.chinese, sums=self.sums, squares=self.squares)
+        pointer = folder / f"current.{token}.tmp"
+        pointer.write_text(json.dumps({"token": token, "model": self.model, "dim": self.dim, "generation": self.generation}))
+        os.replace(pointer, folder / "current")
+        for old in folder.iterdir():
+            if token not in old.name and old.name != "current":
+                old.unlink(missing_ok=True)
+        self.unsaved = 0
+
+    @classmethod
+    def load(cls, folder: Path, model: str, dim: int) -> AnnVectors | None:
+        """The set `current` names, if it was made with `model` at `dim` dimensions and reads whole."""
+        try:
+            meta = json.loads((folder / "current").read_text())
+            if meta.get("model") != model or meta.get("dim") != dim:
+                return None
+            token = str(meta["token"])
+            ann = cls(dim, model)
+            with np.load(folder / f"rows-{token}.npz") as rows:
+                ann.ids, ann.scales, ann.chinese = rows["ids"], rows["scales"], rows["chinese"]
+                ann.sums, ann.squares = rows["sums"], rows["squares"]
+            for code, name in enumerate(("other", "zh")):
+                ann.graphs[code].load(str(folder / f"{name}-{token}.usearch"))
+            if sum(len(g) for g in ann.graphs) != len(ann.ids):
+                return None
+            ann.generation = int(meta.get("generation", -1))
+            return ann
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            log.info("no saved vector graphs in %s (%s): building them", folder, exc)
+            return None
+
+
+def new_graph(dim: int) -> Index:
+    from usearch.index import Index
+
+    return Index(ndim=dim, metric="cos", dtype="i8", connectivity=CONNECTIVITY,
+                 expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+
+
+class AnnScorer:
+    """One query over `AnnVectors`: the nearest chunks of each language by the graphs, re-scored exactly."""
+
+    def __init__(self, ann: AnnVectors, query: np.ndarray) -> None:
+        self.ann, self.query = ann, query
+        with ann.lock:
+            self.sums, self.squares = moments_of(ann.sums, ann.squares, query)
+            self.counts = ann.counts
+
+    def top(self, k: int) -> list[int]:
+        """Chunk ids of the `k` nearest chunks of each language (graph candidates, ordered by exact cosine)."""
+        code = quantised(self.query)
+        out: list[int] = []
+        with self.ann.lock:
+            for graph in (self.ann.graphs[1], self.ann.graphs[0]):  # Chinese first, as the exact matrix's pools
+                if not len(graph):
+                    continue
+                found = graph.search(code, min(len(graph), OVERFETCH * k), threads=1)
+                keys = np.asarray(found.keys, dtype=np.int64)
+                cos = self.cosines(keys)
+                out += keys[np.argsort(-cos, kind="stable")[:k]].tolist()
+        return out
+
+    def cosines(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The exact cosine of each of `ids` (NaN: no vector)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        with self.ann.lock:
+            return self._cosines(ids)
+
+    def _cosines(self, ids: np.ndarray) -> np.ndarray:
+        at = self.ann.position(ids.tolist())
+        out = np.full(len(ids), np.nan)
+        for code in (0, 1):
+            mine = np.flatnonzero((at >= 0) & (self.ann.chinese[at.clip(0)] == bool(code)))
+            if len(mine):
+                got = self.ann.graphs[code].get(ids[mine].astype(np.uint64))
+                codes = np.asarray(got, dtype=np.float32).reshape(len(mine), -1)
+                out[mine] = (codes @ self.query) * self.ann.scales[at[mine]]
+        return out
