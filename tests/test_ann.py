@@ -1,0 +1,194 @@
+"""The approximate index of the chunk vectors (indexing.ann): with the threshold forced low it finds what the
+exact matrix finds, follows edits and deletes (a deleted chunk is never a candidate, a reused chunk id gets its
+new vector), survives a restart without being built again, and honours a `paths` filter. The embedding model is
+a stand-in (each word a fixed random direction: texts sharing words are near), the index and search are real."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+pytest.importorskip("usearch", reason="the semantic extra is not installed")
+
+from indexing.ann import AnnVectors, changes, moments_of, quantised, row_sums  # noqa: E402
+from indexing.hybrid import DenseCandidates, Nearest  # noqa: E402
+from indexing.indexer import Indexer  # noqa: E402
+from indexing.scope import PathFilter  # noqa: E402
+from indexing.search import Searcher  # noqa: E402
+from indexing.store import IndexStore  # noqa: E402
+from indexing.vectors import VectorMatrix, VectorWorker  # noqa: E402
+
+DIM = 32
+WORDS = ["river", "mountain", "engine", "garden", "violin", "harbour", "winter", "pepper", "castle", "orbit",
+         "cotton", "glacier", "lantern", "meadow", "copper", "falcon", "樱花", "港口", "引擎", "花园", "冬天", "城堡"]
+
+
+class WordVectors:
+    """A stand-in embedding model: the sum of each word's fixed random direction, normalised."""
+
+    name = "test/word-vectors"
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        for n, text in enumerate(texts):
+            for word in WORDS:
+                if word in text:
+                    seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "little")
+                    out[n] += np.random.default_rng(seed).standard_normal(DIM).astype(np.float32) * text.count(word)
+            out[n, 0] += 0.01
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def write_docs(folder: Path, count: int, seed: int = 1) -> None:
+    rng = random.Random(seed)
+    folder.mkdir(exist_ok=True)
+    for n in range(count):
+        words = rng.sample(WORDS, 4)
+        (folder / f"doc{n:03d}.txt").write_text(" ".join(words * rng.randint(1, 3)) + f" note {n}\n", encoding="utf-8")
+
+
+def finished(worker: VectorWorker) -> VectorWorker:
+    """Kick the worker (it embeds, then brings the approximate index in step) and wait for it."""
+    worker.kick()
+    deadline = time.monotonic() + 120
+    while worker.running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not worker.running() and not worker.error, worker.error
+    return worker
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> IndexStore:
+    write_docs(tmp_path / "docs", 150)
+    store = IndexStore(tmp_path / "index.sqlite3")
+    Indexer(store).index_tree(tmp_path / "docs")
+    return store
+
+
+def in_step(worker: VectorWorker, store: IndexStore) -> AnnVectors:
+    """The worker's approximate index, checked against the store row by row (ids, and each stored int8 vector)."""
+    ann = worker.matrix()
+    assert isinstance(ann, AnnVectors)
+    rows = store.conn().execute("SELECT chunk_id, vec FROM chunk_vectors ORDER BY chunk_id").fetchall()
+    assert ann.ids.tolist() == [r[0] for r in rows] == [r[0] for r in store.conn().execute("SELECT id FROM chunks ORDER BY id")]
+    for (chunk_id, blob), chinese in zip(rows, ann.chinese, strict=True):
+        stored = np.asarray(ann.graphs[int(chinese)].get(chunk_id), dtype=np.int8)
+        assert np.array_equal(stored, np.frombuffer(bytes(blob), dtype=np.int8)), chunk_id
+    return ann
+
+
+QUERIES = ["river mountain", "engine garden violin", "winter castle", "樱花 港口", "glacier lantern meadow", "花园 冬天"]
+
+
+def test_the_approximate_index_finds_what_the_exact_search_finds(indexed: IndexStore, tmp_path: Path) -> None:
+    exact = finished(VectorWorker(indexed, WordVectors(), ann_min=10**9))
+    approx = finished(VectorWorker(indexed, WordVectors(), place=tmp_path / "vectors", ann_min=0))
+    matrix, ann = exact.matrix(), in_step(approx, indexed)
+    assert isinstance(matrix, VectorMatrix)
+    by = {name: Searcher(indexed, rerank=[DenseCandidates(w.provider, w.matrix, queries=w.queries)])
+          for name, w in (("exact", exact), ("approx", approx))}
+    for text in QUERIES:
+        query = WordVectors().embed([text], query=True)[0]
+        near_exact, near_ann = Nearest(matrix, query), Nearest(ann, query)
+        assert np.allclose(near_exact.mean, near_ann.mean) and np.allclose(near_exact.spread, near_ann.spread)
+        top = near_exact.top(10)
+        assert set(top) == set(near_ann.top(10))
+        assert np.allclose([v for v in near_exact.of(top) if v is not None], [v for v in near_ann.of(top) if v is not None], atol=1e-4)
+        assert [h.chunk_id for h in by["exact"].search(text, limit=10)] == [h.chunk_id for h in by["approx"].search(text, limit=10)]
+
+
+def test_edits_and_deletes_are_followed_and_a_deleted_chunk_never_returned(indexed: IndexStore, tmp_path: Path) -> None:
+    worker = finished(VectorWorker(indexed, WordVectors(), place=tmp_path / "vectors", ann_min=0))
+    in_step(worker, indexed)
+    docs = tmp_path / "docs"
+    for n in range(140, 150):  # the last files: their chunk ids are the ones a new chunk may take again
+        (docs / f"doc{n:03d}.txt").unlink()
+    (docs / "doc000.txt").write_text("falcon copper orbit orbit\n", encoding="utf-8")
+    (docs / "new.txt").write_text("cotton pepper harbour 城堡 城堡\n", encoding="utf-8")
+    Indexer(indexed).index_tree(docs)
+    assert worker.matrix() is None  # behind the store: lexical until the worker caught up
+    ann = in_step(finished(worker), indexed)  # every row's vector is the stored one, reused ids included
+    searcher = Searcher(indexed, rerank=[DenseCandidates(worker.provider, worker.matrix, queries=worker.queries)])
+    current = {r[0] for r in indexed.conn().execute("SELECT id FROM chunks")}
+    for text in [*QUERIES, "falcon copper orbit", "cotton pepper harbour 城堡"]:
+        query = WordVectors().embed([text], query=True)[0]
+        assert set(Nearest(ann, query).top(50)) <= current
+        hits = searcher.search(text, limit=20)
+        assert not any(Path(h.path).name.startswith("doc14") for h in hits)
+    assert Path(searcher.search("falcon copper orbit", limit=1)[0].path).name == "doc000.txt"
+    assert Path(searcher.search("cotton pepper harbour 城堡", limit=1)[0].path).name == "new.txt"
+
+
+def test_the_saved_index_is_loaded_at_a_restart_and_catches_up(indexed: IndexStore, tmp_path: Path) -> None:
+    place = tmp_path / "vectors"
+    first = finished(VectorWorker(indexed, WordVectors(), place=place, ann_min=0))
+    assert (place / "current").is_file() and len(in_step(first, indexed)) == 150
+    saved = AnnVectors.load(place, WordVectors.name, DIM)
+    assert saved is not None and saved.ids.tolist() == in_step(first, indexed).ids.tolist()
+    assert AnnVectors.load(place, "another/model", DIM) is None  # another model's index is never used
+    second = finished(VectorWorker(indexed, WordVectors(), place=place, ann_min=0))  # a server start
+    ann = in_step(second, indexed)
+    assert ann.unsaved == 0  # loaded, nothing added: not built again
+    (tmp_path / "docs" / "doc007.txt").unlink()  # changed while no server ran
+    Indexer(indexed).index_tree(tmp_path / "docs")
+    third = finished(VectorWorker(indexed, WordVectors(), place=place, ann_min=0))
+    assert len(in_step(third, indexed)) == 149 and third.matrix() is not None
+
+
+def test_a_paths_filter_keeps_dense_candidates_inside_it(indexed: IndexStore, tmp_path: Path) -> None:
+    worker = finished(VectorWorker(indexed, WordVectors(), ann_min=0))
+    searcher = Searcher(indexed, rerank=[DenseCandidates(worker.provider, worker.matrix, queries=worker.queries)])
+    inside = str(tmp_path / "docs" / "doc01") + "*"
+    hits = searcher.search("river mountain 樱花", limit=20, paths=PathFilter(globs=(inside,)))
+    assert hits and all(Path(h.path).name.startswith("doc01") for h in hits)
+
+
+def test_below_the_threshold_the_search_stays_exact(indexed: IndexStore) -> None:
+    worker = finished(VectorWorker(indexed, WordVectors(), ann_min=151))
+    assert isinstance(worker.matrix(), VectorMatrix)
+
+
+vectors = arrays(np.float64, st.tuples(st.integers(0, 12), st.just(5)), elements=st.floats(-1, 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(vectors, st.lists(st.booleans(), min_size=12, max_size=12), arrays(np.float64, 5, elements=st.floats(-1, 1)))
+def test_moments_from_sums_are_the_moments_of_the_rows(rows: np.ndarray, flags: list[bool], query: np.ndarray) -> None:
+    codes = np.array(flags[: len(rows)], dtype=np.intp)
+    sums, squares = moments_of(*row_sums(rows, codes), query)
+    cos = rows @ query
+    for code in (0, 1):
+        assert np.isclose(sums[code], cos[codes == code].sum(), atol=1e-9)
+        assert np.isclose(squares[code], (cos[codes == code] ** 2).sum(), atol=1e-9)
+
+
+rows_of = st.dictionaries(st.integers(1, 40), st.sampled_from([0.5, 0.25, 0.125]), max_size=30)
+
+
+@given(rows_of, rows_of)
+def test_changes_turn_the_old_rows_into_the_new(old: dict[int, float], new: dict[int, float]) -> None:
+    def arrays_of(rows: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+        ids = sorted(rows)
+        return np.array(ids, dtype=np.int64), np.array([rows[i] for i in ids])
+
+    gone, come = changes(*arrays_of(old), *arrays_of(new))
+    after = {i: s for i, s in old.items() if i not in set(gone.tolist())} | {i: new[i] for i in come.tolist()}
+    assert after == new
+    assert set(gone.tolist()) <= set(old) and set(come.tolist()) <= set(new)
+    assert not set(come.tolist()) & {i for i in new if old.get(i) == new[i]}  # unchanged rows stay
+
+
+@given(arrays(np.float32, st.integers(1, 64), elements=st.floats(-1, 1, width=32)))
+def test_a_quantised_query_keeps_its_direction(query: np.ndarray) -> None:
+    code = quantised(query).astype(np.float64)
+    if np.linalg.norm(query) > 1e-3:
+        assert float(code @ query) / (np.linalg.norm(code) * np.linalg.norm(query)) > 0.98
