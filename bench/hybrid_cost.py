@@ -13,7 +13,8 @@ this process) side by side, since the machine may be shared:
    core busy.
 3. Bytes per chunk the vectors add to the SQLite index.
 4. Search latency p50/p95 at about `--chunks` chunks (the eval chunks replicated, as bench.index_speed),
-   lexical only vs hybrid (DenseCandidates: lexical top 50 + nearest chunks by exact cosine, as the tools serve it), with the
+   lexical only vs hybrid (DenseCandidates: lexical top 50 + nearest chunks by exact cosine, and through the
+   approximate index (indexing.ann) the tools use from indexing.vectors.ANN_MIN_CHUNKS chunks on), with the
    hybrid time split into query embedding, vector fetch and fusion. Only the sampled chunks get real
    vectors; every other chunk gets a synthetic int8 vector of the same shape (the search's cost does
    not depend on the values, only on the number of candidates and the vector size).
@@ -40,6 +41,7 @@ import numpy as np
 from bench.index_speed import chunk_corpora, fill_store, replicas
 from bench.retrieval import DEFAULT_EVAL, load_jsonl
 from indexing.analyzer import has_han
+from indexing.ann import AnnVectors
 from indexing.embeddings import LocalE5, normalised, to_int8
 from indexing.hybrid import DenseCandidates
 from indexing.postings import MemoryIndex
@@ -200,7 +202,7 @@ class Timed:
     """DenseCandidates' provider and matrix wrapped with clocks (what the stage spends where); the matrix is
     read once (the server reads it once per change of the chunks)."""
 
-    def __init__(self, provider: LocalE5, matrix: VectorMatrix) -> None:
+    def __init__(self, provider: LocalE5, matrix: VectorMatrix | AnnVectors) -> None:
         self.provider, self._matrix = provider, matrix
         self.name = provider.name
         self.embed_clock, self.fetch_clock, self.total_clock = Clock(), Clock(), Clock()
@@ -208,7 +210,7 @@ class Timed:
     def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         return self.embed_clock.time(lambda: self.provider.embed(texts, query=query))
 
-    def matrix(self) -> VectorMatrix:
+    def matrix(self) -> VectorMatrix | AnnVectors:
         return self.fetch_clock.time(lambda: self._matrix)  # type: ignore[no-any-return]
 
 
@@ -236,11 +238,20 @@ def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]
     timed = Timed(model, matrix)
     stage = TimedStage(DenseCandidates(timed, timed.matrix))  # type: ignore[arg-type]
     hybrid = Searcher(store, memory=memory, rerank=[stage])
-    for s in (lexical, hybrid):
+    built = time.perf_counter()
+    ann = AnnVectors(matrix.rows.shape[1], model.name).sync(store)
+    print(f"(approximate index (indexing.ann): {len(ann):,} chunks, built in {time.perf_counter() - built:.0f} s)", flush=True)
+    near = Timed(model, ann)  # type: ignore[arg-type]
+    ann_stage = TimedStage(DenseCandidates(near, near.matrix))  # type: ignore[arg-type]
+    approximate = Searcher(store, memory=memory, rerank=[ann_stage])
+    for s in (lexical, hybrid, approximate):
         s.search("warm up 预热")
     lines = []
     for lang, texts in queries.items():
-        for name, searcher in (("lexical", lexical), ("hybrid", hybrid), ("hybrid, repeated", hybrid)):
+        for name, searcher in (("lexical", lexical), ("hybrid", hybrid), ("hybrid, repeated", hybrid),
+                               ("hybrid, approximate index", approximate), ("approximate, repeated", approximate)):
+            if "approximate" in name:
+                timed, stage = near, ann_stage
             timed.embed_clock, timed.fetch_clock, stage.clock = Clock(), Clock(), Clock()
             whole = Clock()
             for q in texts:

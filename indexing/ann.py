@@ -49,7 +49,7 @@ def moments_of(sums: np.ndarray, squares: np.ndarray, query: np.ndarray) -> tupl
     """Per language: the sum of the query's cosines and of their squares over the language's rows, from
     `sums` (per language, the sum of its rows) and `squares` (the sum of their outer products)."""
     q = query.astype(np.float64)
-    return sums @ q, np.einsum("i,lij,j->l", q, squares, q)
+    return sums @ q, (squares @ q) @ q
 
 
 def row_sums(rows: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,7 +130,7 @@ class AnnVectors:
         for at in range(0, len(come), FETCH):
             part = target._read(store, come[at : at + FETCH])
             with target.lock:
-                target._add(*part)
+                target.add_rows(*part)
         target.generation = generation
         target.unsaved += len(gone) + len(come)
         return target
@@ -164,7 +164,8 @@ class AnnVectors:
         return (np.array([r[0] for r in rows], dtype=np.int64), codes, np.array([r[2] for r in rows], dtype=np.float64),
                 np.array([is_chinese(str(r[3])) for r in rows], dtype=bool))
 
-    def _add(self, new_ids: np.ndarray, codes: np.ndarray, scales: np.ndarray, chinese: np.ndarray) -> None:
+    def add_rows(self, new_ids: np.ndarray, codes: np.ndarray, scales: np.ndarray, chinese: np.ndarray) -> None:
+        """Add rows whose ids are not in the index (int8 codes, scales, Chinese flags)."""
         if not len(new_ids):
             return
         sums, squares = row_sums(codes.astype(np.float64) * scales[:, None], chinese.astype(np.intp))
@@ -180,7 +181,7 @@ class AnnVectors:
 
     def _rows(self, ids: np.ndarray, code: int) -> np.ndarray:
         """The stored vectors (int8 x scale, float64) of `ids`, all in graph `code`."""
-        codes = np.asarray(self.graphs[code].get(ids.astype(np.uint64)), dtype=np.float64).reshape(len(ids), -1)
+        codes = stored(self.graphs[code], ids, self.dim).astype(np.float64)
         rows: np.ndarray = codes * self.scales[self.position(ids.tolist())][:, None]
         return rows
 
@@ -225,6 +226,16 @@ class AnnVectors:
             return None
 
 
+def stored(graph: Index, ids: np.ndarray, dim: int) -> np.ndarray:
+    """The int8 rows of `ids` (all in `graph`), one per id (usearch returns a tuple of rows: joined as bytes,
+    3x faster than numpy's stacking of 100 small arrays)."""
+    got = graph.get(ids.astype(np.uint64)) if len(ids) > 1 else graph.get(int(ids[0]))
+    rows = list(got) if isinstance(got, tuple) else [got]
+    if len(rows) != len(ids) or any(r is None for r in rows):
+        raise KeyError("a chunk vector is missing from its graph")
+    return np.frombuffer(b"".join(r.tobytes() for r in rows if r is not None), dtype=np.int8).reshape(len(ids), dim)
+
+
 def new_graph(dim: int) -> Index:
     from usearch.index import Index
 
@@ -267,7 +278,6 @@ class AnnScorer:
         for code in (0, 1):
             mine = np.flatnonzero((at >= 0) & (self.ann.chinese[at.clip(0)] == bool(code)))
             if len(mine):
-                got = self.ann.graphs[code].get(ids[mine].astype(np.uint64))
-                codes = np.asarray(got, dtype=np.float32).reshape(len(mine), -1)
+                codes = stored(self.ann.graphs[code], ids[mine], self.ann.dim).astype(np.float32)
                 out[mine] = (codes @ self.query) * self.ann.scales[at[mine]]
         return out
