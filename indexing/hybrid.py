@@ -25,6 +25,7 @@ from foundation.waiting import MustWait
 from indexing.analyzer import is_chinese
 from indexing.fusion import min_max
 from indexing.query import Query
+from indexing.scope import PathFilter, active
 from indexing.scoring import Scored
 from indexing.search import Searcher
 
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NEAREST = 50  # nearest chunks taken from each language's pool
+NARROW_SCOPE = 5_000  # a `paths` filter of at most this many chunks: their exact cosines (~2 ms at 5,000)
+SCOPE_OVERFETCH = 4  # a wider filter: this many times NEAREST from all chunks, those outside dropped
 MIN_POOL = 20  # chunks of each language needed to compare cosines within a language (else over all chunks)
 
 
@@ -77,10 +80,11 @@ class Nearest:
     cosines come from the scorer's sums (exact: over every row; approximate index: from stored sums), so only
     the candidates' own cosines are computed here."""
 
-    def __init__(self, matrix: DenseVectors, query: np.ndarray) -> None:
+    def __init__(self, matrix: DenseVectors, query: np.ndarray, among: Sequence[int] | None = None) -> None:
         import numpy as np
 
         self.matrix = matrix
+        self.among = among  # the only chunks `top` may give (a narrow `paths` filter), else any
         self.scorer = matrix.scorer(query)
         counts = np.asarray(self.scorer.counts, dtype=np.float64)
         sums, squares = np.asarray(self.scorer.sums, np.float64), np.asarray(self.scorer.squares, np.float64)
@@ -107,7 +111,9 @@ class Nearest:
 
     def top(self, k: int) -> list[int]:
         """Chunk ids of the `k` best z-scores of each language (within a language: the best cosines)."""
-        return self.scorer.top(k)
+        if self.among is None:
+            return self.scorer.top(k)
+        return best_of_each_language(self.among, self.scorer.cosines(self.among), self.matrix, k)
 
     def of(self, ids: Sequence[int]) -> list[float | None]:
         """The z-score of each chunk (None: no vector)."""
@@ -120,6 +126,20 @@ class Nearest:
         codes = self.matrix.chinese[at.clip(0)].astype(np.intp) if len(self.matrix) else np.zeros(len(ids), np.intp)
         z = (cos - self.mean[codes]) / self.spread[codes]
         return [None if np.isnan(v) else float(v) for v in z.astype(np.float32)]
+
+
+def best_of_each_language(ids: Sequence[int], cos: np.ndarray, matrix: DenseVectors, k: int) -> list[int]:
+    """Of `ids` (with their cosines, NaN: no vector), the `k` best of each language, Chinese first."""
+    import numpy as np
+
+    at = matrix.position(ids)
+    known = np.flatnonzero(~np.isnan(cos) & (at >= 0))
+    chinese = matrix.chinese[at[known]] if len(matrix) else np.zeros(0, bool)
+    out: list[int] = []
+    for pool in (known[chinese], known[~chinese]):
+        best = pool[np.argsort(-cos[pool], kind="stable")[:k]]
+        out += [int(ids[i]) for i in best]
+    return out
 
 
 def by_max(scores: Sequence[float]) -> list[float]:
@@ -154,12 +174,16 @@ class DenseCandidates:
     """The hybrid stage (`Searcher(rerank=[...])`): the scorer's (score, chunk id) best first -> the union
     with the nearest chunks, in fused order. Natural-language queries without quoted phrases only."""
 
+    scoped = True  # Searcher passes the `paths` filter (see `__call__`)
+
     def __init__(
         self, provider: EmbeddingProvider | None, matrix_of: Callable[[], DenseVectors | None],
         weights: dict[str, Weights] | None = None, queries: QueryVectors | Callable[[str], np.ndarray] | None = None,
+        store: IndexStore | None = None,
     ) -> None:
         from indexing.embeddings import QueryVectors
 
+        self.store = store  # to list the chunks of a narrow `paths` filter
         self.matrix_of = matrix_of
         self.weights = WEIGHTS if weights is None else weights
         if queries is None:
@@ -171,7 +195,10 @@ class DenseCandidates:
         """True for the queries this stage may change (natural language, no quoted phrase)."""
         return query.mode == "natural" and not query.parsed.phrases
 
-    def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]:
+    def __call__(self, query: Query, scored: list[Scored], paths: PathFilter | None = None) -> list[Scored]:
+        """`paths`: the nearest chunks are looked for among the filter's chunks when there are at most
+        NARROW_SCOPE of them (exact cosines), else among all and SCOPE_OVERFETCH times as many (Searcher drops
+        those outside it)."""
         if not self.wants(query):
             return scored
         matrix = self.matrix_of()
@@ -185,7 +212,20 @@ class DenseCandidates:
             log.warning("query embedding failed, searching lexically: %s", exc)
             return scored
         chinese = is_chinese(query.text)
-        return fused(scored, Nearest(matrix, vector), self.weights["zh" if chinese else "en"], chinese)
+        among, depth = self.scope(paths)
+        return fused(scored, Nearest(matrix, vector, among), self.weights["zh" if chinese else "en"], chinese, depth)
+
+    def scope(self, paths: PathFilter | None) -> tuple[list[int] | None, int]:
+        """(the chunks of a narrow `paths` filter, or None: any; how many nearest of each language to take)."""
+        if (scope := active(paths)) is None:
+            return None, NEAREST
+        if self.store is not None:
+            cond, args = scope.documents_sql(self.store.backend)
+            ids = [int(r[0]) for r in self.store.conn().execute(
+                f"SELECT id FROM chunks WHERE doc_id IN {cond} LIMIT {NARROW_SCOPE + 1}", args)]
+            if len(ids) <= NARROW_SCOPE:
+                return ids, NEAREST
+        return None, NEAREST * SCOPE_OVERFETCH
 
 
 def searcher(store: IndexStore, memory: MemoryIndex | None, worker: VectorWorker | None) -> Searcher:
@@ -194,4 +234,5 @@ def searcher(store: IndexStore, memory: MemoryIndex | None, worker: VectorWorker
     if worker is None:
         return Searcher(store, memory=memory)
     worker.kick()
-    return Searcher(store, memory=memory, rerank=[DenseCandidates(worker.provider, worker.matrix, queries=worker.queries)])
+    stage = DenseCandidates(worker.provider, worker.matrix, queries=worker.queries, store=store)
+    return Searcher(store, memory=memory, rerank=[stage])

@@ -130,8 +130,8 @@ class Searcher:
         stages = acting(self.rerank, query)
         scored = score(found, query.parsed, max(keep, self.params.candidates) if stages else keep, self.params)
         lexical = {chunk_id for _, chunk_id in scored}
-        for stage in stages:  # e.g. the hybrid mode's dense candidates (indexing.hybrid)
-            scored = stage(query, scored)
+        for stage in stages:  # e.g. the hybrid mode's dense candidates (indexing.hybrid; `scoped`: it takes `paths`)
+            scored = stage(query, scored, paths=paths) if getattr(stage, "scoped", False) else stage(query, scored)  # type: ignore[call-arg]
         return ranked_hits(self.store, in_scope(self.store, scored, lexical, paths)[:keep], paths)
 
     def attach(self, found: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:

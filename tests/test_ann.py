@@ -144,12 +144,21 @@ def test_the_saved_index_is_loaded_at_a_restart_and_catches_up(indexed: IndexSto
     assert len(in_step(third, indexed)) == 149 and third.matrix() is not None
 
 
-def test_a_paths_filter_keeps_dense_candidates_inside_it(indexed: IndexStore, tmp_path: Path) -> None:
+@pytest.mark.parametrize("narrow", [True, False])
+def test_a_paths_filter_keeps_dense_candidates_inside_it(indexed: IndexStore, tmp_path: Path, narrow: bool,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import indexing.hybrid
+
+    monkeypatch.setattr(indexing.hybrid, "NARROW_SCOPE", 10 if narrow else 5)  # the filter holds 10 chunks
     worker = finished(VectorWorker(indexed, WordVectors(), ann_min=0))
-    searcher = Searcher(indexed, rerank=[DenseCandidates(worker.provider, worker.matrix, queries=worker.queries)])
-    inside = str(tmp_path / "docs" / "doc01") + "*"
-    hits = searcher.search("river mountain 樱花", limit=20, paths=PathFilter(globs=(inside,)))
-    assert hits and all(Path(h.path).name.startswith("doc01") for h in hits)
+    stage = DenseCandidates(worker.provider, worker.matrix, queries=worker.queries, store=indexed)
+    paths = PathFilter(globs=(str(tmp_path / "docs" / "doc01") + "*",))
+    inside = {r[0] for r in indexed.conn().execute(
+        "SELECT c.id FROM chunks c JOIN files f ON f.doc_id = c.doc_id WHERE f.path GLOB ?", paths.globs)}
+    among, depth = stage.scope(paths)
+    assert (set(among or ()), depth) == ((inside, 50) if narrow else (set(), 200))
+    hits = Searcher(indexed, rerank=[stage]).search("river mountain 樱花", limit=20, paths=paths)
+    assert {h.chunk_id for h in hits} == inside  # the dense candidates fill the page, from inside the filter only
 
 
 def test_below_the_threshold_the_search_stays_exact(indexed: IndexStore) -> None:
