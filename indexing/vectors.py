@@ -327,13 +327,14 @@ class VectorWorker:
     def _run_logged(self) -> None:
         lower_priority()
         try:
+            mine = True
             if self.exclusive is None:
                 self.run()
             else:
                 with self.exclusive() as mine:
                     if mine:  # else another process is embedding these chunks; a later kick() looks again
                         self.run()
-            if not self._stop.is_set():
+            if not self._stop.is_set() and (mine or self._ann_behind()):  # not at every kick while another embeds
                 self.sync_ann()
             self.error = ""
         except Exception as exc:  # lexical search keeps working; the next kick() retries
