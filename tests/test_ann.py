@@ -80,9 +80,11 @@ def in_step(worker: VectorWorker, store: IndexStore) -> AnnVectors:
     assert isinstance(ann, AnnVectors)
     rows = store.conn().execute("SELECT chunk_id, vec FROM chunk_vectors ORDER BY chunk_id").fetchall()
     assert ann.ids.tolist() == [r[0] for r in rows] == [r[0] for r in store.conn().execute("SELECT id FROM chunks ORDER BY id")]
-    for (chunk_id, blob), chinese in zip(rows, ann.chinese, strict=True):
-        stored = np.asarray(ann.graphs[int(chinese)].get(chunk_id), dtype=np.int8)
-        assert np.array_equal(stored, np.frombuffer(bytes(blob), dtype=np.int8)), chunk_id
+    for n, (chunk_id, blob) in enumerate(rows):
+        code, graph = np.frombuffer(bytes(blob), dtype=np.int8), int(ann.chinese[n])
+        assert np.array_equal(ann.codes[n], code), chunk_id
+        centred = np.clip(np.round((code.astype(np.float64) * ann.scales[n] - ann.centre[graph]) / ann.step[graph]), -127, 127)
+        assert np.array_equal(np.asarray(ann.graphs[graph].get(chunk_id), dtype=np.int8), centred.astype(np.int8)), chunk_id
     return ann
 
 
