@@ -244,20 +244,20 @@ def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]
     near = Timed(model, ann)  # type: ignore[arg-type]
     ann_stage = TimedStage(DenseCandidates(near, near.matrix))  # type: ignore[arg-type]
     approximate = Searcher(store, memory=memory, rerank=[ann_stage])
+    exact, exact_stage = timed, stage
     for s in (lexical, hybrid, approximate):
         s.search("warm up 预热")
     lines = []
     for lang, texts in queries.items():
         for name, searcher in (("lexical", lexical), ("hybrid", hybrid), ("hybrid, repeated", hybrid),
                                ("hybrid, approximate index", approximate), ("approximate, repeated", approximate)):
-            if "approximate" in name:
-                timed, stage = near, ann_stage
+            timed, stage = (near, ann_stage) if "approximate" in name else (exact, exact_stage)
             timed.embed_clock, timed.fetch_clock, stage.clock = Clock(), Clock(), Clock()
             whole = Clock()
             for q in texts:
                 whole.time(partial(searcher.search, q, limit=10))
             parts = ""
-            if name.startswith("hybrid"):
+            if name != "lexical":
                 embed, fetch = statistics.fmean(timed.embed_clock.wall or [0]), statistics.fmean(timed.fetch_clock.wall or [0])
                 rest = statistics.fmean(stage.clock.wall or [0]) - embed - fetch
                 parts = f"{embed:.1f} | {fetch:.2f} | {rest:.2f} | {len(timed.embed_clock.wall)}/{len(texts)}"
