@@ -213,7 +213,11 @@ class DenseCandidates:
             return scored
         chinese = is_chinese(query.text)
         among, depth = self.scope(paths)
-        return fused(scored, Nearest(matrix, vector, among), self.weights["zh" if chinese else "en"], chinese, depth)
+        try:
+            return fused(scored, Nearest(matrix, vector, among), self.weights["zh" if chinese else "en"], chinese, depth)
+        except (IndexError, KeyError, ValueError) as exc:  # the approximate index changed under this search: lexical once
+            log.warning("dense candidates failed, searching lexically: %s", exc)
+            return scored
 
     def scope(self, paths: PathFilter | None) -> tuple[list[int] | None, int]:
         """(the chunks of a narrow `paths` filter, or None: any; how many nearest of each language to take)."""
