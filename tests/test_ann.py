@@ -203,3 +203,19 @@ def test_a_quantised_query_keeps_its_direction(query: np.ndarray) -> None:
     code = quantised(query).astype(np.float64)
     if np.linalg.norm(query) > 1e-3:
         assert float(code @ query) / (np.linalg.norm(code) * np.linalg.norm(query)) > 0.98
+
+
+@given(st.lists(st.tuples(st.floats(-1, 1), st.booleans(), st.booleans()), min_size=1, max_size=40), st.integers(1, 10))
+def test_the_best_of_each_language_among_given_chunks(rows: list[tuple[float, bool, bool]], k: int) -> None:
+    from indexing.hybrid import best_of_each_language
+
+    matrix = VectorMatrix(np.arange(1, len(rows) + 1), np.zeros((len(rows), 2), np.float32), np.array([c for _, c, _ in rows]))
+    ids = [n + 1 for n in range(len(rows))]
+    cos = np.array([np.nan if missing else c for c, _, missing in rows])
+    got = best_of_each_language(ids, cos, matrix, k)
+    for chinese in (True, False):
+        pool = [n for n, (c, zh, missing) in enumerate(rows) if zh == chinese and not missing]
+        mine = [i for i in got if rows[i - 1][1] == chinese]
+        assert len(mine) == min(k, len(pool))
+        assert sorted((cos[i - 1] for i in mine), reverse=True) == sorted((cos[n] for n in pool), reverse=True)[: len(mine)]
+    assert all(not rows[i - 1][2] for i in got) and got == [i for i in got if rows[i - 1][1]] + [i for i in got if not rows[i - 1][1]]
