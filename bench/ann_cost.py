@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expansion-add", type=int, default=0,
                         help="graph build effort for the latency sizes (default: indexing.ann.EXPANSION_ADD)")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    parser.add_argument("--recall-only", action="store_true", help="recall, no latency")
     args = parser.parse_args(argv)
     try:
         import usearch  # noqa: F401
@@ -246,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     texts = [] if args.quick or args.random or args.latency_only else [t for lang in ("en", "zh") for t in
                                    random.Random(7).sample([str(q["query"]) for q in load_jsonl(args.eval / lang / "queries_dev.jsonl")], args.queries)]
     print("| vectors | pool | recall@50 mean | min | exact top 10 among the 50: mean | min | queries |\n|---|---|---|---|---|---|---|")
-    for size in [] if args.latency_only else sorted({min(sizes), 20_000} if not args.quick else {2_000}):
+    recall_sizes = {min(sizes), 20_000} if not args.quick else {2_000}
+    for size in [] if args.latency_only else sorted(recall_sizes):
         pools = {}
         for lang, (passages, _) in real.items():
             pools[lang] = noisy_copies(passages, size // 2, rng)
@@ -257,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         out[f"recall@50 {size}"], out[f"top 10 in 50 {size}"] = statistics.fmean(got), statistics.fmean(head)
         print(f"| {len(rows):,} ({sum(len(p) for p, _ in real.values())} real) | both languages, 50 each | "
               f"{statistics.fmean(got):.4f} | {min(got):.3f} | {statistics.fmean(head):.4f} | {min(head):.2f} | {len(got)} |", flush=True)
-    if texts:
+    if args.recall_only:
+        sizes = []
+    if texts and sizes:
         clock = query_embedding(texts)
         out["query embedding p50"] = clock.p(50)
         print(f"\nquery embedding (bundled model, one DEV query a call, {len(texts)} queries): p50 | p95 | CPU p50 | CPU p95 ms: "
