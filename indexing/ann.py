@@ -235,7 +235,7 @@ class AnnVectors:
                 ann.sums, ann.squares, ann.centre, ann.step = rows["sums"], rows["squares"], rows["centre"], rows["step"]
             for code, name in enumerate(("other", "zh")):
                 ann.graphs[code].load(str(folder / f"{name}-{token}.usearch"))
-                ann.graphs[code].expansion_search = EXPANSION_SEARCH  # a setting of the search, not of the file
+                ann.graphs[code].expansion_search = EXPANSION_SEARCH  # type: ignore[misc]  # a search setting, not the file's
             if sum(len(g) for g in ann.graphs) != len(ann.ids):
                 return None
             ann.generation = int(meta.get("generation", -1))
