@@ -222,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     parser.add_argument("--recall-only", action="store_true", help="recall, no latency")
     args = parser.parse_args(argv)
-    try:
-        import usearch  # noqa: F401
-    except ImportError:
+    from indexing.vectors import ann_installed
+
+    if not ann_installed():
         print("bench.ann_cost: skipped, usearch is not installed: pip install '.[semantic]'")
         return 0
     from indexing.ann import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH, OVERFETCH

@@ -246,7 +246,12 @@ class AnnVectors:
 
 
 def new_graph(dim: int) -> Index:
-    from usearch.index import Index
+    from indexing.embeddings import environment, openmp_wait
+
+    # usearch loads numkong, which brings its own OpenMP runtime; with libgomp's default spin its idle threads held
+    # up the bundled model's (query embedding 21 -> 45 ms): it starts with the model's short spin (read as it loads)
+    with environment(openmp_wait(os.environ)):
+        from usearch.index import Index
 
     return Index(ndim=dim, metric="ip", dtype="i8", connectivity=CONNECTIVITY,
                  expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
