@@ -76,9 +76,9 @@ class Tokenizer:
         self.scores = scores.tolist()
         self.unk = unk
         self.unk_score = float(scores.min()) - 10.0
-        self.longest: dict[str, int] = {}  # first character -> longest piece starting with it
+        self.longest: dict[str, int] = {}  # first two characters -> longest piece starting with them
         for p in self.ids:
-            self.longest[p[0]] = max(self.longest.get(p[0], 0), len(p))
+            self.longest[p[:2]] = max(self.longest.get(p[:2], 0), len(p))
         self.table = str.maketrans({chr(k): v for k, v in normal.items()})
 
     def normalised(self, text: str) -> str:
@@ -94,7 +94,7 @@ class Tokenizer:
         ids, scores, longest = self.ids, self.scores, self.longest
         for i in range(n):
             here = best[i]
-            for e in range(i + 1, min(n, i + longest.get(s[i], 0)) + 1):
+            for e in range(i + 1, min(n, i + max(1, longest.get(s[i : i + 2], 1))) + 1):
                 idx = ids.get(s[i:e])
                 if idx is not None and here + scores[idx] > best[e]:
                     best[e], piece[e], start[e] = here + scores[idx], idx, i
@@ -244,6 +244,8 @@ class NumpyE5:
         qkv = x @ layer.qkv
         qkv += layer.qkv_bias
         context = np.empty_like(x)
+        # attention a sequence at a time: batching sequences of about one length (padded, masked) measured no
+        # faster for English chunks and 12% slower for Chinese ones
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             context[a:b] = attention(qkv[a:b], self.heads)
         attended = context @ layer.out
@@ -274,16 +276,17 @@ def attention(qkv: np.ndarray, heads: int) -> np.ndarray:
 
 
 def gelu(x: np.ndarray) -> None:
-    """GELU in place (tanh form: within 1e-3 of erf's, vectors unchanged to cosine 1e-6; erf in numpy
-    costs 6x more: 24 ns a value against 4)."""
+    """GELU in place, tanh form (within 1e-3 of erf's; the vectors move by a cosine of 1e-6), written as
+    x * sigmoid(2y) = x / (1 + exp(-2y)) with y = sqrt(2/pi) (x + 0.044715 x^3): numpy's erf-free exp
+    form costs 2.5 ns a value here, tanh's 4, an erf polynomial 24."""
     t = x * x
-    t *= np.float32(0.044715 * 0.7978845608)
-    t += np.float32(0.7978845608)
+    t *= np.float32(-2 * 0.7978845608 * 0.044715)
+    t += np.float32(-2 * 0.7978845608)
     t *= x
-    np.tanh(t, out=t)
+    with np.errstate(over="ignore"):  # exp overflows to inf for x below -10: x / inf = 0, GELU's value there
+        np.exp(t, out=t)
     t += 1
-    t *= 0.5
-    x *= t
+    x /= t
 
 
 def layer_norm(x: np.ndarray, weights: tuple[np.ndarray, np.ndarray], eps: float) -> np.ndarray:

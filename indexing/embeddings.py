@@ -96,8 +96,10 @@ class LocalE5:
         if model is None:
             return None
 
+        lock = threading.Lock()  # the BLAS limit is the process's: held by one batch at a time
+
         def embed(texts: Sequence[str], query: bool) -> np.ndarray:
-            with threadpool_limits(limits=1, user_api="blas"):
+            with lock, threadpool_limits(limits=1, user_api="blas"):
                 return model.encode(texts, query)
 
         return embed
