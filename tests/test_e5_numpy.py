@@ -22,7 +22,7 @@ TEXTS = [
     "",
     "   spaces   everywhere   ",
 ]
-LONG = "北京大学是中国的一所大学。" * 45  # over 512 tokens: windows, averaged as the engine does
+LONG = "北京大学是中国的一所大学。" * 80  # over 512 tokens: windows, averaged as the engine does
 
 
 @pytest.fixture(scope="module")
