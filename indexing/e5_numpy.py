@@ -206,13 +206,15 @@ class NumpyE5:
 
     def encode(self, texts: Sequence[str], query: bool = False, window: int | None = None) -> np.ndarray:
         """One L2-normalised float32 row per text. A text longer than `window` tokens (<s> and </s>
-        included; default and at most 512, the model's limit) is read as windows of that size whose
-        mean-pooled vectors are averaged, weighted by their token counts (the engine's rule)."""
-        size = min(window or self.max_positions, self.max_positions) - 2
+        included; default and at most 512, the model's limit) is read as windows whose mean-pooled vectors
+        are averaged, weighted by their token counts: without `window`, windows of 510 and the rest (the
+        engine's rule); with it, the fewest windows of at most that size, of equal sizes (no short last one)."""
+        limit = min(window or self.max_positions, self.max_positions) - 2
         windows: list[list[int]] = []
         owner: list[int] = []
         for i, text in enumerate(texts):
             content = self.tokens(text, query)
+            size = limit if window is None else equal_windows(len(content), limit)
             for a in range(0, max(1, len(content)), size):
                 windows.append([self.bos, *content[a : a + size], self.eos])
                 owner.append(i)
@@ -295,6 +297,12 @@ def layer_norm(x: np.ndarray, weights: tuple[np.ndarray, np.ndarray], eps: float
     x *= weights[0]
     x += weights[1]
     return np.asarray(x, dtype=np.float32)
+
+
+def equal_windows(tokens: int, limit: int) -> int:
+    """The size of the fewest windows of at most `limit` tokens covering `tokens`, of equal sizes."""
+    count = max(1, -(-tokens // limit))
+    return max(1, -(-tokens // count))
 
 
 def token_batches(windows: list[list[int]], budget: int) -> list[list[int]]:
