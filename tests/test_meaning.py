@@ -128,6 +128,20 @@ def test_after_the_first_place_the_page_follows_the_shifted_z_scores(data: st.Da
         assert kinds == sorted(kinds, reverse=first)  # one language's block, then the other's
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.data())
+def test_z_scores_are_centred_within_each_language_and_keep_its_cosine_order(data: st.DataObject) -> None:
+    """Each language with 2 chunks or more is centred on its own mean cosine (the model's bias towards the
+    query's language cancels out, however few chunks there are); within a language z follows the cosine."""
+    m, _, query, _ = drawn_case(data)
+    near, cos = Nearest(m, query), m.cosines(query)
+    for pool in m.pools:
+        if len(pool) >= 2:
+            assert abs(float(near.z[pool].mean())) < 1e-3 * max(1.0, float(np.abs(near.z[pool]).max()))
+        order = pool[np.argsort(-cos[pool], kind="stable")]
+        assert all(near.z[a] >= near.z[b] - 1e-5 for a, b in zip(order, order[1:], strict=False))
+
+
 def test_the_nearest_chunk_of_each_language_is_a_candidate_whatever_the_bias() -> None:
     """English rows score 0.5-0.6 against the query, Chinese ones 0.1-0.2 (the model's bias): compared within
     their language, the best Chinese row comes in among the candidates and is merged by its weight."""
