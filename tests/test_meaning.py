@@ -49,8 +49,8 @@ async def test_paraphrases_and_the_other_language_are_found_through_the_tool(
     async with connect(make_settings(**fake_embeddings.settings_overrides())) as client:
         assert not (await client.call_tool("index_path", {"path": "."})).is_error
         if await search(client, "how much money for advertising"):  # words alone find nothing: so by meaning,
-            status = (await client.call_tool("index_status", {})).structured_content  # which turns on only once
-            assert status["vectors"].startswith(f"vectors: {len(TEXTS)} of {len(TEXTS)} chunks")  # every vector is made
+            shown = (await client.call_tool("index_status", {})).structured_content  # which turns on only once
+            assert shown["vectors"].startswith(f"vectors: {len(TEXTS)} of {len(TEXTS)} chunks")  # every vector is made
         status: dict[str, Any] = {}
         deadline = anyio.current_time() + 180  # the worker embeds in the background at nice 10 (slow under load);
         while anyio.current_time() < deadline:  # lexical until every chunk has its vector
