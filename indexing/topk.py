@@ -127,4 +127,5 @@ def _presence(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
         present: np.ndarray = packed[0].astype(np.int64)
         return present
     shifts = 8 * np.arange(len(packed), dtype=np.int64)[:, None]
-    return (packed.astype(np.int64) << shifts).sum(axis=0)  # distinct bits: their sum is their OR
+    present = (packed.astype(np.int64) << shifts).sum(axis=0)  # distinct bits: their sum is their OR
+    return present
