@@ -20,7 +20,8 @@ window; `numpy-win256`: 256); `numpy-first128`: only the first 128 tokens; `enpt
 
 Measured (2 cores at load 8-11, defaults): chunks a CPU second en / zh: engine-1t 7.34 / 1.55 (567 / 432 tokens),
 engine-2t 5.66 / 1.41, numpy 15.06 / 3.85 (2.05x / 2.48x), numpy-win128 14.70 / 4.77, numpy-first128
-15.78 / 9.23, enpt 8.04 (en). Tokens a chunk p50: en 79, zh 284. Dense alone R@1 / Hit@10, ordinary questions
+15.78 / 9.23, enpt 8.04 (en); at load 1.4 (--passages 40): engine-1t 8.23 / 1.74, numpy 17.65 / 4.32
+(2.15x / 2.49x), engine-2t 5.58 / 1.60. Tokens a chunk p50: en 79, zh 284. Dense alone R@1 / Hit@10, ordinary questions
 en / zh: engine 0.843 / 0.995, 0.972 / 0.997; numpy 0.846 / 0.995, 0.972 / 0.997 (the same vectors); win128
 0.805 / 0.986, 0.970 / 0.992 and paraphrase Hit@10 en 0.909 -> 0.773; win256 0.805 / 0.993, 0.972 / 0.987;
 first128 0.769 / 0.971, 0.942 / 0.980 (a fold of English -0.129 R@1). So the product embeds chunks whole
