@@ -1,6 +1,10 @@
 """Document search at scale: 100k to 1M chunks, ours beside tantivy, bm25s and plain FTS5 OR.
 
-    .venv/bin/python -m bench.scale [--sizes 100000,1000000] [--queries 2000] [--baselines tantivy,bm25s]
+    .venv/bin/python -m bench.scale [--sizes 100000,1000000] [--queries 2000] [--baselines tantivy,bm25s] [--work DIR]
+
+`--work DIR` keeps what is built (our index and postings, tantivy's index) in DIR and reuses it on the
+next run with the same DIR and sizes: the query latencies are measured again, the build figures
+are those of the run that built them (a reused build prints "reused" for the index time).
 
 The chunks are the eval corpora cut by our chunker (about 8,200, 49 analysed terms each), replicated
 with a distinct marker term per copy up to each size. Per size:
@@ -181,18 +185,22 @@ def child_tantivy(work: Path, total: int) -> dict[str, Any]:
     builder.add_text_field("body", stored=False, tokenizer_name="whitespace")
     builder.add_bytes_field("text", stored=True)
     schema = builder.build()
-    folder = work / "tantivy"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir()
+    folder = work / f"tantivy-{total}"
+    reused = (folder / "built").exists()
+    if not reused:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
     started = time.perf_counter()
     index = tantivy.Index(schema, path=str(folder))
-    writer = index.writer(heap_size=200_000_000, num_threads=1)
-    for terms, text in replica_rows(work, total):
-        writer.add_document(tantivy.Document(body=terms, text=text.encode()))
-    writer.commit()
-    writer.wait_merging_threads()
+    if not reused:
+        writer = index.writer(heap_size=200_000_000, num_threads=1)
+        for terms, text in replica_rows(work, total):
+            writer.add_document(tantivy.Document(body=terms, text=text.encode()))
+        writer.commit()
+        writer.wait_merging_threads()
+        (folder / "built").write_text(str(time.perf_counter() - started))
     index.reload()
-    built = time.perf_counter() - started
+    built = float((folder / "built").read_text())
     searcher = index.searcher()
 
     def hits(terms: list[str]) -> list[Any]:
@@ -203,11 +211,10 @@ def child_tantivy(work: Path, total: int) -> dict[str, Any]:
         return [bytes(searcher.doc(addr)["text"][0]).decode() for _, addr in hits(analyze(question))]
 
     queries = _queries(work)
-    result = {"seconds": built, "lat": latency(end_to_end, queries["texts"]),
-              "ids_only": latency(hits, [t for _, t in queries["distinct"]]),
-              "analysis": latency(analyze, queries["texts"]), "peak_rss": _peak_rss(), "bytes": _du(folder)}
-    shutil.rmtree(folder, ignore_errors=True)
-    return result
+    return {"seconds": built, "lat": latency(end_to_end, queries["texts"]),
+            "ids_only": latency(hits, [t for _, t in queries["distinct"]]),
+            "analysis": latency(analyze, queries["texts"]), "peak_rss": _peak_rss(), "bytes": _du(folder),
+            "reused": reused}
 
 
 def child_bm25s(work: Path, total: int) -> dict[str, Any]:
@@ -256,23 +263,33 @@ def _child(*args: str) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def run_size(work: Path, total: int, baselines: list[str]) -> str:
+def run_size(work: Path, total: int, baselines: list[str], keep: bool) -> str:
+    """One row of the table (`keep`: leave what is built in `work`, and reuse what an earlier run left)."""
     folder = work / str(total)
-    folder.mkdir()
-    db, saved = folder / "index.sqlite3", folder / "postings"
-    saved.mkdir()
-    indexed = build_index(work, db, total)
+    db, saved, done = folder / "index.sqlite3", folder / "postings", folder / "built.json"
+    reused = done.exists()
+    if reused:
+        indexed, built = json.loads(done.read_text())
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        saved.mkdir()
+        indexed = build_index(work, db, total)
+        built = _child("build", str(db), str(saved))
+        if keep:
+            done.write_text(json.dumps([indexed, built]))
     db_bytes = sum(p.stat().st_size for p in folder.glob("index.sqlite3*"))
-    built = _child("build", str(db), str(saved))
     q = _child("query", str(work), str(db), str(saved), repr(time.time()))
-    cells = [f"{total:,}", f"{indexed:.0f} s, {db_bytes / 1e6:,.0f} MB", f"{built['seconds']:.1f} s, "
+    cells = [f"{total:,}", f"{indexed:.0f} s{' (reused)' if reused else ''}, {db_bytes / 1e6:,.0f} MB", f"{built['seconds']:.1f} s, "
              f"peak RSS {built['peak_rss'] / 1e6:,.0f} MB, {_du(saved) / 1e6:,.0f} MB on disk",
              f"{q['first']:.2f} s (postings opened in {q['opened'] * 1000:.0f} ms)", f"{q['ours'][0]:.2f} / {q['ours'][1]:.2f}", f"{q['rss'] / 1e6:,.0f} MB",
              f"{q['fts_path'][0]:.1f}", f"{q['fts_or'][0]:.1f} / {q['fts_or'][1]:.1f}"]
     print("ours:", " | ".join(cells), file=sys.stderr, flush=True)
     if "tantivy" in baselines:
         tv = _child("tantivy", str(work), str(total))
-        cells += [f"{tv['seconds']:.0f} s, {tv['bytes'] / 1e6:,.0f} MB, peak RSS {tv['peak_rss'] / 1e6:,.0f} MB",
+        if not keep:
+            shutil.rmtree(work / f"tantivy-{total}", ignore_errors=True)
+        cells += [f"{tv['seconds']:.0f} s{' (reused)' if tv['reused'] else ''}, {tv['bytes'] / 1e6:,.0f} MB, peak RSS {tv['peak_rss'] / 1e6:,.0f} MB",
                   f"{tv['lat'][0]:.2f} / {tv['lat'][1]:.2f}", f"{q['ours'][0] / tv['lat'][0]:.1f}x",
                   f"{tv['ids_only'][0]:.2f}; analysis {tv['analysis'][0]:.3f}"]
     else:
@@ -282,7 +299,8 @@ def run_size(work: Path, total: int, baselines: list[str]) -> str:
         cells += [f"{bm['seconds']:.0f} s, peak RSS {bm['peak_rss'] / 1e6:,.0f} MB", f"{bm['lat'][0]:.2f} / {bm['lat'][1]:.2f}"]
     else:
         cells += ["-", "-"]
-    shutil.rmtree(folder, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(folder, ignore_errors=True)
     return "| " + " | ".join(cells) + " |"
 
 
@@ -301,20 +319,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
     parser.add_argument("--baselines", default="tantivy,bm25s", help="comma-separated: tantivy, bm25s, or none")
+    parser.add_argument("--work", type=Path, help="keep the built indexes here and reuse them on the next run")
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    keep = args.work is not None
+    work = args.work.resolve() if keep else Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:
-        prepare(work, args.eval, args.queries)
+        work.mkdir(parents=True, exist_ok=True)
+        if not (work / "queries.json").exists():
+            prepare(work, args.eval, args.queries)
         print(HEADER)
         print("|" + "---|" * (HEADER.count("|") - 1), flush=True)
         for size in (int(s) for s in args.sizes.split(",")):
-            print(run_size(work, size, args.baselines.split(",")), flush=True)
+            print(run_size(work, size, args.baselines.split(","), keep), flush=True)
         print(f"(ours and tantivy: the same {args.queries} distinct DEV questions, end to end as the module's "
               "docstring defines: question text in, top 10 with stored text out; ours also with path and offsets, "
               "through the memory-mapped postings. FTS5 path and plain FTS5 OR: 300 of them. bm25s: analysed terms "
               "in, top 10 ids out. One run each on a shared 2-core machine.)")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

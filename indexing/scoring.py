@@ -117,7 +117,12 @@ def bonus(at: Fields[T], pairs: Sequence[WeightedPair[T]], idfs: Mapping[T, floa
     if pairs and p.bigram_weight:
         if at.head_pos:
             present |= _adjacent(at.head_pos, at.head_terms)
-        total += p.bigram_weight * sum(weight for pair, weight in pairs if pair in present)
+        if present:  # (none: the sum is 0, and 0.0 + 0.0 changes nothing)
+            got = 0.0  # the pairs' weights added in query order: the same float as sum() over them
+            for pair, weight in pairs:
+                if pair in present:
+                    got += weight
+            total += p.bigram_weight * got
     if p.window_weight:
         total += p.window_weight * best
     return total
@@ -134,19 +139,31 @@ def bonus_ceiling(
     pairs: list[WeightedPair[T]], p: RankParams,
 ) -> npt.NDArray[np.float64]:
     """Each row's highest possible score: `base` plus the largest bonus its query terms allow
-    (bit j of `present`: the row contains the j-th term of `idfs`; `pairs` from weighted_pairs)."""
+    (bit j of `present`: the row contains the j-th term of `idfs`; `pairs` from weighted_pairs).
+    A row's bonus is made once per distinct `present` (a few per query), and the ceiling is raised by
+    CEILING_MARGIN: it stays above the score however differently the two sums round."""
     import numpy as np
 
     ceiling = base.astype(np.float64)
     if len(idfs) > 63:
         return ceiling + math.inf  # too many terms to bound: every row gets its bonus
-    has = (present[:, None] >> np.arange(len(idfs))) & 1
-    ceiling += has @ (p.window_weight * np.array(list(idfs.values())))
-    if pairs:
-        col = {key: j for j, key in enumerate(idfs)}
-        both = has[:, [col[a] for (a, _), _ in pairs]] & has[:, [col[b] for (_, b), _ in pairs]]
-        ceiling += both @ np.array([p.bigram_weight * weight for _, weight in pairs])
+    col = {key: j for j, key in enumerate(idfs)}
+    each = [p.window_weight * weight for weight in idfs.values()]
+    both = [(1 << col[a] | 1 << col[b], p.bigram_weight * weight) for (a, b), weight in pairs]
+    made: dict[int, float] = {}
+    extra = []
+    for mask in present.tolist():
+        most = made.get(mask)
+        if most is None:
+            most = made[mask] = (sum(w for j, w in enumerate(each) if mask >> j & 1)
+                                 + sum(w for need, w in both if mask & need == need))
+        extra.append(most)
+    ceiling += extra
+    ceiling *= CEILING_MARGIN
     return ceiling
+
+
+CEILING_MARGIN = 1 + 2.0**-30  # far above the rounding of a sum of 63 terms and their pairs
 
 
 def _adjacent(pos: Sequence[int], terms: Sequence[T]) -> set[tuple[T, T]]:
@@ -158,29 +175,35 @@ def _window_and_pairs(
     pos: Sequence[int], terms: Sequence[T], idfs: Mapping[T, float], width: int
 ) -> tuple[float, set[tuple[T, T]]]:
     """The largest IDF mass of distinct query terms inside any `width` consecutive terms, and the
-    pairs of query terms that stand next to each other (`_adjacent`), in one pass."""
-    best = mass = 0.0
-    counts: dict[T, int] = {}
+    pairs of query terms that stand next to each other (`_adjacent`), in one pass. (Every float is
+    added and taken away in the order of the plain pass over the terms: scores do not depend on how
+    this loop is written.)"""
     adjacent: set[tuple[T, T]] = set()
+    if len(pos) < 2:
+        return 0.0, adjacent
+    best = mass = 0.0
+    counts = dict.fromkeys(terms, 0)
     left, last = 0, -2
-    for right, term in enumerate(terms):
-        at = pos[right]
+    prev = terms[0]
+    for at, term in zip(pos, terms, strict=True):
         if at == last + 1:
-            adjacent.add((terms[right - 1], term))
-        last = at
-        seen = counts.get(term, 0)
+            adjacent.add((prev, term))
+        last, prev = at, term
+        seen = counts[term]
         counts[term] = seen + 1
         if not seen:
             mass += idfs[term]
-        while at - pos[left] >= width:
+        edge = at - width  # (positions are integers: pos[left] <= edge is at - pos[left] >= width)
+        while pos[left] <= edge:
             old = terms[left]
-            counts[old] -= 1
-            if not counts[old]:
+            seen = counts[old] - 1
+            counts[old] = seen
+            if not seen:
                 mass -= idfs[old]
             left += 1
         if mass > best:
             best = mass
-    return (best if len(pos) > 1 else 0.0), adjacent
+    return best, adjacent
 
 
 # -- the top `want` --------------------------------------------------------------------------------
@@ -209,14 +232,15 @@ def score(found: Candidates, parsed: ParsedQuery, want: int, p: RankParams) -> l
 
 def _top(rows: _Rows[T], want: int, p: RankParams) -> list[Scored]:
     top: list[Scored] = []  # min-heap of the best `want` (score, -id)
-    first, step, count = 0, want + 8, len(rows.ids)  # positions are looked up a batch of rows at a time
+    ids, base, bounds, pairs, idfs = rows.ids, rows.base, rows.bounds, rows.pairs, rows.idfs
+    first, step, count = 0, want + 8, len(ids)  # positions are looked up a batch of rows at a time
     while first < count:
         stop = min(first + step, count)
         batch = rows.fields(first, stop)
         for n in range(first, stop):
-            if len(top) == want and rows.bounds is not None and rows.bounds[n] < top[0][0]:
+            if bounds is not None and len(top) == want and bounds[n] < top[0][0]:
                 return _best_first(top)
-            item = (rows.base[n] + bonus(batch[n - first], rows.pairs, rows.idfs, p), -rows.ids[n])
+            item = (base[n] + bonus(batch[n - first], pairs, idfs, p), -ids[n])
             if len(top) < want:
                 heapq.heappush(top, item)
             elif item > top[0]:

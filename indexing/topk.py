@@ -38,8 +38,7 @@ def top_k(
     scores = np.zeros(len(chunk_ids), dtype=np.float32)
     for rows, weights in postings:
         np.add.at(scores, rows, weights)  # rows are distinct: the same float32 sums as scores[rows] += weights
-    cand = _contenders(postings, bounds, k, scores)
-    got = scores[cand]
+    cand, got = _contenders(postings, bounds, k, scores)
     if len(cand) > k:
         keep = got >= _kth(got, k)
         cand, got = cand[keep], got[keep]
@@ -48,8 +47,10 @@ def top_k(
     return best, got[order], _presence(best, [rows for rows, _ in postings])
 
 
-def _contenders(postings: Sequence[Postings], bounds: Sequence[float], k: int, scores: np.ndarray) -> np.ndarray:
-    """Every row scoring at least a lower bound of the k-th best score (sorted, once each)."""
+def _contenders(
+    postings: Sequence[Postings], bounds: Sequence[float], k: int, scores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every row scoring at least a lower bound of the k-th best score (sorted, once each), and their scores."""
     m = len(postings)
     theta = _kth(scores[_seed(postings, bounds, k)], k)
     limit = theta * (1 - (m + 2) * 2.0**-23)  # under theta by more than float32 rounding of m terms
@@ -61,9 +62,14 @@ def _contenders(postings: Sequence[Postings], bounds: Sequence[float], k: int, s
     essential = [postings[i][0] for i in sorted(ascending[skipped:])]
     import numpy as np
 
+    if len(essential) == 1 and theta > 0:  # one term's rows: sorted and distinct already
+        got = scores[essential[0]]
+        keep = got >= theta
+        return essential[0][keep], got[keep]
     cand = np.concatenate(essential) if len(essential) > 1 else essential[0]
     # too few rows in the seed for a theta: the best k entries of each term hold the best k rows
-    return _distinct(cand[scores[cand] >= theta] if theta > 0 else _widest(cand, scores, k * len(essential)))
+    cand = _distinct(cand[scores[cand] >= theta] if theta > 0 else _widest(cand, scores, k * len(essential)))
+    return cand, scores[cand]
 
 
 def _seed(postings: Sequence[Postings], bounds: Sequence[float], k: int) -> np.ndarray:
@@ -116,6 +122,10 @@ def _presence(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     # the first entry >= each row (clipped to the last: a row past every entry is not there either)
     found = [rows.take(rows.searchsorted(cand), mode="clip") == cand for rows in postings[:63]]
-    bits = np.left_shift(1, np.arange(len(found), dtype=np.int64))  # distinct powers of 2: their sum is their OR
-    present: np.ndarray = bits @ np.array(found, dtype=np.int64)
+    packed = np.packbits(np.array(found), axis=0, bitorder="little")  # byte j: terms 8j..8j+7, bit i: term 8j+i
+    if len(packed) == 1:
+        present: np.ndarray = packed[0].astype(np.int64)
+        return present
+    shifts = 8 * np.arange(len(packed), dtype=np.int64)[:, None]
+    present = (packed.astype(np.int64) << shifts).sum(axis=0)  # distinct bits: their sum is their OR
     return present

@@ -50,6 +50,7 @@ def embed(text: str) -> list[float]:
 class FakeEmbeddings:
     base_url: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    refusals: list[int] = field(default_factory=list)  # statuses (429...) answered to the next requests, in order
 
     def settings_overrides(self) -> dict[str, Any]:
         return {"embedding_provider": "openai", "embedding_base_url": self.base_url, "embedding_model": MODEL}
@@ -63,6 +64,9 @@ def _handler_for(state: FakeEmbeddings) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             state.requests.append(body)
+            if state.refusals:
+                self._send(state.refusals.pop(0), {"error": {"message": "slow down"}}, {"Retry-After-Ms": "20"})
+                return
             if self.path.rstrip("/") != "/v1/embeddings":
                 self._send(404, {"error": {"message": f"unknown path {self.path}"}})
                 return
@@ -71,9 +75,11 @@ def _handler_for(state: FakeEmbeddings) -> type[BaseHTTPRequestHandler]:
             self._send(200, {"object": "list", "data": data, "model": body.get("model", MODEL),
                              "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
+        def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
             raw = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
             self.end_headers()

@@ -219,3 +219,21 @@ def test_the_best_of_each_language_among_given_chunks(rows: list[tuple[float, bo
         assert len(mine) == min(k, len(pool))
         assert sorted((cos[i - 1] for i in mine), reverse=True) == sorted((cos[n] for n in pool), reverse=True)[: len(mine)]
     assert all(not rows[i - 1][2] for i in got) and got == [i for i in got if rows[i - 1][1]] + [i for i in got if not rows[i - 1][1]]
+
+
+@given(st.lists(st.tuples(st.floats(-1, 1), st.booleans()), max_size=60))
+def test_language_moments_from_sums_are_those_of_the_cosines(rows: list[tuple[float, bool]]) -> None:
+    from indexing.hybrid import MIN_POOL, language_moments
+
+    cos, codes = np.array([c for c, _ in rows]), np.array([int(z) for _, z in rows], dtype=np.intp)
+    counts = np.bincount(codes, minlength=2).astype(np.float64)
+    mean, spread = language_moments(counts, np.bincount(codes, weights=cos, minlength=2),
+                                    np.bincount(codes, weights=cos * cos, minlength=2))
+    for code in (0, 1):  # directly: the language's own mean from 2 chunks on, else the mean of all
+        mine = cos[codes == code]
+        assert np.isclose(mean[code], mine.mean() if len(mine) >= 2 else (cos.mean() if len(cos) else 0.0), atol=1e-9)
+    centred = cos - mean[codes]
+    for code in (0, 1):
+        pool = centred if counts.min() < MIN_POOL else centred[codes == code]
+        want = np.sqrt((pool * pool).mean()) if len(pool) else 0.0
+        assert np.isclose(spread[code], want if want > 1e-7 else 1.0, atol=1e-6) or (want <= 1e-7 and spread[code] == 1.0)

@@ -161,6 +161,7 @@ def test_a_query_gets_the_free_cores_a_batch_every_thread_and_the_vectors_stay_t
         return set_threads(n)
 
     monkeypatch.setattr(model, "_set_threads", noted)
+    monkeypatch.setattr(model, "_batches", None)  # batches by the engine (numpy's: tests/test_e5_numpy.py)
     monkeypatch.setattr(embeddings, "runnable_now", lambda: 99)  # every core busy
     busy = model.embed(["how to brew green tea"], query=True)
     batch = model.embed(["how to brew green tea", "replacing the brakes of a car"], query=True)

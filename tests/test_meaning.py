@@ -49,8 +49,8 @@ async def test_paraphrases_and_the_other_language_are_found_through_the_tool(
     async with connect(make_settings(**fake_embeddings.settings_overrides())) as client:
         assert not (await client.call_tool("index_path", {"path": "."})).is_error
         if await search(client, "how much money for advertising"):  # words alone find nothing: so by meaning,
-            status = (await client.call_tool("index_status", {})).structured_content  # which turns on only once
-            assert status["vectors"].startswith(f"vectors: {len(TEXTS)} of {len(TEXTS)} chunks")  # every vector is made
+            shown = (await client.call_tool("index_status", {})).structured_content  # which turns on only once
+            assert shown["vectors"].startswith(f"vectors: {len(TEXTS)} of {len(TEXTS)} chunks")  # every vector is made
         status: dict[str, Any] = {}
         deadline = anyio.current_time() + 180  # the worker embeds in the background at nice 10 (slow under load);
         while anyio.current_time() < deadline:  # lexical until every chunk has its vector
@@ -81,23 +81,65 @@ def matrix(rows: list[list[float]], chinese: list[bool]) -> VectorMatrix:
 unit = st.floats(-1, 1, allow_nan=False, width=32)
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)  # a loaded machine draws slowly
-@given(st.data())
-def test_fused_is_the_union_each_once_and_lexical_alone_at_weight_zero(data: st.DataObject) -> None:
+def drawn_case(data: st.DataObject) -> tuple[VectorMatrix, list[tuple[float, int]], np.ndarray, int]:
+    """A random matrix (some chunks Chinese), lexical candidates best first, a query vector, a depth."""
     n = data.draw(st.integers(1, 40))
     rows = data.draw(st.lists(st.lists(unit, min_size=3, max_size=3), min_size=n, max_size=n))
     chinese = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
     m = matrix([[*r[:2], r[2] + 2.0] for r in rows], chinese)  # never the zero vector
     lexical_ids = data.draw(st.lists(st.integers(1, n), unique=True, max_size=n))
     lexical = sorted(((data.draw(st.floats(0.1, 50)), i) for i in lexical_ids), key=lambda s: (-s[0], s[1]))
-    query = m.rows[data.draw(st.integers(0, n - 1))]
-    depth = data.draw(st.integers(1, 10))
-    out = fused(lexical, Nearest(m, query), Weights(0.0, 0.0), bool(data.draw(st.booleans())), depth)
+    return m, lexical, m.rows[data.draw(st.integers(0, n - 1))], data.draw(st.integers(1, 10))
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)  # a loaded machine draws slowly
+@given(st.data())
+def test_fused_is_the_union_each_once_with_the_lexical_first_at_weight_zero(data: st.DataObject) -> None:
+    m, lexical, query, depth = drawn_case(data)
+    query_chinese = data.draw(st.booleans())
+    out = fused(lexical, Nearest(m, query), Weights(0.0, data.draw(st.floats(-1, 1))), query_chinese, depth)
     ids = [i for _, i in out]
-    assert len(ids) == len(set(ids)) and set(lexical_ids) <= set(ids)
-    assert ids[: len(lexical)] == [i for _, i in lexical]  # weights 0: the lexical order, dense ones after
-    both = fused(lexical, Nearest(m, query), Weights(0.7, 0.7), False, depth)
-    assert all(0.0 <= s <= 1.0 + 1e-6 for s, _ in both) and {i for _, i in both} == set(ids)
+    assert len(ids) == len(set(ids)) and {i for _, i in lexical} <= set(ids)
+    if lexical:
+        assert ids[0] == lexical[0][1]  # no dense share: the first place is lexical
+    for weights in (Weights(0.5, 0.25), Weights(1.0, 0.0)):
+        both = fused(lexical, Nearest(m, query), weights, query_chinese, depth)
+        scores = [s for s, _ in both]
+        assert {i for _, i in both} == set(ids) and all(0.0 <= s <= 1.0 + 1e-6 for s in scores)
+        assert scores == sorted(scores, reverse=True)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.data())
+def test_after_the_first_place_the_page_follows_the_shifted_z_scores(data: st.DataObject) -> None:
+    """The rest of the page is by z-score within each language, the other language's lowered by `shift`:
+    a shift above every gap puts the query's language first, a shift below every gap the other one."""
+    m, lexical, query, depth = drawn_case(data)
+    near, query_chinese = Nearest(m, query), data.draw(st.booleans())
+    shift = data.draw(st.floats(-1, 1))
+    ids = [i for _, i in fused(lexical, near, Weights(data.draw(st.floats(0, 1)), shift), query_chinese, depth)][1:]
+    other = [bool(m.chinese[m.position([i])[0]]) != query_chinese for i in ids]
+    shifted = [z - shift * o for z, o in zip(near.of(ids), other, strict=True) if z is not None]
+    assert all(a >= b - 1e-5 for a, b in zip(shifted, shifted[1:], strict=False))
+    span = float(near.z.max() - near.z.min()) + 1.0
+    for big, first in ((span, False), (-span, True)):
+        kinds = [bool(m.chinese[m.position([i])[0]]) != query_chinese
+                 for _, i in fused(lexical, near, Weights(0.5, big), query_chinese, depth)[1:]]
+        assert kinds == sorted(kinds, reverse=first)  # one language's block, then the other's
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.data())
+def test_z_scores_are_centred_within_each_language_and_keep_its_cosine_order(data: st.DataObject) -> None:
+    """Each language with 2 chunks or more is centred on its own mean cosine (the model's bias towards the
+    query's language cancels out, however few chunks there are); within a language z follows the cosine."""
+    m, _, query, _ = drawn_case(data)
+    near, cos = Nearest(m, query), m.cosines(query)
+    for pool in m.pools:
+        if len(pool) >= 2:
+            assert abs(float(near.z[pool].mean())) < 1e-3 * max(1.0, float(np.abs(near.z[pool]).max()))
+        order = pool[np.argsort(-cos[pool], kind="stable")]
+        assert all(near.z[a] >= near.z[b] - 1e-5 for a, b in zip(order, order[1:], strict=False))
 
 
 def test_the_nearest_chunk_of_each_language_is_a_candidate_whatever_the_bias() -> None:

@@ -16,7 +16,7 @@ from indexing.indexer import Indexer
 from indexing.lines import rank_lines
 from indexing.query import Query, plan
 from indexing.scope import PathFilter
-from indexing.scoring import RankParams, Scored, bonus, query_pairs, weighted_pairs
+from indexing.scoring import RankParams, Scored, bonus, bonus_ceiling, query_pairs, weighted_pairs
 from indexing.search import Searcher
 from indexing.store import IndexStore
 
@@ -220,3 +220,23 @@ def test_bonus_equals_its_two_pass_reference(body: list[tuple[int, str]], head: 
     idf = dict(zip("abcde", idfs, strict=True))
     p = RankParams(bigram_weight=weights[0], window=window, window_weight=weights[1])
     assert bonus(at, weighted_pairs(pairs, idf), idf, p) == _bonus_reference(at, pairs, idf, p)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_OCCURRENCES, head=_OCCURRENCES, idfs=st.lists(st.floats(0.01, 12.0), min_size=5, max_size=5),
+       pairs=st.lists(st.tuples(_QUERY_TERM, _QUERY_TERM), max_size=6), window=st.integers(1, 12),
+       weights=st.sampled_from([(0.5, 0.5), (0.0, 0.5), (0.5, 0.0), (1.3, 0.7)]), base=st.floats(0.0, 40.0, width=32))
+def test_the_ceiling_is_never_below_the_score(body: list[tuple[int, str]], head: list[tuple[int, str]],
+                                              idfs: list[float], pairs: list[tuple[str, str]], window: int,
+                                              weights: tuple[float, float], base: float) -> None:
+    """The bound the scorer stops at (made once per set of terms a row holds): at least the row's score."""
+    import numpy as np
+
+    at = Fields([p for p, _ in body], [t for _, t in body], [p for p, _ in head], [t for _, t in head])
+    idf = dict(zip("abcde", idfs, strict=True))
+    p = RankParams(bigram_weight=weights[0], window=window, window_weight=weights[1])
+    held = {t for _, t in body} | {t for _, t in head}
+    present = np.array([sum(1 << j for j, t in enumerate(idf) if t in held)], dtype=np.int64)
+    weighted = weighted_pairs([(a, b) for a, b in pairs if a != b], idf)
+    ceiling = bonus_ceiling(np.array([base], dtype=np.float32), present, idf, weighted, p)
+    assert ceiling[0] >= float(np.float32(base)) + bonus(at, weighted, idf, p)

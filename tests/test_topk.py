@@ -86,8 +86,9 @@ def test_skewed_postings_prune_and_stay_exact() -> None:
                 scores = np.zeros(n, dtype=np.float32)
                 for rows, weights in postings:
                     scores[rows] += weights
-                cand = _contenders(postings, bounds, k, scores)
+                cand, got = _contenders(postings, bounds, k, scores)
                 assert set(want[0].tolist()) <= set(cand.tolist())
+                assert np.array_equal(got, scores[cand])
                 assert len(cand) < n / 20
 
 

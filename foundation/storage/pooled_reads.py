@@ -62,6 +62,7 @@ class ConnectionPool:
         self._held: dict[int, _Lease] = {}
         self._ready = threading.Condition(threading.RLock())
         self._closed = False
+        self._waiting = 0  # threads waiting in `_take` for a connection (a release wakes one only then)
 
     def acquire(self) -> _Lease:
         me = threading.get_ident()
@@ -69,6 +70,9 @@ class ConnectionPool:
             lease = self._held.get(me)
             if lease is not None:
                 lease.users += 1
+                return lease
+            if self._idle and not self._closed:  # (the common case: taken and leased under one lock)
+                lease = self._held[me] = _Lease(self._idle.pop(), me, users=1)
                 return lease
             conn = self._take()
         if conn is None:  # a slot is ours: open outside the lock (other threads take and give back meanwhile)
@@ -94,7 +98,8 @@ class ConnectionPool:
                 self.opened -= 1
             else:
                 self._idle.append(lease.conn)
-            self._ready.notify()
+            if self._waiting:
+                self._ready.notify()
         if discard:
             lease.conn.close()
 
@@ -115,7 +120,11 @@ class ConnectionPool:
             if left <= 0:
                 raise sqlite3.OperationalError(
                     f"all {self.size} read connections of the index stayed busy for {POOL_WAIT_S:.0f} s")
-            self._ready.wait(left)
+            self._waiting += 1
+            try:
+                self._ready.wait(left)
+            finally:
+                self._waiting -= 1
 
     def _open(self) -> sqlite3.Connection:
         """A new connection for the slot `_take` counted (given back to the pool when opening fails)."""
