@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NEAREST = 50  # nearest chunks taken from each language's pool
+SPREAD_FLOOR = 1e-6  # a language's spread of cosines below this is none (z-scores then are the centred cosines)
 NARROW_SCOPE = 5_000  # a `paths` filter of at most this many chunks: their exact cosines (~2 ms at 5,000)
 SCOPE_OVERFETCH = 4  # a wider filter: this many times NEAREST from all chunks, those outside dropped
 MIN_POOL = 20  # chunks of each language needed for its own spread of cosines (else one spread over all chunks;
@@ -149,7 +150,7 @@ def language_moments(counts: np.ndarray, sums: np.ndarray, squares: np.ndarray) 
         spread = np.full(2, np.sqrt(deviation.sum() / total))
     else:
         spread = np.sqrt(deviation / np.maximum(counts, 1))
-    spread[spread <= 0] = 1.0
+    spread[spread <= SPREAD_FLOOR] = 1.0  # every cosine the same (the sums leave rounding noise, not 0)
     return mean, spread
 
 

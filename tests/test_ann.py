@@ -236,4 +236,4 @@ def test_language_moments_from_sums_are_those_of_the_cosines(rows: list[tuple[fl
     for code in (0, 1):
         pool = centred if counts.min() < MIN_POOL else centred[codes == code]
         want = np.sqrt((pool * pool).mean()) if len(pool) else 0.0
-        assert np.isclose(spread[code], want if want > 1e-7 else 1.0, atol=1e-6) or (want <= 1e-7 and spread[code] == 1.0)
+        assert np.isclose(spread[code], want, atol=1e-6) if want > 2e-6 else spread[code] in (1.0, pytest.approx(want, abs=1e-6))
