@@ -26,6 +26,7 @@ from indexing.scope import PathFilter  # noqa: E402
 from indexing.search import Searcher  # noqa: E402
 from indexing.store import IndexStore  # noqa: E402
 from indexing.vectors import VectorMatrix, VectorWorker  # noqa: E402
+from tests.storage_fixtures import index_store_for  # noqa: E402
 
 DIM = 32
 WORDS = ["river", "mountain", "engine", "garden", "violin", "harbour", "winter", "pepper", "castle", "orbit",
@@ -67,9 +68,10 @@ def finished(worker: VectorWorker) -> VectorWorker:
 
 
 @pytest.fixture
-def indexed(tmp_path: Path) -> IndexStore:
+def indexed(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> IndexStore:
+    """150 small files indexed in the backend under test (SQLite; PostgreSQL with -m storage --backend postgresql)."""
     write_docs(tmp_path / "docs", 150)
-    store = IndexStore(tmp_path / "index.sqlite3")
+    store: IndexStore = index_store_for(request, tmp_path, backend)
     Indexer(store).index_tree(tmp_path / "docs")
     return store
 
@@ -91,6 +93,7 @@ def in_step(worker: VectorWorker, store: IndexStore) -> AnnVectors:
 QUERIES = ["river mountain", "engine garden violin", "winter castle", "樱花 港口", "glacier lantern meadow", "花园 冬天"]
 
 
+@pytest.mark.storage
 def test_the_approximate_index_finds_what_the_exact_search_finds(indexed: IndexStore, tmp_path: Path) -> None:
     exact = finished(VectorWorker(indexed, WordVectors(), ann_min=10**9))
     approx = finished(VectorWorker(indexed, WordVectors(), place=tmp_path / "vectors", ann_min=0))
@@ -108,6 +111,7 @@ def test_the_approximate_index_finds_what_the_exact_search_finds(indexed: IndexS
         assert [h.chunk_id for h in by["exact"].search(text, limit=10)] == [h.chunk_id for h in by["approx"].search(text, limit=10)]
 
 
+@pytest.mark.storage
 def test_edits_and_deletes_are_followed_and_a_deleted_chunk_never_returned(indexed: IndexStore, tmp_path: Path) -> None:
     worker = finished(VectorWorker(indexed, WordVectors(), place=tmp_path / "vectors", ann_min=0))
     in_step(worker, indexed)
@@ -130,6 +134,7 @@ def test_edits_and_deletes_are_followed_and_a_deleted_chunk_never_returned(index
     assert Path(searcher.search("cotton pepper harbour 城堡", limit=1)[0].path).name == "new.txt"
 
 
+@pytest.mark.storage
 def test_the_saved_index_is_loaded_at_a_restart_and_catches_up(indexed: IndexStore, tmp_path: Path) -> None:
     place = tmp_path / "vectors"
     first = finished(VectorWorker(indexed, WordVectors(), place=place, ann_min=0))
@@ -146,6 +151,7 @@ def test_the_saved_index_is_loaded_at_a_restart_and_catches_up(indexed: IndexSto
     assert len(in_step(third, indexed)) == 149 and third.matrix() is not None
 
 
+@pytest.mark.storage
 @pytest.mark.parametrize("narrow", [True, False])
 def test_a_paths_filter_keeps_dense_candidates_inside_it(indexed: IndexStore, tmp_path: Path, narrow: bool,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,14 +161,15 @@ def test_a_paths_filter_keeps_dense_candidates_inside_it(indexed: IndexStore, tm
     worker = finished(VectorWorker(indexed, WordVectors(), ann_min=0))
     stage = DenseCandidates(worker.provider, worker.matrix, queries=worker.queries, store=indexed)
     paths = PathFilter(globs=(str(tmp_path / "docs" / "doc01") + "*",))
-    inside = {r[0] for r in indexed.conn().execute(
-        "SELECT c.id FROM chunks c JOIN files f ON f.doc_id = c.doc_id WHERE f.path GLOB ?", paths.globs)}
+    cond, args = paths.documents_sql(indexed.backend)
+    inside = {r[0] for r in indexed.conn().execute(f"SELECT id FROM chunks WHERE doc_id IN {cond}", args)}
     among, depth = stage.scope(paths)
     assert (set(among or ()), depth) == ((inside, 50) if narrow else (set(), 200))
     hits = Searcher(indexed, rerank=[stage]).search("river mountain 樱花", limit=20, paths=paths)
     assert {h.chunk_id for h in hits} == inside  # the dense candidates fill the page, from inside the filter only
 
 
+@pytest.mark.storage
 def test_below_the_threshold_the_search_stays_exact(indexed: IndexStore) -> None:
     worker = finished(VectorWorker(indexed, WordVectors(), ann_min=151))
     assert isinstance(worker.matrix(), VectorMatrix)
