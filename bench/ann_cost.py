@@ -39,13 +39,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.hybrid_cost import Clock
 from bench.retrieval import DEFAULT_EVAL, load_jsonl
 
 CACHE = Path(".cache/vectors")
@@ -137,28 +137,6 @@ def recall_at(dense: Dense, queries: np.ndarray, k: int = 50, head: int = 10) ->
 
 
 # -- 2. latency ---------------------------------------------------------------------------------------
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.wall: list[float] = []
-        self.cpu: list[float] = []
-
-    def time(self, fn: Callable[[], Any]) -> Any:
-        wall, cpu = time.perf_counter(), time.process_time()
-        out = fn()
-        self.wall.append((time.perf_counter() - wall) * 1000)
-        self.cpu.append((time.process_time() - cpu) * 1000)
-        return out
-
-    def p(self, q: int, cpu: bool = False) -> float:
-        values = sorted(self.cpu if cpu else self.wall)
-        if not values:
-            return 0.0
-        return statistics.median(values) if q == 50 else values[min(len(values) - 1, int(len(values) * q / 100))]
-
-    def cells(self) -> str:
-        return f"{self.p(50):.2f} | {self.p(95):.2f} | {self.p(50, True):.2f} | {self.p(95, True):.2f}"
 
 
 def stages(dense: Any, queries: np.ndarray, lexical: int, rng: np.random.Generator) -> dict[str, Clock]:
@@ -273,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         clock = query_embedding(texts)
         out["query embedding p50"] = clock.p(50)
         print(f"\nquery embedding (bundled model, one DEV query a call, {len(texts)} queries): p50 | p95 | CPU p50 | CPU p95 ms: "
-              f"{clock.cells()}", flush=True)
+              f"{clock.cells(2)}", flush=True)
     print("\n| vectors | path | stage | p50 ms | p95 ms | CPU p50 ms | CPU p95 ms |\n|---|---|---|---|---|---|---|")
     for size in sizes:
         passages = np.concatenate([p for p, _ in real.values()])
@@ -291,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             for stage, clock in stages(path, queries, 50, rng).items():
                 out[f"{name} {stage} p50 {size}"] = clock.p(50)
-                print(f"| {size:,} | {name} | {stage} | {clock.cells()} |", flush=True)
+                print(f"| {size:,} | {name} | {stage} | {clock.cells(2)} |", flush=True)
         assert dense.ann is not None
         saved, loaded, mib = saved_load(dense)
         memory = sum(g.memory_usage for g in dense.ann.graphs) / 2**20

@@ -72,8 +72,10 @@ class Clock:
             return 0.0
         return statistics.median(values) if q == 50 else values[max(0, int(len(values) * q / 100) - 1)]
 
-    def cells(self) -> str:
-        return f"{self.p(50):.1f} | {self.p(95):.1f} | {self.p(50, cpu=True):.1f} | {self.p(95, cpu=True):.1f}"
+    def cells(self, digits: int = 1) -> str:
+        """wall p50 | wall p95 | CPU p50 | CPU p95, in ms."""
+        values = (self.p(50), self.p(95), self.p(50, cpu=True), self.p(95, cpu=True))
+        return " | ".join(f"{v:.{digits}f}" for v in values)
 
 
 def threads_note() -> str:
