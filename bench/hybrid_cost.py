@@ -47,7 +47,7 @@ from indexing.hybrid import DenseCandidates
 from indexing.postings import MemoryIndex
 from indexing.query import Query
 from indexing.scoring import Scored
-from indexing.search import Searcher
+from indexing.search import PathFilter, Searcher
 from indexing.store import AnalyzedChunk, IndexStore
 from indexing.vectors import BATCH, VectorMatrix, VectorStore, chunk_text
 
@@ -225,8 +225,8 @@ class TimedStage:
     def wants(self, query: Query) -> bool:
         return self.stage.wants(query)
 
-    def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]:
-        return self.clock.time(lambda: self.stage(query, scored))  # type: ignore[no-any-return]
+    def __call__(self, query: Query, scored: list[Scored], paths: PathFilter | None) -> list[Scored]:
+        return self.clock.time(lambda: self.stage(query, scored, paths))  # type: ignore[no-any-return]
 
 
 def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]]) -> list[str]:

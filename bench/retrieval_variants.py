@@ -36,7 +36,7 @@ class DenseRerank:
                  weight_of: Callable[[str], float]) -> None:
         self.provider, self.vectors_of, self.weight_of = provider, vectors_of, weight_of
 
-    def __call__(self, query: Any, scored: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    def __call__(self, query: Any, scored: list[tuple[float, int]], paths: object = None) -> list[tuple[float, int]]:
         weight = self.weight_of(query.text)
         ids = [chunk_id for _, chunk_id in scored]
         found = self.vectors_of(ids)

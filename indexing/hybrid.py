@@ -195,8 +195,6 @@ class DenseCandidates:
     """The hybrid stage (`Searcher(rerank=[...])`): the scorer's (score, chunk id) best first -> the union
     with the nearest chunks, in fused order. Natural-language queries without quoted phrases only."""
 
-    scoped = True  # Searcher passes the `paths` filter (see `__call__`)
-
     def __init__(
         self, provider: EmbeddingProvider | None, matrix_of: Callable[[], DenseVectors | None],
         weights: dict[str, Weights] | None = None, queries: QueryVectors | Callable[[str], np.ndarray] | None = None,

@@ -40,11 +40,12 @@ MAX_DOCUMENT_POOL = 8192  # chunks ranked at most for one page of documents (gro
 
 class RerankStage(Protocol):
     """A stage after scoring (e.g. dense/hybrid fusion): gets the scorer's best (score, chunk id),
-    at least `RankParams.candidates` of them, and returns them re-ordered (or re-scored), best first.
+    at least `RankParams.candidates` of them, and the search's `paths` filter (None: none; Searcher drops
+    what falls outside it afterwards), and returns them re-ordered (or re-scored), best first.
     A stage may also have `wants(query) -> bool`: False for the queries it leaves as they are, which are
     then scored only as deep as they are asked (see `acting`)."""
 
-    def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]: ...
+    def __call__(self, query: Query, scored: list[Scored], paths: PathFilter | None) -> list[Scored]: ...
 
 
 def acting(stages: Sequence[RerankStage], query: Query) -> list[RerankStage]:
@@ -130,8 +131,8 @@ class Searcher:
         stages = acting(self.rerank, query)
         scored = score(found, query.parsed, max(keep, self.params.candidates) if stages else keep, self.params)
         lexical = {chunk_id for _, chunk_id in scored}
-        for stage in stages:  # e.g. the hybrid mode's dense candidates (indexing.hybrid; `scoped`: it takes `paths`)
-            scored = stage(query, scored, paths=paths) if getattr(stage, "scoped", False) else stage(query, scored)  # type: ignore[call-arg]
+        for stage in stages:  # e.g. the hybrid mode's dense candidates (indexing.hybrid)
+            scored = stage(query, scored, paths)
         return ranked_hits(self.store, in_scope(self.store, scored, lexical, paths)[:keep], paths)
 
     def attach(self, found: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:

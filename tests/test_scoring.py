@@ -64,7 +64,7 @@ def test_a_new_engine_needs_only_term_rows(store: IndexStore) -> None:
 def test_rerank_stages_see_the_pool_and_decide_the_order(store: IndexStore) -> None:
     seen: list[list[Scored]] = []
 
-    def reverse(query: Query, scored: list[Scored]) -> list[Scored]:
+    def reverse(query: Query, scored: list[Scored], paths: object) -> list[Scored]:
         seen.append(scored)
         return scored[::-1]
 
@@ -96,7 +96,7 @@ def test_a_stage_that_leaves_a_query_as_it_is_is_not_given_the_pool(store: Index
         def wants(self, query: Query) -> bool:
             return "lighthouse" in query.text
 
-        def __call__(self, query: Query, scored: list[Scored]) -> list[Scored]:
+        def __call__(self, query: Query, scored: list[Scored], paths: object) -> list[Scored]:
             self.called.append(query.text)
             return scored[::-1]
 
@@ -105,7 +105,7 @@ def test_a_stage_that_leaves_a_query_as_it_is_is_not_given_the_pool(store: Index
     memory = MemoryIndex(store)
     memory.build_now()
     for engine in (None, memory):  # FTS5's candidates, the in-memory postings'
-        deep = Searcher(store, memory=engine, rerank=[lambda query, scored: scored])  # scored `candidates` deep
+        deep = Searcher(store, memory=engine, rerank=[lambda query, scored, paths: scored])  # scored `candidates` deep
         staged = Searcher(store, memory=engine, rerank=[picky])
         for query in ("revenue growth", "growth", "the of"):
             for limit, offset in ((1, 0), (2, 0), (3, 2)):
