@@ -241,7 +241,7 @@ def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]
     stage = TimedStage(DenseCandidates(timed, timed.matrix))  # type: ignore[arg-type]
     hybrid = Searcher(store, memory=memory, rerank=[stage])
     built = time.perf_counter()
-    ann = AnnVectors(matrix.rows.shape[1], model.name).sync(store)
+    ann = AnnVectors(matrix.rows.shape[1], model.name).sync(VectorStore(store))
     print(f"(approximate index (indexing.ann): {len(ann):,} chunks, built in {time.perf_counter() - built:.0f} s)", flush=True)
     near = Timed(model, ann)  # type: ignore[arg-type]
     ann_stage = TimedStage(DenseCandidates(near, near.matrix))  # type: ignore[arg-type]

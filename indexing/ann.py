@@ -24,16 +24,26 @@ import secrets
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-
-from indexing.analyzer import is_chinese
 
 if TYPE_CHECKING:
     from usearch.index import Index
 
+    from indexing.embeddings import StoredVectors
     from indexing.store import IndexStore
+
+
+class VectorSource(Protocol):
+    """The stored vectors as `indexing.vectors.VectorStore` reads them."""
+
+    store: IndexStore
+
+    def scales(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def stored(self, ids: Sequence[int] | None = None) -> StoredVectors: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +136,10 @@ class AnnVectors:
 
     # -- keeping in step -------------------------------------------------------------------------
 
-    def sync(self, store: IndexStore) -> AnnVectors:
-        """This index brought in step with `store`'s vectors, or a new one when most rows changed."""
-        generation = store.generation()[0]
-        rows = store.conn().execute("SELECT chunk_id, scale FROM chunk_vectors ORDER BY chunk_id").fetchall()
-        pairs = np.array(rows, dtype=np.float64).reshape(len(rows), 2)  # chunk ids < 2**53: exact as float64
-        ids, scales = pairs[:, 0].astype(np.int64), pairs[:, 1]
+    def sync(self, vectors: VectorSource) -> AnnVectors:
+        """This index brought in step with the stored vectors, or a new one when most rows changed."""
+        generation = vectors.store.generation()[0]
+        ids, scales = vectors.scales()
         gone, come = changes(self.ids, self.scales, ids, scales)
         target = self
         if len(self.ids) and len(gone) + len(come) > REBUILD_SHARE * max(len(ids), 1):
@@ -139,7 +147,7 @@ class AnnVectors:
         with target.lock:
             target._remove(gone)
         for at in range(0, len(come), FETCH):
-            part = target._read(store, come[at : at + FETCH])
+            part = target._read(vectors, come[at : at + FETCH])
             with target.lock:
                 target.add_rows(*part)
         target.generation = generation
@@ -166,14 +174,11 @@ class AnnVectors:
         keep[at] = False
         self.ids, self.scales, self.chinese, self.codes = self.ids[keep], self.scales[keep], self.chinese[keep], self.codes[keep]
 
-    def _read(self, store: IndexStore, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _read(self, vectors: VectorSource, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ids, int8 codes, scales, chinese) of those of `ids` that have a vector now."""
-        rows = store.conn().execute(
-            "SELECT v.chunk_id, v.vec, v.scale, c.text FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
-            f"WHERE v.chunk_id IN ({','.join(map(str, ids.tolist()))}) ORDER BY v.chunk_id").fetchall()
-        codes = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.int8).reshape(len(rows), self.dim)
-        return (np.array([r[0] for r in rows], dtype=np.int64), codes, np.array([r[2] for r in rows], dtype=np.float64),
-                np.array([is_chinese(str(r[3])) for r in rows], dtype=bool))
+        stored = vectors.stored(ids.tolist())
+        codes = np.frombuffer(b"".join(stored.blobs), dtype=np.int8).reshape(len(stored.ids), self.dim)
+        return stored.ids, codes, stored.scales, stored.chinese
 
     def add_rows(self, new_ids: np.ndarray, codes: np.ndarray, scales: np.ndarray, chinese: np.ndarray) -> None:
         """Add rows whose ids are not in the index (int8 codes, scales, Chinese flags)."""

@@ -281,6 +281,17 @@ def from_int8(blob: bytes, scale: float) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.int8).astype(np.float32) * scale
 
 
+@dataclass(frozen=True)
+class StoredVectors:
+    """Stored chunk vectors (`indexing.vectors.VectorStore.stored`), by chunk id: int8 blobs, their scales, and
+    which chunks are Chinese."""
+
+    ids: np.ndarray
+    blobs: list[bytes]
+    scales: np.ndarray
+    chinese: np.ndarray
+
+
 def from_int8_rows(blobs: Sequence[bytes], scales: Sequence[float]) -> list[np.ndarray]:
     """`from_int8` of each (blob, scale), the same values, converted as one matrix when the blobs are of one
     size (fetching a search's 50 candidates: 0.8 ms one by one, 0.35 ms together, 0.2 of it the SQL query)."""

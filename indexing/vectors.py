@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from foundation.waiting import about_to_wait
 from indexing.analyzer import is_chinese
-from indexing.embeddings import EmbeddingProvider, QueryVectors, from_int8_rows, to_int8
+from indexing.embeddings import EmbeddingProvider, QueryVectors, StoredVectors, from_int8_rows, to_int8
 from indexing.store import put_meta
 
 if TYPE_CHECKING:
@@ -128,14 +128,37 @@ class VectorStore:
         """Every stored vector, in memory (reads the whole table: once per change, not per search)."""
         import numpy as np
 
+        stored = self.stored()
+        vectors = from_int8_rows(stored.blobs, stored.scales.tolist())
+        return VectorMatrix(stored.ids, np.stack(vectors) if vectors else np.zeros((0, 0), np.float32), stored.chinese)
+
+    def stored(self, ids: Sequence[int] | None = None) -> StoredVectors:
+        """The stored vectors, by chunk id: all of them, or those of `ids` that have one."""
+        import numpy as np
+
+        if ids is not None and not len(ids):
+            return StoredVectors(np.zeros(0, np.int64), [], np.zeros(0, np.float64), np.zeros(0, bool))
+        where = "" if ids is None else f"WHERE v.chunk_id IN ({','.join(str(int(i)) for i in ids)}) "
         rows = self.store.conn().execute(
             "SELECT v.chunk_id, v.vec, v.scale, c.text FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
-            "ORDER BY v.chunk_id"
+            f"{where}ORDER BY v.chunk_id"
         ).fetchall()
-        vectors = from_int8_rows([bytes(r[1]) for r in rows], [float(r[2]) for r in rows])
-        ids = np.array([int(r[0]) for r in rows], dtype=np.int64)
-        chinese = np.array([is_chinese(str(r[3])) for r in rows], dtype=bool)
-        return VectorMatrix(ids, np.stack(vectors) if vectors else np.zeros((0, 0), np.float32), chinese)
+        return StoredVectors(np.array([int(r[0]) for r in rows], dtype=np.int64), [bytes(r[1]) for r in rows],
+                             np.array([float(r[2]) for r in rows], dtype=np.float64),
+                             np.array([is_chinese(str(r[3])) for r in rows], dtype=bool))
+
+    def scales(self) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, their vectors' scales), by chunk id: what tells a changed vector from a kept one."""
+        import numpy as np
+
+        rows = self.store.conn().execute("SELECT chunk_id, scale FROM chunk_vectors ORDER BY chunk_id").fetchall()
+        pairs = np.array(rows, dtype=np.float64).reshape(len(rows), 2)  # chunk ids < 2**53: exact as float64
+        return pairs[:, 0].astype(np.int64), pairs[:, 1]
+
+    def dimensions(self) -> int | None:
+        """The stored vectors' dimensions (one int8 byte each), None while there is none."""
+        row = self.store.conn().execute("SELECT length(vec) FROM chunk_vectors LIMIT 1").fetchone()
+        return None if row is None else int(row[0])
 
     def progress(self) -> tuple[int, int]:
         """(chunks with a vector, chunks)."""
@@ -315,12 +338,11 @@ class VectorWorker:
 
         ann = self._ann
         if ann is None:
-            row = self.vectors.store.conn().execute("SELECT length(vec) FROM chunk_vectors LIMIT 1").fetchone()
-            if row is None:
+            dim = self.vectors.dimensions()
+            if dim is None:
                 return
-            dim = int(row[0])
             ann = (AnnVectors.load(self.place, self.provider.name, dim) if self.place else None) or AnnVectors(dim, self.provider.name)
-        ann = ann.sync(self.vectors.store)
+        ann = ann.sync(self.vectors)
         if self.place is not None and ann.should_save():
             ann.save(self.place)
         self._ann = ann
