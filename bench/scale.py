@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +103,21 @@ def _queries(work: Path) -> dict[str, Any]:
 
 def build_index(work: Path, db: Path, total: int) -> float:
     """Index `total` replicated chunks into a new SQLite index; seconds."""
+    from indexing.store import IndexStore
+
+    store = IndexStore(db)
+    seconds = fill_replicas(store, work, total, lambda key: (f"/bench/{key}.txt", 0, 0))
+    store.close()
+    return seconds
+
+
+def fill_replicas(store: Any, work: Path, total: int, file_of: Callable[[str], tuple[str, int, int]]) -> float:
+    """Write `total` replicated chunks into `store` (an index on either backend), `PER_DOC` a document,
+    each document linked to the file `file_of(key)` gives as (path, size, mtime_ns); seconds."""
     from indexing.model import Chunk
-    from indexing.store import AnalyzedChunk, IndexStore
+    from indexing.store import AnalyzedChunk
 
     base = base_chunks(work)
-    store = IndexStore(db)
     started = time.perf_counter()
     docs: list[tuple[str, list[AnalyzedChunk]]] = []
     for first in range(0, total, PER_DOC):
@@ -121,11 +131,10 @@ def build_index(work: Path, db: Path, total: int) -> float:
             with store.write() as conn:
                 for key, chunks in docs:
                     doc_id = store.insert_document(conn, key, "text", 0, chunks)
-                    store.link_file(conn, f"/bench/{key}.txt", doc_id, 0, 0)
+                    path, size, mtime_ns = file_of(key)
+                    store.link_file(conn, path, doc_id, size, mtime_ns)
             docs = []
-    seconds = time.perf_counter() - started
-    store.close()
-    return seconds
+    return time.perf_counter() - started
 
 
 def child_build(db: Path, saved: Path) -> dict[str, Any]:

@@ -67,12 +67,14 @@ def database(url: str | None) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serve(url: str, workers: int, tmp: Path) -> Iterator[tuple[int, int]]:
-    """The server with `workers` processes; yields (port, pid); stopped (SIGTERM) afterwards."""
+def serve(url: str, workers: int, tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[tuple[int, int]]:
+    """The server with `workers` processes; yields (port, pid); stopped (SIGTERM) afterwards. `extra_env`:
+    more settings (they win over the data dir in `tmp`)."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GENERALAGENT_")}
     env.update(GENERALAGENT_DATA_DIR=str(tmp / f"data-{workers}"), GENERALAGENT_DATABASE_URL=url,
                GENERALAGENT_LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    env.update(extra_env or {})
     command = [sys.executable, "-m", "mcp_server", "serve", "--transport", "http", "--port", str(port),
                "--workers", str(workers)]
     log_path = tmp / f"server-{workers}.log"
