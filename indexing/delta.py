@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from indexing.changelog import Changes, ChunkTerms
 
 CACHED_TERMS = 4096  # terms whose re-weighed postings a delta keeps
+KEPT_POSTINGS = 4_000_000  # base postings whose live rows, tf and lengths the deltas of a base keep (~100 MB)
 
 
 class _Vocabulary(_Vocab):
@@ -48,6 +49,44 @@ class _Vocabulary(_Vocab):
             self.new.append(term)
         self[term] = tid
         return tid
+
+
+class _KeptPostings:
+    """Each term's base postings not masked out (rows, tf, row lengths: what a delta weighs again), shared
+    by the deltas of one base. An entry holds while no more of the term's rows are masked: masking only
+    ever adds rows, so an unchanged count of masked rows holding the term is an unchanged set. A new
+    generation (every saved file during a burst) then costs each query term the float operations of its
+    weights only, not the gathers that pick its live rows and their lengths again."""
+
+    def __init__(self) -> None:
+        self.terms: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.postings = 0
+
+    def of(self, base: Snapshot, masked: _Masked, tid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The term's live base rows (int64, ascending), their tf (float64) and body lengths (int64)."""
+        import numpy as np
+
+        count = masked.df.get(tid, 0)
+        got = self.terms.get(tid)
+        if got is not None and got[0] == count:
+            return got[1], got[2], got[3]
+        if tid >= len(base.terms):
+            none = np.zeros(0, np.int64)
+            return none, np.zeros(0, np.float64), none
+        s, e = _table(base).span(tid)
+        r = base.rows[s:e]
+        keep = masked.alive[r]
+        r = r[keep].astype(np.int64)
+        tf = base.tf[s:e][keep].astype(np.float64)  # type: ignore[index]
+        length = base.body_off[r + 1] - base.body_off[r]
+        for shared in (r, tf, length):
+            shared.setflags(write=False)  # (handed to every delta of the base)
+        if self.postings + len(r) > KEPT_POSTINGS:
+            self.terms, self.postings = {}, 0
+        self.terms[tid] = (count, r, tf, length)
+        self.postings += len(r)
+        return r, tf, length
+
 
 @dataclass(frozen=True)
 class _Chunk:
@@ -101,6 +140,7 @@ class DeltaSnapshot:
         self.base, self.weighting, self.generation = base, weighting, changes.generation
         self.made = time.monotonic()
         self.vocab: _Vocabulary = before.vocab if before is not None else _Vocabulary(_table(base).ids())
+        self.kept: _KeptPostings = before.kept if before is not None else _KeptPostings()
         fresh = set(changes.doc_ids)
         kept = [(r, c) for r, c in zip(before.rows, before.chunks, strict=True) if r[1] not in fresh] if before else []
         made = list(zip(changes.rows, _Chunk.made(changes.rows, self.vocab, weighting), strict=True))
@@ -195,20 +235,12 @@ class DeltaSnapshot:
         import numpy as np
 
         base, w = self.base, self.weighting
-        rows, tfs, lengths = [], [], []
-        if tid < len(base.terms):
-            s, e = _table(base).span(tid)
-            r = base.rows[s:e]
-            keep = self.masked.alive[r]
-            r = r[keep].astype(np.int64)
-            rows.append(r)
-            tfs.append(base.tf[s:e][keep].astype(np.float64))  # type: ignore[index]
-            lengths.append(base.body_off[r + 1] - base.body_off[r])
+        row, tf, length = self.kept.of(base, self.masked, tid)
         a, b = np.searchsorted(self._dtid, [tid, tid + 1])
-        rows.append(self._drow[a:b] + base.n_rows)
-        tfs.append(self._dtf[a:b])
-        lengths.append(self.delta_len[self._drow[a:b]])
-        row, tf, length = np.concatenate(rows), np.concatenate(tfs), np.concatenate(lengths).astype(np.int64)
+        if b > a:
+            row = np.concatenate((row, self._drow[a:b] + base.n_rows))
+            tf = np.concatenate((tf, self._dtf[a:b]))
+            length = np.concatenate((length, self.delta_len[self._drow[a:b]]))
         weights = saturate(np.full(len(row), self.idf(tid)), tf, length_norm(length, self.avgdl, w), w)
         return row, weights.astype(np.float32)
 

@@ -35,10 +35,12 @@ def _write(folder: Path, n: int, seed: int) -> None:
 
 
 def _apply(folder: Path, indexer: Indexer, ops: list[tuple[str, int, int]], follow: MemoryIndex | None = None) -> None:
-    """The operations, one write each; `follow` makes its delta after each (deltas made from deltas)."""
+    """The operations, one write each; `follow` makes its delta after each (deltas made from deltas) and
+    searches it (what its deltas keep of the base's postings is then reused, or must not be)."""
     for kind, n, seed in ops:
-        if follow is not None:
-            follow.current(*indexer.store.generation())
+        if follow is not None and isinstance(view := follow.current(*indexer.store.generation()), DeltaSnapshot):
+            for query in QUERIES:
+                view.top(parse(query).terms, 3)
         path = folder / f"f{n}.md"
         if kind == "delete":
             if path.exists():
