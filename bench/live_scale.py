@@ -10,7 +10,7 @@ workspace, so the search-time check finds them current), then the in-memory post
    them) for `--seconds`, one every 20 ms: p50/p95.
 2. burst: `--burst` files of a watched folder (each a few eval passages) rewritten at once; the same
    searches until the index holds every new version (time to re-index), then on until the postings'
-   delta is merged into a new base (SQLite) or for `--seconds` more (PostgreSQL): "after".
+   delta is merged into a new base (SQLite) or for 3 x `--seconds` more (PostgreSQL): "after".
 3. checkout: a real `git checkout` in a watched repository of `--checkout` files whose branches differ in
    all of them (a tenth added, a tenth deleted, the rest rewritten); the same measures.
 
@@ -164,6 +164,7 @@ class Run:
     search: Search
     store: Any  # the index's store, read by this process
     merged: Callable[[], bool]
+    after: float  # seconds the "after" window lasts at most
     index_folder: Callable[[str], None]
 
 
@@ -212,7 +213,7 @@ def scenario(run: Run, work: Path, ws: Path, questions: list[str], burst: int, c
             for i in range(burst):
                 (folder / f"f{i}.md").write_text(file_text(texts, i + 1, "two"))
 
-        rows.append(f"burst of {burst} | {phase(run, questions, folder, rewrite, 300)}")
+        rows.append(f"burst of {burst} | {phase(run, questions, folder, rewrite, run.after)}")
     if checkout:
         folder = ws / f"repo-{stamp}"
         git = make_repo(folder, texts, checkout)
@@ -221,7 +222,7 @@ def scenario(run: Run, work: Path, ws: Path, questions: list[str], burst: int, c
         quiet = sample(run.search, questions, lambda: False, seconds)
         rows.append(f"quiet before the checkout | {cell(quiet)} | load {load()}")
         rows.append(f"git checkout of {checkout} | " + phase(
-            run, questions, folder, lambda: subprocess.run([*git, "checkout", "-q", "other"], check=True), 300))
+            run, questions, folder, lambda: subprocess.run([*git, "checkout", "-q", "other"], check=True), run.after))
     return rows
 
 
@@ -253,6 +254,7 @@ def sqlite_run(data: Path, ws: Path) -> Iterator[Run]:
     run.search = lambda q: _ignore(search_documents(q, rt=rt, call=call))
     run.store = store
     run.merged = lambda: _merged(memory, store)
+    run.after = 300.0
     run.index_folder = lambda name: _ignore(index_path(name, rt=rt, call=call))
     try:
         yield run
@@ -273,8 +275,8 @@ def _ignore(_: object) -> None:
     return None
 
 
-def pg_run(url: str, data: Path, ws: Path, workers: int) -> Iterator[Run]:
-    from bench.workers import call, serve, wait_idle
+def pg_run(url: str, data: Path, ws: Path, workers: int, after: float) -> Iterator[Run]:
+    from bench.workers import serve, wait_idle
     from foundation.storage import open_database
     from tools.index_services import open_index
 
@@ -287,17 +289,17 @@ def pg_run(url: str, data: Path, ws: Path, workers: int) -> Iterator[Run]:
         turn = iter(range(10**9))
 
         def search(q: str) -> None:
-            conn = conns[next(turn) % len(conns)]
-            assert call(conn, "search_documents", {"query": q}), "search_documents failed"
+            _retried(conns, next(turn) % len(conns), port, "search_documents", {"query": q})
 
         def index_folder(name: str) -> None:
-            assert call(conns[0], "index_path", {"path": name}), "index_path failed"
+            _retried(conns, 0, port, "index_path", {"path": name})
 
         idle_since = [time.monotonic()]
         run = Run()
         run.search = search
         run.store = store
         run.merged = lambda: _idle(pid, idle_since)
+        run.after = after
         run.index_folder = index_folder
         try:
             yield run
@@ -305,6 +307,30 @@ def pg_run(url: str, data: Path, ws: Path, workers: int) -> Iterator[Run]:
             for conn in conns:
                 conn.close()
             database.close()
+
+
+def _call(conn: http.client.HTTPConnection, tool: str, arguments: dict[str, Any]) -> None:
+    """A tool call over HTTP (as `bench.workers.call`); SystemExit with the answer when it fails."""
+    from bench.workers import MODERN, call_body
+
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": tool}
+    conn.request("POST", "/mcp", call_body(tool, arguments), headers)
+    response = conn.getresponse()
+    body = response.read()
+    answer = json.loads(body) if response.status == 200 else {}
+    if "result" not in answer or answer["result"].get("isError"):
+        raise SystemExit(f"{tool} failed: {response.status} {body[:2000]!r}")
+
+
+def _retried(conns: list[http.client.HTTPConnection], at: int, port: int, tool: str, arguments: dict[str, Any]) -> None:
+    """`_call` on `conns[at]`, on a new connection when the server closed that one (idle keep-alive)."""
+    try:
+        _call(conns[at], tool, arguments)
+    except (OSError, http.client.HTTPException):
+        conns[at].close()
+        conns[at] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        _call(conns[at], tool, arguments)
 
 
 def _idle(pid: int, since: list[float]) -> bool:
@@ -358,7 +384,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     if not (work / "queries.json").exists():
         prepare(work, args.eval, 2000)
-    questions = json.loads((work / "queries.json").read_text(encoding="utf-8"))["texts"]
+    questions = [q for q in json.loads((work / "queries.json").read_text(encoding="utf-8"))["texts"] if q.strip()]
     try:
         rows = measure(args, work, questions)
     finally:
@@ -391,7 +417,7 @@ def measure(args: argparse.Namespace, work: Path, questions: list[str]) -> list[
         ws.mkdir(parents=True)
         written, built = fill_base({"data_dir": data, "roots": [ws], "database_url": url}, work, args.base_chunks)
         note = f"base: {written:.0f} s written, postings {built:.0f} s"
-        return [note, *_with(_context(pg_run(url, data, ws, args.workers)), work, ws, questions, args)]
+        return [note, *_with(_context(pg_run(url, data, ws, args.workers, 3 * args.seconds)), work, ws, questions, args)]
 
 
 def _with(ctx: AbstractContextManager[Run], work: Path, ws: Path, questions: list[str],
