@@ -242,11 +242,12 @@ def sqlite_run(data: Path, ws: Path) -> Iterator[Run]:
     from tools.documents import search_documents
     from tools.index_services import index_store, memory_index
     from tools.index_tools import index_path
-    from tools.live_index import live_index
+    from tools.live_index import live_index, prefer_searches
     from tools.runtime import CallContext, Runtime
 
     rt = Runtime(load_settings({"data_dir": data, "roots": [ws]}, environ={}))
     live_index(rt).serving = True  # as the server's warm-up: its watcher runs
+    prefer_searches()
     call = CallContext(tool="bench")
     store, memory = index_store(rt), memory_index(rt)
     assert memory.build_now() is not None

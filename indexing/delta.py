@@ -150,13 +150,16 @@ class DeltaSnapshot:
         chunks = self.chunks
         self.masked: _Masked = _mask(base, before.masked if before is not None else None, fresh, changes.rows)
         self.n_terms = len(self.vocab.base) + len(self.vocab.new)
-        self._delta_postings(chunks)
+        ids = np.array([r[0] for r in self.rows], dtype=np.int64)
+        if before is None or len(made) > len(kept):
+            self._delta_postings(chunks)
+        else:
+            self._merged_postings(before, fresh, made, ids)
         blen = [len(c.body) for c in chunks]
         self.delta_len = np.asarray(blen, dtype=np.int64)
         self.n = base.n_rows - self.masked.rows + len(self.rows)
         total = int(base.body_off[-1]) - self.masked.length + int(sum(blen))
         self.avgdl = total / self.n if self.n and total else 1.0  # (= numpy's mean of the lengths: an exact sum)
-        ids = np.array([r[0] for r in self.rows], dtype=np.int64)
         self.chunk_ids = _Joined(base.chunk_ids, ids)
         self.doc_ids = _Joined(base.doc_ids, np.array([r[1] for r in self.rows], dtype=np.int64))
         self.terms = _Terms(self)
@@ -188,6 +191,34 @@ class DeltaSnapshot:
         tf = np.concatenate([c.tf for c in chunks])
         order = np.argsort(tid, kind="stable")
         self._dtid, self._drow, self._dtf = tid[order], row[order], tf[order]
+
+    def _merged_postings(self, before: DeltaSnapshot, fresh: set[int], made: list[tuple[ChunkTerms, _Chunk]],
+                         ids: np.ndarray) -> None:
+        """As `_delta_postings`, from `before`'s (already by term then row) and the `made` chunks' only: the
+        rows `before` keeps are renumbered (an order-keeping map: they stay sorted) and the made chunks'
+        postings, sorted alone, are inserted where they belong. A new generation during a burst then costs
+        in proportion to what it changed, not to the whole delta."""
+        import numpy as np
+
+        stays = np.fromiter((r[1] not in fresh for r in before.rows), dtype=bool, count=len(before.rows))
+        now = np.full(len(before.rows), -1, dtype=np.int64)
+        now[stays] = np.searchsorted(ids, before.chunk_ids.delta[stays])
+        keep = stays[before._drow]
+        k_tid, k_row, k_tf = before._dtid[keep], now[before._drow[keep]], before._dtf[keep]
+        if not made:
+            self._dtid, self._drow, self._dtf = k_tid, k_row, k_tf
+            return
+        chunks = [c for _, c in made]
+        rows = np.searchsorted(ids, np.array([r[0] for r, _ in made], dtype=np.int64))
+        m_tid = np.concatenate([c.tids for c in chunks])
+        m_row = np.repeat(rows, [len(c.tids) for c in chunks])
+        m_tf = np.concatenate([c.tf for c in chunks])
+        order = np.lexsort((m_row, m_tid))
+        m_tid, m_row, m_tf = m_tid[order], m_row[order], m_tf[order]
+        n = max(1, len(ids))
+        at = np.searchsorted(k_tid * n + k_row, m_tid * n + m_row)
+        self._dtid, self._drow, self._dtf = np.insert(k_tid, at, m_tid), np.insert(k_row, at, m_row), np.insert(
+            k_tf, at, m_tf)
 
     def df(self, tid: int) -> int:
         """Chunks holding the term now."""

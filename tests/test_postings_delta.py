@@ -229,3 +229,27 @@ def test_the_rows_of_changed_documents_are_found_by_search_as_by_a_pass(doc_ids:
         base = types.SimpleNamespace(doc_ids=np.array(ids, dtype=np.int64))
         expected = np.isin(base.doc_ids, list(docs)).nonzero()[0].tolist()
         assert sorted(_rows_of(base, docs, ascending).tolist()) == expected  # type: ignore[arg-type]
+
+
+def test_a_delta_made_from_the_last_one_renumbers_the_rows_it_keeps(tmp_path: Path) -> None:
+    """Files added one by one, then the first of them replaced and another deleted, a delta after each
+    write (each made from the last: its postings merged with the changed chunks', not rebuilt): the
+    rows after a dropped one move up, and the result equals a whole rebuild."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for n in range(4):
+        _write(folder, n, n + 11)
+    store = IndexStore(tmp_path / "index.sqlite3")
+    indexer = Indexer(store)
+    indexer.index_tree(folder)
+    memory = MemoryIndex(store)
+    assert memory.build_now() is not None
+    ops = [("add", 10 + n, 100 + n) for n in range(5)] + [("replace", 10, 7), ("delete", 12, 0), ("replace", 11, 9)]
+    _apply(folder, indexer, ops, memory)
+    view = memory.current(*store.generation())
+    full_memory = MemoryIndex(store)
+    full = full_memory.build_now()
+    assert isinstance(view, DeltaSnapshot) and full is not None
+    _same(view, full)
+    for query in QUERIES:
+        assert _ranked(Searcher(store, memory=memory), query) == _ranked(Searcher(store, memory=full_memory), query)

@@ -42,6 +42,7 @@ INLINE_SECONDS = 0.05  # nor for longer than this (checked after each file)
 INLINE_MAX_BACKLOG = 8  # nothing inline while more than this many paths wait in the queue
 SCAN_MAX_ENTRIES = 200_000
 MTIME_SLACK_NS = 1_000
+SWITCH_INTERVAL_S = 0.0005  # at 1M chunks, search p95 during a postings merge: 46-123 ms at 5 ms, 23-28 ms at this
 INDEX_APPEARS_S = 2.0  # a server started before any index exists looks for one this often  # the walk's float mtime against the stored nanoseconds
 
 
@@ -86,9 +87,20 @@ class LiveIndex:
         self.queue.close()
 
 
+def prefer_searches() -> None:
+    """A serving process hands the GIL over every SWITCH_INTERVAL_S (Python's default: 5 ms): a search
+    thread that gave it up (a database call, a numpy operation) waits that long for it again each time
+    while a background thread computes (a postings merge, the re-index queue's extraction and analysis)."""
+    import sys
+
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+
 def warm_up_watcher(rt: Runtime) -> None:
-    """Start-up (the server's warm-up thread): watch the stored folders from now on, each after its stat pass
-    (with `watch_roots`, every root too). A data dir without an index has nothing to watch."""
+    """Start-up (the server's warm-up thread): searches first (`prefer_searches`); then watch the stored
+    folders from now on, each after its stat pass (with `watch_roots`, every root too). A data dir without
+    an index has nothing to watch."""
+    prefer_searches()
     if not rt.settings.watch_indexed:
         return
     live_index(rt).serving = True
