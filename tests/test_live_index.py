@@ -121,6 +121,23 @@ def test_a_large_changed_file_is_left_out_with_a_note_then_found_again(settings:
         rt.close()
 
 
+def test_a_serving_process_hands_the_gil_to_searches_sooner(settings: Any) -> None:
+    """The server's warm-up shortens the GIL switch interval (background re-indexing and postings merges
+    otherwise hold searches up to 5 ms each time they give the GIL up), with watching off too."""
+    import sys
+
+    from tools.live_index import SWITCH_INTERVAL_S, warm_up_watcher
+
+    before = sys.getswitchinterval()
+    rt = _runtime(settings.model_copy(update={"watch_indexed": False}))
+    try:
+        warm_up_watcher(rt)
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S) and SWITCH_INTERVAL_S < before
+    finally:
+        sys.setswitchinterval(before)
+        rt.close()
+
+
 def test_one_watcher_per_data_store(settings: Any, workspace: Path) -> None:
     """Two server processes on one data store (two runtimes here: the lock file is per open file): one
     watches, the other follows; when the leader stops, the follower takes over."""
