@@ -179,7 +179,7 @@ def changed(store: Any, folder: Path) -> bool:
     return stored != on_disk or bool(changed_files(store, sorted(on_disk)))
 
 
-def phase(run: Run, questions: list[str], folder: Path, change: Callable[[], None], after_limit: float) -> str:
+def phase(run: Run, questions: list[str], folder: Path, change: Callable[[], object], after_limit: float) -> str:
     """`change()` applied, searches until the index holds `folder` as on disk, then until merged."""
     before = load()
     start = time.monotonic()
