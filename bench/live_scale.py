@@ -44,6 +44,7 @@ from bench.scale import PER_DOC, base_chunks, fill_replicas, prepare
 
 BASE_MTIME_NS = 1_600_000_000 * 10**9  # the base folder's empty files' mtime (stored as indexed)
 Search = Callable[[str], None]
+RUN = time.strftime("%Y%m%d%H%M%S")
 
 
 # -- the base -------------------------------------------------------------------------------------
@@ -91,9 +92,10 @@ def passages(work: Path) -> list[str]:
 
 
 def file_text(texts: list[str], i: int, version: str) -> str:
-    """A watched file: a heading and three eval passages (about three chunks), plus a version line."""
+    """A watched file: a heading and three eval passages (about three chunks), plus a version line (with the
+    run's start: no document of an earlier run is reused by its hash)."""
     body = "\n\n".join(texts[(3 * i + k) % len(texts)] for k in range(3))
-    return f"# File {i}\n\n{body}\n\nVersion {version} of file {i}.\n"
+    return f"# File {i}\n\n{body}\n\nVersion {version} of file {i}, run {RUN}.\n"
 
 
 def make_repo(folder: Path, texts: list[str], count: int) -> list[str]:
@@ -199,6 +201,7 @@ def scenario(run: Run, work: Path, ws: Path, questions: list[str], burst: int, c
     texts = passages(work)
     stamp = time.strftime("%H%M%S")
     rows = []
+    sample(run.search, questions, lambda: False, 3.0)  # (first searches: imports, caches)
     quiet = sample(run.search, questions, lambda: False, seconds)
     rows.append(f"quiet | {cell(quiet)} | load {load()}")
     if burst:
@@ -240,7 +243,7 @@ def wait(done: Callable[[], bool], limit: float) -> None:
 def sqlite_run(data: Path, ws: Path) -> Iterator[Run]:
     from foundation.settings import load_settings
     from tools.documents import search_documents
-    from tools.index_services import index_store, memory_index
+    from tools.index_services import index_store, memory_index, warm_up_search
     from tools.index_tools import index_path
     from tools.live_index import live_index, prefer_searches
     from tools.runtime import CallContext, Runtime
@@ -250,6 +253,7 @@ def sqlite_run(data: Path, ws: Path) -> Iterator[Run]:
     prefer_searches()
     call = CallContext(tool="bench")
     store, memory = index_store(rt), memory_index(rt)
+    warm_up_search(rt)  # as the server's warm-up: the postings, jieba's dictionary
     assert memory.build_now() is not None
     run = Run()
     run.search = lambda q: _ignore(search_documents(q, rt=rt, call=call))
