@@ -32,6 +32,7 @@ import random
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -200,7 +201,7 @@ def scenario(run: Run, work: Path, ws: Path, questions: list[str], burst: int, c
              seconds: float) -> list[str]:
     texts = passages(work)
     stamp = time.strftime("%H%M%S")
-    rows = []
+    rows = Rows()
     sample(run.search, questions, lambda: False, 3.0)  # (first searches: imports, caches)
     quiet = sample(run.search, questions, lambda: False, seconds)
     rows.append(f"quiet | {cell(quiet)} | load {load()}")
@@ -227,6 +228,14 @@ def scenario(run: Run, work: Path, ws: Path, questions: list[str], burst: int, c
         rows.append(f"git checkout of {checkout} | " + phase(
             run, questions, folder, lambda: subprocess.run([*git, "checkout", "-q", "other"], check=True), run.after))
     return rows
+
+
+class Rows(list[str]):
+    """The table's rows, each also printed (to stderr) as soon as it is measured."""
+
+    def append(self, row: str) -> None:
+        print("| " + row + " |", file=sys.stderr, flush=True)
+        super().append(row)
 
 
 def wait(done: Callable[[], bool], limit: float) -> None:
@@ -297,7 +306,7 @@ def pg_run(url: str, data: Path, ws: Path, workers: int, after: float) -> Iterat
             _retried(conns, next(turn) % len(conns), port, "search_documents", {"query": q})
 
         def index_folder(name: str) -> None:
-            _retried(conns, 0, port, "index_path", {"path": name})
+            _retried(conns, 0, port, "index_path", {"path": name, "wait": False})  # (the bench waits for it)
 
         idle_since = [time.monotonic()]
         run = Run()
