@@ -43,13 +43,14 @@ from bench.retrieval import DEFAULT_EVAL, load_jsonl
 from indexing.analyzer import has_han
 from indexing.ann import AnnVectors
 from indexing.embeddings import LocalE5, normalised, to_int8
+from indexing.exact_vectors import VectorMatrix
 from indexing.hybrid import DenseCandidates
 from indexing.postings import MemoryIndex
 from indexing.query import Query
 from indexing.scoring import Scored
 from indexing.search import PathFilter, Searcher
 from indexing.store import AnalyzedChunk, IndexStore
-from indexing.vectors import BATCH, VectorMatrix, VectorStore, chunk_text
+from indexing.vectors import BATCH, VectorStore, chunk_text
 
 
 @dataclass
