@@ -57,8 +57,8 @@ EXPANSION_SEARCH = 800  # candidates kept while searching. bench.ann_cost, noisy
 # at 20k, 400 finds 0.99 of the exact 50; at 100k, 400 / 800 / 1600 find 0.86 / 0.92 / 0.97 of the exact 50 and
 # 0.94 / 0.99 / 1.00 of the exact 10 of each language, for 7 / 11 / 16 ms CPU a query on 2 loaded cores
 OVERFETCH = 2  # graph neighbours asked per chunk wanted, re-scored exactly
-# Up to this many rows, a search takes the exact int8 pass over every row (indexing.exact_vectors) instead of the
-# graphs. numkong's kernel on one core, other processes paused: 4.4 ms at 100k rows, 10.9 at 300k, 40 at 1M; the
+# Up to this many rows, a search takes the exact int8 pass over every row (indexing.exact_vectors), and no graphs
+# are built (CPU and ~1 KB a chunk saved). numkong's kernel on one core, other processes paused: 4.4 ms at 100k rows, 10.9 at 300k, 40 at 1M; the
 # graphs took 14 ms at 100k (random vectors, EXPANSION_SEARCH 800, both languages).
 FLAT_MAX = 300_000
 REBUILD_SHARE = 0.5  # more rows changed than this share of the index: build the graphs again
@@ -97,8 +97,9 @@ class AnnVectors:
     `chinese` flags, and per-language sums for the z-scores. Reads as `indexing.vectors.VectorMatrix` does
     (ids, chinese, position, scorer); `sync` brings it in step with the store."""
 
-    def __init__(self, dim: int, model: str) -> None:
+    def __init__(self, dim: int, model: str, graphed: bool = True) -> None:
         self.dim, self.model = dim, model
+        self.graphed = graphed  # the graphs hold every row (beyond FLAT_MAX), else they stay empty: searches are flat
         self.ids = np.zeros(0, np.int64)
         self.scales = np.zeros(0, np.float64)
         self.chinese = np.zeros(0, bool)
@@ -138,8 +139,9 @@ class AnnVectors:
         ids, scales = vectors.scales()
         gone, come = changes(self.ids, self.scales, ids, scales)
         target = self
-        if len(self.ids) and len(gone) + len(come) > REBUILD_SHARE * max(len(ids), 1):
-            target, gone, come = AnnVectors(self.dim, self.model), np.zeros(0, np.int64), ids  # a fresh graph links better
+        graphed = wants_graphs(len(ids), self.graphed)
+        if graphed != self.graphed or (len(self.ids) and len(gone) + len(come) > REBUILD_SHARE * max(len(ids), 1)):
+            target, gone, come = AnnVectors(self.dim, self.model, graphed), np.zeros(0, np.int64), ids  # a fresh graph links better
         with target.lock:
             target._remove(gone)
         for at in range(0, len(come), FETCH):
@@ -165,7 +167,8 @@ class AnnVectors:
                 self.sums, self.squares = self.sums.copy(), self.squares.copy()
                 self.sums[code] -= rows.sum(axis=0)
                 self.squares[code] -= rows.T @ rows
-                self.graphs[code].remove(self.ids[mine].astype(np.uint64))
+                if self.graphed:
+                    self.graphs[code].remove(self.ids[mine].astype(np.uint64))
         keep = np.ones(len(self.ids), bool)
         keep[at] = False
         self.ids, self.scales, self.chinese, self.codes = self.ids[keep], self.scales[keep], self.chinese[keep], self.codes[keep]
@@ -186,7 +189,7 @@ class AnnVectors:
         self.sums, self.squares = self.sums + sums, self.squares + squares
         for code in (0, 1):
             mine = chinese == bool(code)
-            if mine.any():
+            if mine.any() and self.graphed:
                 self.graphs[code].add(new_ids[mine].astype(np.uint64), self._centred(code, rows[mine]), threads=0)
         order = np.argsort(np.concatenate([self.ids, new_ids]), kind="stable")
         self.ids = np.concatenate([self.ids, new_ids])[order]
@@ -211,13 +214,14 @@ class AnnVectors:
         """Write the graphs and the sums under a new token, then point `current` at it; older sets go."""
         folder.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(6)
-        for code, name in enumerate(("other", "zh")):
+        for code, name in enumerate(("other", "zh") if self.graphed else ()):
             self.graphs[code].save(str(folder / f"{name}-{token}.usearch"))
         with open(folder / f"rows-{token}.npz", "wb") as f:
             np.savez(f, ids=self.ids, scales=self.scales, chinese=self.chinese, codes=self.codes, sums=self.sums,
                      squares=self.squares, centre=self.centre, step=self.step)
         pointer = folder / f"current.{token}.tmp"
-        pointer.write_text(json.dumps({"token": token, "model": self.model, "dim": self.dim, "generation": self.generation}))
+        pointer.write_text(json.dumps({"token": token, "model": self.model, "dim": self.dim, "generation": self.generation,
+                                       "graphed": self.graphed}))
         os.replace(pointer, folder / "current")
         for old in folder.iterdir():
             if token not in old.name and old.name != "current":
@@ -232,21 +236,27 @@ class AnnVectors:
             if meta.get("model") != model or meta.get("dim") != dim:
                 return None
             token = str(meta["token"])
-            ann = cls(dim, model)
+            ann = cls(dim, model, bool(meta.get("graphed", True)))  # sets saved before FLAT_MAX all had graphs
             with np.load(folder / f"rows-{token}.npz") as rows:
                 ann.ids, ann.scales, ann.chinese, ann.codes = rows["ids"], rows["scales"], rows["chinese"], rows["codes"]
                 ann.sums, ann.squares, ann.centre, ann.step = rows["sums"], rows["squares"], rows["centre"], rows["step"]
             ann.l1 = l1_norms(ann.codes, ann.scales)
-            for code, name in enumerate(("other", "zh")):
+            for code, name in enumerate(("other", "zh") if ann.graphed else ()):
                 ann.graphs[code].load(str(folder / f"{name}-{token}.usearch"))
                 ann.graphs[code].expansion_search = EXPANSION_SEARCH  # type: ignore[misc]  # a search setting, not the file's
-            if sum(len(g) for g in ann.graphs) != len(ann.ids):
+            if ann.graphed and sum(len(g) for g in ann.graphs) != len(ann.ids):
                 return None
             ann.generation = int(meta.get("generation", -1))
             return ann
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             log.info("no saved vector graphs in %s (%s): building them", folder, exc)
             return None
+
+
+def wants_graphs(rows: int, graphed: bool) -> bool:
+    """Whether an index of `rows` rows keeps graphs: beyond FLAT_MAX, and once built down to half of it (a
+    collection near the threshold does not build and drop them by turns)."""
+    return rows > (FLAT_MAX // 2 if graphed else FLAT_MAX)
 
 
 def new_graph(dim: int) -> Index:
@@ -271,11 +281,11 @@ class AnnScorer:
             self.counts = ann.counts
 
     def top(self, k: int) -> list[int]:
-        """Chunk ids of the `k` nearest chunks of each language, best first: exact up to FLAT_MAX rows, else
-        the graphs' candidates ordered by exact cosine."""
+        """Chunk ids of the `k` nearest chunks of each language, best first: exact without graphs, else the
+        graphs' candidates ordered by exact cosine."""
         with self.ann.lock:
             ann = self.ann
-            if len(ann) <= FLAT_MAX:
+            if not ann.graphed:
                 pools = [np.flatnonzero(ann.chinese), np.flatnonzero(~ann.chinese)]  # Chinese first, as below
                 return [int(i) for best in nearest_rows(ann.codes, ann.scales, ann.l1, pools, self.query, k) for i in ann.ids[best]]
         code = quantised(self.query)

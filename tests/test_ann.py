@@ -84,9 +84,12 @@ def in_step(worker: VectorWorker, store: IndexStore) -> AnnVectors:
     assert isinstance(ann, AnnVectors)
     rows = store.conn().execute("SELECT chunk_id, vec FROM chunk_vectors ORDER BY chunk_id").fetchall()
     assert ann.ids.tolist() == [r[0] for r in rows] == [r[0] for r in store.conn().execute("SELECT id FROM chunks ORDER BY id")]
+    assert ann.graphed == indexing.ann.wants_graphs(len(rows), ann.graphed)  # graphs only beyond the flat search's reach
     for n, (chunk_id, blob) in enumerate(rows):
         code, graph = np.frombuffer(bytes(blob), dtype=np.int8), int(ann.chinese[n])
         assert np.array_equal(ann.codes[n], code), chunk_id
+        if not ann.graphed:
+            continue
         centred = np.clip(np.round((code.astype(np.float64) * ann.scales[n] - ann.centre[graph]) / ann.step[graph]), -127, 127)
         assert np.array_equal(np.asarray(ann.graphs[graph].get(chunk_id), dtype=np.int8), centred.astype(np.int8)), chunk_id
     assert np.array_equal(ann.l1, l1_norms(ann.codes, ann.scales))  # the flat search's error bounds, kept in step
@@ -160,6 +163,43 @@ def test_the_saved_index_is_loaded_at_a_restart_and_catches_up(indexed: IndexSto
     Indexer(indexed).index_tree(tmp_path / "docs")
     third = finished(VectorWorker(indexed, WordVectors(), place=place, ann_min=0))
     assert len(in_step(third, indexed)) == 149 and third.matrix() is not None
+
+
+@pytest.mark.storage
+def test_graphs_are_built_past_the_flat_reach_and_dropped_below_half_of_it(indexed: IndexStore, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexing.ann, "FLAT_MAX", 100)
+    place = tmp_path / "vectors"
+    worker = finished(VectorWorker(indexed, WordVectors(), place=place, ann_min=0))
+    assert in_step(worker, indexed).graphed  # 150 rows > 100
+    assert AnnVectors.load(place, WordVectors.name, DIM).graphed  # saved with its graphs
+    docs = tmp_path / "docs"
+    for n in range(80):  # 70 rows left: above half the reach, the graphs stay
+        (docs / f"doc{n:03d}.txt").unlink()
+    Indexer(indexed).index_tree(docs)
+    assert in_step(finished(worker), indexed).graphed
+    for n in range(80, 120):  # 30 rows: flat again, and saved so
+        (docs / f"doc{n:03d}.txt").unlink()
+    Indexer(indexed).index_tree(docs)
+    ann = finished(worker).matrix()
+    assert isinstance(ann, AnnVectors) and not ann.graphed and not any(len(g) for g in ann.graphs)
+    loaded = AnnVectors.load(place, WordVectors.name, DIM)
+    assert loaded is not None and not loaded.graphed and len(loaded) == 30
+    exact = finished(VectorWorker(indexed, WordVectors(), ann_min=10**9)).matrix()
+    assert exact is not None
+    for text in QUERIES:
+        query = WordVectors().embed([text], query=True)[0]
+        assert Nearest(ann, query).top(5) == Nearest(exact, query).top(5)
+
+
+@given(st.integers(0, 10**6), st.integers(1, 10**6), st.booleans())
+def test_graphs_follow_the_size_with_a_margin(rows: int, reach: int, graphed: bool) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(indexing.ann, "FLAT_MAX", reach)
+        wanted = indexing.ann.wants_graphs(rows, graphed)
+    assert wanted == (rows > reach if not graphed else rows > reach // 2)
+    assert not wanted or rows > reach // 2  # never graphs at or under half the reach
+    assert wanted or rows <= reach  # always graphs beyond the reach
 
 
 @pytest.mark.storage
