@@ -58,8 +58,9 @@ EXPANSION_SEARCH = 800  # candidates kept while searching. bench.ann_cost, noisy
 # 0.94 / 0.99 / 1.00 of the exact 10 of each language, for 7 / 11 / 16 ms CPU a query on 2 loaded cores
 OVERFETCH = 2  # graph neighbours asked per chunk wanted, re-scored exactly
 # Up to this many rows, a search takes the exact int8 pass over every row (indexing.exact_vectors), and no graphs
-# are built (CPU and ~1 KB a chunk saved). numkong's kernel on one core, other processes paused: 4.4 ms at 100k rows, 10.9 at 300k, 40 at 1M; the
-# graphs took 14 ms at 100k (random vectors, EXPANSION_SEARCH 800, both languages).
+# are built (their CPU and ~1 KB a chunk saved). numkong's kernel on one core, other processes paused: 4.4 ms at
+# 100k rows, 10.9 at 300k, 40 at 1M; the graphs took 14 ms at 100k (random vectors, EXPANSION_SEARCH 800, both
+# languages).
 FLAT_MAX = 300_000
 REBUILD_SHARE = 0.5  # more rows changed than this share of the index: build the graphs again
 SAVE_SHARE = 0.01  # rows changed since the last save, as a share of the index, before it is saved again
@@ -93,8 +94,8 @@ def kept(ids: np.ndarray, scales: np.ndarray, other_ids: np.ndarray, other_scale
 
 
 class AnnVectors:
-    """Every chunk vector in two usearch graphs (other, Chinese), with the sorted `ids`, their `scales` and
-    `chinese` flags, and per-language sums for the z-scores. Reads as `indexing.vectors.VectorMatrix` does
+    """Every chunk vector: the sorted `ids`, their int8 `codes`, `scales`, L1 norms and `chinese` flags, per-language
+    sums for the z-scores, and beyond FLAT_MAX rows two usearch graphs (other, Chinese). Reads as `indexing.vectors.VectorMatrix` does
     (ids, chinese, position, scorer); `sync` brings it in step with the store."""
 
     def __init__(self, dim: int, model: str, graphed: bool = True) -> None:
@@ -272,7 +273,8 @@ def new_graph(dim: int) -> Index:
 
 
 class AnnScorer:
-    """One query over `AnnVectors`: the nearest chunks of each language by the graphs, re-scored exactly."""
+    """One query over `AnnVectors`: the nearest chunks of each language (the exact int8 pass, or the graphs'
+    candidates re-scored exactly)."""
 
     def __init__(self, ann: AnnVectors, query: np.ndarray) -> None:
         self.ann, self.query = ann, query

@@ -64,21 +64,25 @@ def exact_cosines(rows: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np
     return cos
 
 
-def estimates(rows: np.ndarray, scales: np.ndarray, l1: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(every row's cosine from one int8 pass, the bound of its distance to the exact cosine)."""
+def estimates(rows: np.ndarray, scales: np.ndarray, l1: np.ndarray, query: np.ndarray,
+              floats: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(every row's cosine from one int8 pass, the bound of its distance to the exact cosine). `floats`: the rows
+    as float32 (int8 x scale), for when numkong is missing: one BLAS pass, off by float rounding only."""
     if not len(rows):
         return np.zeros(0), np.zeros(0)
     peak = float(np.abs(query).max()) if len(query) else 0.0
     step = peak / 127 if peak > 0 else 1.0
+    if floats is not None:
+        return floats @ query, l1 * (2 * (SLACK - 0.5) * step)  # two float32 roundings (see SLACK)
     near = dot_kernel()(quantised(query), rows) * step * scales
     return near, l1 * (SLACK * step)
 
 
 def nearest_rows(rows: np.ndarray, scales: np.ndarray, l1: np.ndarray, pools: Sequence[np.ndarray], query: np.ndarray,
-                 k: int) -> list[np.ndarray]:
+                 k: int, floats: np.ndarray | None = None) -> list[np.ndarray]:
     """Per pool (row positions), the positions of its `k` best exact cosines, best first: the int8 pass, then
     only the rows whose best case reaches the k-th best worst case re-scored exactly."""
-    near, slack = estimates(rows, scales, l1, query)
+    near, slack = estimates(rows, scales, l1, query, floats)
     out = []
     for pool in pools:
         if len(pool) > k:
@@ -90,9 +94,14 @@ def nearest_rows(rows: np.ndarray, scales: np.ndarray, l1: np.ndarray, pools: Se
 
 
 @cache
+def has_numkong() -> bool:
+    return dot_kernel() is not _numpy_dots
+
+
+@cache
 def dot_kernel() -> DotKernel:
     """int8 rows . int8 query, exact integers as float64: numkong's SIMD kernel (with usearch, the semantic
-    extra), else numpy's."""
+    extra), else numpy's (a float conversion of every row per query: VectorMatrix keeps float rows instead)."""
     from indexing.embeddings import environment, openmp_wait
 
     try:
@@ -128,6 +137,7 @@ class VectorMatrix:
         self.codes = chinese.astype(np.intp)  # 1: Chinese, 0: other (the languages' pools)
         self.pools = [np.flatnonzero(chinese), np.flatnonzero(~chinese)]
         self.l1 = l1_norms(rows, self.scales)
+        self.floats = None if has_numkong() else rows.astype(np.float32) * self.scales.astype(np.float32)[:, None]
         dim = rows.shape[1] if rows.ndim == 2 else 0
         self.sums, self.squares = np.zeros((2, dim)), np.zeros((2, dim, dim))
         for at in range(0, len(ids), BLOCK):
@@ -181,7 +191,7 @@ class ExactScorer:
         if not len(self.matrix) or k <= 0:
             return []
         m = self.matrix
-        return [int(i) for best in nearest_rows(m.rows, m.scales, m.l1, m.pools, self.query, k) for i in m.ids[best]]
+        return [int(i) for best in nearest_rows(m.rows, m.scales, m.l1, m.pools, self.query, k, m.floats) for i in m.ids[best]]
 
     def cosines(self, ids: Sequence[int]) -> np.ndarray:
         """The exact cosine of each of `ids` (NaN: no vector)."""

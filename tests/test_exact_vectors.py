@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexing.exact_vectors import VectorMatrix, _numpy_dots, dot_kernel, estimates
+from indexing.exact_vectors import VectorMatrix, _numpy_dots, dot_kernel, estimates, nearest_rows
 
 
 def exact_top(m: VectorMatrix, query: np.ndarray, k: int) -> list[list[float]]:
@@ -52,6 +52,19 @@ def test_the_int8_pass_is_within_its_bound_and_the_moments_are_every_cosines(cas
         assert scorer.counts[code] == len(cos)
         np.testing.assert_allclose(scorer.sums[code], cos.sum(), rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(scorer.squares[code], (cos * cos).sum(), rtol=1e-4, atol=1e-4)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(cases())
+def test_without_numkong_the_float_rows_give_the_same_top_k(case: tuple[VectorMatrix, np.ndarray, int]) -> None:
+    m, query, k = case
+    floats = m.rows.astype(np.float32) * m.scales.astype(np.float32)[:, None]
+    near, slack = estimates(m.rows, m.scales, m.l1, query, floats)
+    assert np.all(np.abs(near - m.scorer(query).cos) <= slack + 1e-9)
+    with_floats = nearest_rows(m.rows, m.scales, m.l1, m.pools, query, k, floats)
+    with_int8 = nearest_rows(m.rows, m.scales, m.l1, m.pools, query, k)
+    for a, b in zip(with_floats, with_int8, strict=True):
+        np.testing.assert_allclose(m.exact(a, query), m.exact(b, query), rtol=0, atol=1e-6)
 
 
 @given(st.integers(1, 50), st.integers(1, 40), st.integers(0, 2**32 - 1))
