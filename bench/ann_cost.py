@@ -102,11 +102,11 @@ class Dense:
 
     def __init__(self, rows: np.ndarray, chinese: np.ndarray, exact: bool, ann: bool) -> None:
         from indexing.ann import AnnVectors
-        from indexing.vectors import VectorMatrix
+        from indexing.exact_vectors import VectorMatrix
 
         codes, scales = int8_rows(rows)
         ids = np.arange(1, len(rows) + 1, dtype=np.int64)
-        self.exact = VectorMatrix(ids, codes.astype(np.float32) * scales.astype(np.float32)[:, None], chinese) if exact else None
+        self.exact = VectorMatrix(ids, codes, scales, chinese) if exact else None
         self.ann, self.build_s, self.build_cpu = None, 0.0, 0.0
         if ann:
             wall, cpu = time.perf_counter(), time.process_time()

@@ -43,13 +43,14 @@ from bench.retrieval import DEFAULT_EVAL, load_jsonl
 from indexing.analyzer import has_han
 from indexing.ann import AnnVectors
 from indexing.embeddings import LocalE5, normalised, to_int8
+from indexing.exact_vectors import VectorMatrix
 from indexing.hybrid import DenseCandidates
 from indexing.postings import MemoryIndex
 from indexing.query import Query
 from indexing.scoring import Scored
 from indexing.search import PathFilter, Searcher
 from indexing.store import AnalyzedChunk, IndexStore
-from indexing.vectors import BATCH, VectorMatrix, VectorStore, chunk_text
+from indexing.vectors import BATCH, VectorStore, chunk_text
 
 
 @dataclass
@@ -229,7 +230,23 @@ class TimedStage:
         return self.clock.time(lambda: self.stage(query, scored, paths))  # type: ignore[no-any-return]
 
 
-def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]]) -> list[str]:
+def fresh_index(path: Path, chunks: list[AnalyzedChunk], total: int, model_name: str, real: dict[int, np.ndarray]) -> IndexStore:
+    """A new latency index at `path`: `total` replicated chunks, each with a vector (real for the sampled ones)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    built = time.perf_counter()
+    store = build_index(path, chunks, total)
+    before = store.conn().execute("PRAGMA page_count").fetchone()[0]
+    n_real, n_synthetic = store_vectors(store, model_name, real, len(next(iter(real.values()))))
+    per_row, rows = vector_bytes(store, before)
+    print(f"\n{store.totals()['chunks']:,} chunks indexed and given vectors in {time.perf_counter() - built:.0f} s "
+          f"({n_real} real, {n_synthetic:,} synthetic)")
+    print(f"bytes per chunk for its vector: {per_row:.0f} on disk (SQLite table chunk_vectors, {rows:,} rows; "
+          f"payload {len(to_int8(next(iter(real.values())))[0])} int8 + an 8-byte scale)\n")
+    return store
+
+
+def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]], saved: Path | None = None) -> list[str]:
     memory = MemoryIndex(store)
     memory.build_now()
     lexical = Searcher(store, memory=memory)
@@ -241,7 +258,10 @@ def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]
     stage = TimedStage(DenseCandidates(timed, timed.matrix))  # type: ignore[arg-type]
     hybrid = Searcher(store, memory=memory, rerank=[stage])
     built = time.perf_counter()
-    ann = AnnVectors(matrix.rows.shape[1], model.name).sync(VectorStore(store))
+    ann = AnnVectors.load(saved, model.name, matrix.rows.shape[1]) if saved else None
+    ann = (ann or AnnVectors(matrix.rows.shape[1], model.name)).sync(VectorStore(store))
+    if saved:
+        ann.save(saved)
     print(f"(approximate index (indexing.ann): {len(ann):,} chunks, built in {time.perf_counter() - built:.0f} s)", flush=True)
     near = Timed(model, ann)  # type: ignore[arg-type]
     ann_stage = TimedStage(DenseCandidates(near, near.matrix))  # type: ignore[arg-type]
@@ -275,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=0, help="DEV queries per language (default 200; quick 20)")
     parser.add_argument("--chunks", type=int, default=0, help="chunks in the latency index (default 100,000; quick 20,000)")
     parser.add_argument("--work", type=Path, default=None, help="keep the latency index in DIR (default: a temp dir)")
+    parser.add_argument("--reuse", action="store_true", help="with --work: use the index (and saved graphs) found there")
     args = parser.parse_args(argv)
     per_lang = args.sample or (24 if args.quick else 300)
     n_queries = args.queries or (20 if args.quick else 200)
@@ -315,23 +336,18 @@ def main(argv: list[str] | None = None) -> int:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         path = work / f"hybrid-{total}.sqlite3"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        built = time.perf_counter()
-        store = build_index(path, chunks, total)
-        before = store.conn().execute("PRAGMA page_count").fetchone()[0]
-        n_real, n_synthetic = store_vectors(store, model.name, real, len(next(iter(real.values()))))
-        per_row, rows = vector_bytes(store, before)
-        print(f"\n{store.totals()['chunks']:,} chunks indexed and given vectors in {time.perf_counter() - built:.0f} s "
-              f"({n_real} real, {n_synthetic:,} synthetic)")
-        print(f"bytes per chunk for its vector: {per_row:.0f} on disk (SQLite table chunk_vectors, {rows:,} rows; "
-              f"payload {len(to_int8(next(iter(real.values())))[0])} int8 + an 8-byte scale)\n")
+        if args.reuse and path.exists():
+            store = IndexStore(path)
+            print(f"\n{store.totals()['chunks']:,} chunks with vectors: reused from {path}\n")
+        else:
+            store = fresh_index(path, chunks, total, model.name, real)
         print("| queries | search | p50 ms | p95 ms | CPU p50 ms | CPU p95 ms | of which: query embedding ms (mean) "
               "| matrix ms (mean) | exact search + fusion ms (mean) | queries embedded |\n|---|---|---|---|---|---|---|---|---|---|")
-        for line in latency_rows(store, model, queries):
+        for line in latency_rows(store, model, queries, work / f"hybrid-{total}.vectors" if args.reuse else None):
             print(line, flush=True)
         print(f"(Searcher.search, top 10, in-memory postings, at {store.totals()['chunks']:,} chunks; hybrid: the lexical "
-              "top 50 and the 50 nearest chunks of each language by exact cosine over every chunk, fused "
+              "top 50 and the 50 nearest chunks of each language (exact: indexing.exact_vectors; approximate index: "
+              "indexing.ann, exact up to its FLAT_MAX chunks, its graphs beyond), fused "
               "(indexing.hybrid.WEIGHTS); 'repeated': "
               "the same queries again, their vectors kept (embeddings.QueryVectors). Vectors: "
               "real for the sampled chunks, synthetic int8 of the same shape for the rest; the search's cost does "

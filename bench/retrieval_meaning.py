@@ -51,9 +51,10 @@ from bench.retrieval import (
 )
 from bench.retrieval_cv import cached_vectors, fold_of, mean_sd
 from indexing.analyzer import is_chinese
+from indexing.exact_vectors import VectorMatrix
 from indexing.hybrid import WEIGHTS, Nearest, Weights, fused, query_language
 from indexing.store import IndexStore
-from indexing.vectors import VectorMatrix, chunk_text
+from indexing.vectors import chunk_text
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 REPORT, TUNING = DATA / "meaning_queries.jsonl", DATA / "meaning_tuning.jsonl"
@@ -100,7 +101,7 @@ def matrix_of(store: IndexStore, vectors: dict[str, np.ndarray]) -> tuple[Vector
     passage = {int(i): path[len("/eval/"):] for i, path, _ in rows}
     ids = np.array([int(r[0]) for r in rows], dtype=np.int64)
     matrix = np.stack([vectors[passage[int(i)]] for i in ids]).astype(np.float32)
-    return VectorMatrix(ids, matrix, np.array([is_chinese(str(r[2])) for r in rows], dtype=bool)), passage
+    return VectorMatrix.of_floats(ids, matrix, np.array([is_chinese(str(r[2])) for r in rows], dtype=bool)), passage
 
 
 class Run:
@@ -114,7 +115,7 @@ class Run:
         self.lexical = [[(h.score, h.chunk_id) for h in searcher.rank(q["query"], want=50)] for q in queries]
         self.lexical_ms = (time.perf_counter() - started) * 1000 / max(1, len(queries))
         self.nearest = [Nearest(self.matrix, asked[q["query"]]) for q in queries]
-        self.cos = [self.matrix.cosines(asked[q["query"]]) for q in queries]
+        self.cos = [self.matrix.scorer(asked[q["query"]]).cos for q in queries]
 
     def rank_of(self, n: int, chunk_ids: list[int]) -> int | None:
         return first_rank([self.passage[i] for i in chunk_ids[:K]], self.queries[n]["passage_id"])

@@ -1,5 +1,7 @@
-"""Approximate nearest chunks for large indexes: an HNSW graph per language (`usearch`, the semantic
-extra), used instead of the exact matrix from `indexing.vectors.ANN_MIN_CHUNKS` chunks on.
+"""The chunk vectors of large indexes, kept in step incrementally: an HNSW graph per language (`usearch`, the
+semantic extra), used instead of the exact matrix (which is read whole after each change) from
+`indexing.vectors.ANN_MIN_CHUNKS` chunks on. Up to `FLAT_MAX` rows a search still takes the exact int8 pass
+over every row (`indexing.exact_vectors`), faster there than the graphs; beyond it, the graphs.
 
 Each graph holds its language's vectors centred (minus the language's mean vector, int8 steps of one size, inner
 product: the same order as the cosine), keyed by chunk id; a query's candidates are re-scored with the exact
@@ -28,6 +30,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from indexing.exact_vectors import l1_norms, moments_of, nearest_rows, quantised
+
 if TYPE_CHECKING:
     from usearch.index import Index
 
@@ -53,16 +57,14 @@ EXPANSION_SEARCH = 800  # candidates kept while searching. bench.ann_cost, noisy
 # at 20k, 400 finds 0.99 of the exact 50; at 100k, 400 / 800 / 1600 find 0.86 / 0.92 / 0.97 of the exact 50 and
 # 0.94 / 0.99 / 1.00 of the exact 10 of each language, for 7 / 11 / 16 ms CPU a query on 2 loaded cores
 OVERFETCH = 2  # graph neighbours asked per chunk wanted, re-scored exactly
+# Up to this many rows, a search takes the exact int8 pass over every row (indexing.exact_vectors), and no graphs
+# are built (their CPU and ~1 KB a chunk saved). numkong's kernel on one core, other processes paused: 4.4 ms at
+# 100k rows, 10.9 at 300k, 40 at 1M; the graphs took 14 ms at 100k (random vectors, EXPANSION_SEARCH 800, both
+# languages).
+FLAT_MAX = 300_000
 REBUILD_SHARE = 0.5  # more rows changed than this share of the index: build the graphs again
 SAVE_SHARE = 0.01  # rows changed since the last save, as a share of the index, before it is saved again
 FETCH = 5_000  # rows read from the store and added at a time (a search waits at most for one such step)
-
-
-def moments_of(sums: np.ndarray, squares: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per language: the sum of the query's cosines and of their squares over the language's rows, from
-    `sums` (per language, the sum of its rows) and `squares` (the sum of their outer products)."""
-    q = query.astype(np.float64)
-    return sums @ q, (squares @ q) @ q
 
 
 def row_sums(rows: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,23 +93,19 @@ def kept(ids: np.ndarray, scales: np.ndarray, other_ids: np.ndarray, other_scale
     return same
 
 
-def quantised(query: np.ndarray) -> np.ndarray:
-    """The query as int8 codes for the graphs (the cosine ignores the scale)."""
-    peak = float(np.abs(query).max()) if len(query) else 0.0
-    return np.round(query / (peak / 127 if peak > 0 else 1.0)).astype(np.int8)
-
-
 class AnnVectors:
-    """Every chunk vector in two usearch graphs (other, Chinese), with the sorted `ids`, their `scales` and
-    `chinese` flags, and per-language sums for the z-scores. Reads as `indexing.vectors.VectorMatrix` does
+    """Every chunk vector: the sorted `ids`, their int8 `codes`, `scales`, L1 norms and `chinese` flags, per-language
+    sums for the z-scores, and beyond FLAT_MAX rows two usearch graphs (other, Chinese). Reads as `indexing.vectors.VectorMatrix` does
     (ids, chinese, position, scorer); `sync` brings it in step with the store."""
 
-    def __init__(self, dim: int, model: str) -> None:
+    def __init__(self, dim: int, model: str, graphed: bool = True) -> None:
         self.dim, self.model = dim, model
+        self.graphed = graphed  # the graphs hold every row (beyond FLAT_MAX), else they stay empty: searches are flat
         self.ids = np.zeros(0, np.int64)
         self.scales = np.zeros(0, np.float64)
         self.chinese = np.zeros(0, bool)
         self.codes = np.zeros((0, dim), np.int8)  # each row's stored int8 vector (the exact cosines)
+        self.l1 = np.zeros(0)  # each row's L1 norm x scale (the int8 pass's error bound)
         self.sums, self.squares = np.zeros((2, dim)), np.zeros((2, dim, dim))
         self.centre = np.zeros((2, dim))  # per graph: subtracted from its vectors (fixed when it gets its first rows)
         self.step = np.zeros(2)  # per graph: one int8 step of its centred vectors
@@ -142,8 +140,9 @@ class AnnVectors:
         ids, scales = vectors.scales()
         gone, come = changes(self.ids, self.scales, ids, scales)
         target = self
-        if len(self.ids) and len(gone) + len(come) > REBUILD_SHARE * max(len(ids), 1):
-            target, gone, come = AnnVectors(self.dim, self.model), np.zeros(0, np.int64), ids  # a fresh graph links better
+        graphed = wants_graphs(len(ids), self.graphed)
+        if graphed != self.graphed or (len(self.ids) and len(gone) + len(come) > REBUILD_SHARE * max(len(ids), 1)):
+            target, gone, come = AnnVectors(self.dim, self.model, graphed), np.zeros(0, np.int64), ids  # a fresh graph links better
         with target.lock:
             target._remove(gone)
         for at in range(0, len(come), FETCH):
@@ -169,10 +168,12 @@ class AnnVectors:
                 self.sums, self.squares = self.sums.copy(), self.squares.copy()
                 self.sums[code] -= rows.sum(axis=0)
                 self.squares[code] -= rows.T @ rows
-                self.graphs[code].remove(self.ids[mine].astype(np.uint64))
+                if self.graphed:
+                    self.graphs[code].remove(self.ids[mine].astype(np.uint64))
         keep = np.ones(len(self.ids), bool)
         keep[at] = False
         self.ids, self.scales, self.chinese, self.codes = self.ids[keep], self.scales[keep], self.chinese[keep], self.codes[keep]
+        self.l1 = self.l1[keep]
 
     def _read(self, vectors: VectorSource, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ids, int8 codes, scales, chinese) of those of `ids` that have a vector now."""
@@ -189,13 +190,14 @@ class AnnVectors:
         self.sums, self.squares = self.sums + sums, self.squares + squares
         for code in (0, 1):
             mine = chinese == bool(code)
-            if mine.any():
+            if mine.any() and self.graphed:
                 self.graphs[code].add(new_ids[mine].astype(np.uint64), self._centred(code, rows[mine]), threads=0)
         order = np.argsort(np.concatenate([self.ids, new_ids]), kind="stable")
         self.ids = np.concatenate([self.ids, new_ids])[order]
         self.scales = np.concatenate([self.scales, scales])[order]
         self.chinese = np.concatenate([self.chinese, chinese])[order]
         self.codes = np.concatenate([self.codes, codes])[order]
+        self.l1 = np.concatenate([self.l1, l1_norms(codes, scales)])[order]
 
     def _centred(self, code: int, rows: np.ndarray) -> np.ndarray:
         """`rows` as graph `code` holds them: minus its centre, in int8 steps of one size (the inner product
@@ -213,13 +215,14 @@ class AnnVectors:
         """Write the graphs and the sums under a new token, then point `current` at it; older sets go."""
         folder.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(6)
-        for code, name in enumerate(("other", "zh")):
+        for code, name in enumerate(("other", "zh") if self.graphed else ()):
             self.graphs[code].save(str(folder / f"{name}-{token}.usearch"))
         with open(folder / f"rows-{token}.npz", "wb") as f:
             np.savez(f, ids=self.ids, scales=self.scales, chinese=self.chinese, codes=self.codes, sums=self.sums,
                      squares=self.squares, centre=self.centre, step=self.step)
         pointer = folder / f"current.{token}.tmp"
-        pointer.write_text(json.dumps({"token": token, "model": self.model, "dim": self.dim, "generation": self.generation}))
+        pointer.write_text(json.dumps({"token": token, "model": self.model, "dim": self.dim, "generation": self.generation,
+                                       "graphed": self.graphed}))
         os.replace(pointer, folder / "current")
         for old in folder.iterdir():
             if token not in old.name and old.name != "current":
@@ -234,20 +237,27 @@ class AnnVectors:
             if meta.get("model") != model or meta.get("dim") != dim:
                 return None
             token = str(meta["token"])
-            ann = cls(dim, model)
+            ann = cls(dim, model, bool(meta.get("graphed", True)))  # sets saved before FLAT_MAX all had graphs
             with np.load(folder / f"rows-{token}.npz") as rows:
                 ann.ids, ann.scales, ann.chinese, ann.codes = rows["ids"], rows["scales"], rows["chinese"], rows["codes"]
                 ann.sums, ann.squares, ann.centre, ann.step = rows["sums"], rows["squares"], rows["centre"], rows["step"]
-            for code, name in enumerate(("other", "zh")):
+            ann.l1 = l1_norms(ann.codes, ann.scales)
+            for code, name in enumerate(("other", "zh") if ann.graphed else ()):
                 ann.graphs[code].load(str(folder / f"{name}-{token}.usearch"))
                 ann.graphs[code].expansion_search = EXPANSION_SEARCH  # type: ignore[misc]  # a search setting, not the file's
-            if sum(len(g) for g in ann.graphs) != len(ann.ids):
+            if ann.graphed and sum(len(g) for g in ann.graphs) != len(ann.ids):
                 return None
             ann.generation = int(meta.get("generation", -1))
             return ann
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             log.info("no saved vector graphs in %s (%s): building them", folder, exc)
             return None
+
+
+def wants_graphs(rows: int, graphed: bool) -> bool:
+    """Whether an index of `rows` rows keeps graphs: beyond FLAT_MAX, and once built down to half of it (a
+    collection near the threshold does not build and drop them by turns)."""
+    return rows > (FLAT_MAX // 2 if graphed else FLAT_MAX)
 
 
 def new_graph(dim: int) -> Index:
@@ -263,7 +273,8 @@ def new_graph(dim: int) -> Index:
 
 
 class AnnScorer:
-    """One query over `AnnVectors`: the nearest chunks of each language by the graphs, re-scored exactly."""
+    """One query over `AnnVectors`: the nearest chunks of each language (the exact int8 pass, or the graphs'
+    candidates re-scored exactly)."""
 
     def __init__(self, ann: AnnVectors, query: np.ndarray) -> None:
         self.ann, self.query = ann, query
@@ -272,7 +283,13 @@ class AnnScorer:
             self.counts = ann.counts
 
     def top(self, k: int) -> list[int]:
-        """Chunk ids of the `k` nearest chunks of each language (graph candidates, ordered by exact cosine)."""
+        """Chunk ids of the `k` nearest chunks of each language, best first: exact without graphs, else the
+        graphs' candidates ordered by exact cosine."""
+        with self.ann.lock:
+            ann = self.ann
+            if not ann.graphed:
+                pools = [np.flatnonzero(ann.chinese), np.flatnonzero(~ann.chinese)]  # Chinese first, as below
+                return [int(i) for best in nearest_rows(ann.codes, ann.scales, ann.l1, pools, self.query, k) for i in ann.ids[best]]
         code = quantised(self.query)
         out: list[int] = []
         with self.ann.lock:

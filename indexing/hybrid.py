@@ -1,7 +1,7 @@
 """The hybrid (meaning-aware) mode: a natural-language query's candidates are its lexical top
 `RankParams.candidates` and, once every chunk has a vector, the `NEAREST` nearest chunks of each
-language (exact cosine over `indexing.vectors.VectorMatrix`, or from `indexing.vectors.ANN_MIN_CHUNKS` chunks on,
-an approximate index re-scored exactly: `indexing.ann`), merged by `fused`: the first place where
+language (exact: `indexing.exact_vectors`; from `indexing.ann.FLAT_MAX` chunks on, an approximate index
+re-scored exactly: `indexing.ann`), merged by `fused`: the first place where
 the lexical and the dense scores agree best, the rest by meaning. So a paraphrase, or a question in the
 other language, finds passages that share no word with it, and an ordinary question keeps its first place.
 
@@ -95,7 +95,7 @@ class Nearest:
         """Every chunk's z-score in `ids` order (exact matrices only: the benches' dense-alone ranking)."""
         import numpy as np
 
-        from indexing.vectors import ExactScorer, VectorMatrix
+        from indexing.exact_vectors import ExactScorer, VectorMatrix
 
         scorer, matrix = self.scorer, self.matrix
         if not isinstance(scorer, ExactScorer) or not isinstance(matrix, VectorMatrix):

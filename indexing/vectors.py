@@ -7,11 +7,12 @@ worker computes them again. The worker embeds the chunks that have no vector yet
 it resumes where it stopped (restart, cancel) and picks up new chunks after every indexing run.
 It runs at a low CPU priority (nice 10), so searches and indexing come first.
 
-Below `ANN_MIN_CHUNKS` chunks, searches read every vector from memory (`VectorMatrix`: float32 rows, 1.5 KB a
-chunk at 384 dimensions, loaded once per change of the chunks): exact nearest chunks per language. From
-`ANN_MIN_CHUNKS` on (and with `usearch` installed: the semantic extra), an approximate index per language
-(`indexing.ann`, ~0.6 KB a chunk), which the worker's thread builds, keeps in step after each of its runs and
-saves under the data directory; searches stay lexical while it is behind the store (bench.ann_cost).
+Below `ANN_MIN_CHUNKS` chunks, searches read every vector into memory (`indexing.exact_vectors.VectorMatrix`:
+the stored int8 rows, ~0.4 KB a chunk at 384 dimensions, read again after each change of the chunks). From
+`ANN_MIN_CHUNKS` on (and with `usearch` installed: the semantic extra), `indexing.ann.AnnVectors`, which the
+worker's thread keeps in step by a diff after each of its runs and saves under the data directory (searches stay
+lexical while it is behind the store); it answers by the same exact int8 pass up to `indexing.ann.FLAT_MAX`
+rows, and by an approximate graph per language beyond (bench.ann_cost, bench.hybrid_cost).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from indexing.ann import AnnVectors
+    from indexing.exact_vectors import VectorMatrix
     from indexing.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -43,9 +45,8 @@ BATCH = 32
 MODEL_KEY = "vectors_model"
 NICE = 10  # the worker thread's CPU priority (Linux: per thread; its engine threads inherit it)
 RECHECK_SECONDS = 5.0  # an incomplete matrix (another process embedding) is read again at most this often
-# From this many chunks on, the nearest chunks come from an approximate index (indexing.ann). bench.ann_cost on 2
-# loaded cores (load average ~11), dense stage CPU p50: exact 25 ms at 100k chunks (~0.25 ms per 1,000: one pass
-# over every row), approximate 6.7 ms at 100k and ~3.5 ms at 20k, where the two meet.
+# From this many chunks on, the vectors are kept by indexing.ann (in step by a diff, not read whole after each
+# change: at 100k chunks a whole read takes 3-7 s, most of it the SQL read of every row and chunk text).
 ANN_MIN_CHUNKS = 20_000
 
 
@@ -128,9 +129,12 @@ class VectorStore:
         """Every stored vector, in memory (reads the whole table: once per change, not per search)."""
         import numpy as np
 
+        from indexing.exact_vectors import VectorMatrix
+
         stored = self.stored()
-        vectors = from_int8_rows(stored.blobs, stored.scales.tolist())
-        return VectorMatrix(stored.ids, np.stack(vectors) if vectors else np.zeros((0, 0), np.float32), stored.chinese)
+        dim = len(stored.blobs[0]) if stored.blobs else 0
+        rows = np.frombuffer(b"".join(stored.blobs), dtype=np.int8).reshape(len(stored.blobs), dim)
+        return VectorMatrix(stored.ids, rows, stored.scales, stored.chinese)
 
     def stored(self, ids: Sequence[int] | None = None) -> StoredVectors:
         """The stored vectors, by chunk id: all of them, or those of `ids` that have one."""
@@ -164,71 +168,6 @@ class VectorStore:
         """(chunks with a vector, chunks)."""
         done = self.store.conn().execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
         return int(done), self.store.generation()[1]
-
-
-class VectorMatrix:
-    """Chunk vectors in memory: `ids` (ascending), one float32 row each, and which chunks are Chinese."""
-
-    def __init__(self, ids: np.ndarray, rows: np.ndarray, chinese: np.ndarray) -> None:
-        import numpy as np
-
-        self.ids = ids
-        self.rows = rows
-        self.chinese = chinese
-        self.codes = chinese.astype(np.intp)  # 1: Chinese, 0: other (the languages' pools)
-        self.pools = [np.flatnonzero(chinese), np.flatnonzero(~chinese)]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def cosines(self, query: np.ndarray) -> np.ndarray:
-        """Every chunk's cosine with `query` (an L2-normalised vector), in `ids` order."""
-        import numpy as np
-
-        return self.rows @ query if len(self.ids) else np.zeros(0, np.float32)
-
-    def position(self, ids: Sequence[int]) -> np.ndarray:
-        """Where each of `ids` is in `ids` order (-1: no vector)."""
-        import numpy as np
-
-        wanted = np.asarray(ids, dtype=np.int64)
-        at = np.searchsorted(self.ids, wanted).clip(0, max(len(self.ids) - 1, 0))
-        return np.where((len(self.ids) > 0) & (self.ids[at] == wanted), at, -1) if len(self.ids) else np.full(len(wanted), -1)
-
-    def scorer(self, query: np.ndarray) -> ExactScorer:
-        return ExactScorer(self, query)
-
-
-class ExactScorer:
-    """One query over a `VectorMatrix`: every chunk's cosine, and per language their count, sum and sum of
-    squares (for the z-scores)."""
-
-    def __init__(self, matrix: VectorMatrix, query: np.ndarray) -> None:
-        import numpy as np
-
-        self.matrix = matrix
-        self.cos = matrix.cosines(query)
-        self.counts = np.bincount(matrix.codes, minlength=2)
-        self.sums = np.bincount(matrix.codes, weights=self.cos, minlength=2)
-        self.squares = np.bincount(matrix.codes, weights=self.cos * self.cos, minlength=2)
-
-    def top(self, k: int) -> list[int]:
-        """Chunk ids of the `k` best cosines of each language (Chinese first)."""
-        import numpy as np
-
-        out: list[int] = []
-        for pool in self.matrix.pools:
-            if len(pool) > k:
-                pool = pool[np.argpartition(-self.cos[pool], k)[:k]]
-            out += [int(i) for i in self.matrix.ids[pool]]
-        return out
-
-    def cosines(self, ids: Sequence[int]) -> np.ndarray:
-        """The cosine of each of `ids` (NaN: no vector)."""
-        import numpy as np
-
-        at = self.matrix.position(ids)
-        return np.where(at >= 0, self.cos[at.clip(0)] if len(self.cos) else np.nan, np.nan)
 
 
 class VectorWorker:

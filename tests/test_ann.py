@@ -19,13 +19,15 @@ from hypothesis.extra.numpy import arrays
 
 pytest.importorskip("usearch", reason="the semantic extra is not installed")
 
-from indexing.ann import AnnVectors, changes, moments_of, quantised, row_sums  # noqa: E402
+import indexing.ann  # noqa: E402
+from indexing.ann import FLAT_MAX, AnnVectors, changes, moments_of, row_sums  # noqa: E402
+from indexing.exact_vectors import VectorMatrix, l1_norms, quantised  # noqa: E402
 from indexing.hybrid import DenseCandidates, Nearest  # noqa: E402
 from indexing.indexer import Indexer  # noqa: E402
 from indexing.scope import PathFilter  # noqa: E402
 from indexing.search import Searcher  # noqa: E402
 from indexing.store import IndexStore  # noqa: E402
-from indexing.vectors import VectorMatrix, VectorWorker  # noqa: E402
+from indexing.vectors import VectorWorker  # noqa: E402
 from tests.storage_fixtures import index_store_for  # noqa: E402
 
 DIM = 32
@@ -82,19 +84,30 @@ def in_step(worker: VectorWorker, store: IndexStore) -> AnnVectors:
     assert isinstance(ann, AnnVectors)
     rows = store.conn().execute("SELECT chunk_id, vec FROM chunk_vectors ORDER BY chunk_id").fetchall()
     assert ann.ids.tolist() == [r[0] for r in rows] == [r[0] for r in store.conn().execute("SELECT id FROM chunks ORDER BY id")]
+    assert ann.graphed == indexing.ann.wants_graphs(len(rows), ann.graphed)  # graphs only beyond the flat search's reach
     for n, (chunk_id, blob) in enumerate(rows):
         code, graph = np.frombuffer(bytes(blob), dtype=np.int8), int(ann.chinese[n])
         assert np.array_equal(ann.codes[n], code), chunk_id
+        if not ann.graphed:
+            continue
         centred = np.clip(np.round((code.astype(np.float64) * ann.scales[n] - ann.centre[graph]) / ann.step[graph]), -127, 127)
         assert np.array_equal(np.asarray(ann.graphs[graph].get(chunk_id), dtype=np.int8), centred.astype(np.int8)), chunk_id
+    assert np.array_equal(ann.l1, l1_norms(ann.codes, ann.scales))  # the flat search's error bounds, kept in step
     return ann
+
+
+@pytest.fixture(params=["graphs", "flat"])
+def searched_by(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways the approximate index answers: its graphs (FLAT_MAX 0) or the exact int8 pass (this size)."""
+    monkeypatch.setattr(indexing.ann, "FLAT_MAX", 0 if request.param == "graphs" else FLAT_MAX)
+    return str(request.param)
 
 
 QUERIES = ["river mountain", "engine garden violin", "winter castle", "樱花 港口", "glacier lantern meadow", "花园 冬天"]
 
 
 @pytest.mark.storage
-def test_the_approximate_index_finds_what_the_exact_search_finds(indexed: IndexStore, tmp_path: Path) -> None:
+def test_the_approximate_index_finds_what_the_exact_search_finds(indexed: IndexStore, tmp_path: Path, searched_by: str) -> None:
     exact = finished(VectorWorker(indexed, WordVectors(), ann_min=10**9))
     approx = finished(VectorWorker(indexed, WordVectors(), place=tmp_path / "vectors", ann_min=0))
     matrix, ann = exact.matrix(), in_step(approx, indexed)
@@ -112,7 +125,8 @@ def test_the_approximate_index_finds_what_the_exact_search_finds(indexed: IndexS
 
 
 @pytest.mark.storage
-def test_edits_and_deletes_are_followed_and_a_deleted_chunk_never_returned(indexed: IndexStore, tmp_path: Path) -> None:
+def test_edits_and_deletes_are_followed_and_a_deleted_chunk_never_returned(indexed: IndexStore, tmp_path: Path,
+                                                                          searched_by: str) -> None:
     worker = finished(VectorWorker(indexed, WordVectors(), place=tmp_path / "vectors", ann_min=0))
     in_step(worker, indexed)
     docs = tmp_path / "docs"
@@ -152,9 +166,46 @@ def test_the_saved_index_is_loaded_at_a_restart_and_catches_up(indexed: IndexSto
 
 
 @pytest.mark.storage
+def test_graphs_are_built_past_the_flat_reach_and_dropped_below_half_of_it(indexed: IndexStore, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexing.ann, "FLAT_MAX", 100)
+    place = tmp_path / "vectors"
+    worker = finished(VectorWorker(indexed, WordVectors(), place=place, ann_min=0))
+    assert in_step(worker, indexed).graphed  # 150 rows > 100
+    assert AnnVectors.load(place, WordVectors.name, DIM).graphed  # saved with its graphs
+    docs = tmp_path / "docs"
+    for n in range(80):  # 70 rows left: above half the reach, the graphs stay
+        (docs / f"doc{n:03d}.txt").unlink()
+    Indexer(indexed).index_tree(docs)
+    assert in_step(finished(worker), indexed).graphed
+    for n in range(80, 120):  # 30 rows: flat again, and saved so
+        (docs / f"doc{n:03d}.txt").unlink()
+    Indexer(indexed).index_tree(docs)
+    ann = finished(worker).matrix()
+    assert isinstance(ann, AnnVectors) and not ann.graphed and not any(len(g) for g in ann.graphs)
+    loaded = AnnVectors.load(place, WordVectors.name, DIM)
+    assert loaded is not None and not loaded.graphed and len(loaded) == 30
+    exact = finished(VectorWorker(indexed, WordVectors(), ann_min=10**9)).matrix()
+    assert exact is not None
+    for text in QUERIES:
+        query = WordVectors().embed([text], query=True)[0]
+        assert Nearest(ann, query).top(5) == Nearest(exact, query).top(5)
+
+
+@given(st.integers(0, 10**6), st.integers(1, 10**6), st.booleans())
+def test_graphs_follow_the_size_with_a_margin(rows: int, reach: int, graphed: bool) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(indexing.ann, "FLAT_MAX", reach)
+        wanted = indexing.ann.wants_graphs(rows, graphed)
+    assert wanted == (rows > reach if not graphed else rows > reach // 2)
+    assert not wanted or rows > reach // 2  # never graphs at or under half the reach
+    assert wanted or rows <= reach  # always graphs beyond the reach
+
+
+@pytest.mark.storage
 @pytest.mark.parametrize("narrow", [True, False])
 def test_a_paths_filter_keeps_dense_candidates_inside_it(indexed: IndexStore, tmp_path: Path, narrow: bool,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch, searched_by: str) -> None:
     import indexing.hybrid
 
     monkeypatch.setattr(indexing.hybrid, "NARROW_SCOPE", 10 if narrow else 5)  # the filter holds 10 chunks
@@ -216,7 +267,7 @@ def test_a_quantised_query_keeps_its_direction(query: np.ndarray) -> None:
 def test_the_best_of_each_language_among_given_chunks(rows: list[tuple[float, bool, bool]], k: int) -> None:
     from indexing.hybrid import best_of_each_language
 
-    matrix = VectorMatrix(np.arange(1, len(rows) + 1), np.zeros((len(rows), 2), np.float32), np.array([c for _, c, _ in rows]))
+    matrix = VectorMatrix.of_floats(np.arange(1, len(rows) + 1), np.zeros((len(rows), 2), np.float32), np.array([c for _, c, _ in rows]))
     ids = [n + 1 for n in range(len(rows))]
     cos = np.array([np.nan if missing else c for c, _, missing in rows])
     got = best_of_each_language(ids, cos, matrix, k)

@@ -18,11 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from indexing.embeddings import OpenAIEmbeddings, from_int8, from_int8_rows, normalised, to_int8
+from indexing.exact_vectors import VectorMatrix
 from indexing.fusion import fuse, min_max, reorder
 from indexing.indexer import Indexer
 from indexing.search import Searcher
 from indexing.store import IndexStore
-from indexing.vectors import VectorMatrix, VectorWorker
+from indexing.vectors import VectorWorker
 from tests.conftest import connect
 from tests.fake_embeddings import MODEL, FakeEmbeddings, fake_embeddings  # noqa: F401  (the fixture)
 from tests.storage_fixtures import index_store_for
@@ -307,7 +308,7 @@ class CountingQueries:
 
 
 def two_chunks() -> VectorMatrix:
-    return VectorMatrix(np.array([1, 2]), np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32), np.array([False, False]))
+    return VectorMatrix.of_floats(np.array([1, 2]), np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32), np.array([False, False]))
 
 
 def test_a_query_vector_not_kept_is_never_embedded_on_the_event_loop() -> None:

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexing.analyzer import is_chinese
+from indexing.exact_vectors import VectorMatrix
 from indexing.hybrid import WEIGHTS, Nearest, Weights, fused
-from indexing.vectors import VectorMatrix
 from tests.conftest import connect
 from tests.fake_embeddings import FakeEmbeddings, fake_embeddings  # noqa: F401  (the fixture)
 
@@ -75,7 +75,7 @@ async def test_paraphrases_and_the_other_language_are_found_through_the_tool(
 def matrix(rows: list[list[float]], chinese: list[bool]) -> VectorMatrix:
     vectors = np.array(rows, dtype=np.float32)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
-    return VectorMatrix(np.arange(1, len(rows) + 1), vectors, np.array(chinese))
+    return VectorMatrix.of_floats(np.arange(1, len(rows) + 1), vectors, np.array(chinese))
 
 
 unit = st.floats(-1, 1, allow_nan=False, width=32)
@@ -134,7 +134,7 @@ def test_z_scores_are_centred_within_each_language_and_keep_its_cosine_order(dat
     """Each language with 2 chunks or more is centred on its own mean cosine (the model's bias towards the
     query's language cancels out, however few chunks there are); within a language z follows the cosine."""
     m, _, query, _ = drawn_case(data)
-    near, cos = Nearest(m, query), m.cosines(query)
+    near, cos = Nearest(m, query), m.scorer(query).cos
     for pool in m.pools:
         if len(pool) >= 2:
             assert abs(float(near.z[pool].mean())) < 1e-3 * max(1.0, float(np.abs(near.z[pool]).max()))
@@ -149,7 +149,7 @@ def test_the_nearest_chunk_of_each_language_is_a_candidate_whatever_the_bias() -
     en = [[0.5 + 0.1 * rng.random(), 1.0] for _ in range(30)]
     zh = [[0.1 + 0.1 * rng.random(), 1.0] for _ in range(30)]
     zh[7] = [0.25, 1.0]  # the Chinese chunk nearest the query, still below every English one in cosine
-    m = VectorMatrix(np.arange(1, 61), np.array([[a, 0.0] for a, _ in en + zh], dtype=np.float32), np.array([False] * 30 + [True] * 30))
+    m = VectorMatrix.of_floats(np.arange(1, 61), np.array([[a, 0.0] for a, _ in en + zh], dtype=np.float32), np.array([False] * 30 + [True] * 30))
     near = Nearest(m, np.array([1.0, 0.0], dtype=np.float32))
     assert 38 in near.top(1)  # id of zh[7]
     ranked = [i for _, i in fused([], near, WEIGHTS["en"], False, depth=1)]
