@@ -294,7 +294,9 @@ def pg_run(url: str, data: Path, ws: Path, workers: int, after: float) -> Iterat
     from foundation.storage import open_database
     from tools.index_services import open_index
 
-    env = {"GENERALAGENT_DATA_DIR": str(data), "GENERALAGENT_ROOTS": str(ws)}
+    # the lexical live index alone: with the default hybrid mode the workers embed the 1M chunks in the
+    # background for hours (a core busy, and "idle" never comes)
+    env = {"GENERALAGENT_DATA_DIR": str(data), "GENERALAGENT_ROOTS": str(ws), "GENERALAGENT_EMBEDDING_PROVIDER": "off"}
     database = open_database(data, url)
     store = open_index(database)
     with serve(url, workers, data.parent, env) as (port, pid):
