@@ -327,16 +327,12 @@ def pg_run(url: str, data: Path, ws: Path, workers: int, after: float) -> Iterat
 
 def _call(conn: http.client.HTTPConnection, tool: str, arguments: dict[str, Any]) -> None:
     """A tool call over HTTP (as `bench.workers.call`); SystemExit with the answer when it fails."""
-    from bench.workers import MODERN, call_body
+    from bench.workers import post_call
 
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": tool}
-    conn.request("POST", "/mcp", call_body(tool, arguments), headers)
-    response = conn.getresponse()
-    body = response.read()
-    answer = json.loads(body) if response.status == 200 else {}
+    status, body = post_call(conn, tool, arguments)
+    answer = json.loads(body) if status == 200 else {}
     if "result" not in answer or answer["result"].get("isError"):
-        raise SystemExit(f"{tool} failed: {response.status} {body[:2000]!r}")
+        raise SystemExit(f"{tool} failed: {status} {body[:2000]!r}")
 
 
 def _retried(conns: list[http.client.HTTPConnection], at: int, port: int, tool: str, arguments: dict[str, Any]) -> None:

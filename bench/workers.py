@@ -112,13 +112,18 @@ def call_body(tool: str, arguments: dict[str, Any], request_id: int = 1) -> byte
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
 
 
-def call(conn: http.client.HTTPConnection, tool: str, arguments: dict[str, Any]) -> bool:
+def post_call(conn: http.client.HTTPConnection, tool: str, arguments: dict[str, Any]) -> tuple[int, bytes]:
+    """One tools/call POST: (HTTP status, body)."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": tool}
     conn.request("POST", "/mcp", call_body(tool, arguments), headers)
     response = conn.getresponse()
-    body = response.read()
-    if response.status != 200:
+    return response.status, response.read()
+
+
+def call(conn: http.client.HTTPConnection, tool: str, arguments: dict[str, Any]) -> bool:
+    status, body = post_call(conn, tool, arguments)
+    if status != 200:
         return False
     answer = json.loads(body)
     return "result" in answer and not answer["result"].get("isError")
