@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from indexing.exact_vectors import l1_norms, moments_of, nearest_rows, quantised
+from indexing.exact_vectors import exact_cosines, l1_norms, moments_of, nearest_rows, quantised
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -178,8 +178,7 @@ class AnnVectors:
     def _read(self, vectors: VectorSource, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ids, int8 codes, scales, chinese) of those of `ids` that have a vector now."""
         stored = vectors.stored(ids.tolist())
-        codes = np.frombuffer(b"".join(stored.blobs), dtype=np.int8).reshape(len(stored.ids), self.dim)
-        return stored.ids, codes, stored.scales, stored.chinese
+        return stored.ids, stored.codes(self.dim), stored.scales, stored.chinese
 
     def add_rows(self, new_ids: np.ndarray, codes: np.ndarray, scales: np.ndarray, chinese: np.ndarray) -> None:
         """Add rows whose ids are not in the index (int8 codes, scales, Chinese flags)."""
@@ -312,5 +311,5 @@ class AnnScorer:
         at = self.ann.position(ids.tolist())
         out = np.full(len(ids), np.nan)
         mine = np.flatnonzero(at >= 0)
-        out[mine] = (self.ann.codes[at[mine]].astype(np.float32) @ self.query) * self.ann.scales[at[mine]]
+        out[mine] = exact_cosines(self.ann.codes[at[mine]], self.ann.scales[at[mine]], self.query)
         return out

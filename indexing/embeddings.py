@@ -291,6 +291,12 @@ class StoredVectors:
     scales: np.ndarray
     chinese: np.ndarray
 
+    def codes(self, dim: int) -> np.ndarray:
+        """The blobs as one int8 matrix, a row of `dim` each (no conversion: the rows as stored)."""
+        import numpy as np
+
+        return np.frombuffer(b"".join(self.blobs), dtype=np.int8).reshape(len(self.blobs), dim)
+
 
 def from_int8_rows(blobs: Sequence[bytes], scales: Sequence[float]) -> list[np.ndarray]:
     """`from_int8` of each (blob, scale), the same values, converted as one matrix when the blobs are of one

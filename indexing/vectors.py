@@ -127,14 +127,11 @@ class VectorStore:
 
     def matrix(self) -> VectorMatrix:
         """Every stored vector, in memory (reads the whole table: once per change, not per search)."""
-        import numpy as np
-
         from indexing.exact_vectors import VectorMatrix
 
         stored = self.stored()
         dim = len(stored.blobs[0]) if stored.blobs else 0
-        rows = np.frombuffer(b"".join(stored.blobs), dtype=np.int8).reshape(len(stored.blobs), dim)
-        return VectorMatrix(stored.ids, rows, stored.scales, stored.chinese)
+        return VectorMatrix(stored.ids, stored.codes(dim), stored.scales, stored.chinese)
 
     def stored(self, ids: Sequence[int] | None = None) -> StoredVectors:
         """The stored vectors, by chunk id: all of them, or those of `ids` that have one."""
