@@ -257,7 +257,9 @@ def sqlite_run(data: Path, ws: Path) -> Iterator[Run]:
     from tools.live_index import live_index, prefer_searches
     from tools.runtime import CallContext, Runtime
 
-    rt = Runtime(load_settings({"data_dir": data, "roots": [ws]}, environ={}))
+    # (lexical, as the PostgreSQL run: with the semantic extra installed the default hybrid mode would embed
+    # the 1M chunks in the background for hours, a core busy throughout)
+    rt = Runtime(load_settings({"data_dir": data, "roots": [ws], "embedding_provider": "off"}, environ={}))
     live_index(rt).serving = True  # as the server's warm-up: its watcher runs
     prefer_searches()
     call = CallContext(tool="bench")

@@ -36,10 +36,11 @@ class PostingsPlace:
     max_chunks: int
 
 
-def open_store(database: Database) -> IndexStore:
+def open_store(database: Database, *, move_damaged: bool = True) -> IndexStore:
     """The index's store on the deployment's database, its tables through the storage seam
     (`indexing.pg_schema.SCHEMA`): `index.sqlite3` in the data dir, or PostgreSQL. A damaged SQLite file
-    (derived data) is moved aside and the index started afresh."""
+    (derived data) is moved aside and the index started afresh (unless not `move_damaged`: a reader
+    beside the server, which leaves that to it)."""
     from indexing.store import IndexStore
 
     if database.backend == "postgresql":
@@ -56,6 +57,8 @@ def open_store(database: Database) -> IndexStore:
     try:
         return IndexStore(SqliteDialect.of(database.open(SCHEMA)))
     except sqlite3.DatabaseError as exc:
+        if not move_damaged:
+            raise
         _move_aside(database.path(SCHEMA), exc)
         return IndexStore(SqliteDialect.of(database.open(SCHEMA)))
 
@@ -101,8 +104,11 @@ class Index:
 
                 place = self.postings
                 place.directory.mkdir(parents=True, exist_ok=True)
+                from indexing.postings_child import ChildBuild
+
+                child = ChildBuild.of(self.database) if self.database is not None else None
                 self._memory = MemoryIndex(self.store, min_chunks=place.min_chunks, max_chunks=place.max_chunks,
-                                           directory=place.directory)
+                                           directory=place.directory, child=child)
             return self._memory
 
     def memory_if_made(self) -> MemoryIndex | None:

@@ -37,6 +37,7 @@ from indexing.snapshot import open_snapshot as open_snapshot
 
 if TYPE_CHECKING:
     from indexing.delta import DeltaSnapshot
+    from indexing.postings_child import ChildBuild
     from indexing.store import IndexStore
 
 log = logging.getLogger(__name__)
@@ -50,11 +51,12 @@ class MemoryIndex:
 
     `directory` holds the saved snapshots (one directory per generation, named after the index,
     its generation and the weighting; older ones are removed once a newer one is in use). Without
-    one, a private temporary directory is used and removed with this object."""
+    one, a private temporary directory is used and removed with this object. With `child`, builds run
+    in a child process (`indexing.postings_child`: lower priority, one build per directory at a time)."""
 
     def __init__(
         self, store: IndexStore, weighting: Weighting = DEFAULT_WEIGHTING, *, min_chunks: int = 1,
-        max_chunks: int = DEFAULT_MAX_CHUNKS, directory: Path | None = None,
+        max_chunks: int = DEFAULT_MAX_CHUNKS, directory: Path | None = None, child: ChildBuild | None = None,
     ) -> None:
         self.store = store
         self.weighting = weighting
@@ -64,6 +66,7 @@ class MemoryIndex:
             directory = Path(tempfile.mkdtemp(prefix="postings-"))
             weakref.finalize(self, shutil.rmtree, directory, True)
         self.directory = directory
+        self.child = child
         self.builds = 0  # snapshots built from the index rows (not opened from saved files)
         self._snapshot: Snapshot | None = None
         self._index_id: str | None = None
@@ -160,7 +163,24 @@ class MemoryIndex:
             snap = self._snapshot
             if snap is not None and snap.generation == generation:
                 return snap
-            return self._open_saved(generation, chunks) or self._build()
+            return self._open_saved(generation, chunks) or self._build_somewhere()
+
+    def _build_somewhere(self) -> Snapshot | None:
+        """The snapshot built by a child process (or found saved by another's build), else by this one: without
+        a child, or when it failed (logged); None when the index is outside the size range or changed."""
+        if self.child is None:
+            return self._build()
+        from indexing.postings_child import build_in_child
+
+        try:
+            built = build_in_child(self.child, self.directory, self.weighting, self.min_chunks, self.max_chunks)
+        except (OSError, RuntimeError, ValueError) as exc:
+            log.warning("building the postings in a child process failed (%s); this process builds them", exc)
+            return self._build()
+        if built is None:
+            return None
+        self.builds += built.built
+        return self._open_saved(built.generation, built.chunks)
 
     def _build(self) -> Snapshot | None:
         """The snapshot built from the index's rows; None when they are not wanted (size range) or
@@ -239,6 +259,8 @@ class MemoryIndex:
         kept = _generation_of(keep)
         for entry in self.directory.iterdir():
             name = entry.name
+            if name.startswith("."):
+                continue  # (the child builds' lock)
             if ".tmp-" in name:
                 unused = not _alive(entry)
             elif name.startswith(mine):

@@ -25,6 +25,7 @@ from indexing.postings import (
     build_snapshot,
     open_snapshot,
 )
+from indexing.postings_child import ChildBuild
 from indexing.query import parse, plan
 from indexing.scoring import DEFAULT_RANK, DEFAULT_WEIGHTING, Weighting, idf, length_norm, saturate, score
 from indexing.search import PathFilter, Searcher
@@ -206,6 +207,43 @@ def test_a_build_cut_off_leaves_nothing_that_is_used(indexed: tuple[Path, IndexS
     (dead / "rows.bin").write_bytes(b"\0" * 12)
     assert memory.build_now() is not None and memory.builds == 1
     assert _saved(saved) == [final.name]
+
+
+def test_a_child_process_builds_the_postings_once_for_every_process(indexed: tuple[Path, IndexStore],
+                                                                     tmp_path: Path) -> None:
+    folder, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    here = MemoryIndex(store)  # the reference: built in this process
+    here.build_now()
+    workers = [MemoryIndex(store, directory=saved, child=ChildBuild(tmp_path)) for _ in range(2)]
+    got: list[Snapshot | None] = []
+    threads = [threading.Thread(target=lambda m=m: got.append(m.build_now())) for m in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(m.builds for m in workers) == 1  # the second child waited for the first, then found its files
+    assert all(s is not None and isinstance(s.rows.base, np.memmap) for s in got)  # mapped from the saved files
+    assert _top_ids(workers[0], store) == _top_ids(workers[1], store) == _top_ids(here, store)
+    (folder / "new.md").write_text("# Zeppelin\n\nThe zeppelin hangar was rebuilt.\n", encoding="utf-8")
+    Indexer(store).index_file(folder / "new.md")
+    assert workers[0].current(*store.generation()) is not None  # a delta, until the merge below
+    merged = workers[0].build_now()
+    assert merged is not None and merged.generation == store.generation()[0] and workers[0].builds == 2 - workers[1].builds
+    assert "zeppelin" in merged.terms and _saved(saved) == [".build.lock", workers[0]._path(merged.generation).name]
+
+
+def test_a_child_build_that_fails_leaves_the_build_to_this_process(indexed: tuple[Path, IndexStore], tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    _, store = indexed
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    memory = MemoryIndex(store, directory=saved, child=ChildBuild(tmp_path / "index.sqlite3"))  # a file: no data dir
+    assert memory.build_now() is not None and memory.builds == 1
+    here = MemoryIndex(store)
+    here.build_now()
+    assert "child process failed" in caplog.text and _top_ids(memory, store) == _top_ids(here, store)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "manifest", "missing", "garbage-manifest"])

@@ -118,14 +118,19 @@ def test_what_one_process_indexes_the_next_search_in_another_finds(pg_url: str, 
     try:
         first = corpus(tmp_path / "first", 5)
         assert start_run(pg_url, tmp_path / "a", first).wait(timeout=120) == 0
-        memory = MemoryIndex(store)
-        assert memory.build_now() is not None
+        from indexing.postings_child import ChildBuild
+
+        (tmp_path / "postings").mkdir()  # built by a child process, which reaches PostgreSQL by the URL too
+        memory = MemoryIndex(store, directory=tmp_path / "postings", child=ChildBuild.of(db))
+        assert memory.build_now() is not None and memory.builds == 1
         searcher = Searcher(store, memory=memory)
         assert len({h.path for h in searcher.search("lighthouse", limit=50)}) == 5
         second = corpus(tmp_path / "second", 3, tag="zebra")
         assert start_run(pg_url, tmp_path / "a", second).wait(timeout=120) == 0
         found = {Path(h.path).name for h in searcher.search("zebra", limit=50)}
         assert found == {"f000.md", "f001.md", "f002.md"}  # at once: stale postings are not used
+        merged = memory.build_now()
+        assert merged is not None and "zebra" in merged.terms and memory.builds == 2
         assert_consistent(store)
     finally:
         db.close()
