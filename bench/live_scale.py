@@ -1,7 +1,7 @@
 """The live index on a large index: search latency while watched files change, beside a base of N chunks.
 
     .venv/bin/python -m bench.live_scale --base-chunks 1000000 [--backend sqlite|postgresql] [--burst 100]
-        [--checkout 2000] [--work DIR] [--seconds 20]
+        [--repeats 3] [--checkout 2000] [--work DIR] [--seconds 20]
 
 The index first gets `--base-chunks` replicated eval chunks (`bench.scale.fill_replicas`: the eval corpora
 cut by our chunker, 50 chunks a document, each document linked to an empty file of a base folder in the
@@ -182,23 +182,28 @@ def changed(store: Any, folder: Path) -> bool:
     return stored != on_disk or bool(changed_files(store, sorted(on_disk)))
 
 
-def phase(run: Run, questions: list[str], folder: Path, change: Callable[[], object], after_limit: float) -> str:
-    """`change()` applied, searches until the index holds `folder` as on disk, then until merged."""
+def phase(run: Run, questions: list[str], folder: Path, change: Callable[[], object], after_limit: float,
+          repeats: int = 1) -> str:
+    """`change()` applied, searches until the index holds `folder` as on disk, then until merged; `repeats`
+    times (each `change()` must change the files again), the samples pooled and the times of the last."""
     before = load()
-    start = time.monotonic()
-    change()
-    changed_at = time.monotonic() - start
-    during = sample(run.search, questions, every(0.5, lambda: time.monotonic() - start > 1 and not changed(
-        run.store, folder)), 600)
-    took = time.monotonic() - start
-    after = sample(run.search, questions, every(0.5, run.merged), after_limit)
-    merged = time.monotonic() - start
-    return (f"{cell(during)} | {took:.1f} s (the change itself {changed_at:.1f} s) | {cell(after)} | "
+    during: list[float] = []
+    after: list[float] = []
+    for _ in range(repeats):
+        start = time.monotonic()
+        change()
+        changed_at = time.monotonic() - start
+        during += sample(run.search, questions, every(0.5, lambda at=start: time.monotonic() - at > 1 and not changed(
+            run.store, folder)), 600)
+        took = time.monotonic() - start
+        after += sample(run.search, questions, every(0.5, run.merged), after_limit)
+        merged = time.monotonic() - start
+    return (f"{cell(sorted(during))} | {took:.1f} s (the change itself {changed_at:.1f} s) | {cell(sorted(after))} | "
             f"{merged:.0f} s | {before} -> {load()}")
 
 
 def scenario(run: Run, work: Path, ws: Path, questions: list[str], burst: int, checkout: int,
-             seconds: float) -> list[str]:
+             seconds: float, repeats: int = 1) -> list[str]:
     texts = passages(work)
     stamp = time.strftime("%H%M%S")
     rows = Rows()
@@ -213,11 +218,15 @@ def scenario(run: Run, work: Path, ws: Path, questions: list[str], burst: int, c
         run.index_folder(folder.name)
         wait(lambda: not changed(run.store, folder) and run.merged(), 900)
 
-        def rewrite() -> None:
-            for i in range(burst):
-                (folder / f"f{i}.md").write_text(file_text(texts, i + 1, "two"))
+        turn = iter(range(1, 10**6))
 
-        rows.append(f"burst of {burst} | {phase(run, questions, folder, rewrite, run.after)}")
+        def rewrite() -> None:
+            n = next(turn)
+            for i in range(burst):
+                (folder / f"f{i}.md").write_text(file_text(texts, i + n, f"two-{n}"))
+
+        rows.append(f"burst of {burst}{f' x {repeats}' if repeats > 1 else ''} | "
+                    f"{phase(run, questions, folder, rewrite, run.after, repeats)}")
     if checkout:
         folder = ws / f"repo-{stamp}"
         git = make_repo(folder, texts, checkout)
@@ -388,6 +397,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--workers", type=int, default=2, help="PostgreSQL: server processes.")
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3, help="Bursts, their samples pooled (a burst is ~1 s).")
     parser.add_argument("--checkout", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20.0, help="Quiet sampling (and PostgreSQL's after).")
     parser.add_argument("--work", type=Path, help="Keep the SQLite base here (reused by a run of the same size).")
@@ -437,7 +447,7 @@ def measure(args: argparse.Namespace, work: Path, questions: list[str]) -> list[
 def _with(ctx: AbstractContextManager[Run], work: Path, ws: Path, questions: list[str],
           args: argparse.Namespace) -> list[str]:
     with ctx as run:
-        return scenario(run, work, ws, questions, args.burst, args.checkout, args.seconds)
+        return scenario(run, work, ws, questions, args.burst, args.checkout, args.seconds, args.repeats)
 
 
 def _context(gen: Iterator[Run]) -> AbstractContextManager[Run]:

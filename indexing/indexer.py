@@ -350,13 +350,17 @@ class Indexer:
     def _write_batch(self, conn: Any, reads: _ReadAhead) -> list[FileOutcome]:
         """Write read files in one transaction: at least one, then more while the next one is read within
         what is left of BATCH_SECONDS (a transaction never waits longer for extraction), up to BATCH_FILES,
-        until `busy()` (never `should_cancel`, which may wait: it is asked between transactions)."""
+        until `busy()` (never `should_cancel`, which may wait: it is asked between transactions) or another
+        thread waits to write."""
         deadline = time.monotonic() + BATCH_SECONDS
         outcomes = [self._write(conn, reads.next())]
-        while (len(outcomes) < BATCH_FILES and time.monotonic() < deadline and not self.busy()
-               and reads.ready(within=deadline - time.monotonic(), busy=self.busy)):
+        while (len(outcomes) < BATCH_FILES and time.monotonic() < deadline and not self._yields()
+               and reads.ready(within=deadline - time.monotonic(), busy=self._yields)):
             outcomes.append(self._write(conn, reads.next()))
         return outcomes
+
+    def _yields(self) -> bool:
+        return self.busy() or self.store.writers_waiting()
 
     def index_tree(
         self, root: Path, recursive: bool = True, progress: Progress | None = None, max_files: int = 200_000,

@@ -17,9 +17,10 @@ the data directory) or `indexing.pg_store.PgDialect` (`database_url`).
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,8 @@ class IndexStore:
         self.backend = self.dialect.name
         self.engine_name = self.dialect.engine_name  # what finds candidates when the postings do not
         self.path: Path | None = where if isinstance(where, Path) else None
+        self._waiting = 0  # threads of this process waiting to begin a write
+        self._waiting_lock = threading.Lock()
 
     # -- connections -----------------------------------------------------------------------
 
@@ -112,9 +115,22 @@ class IndexStore:
         """This thread's write connection inside `write()`; else pooled reads (autocommit)."""
         return self.dialect.conn()
 
-    def write(self) -> AbstractContextManager[Any]:
+    @contextmanager
+    def write(self) -> Iterator[Any]:
         """One write transaction, the only index writer while it runs: all of it or nothing."""
-        return self.dialect.write()
+        with ExitStack() as stack:
+            with self._waiting_lock:
+                self._waiting += 1
+            try:
+                conn = stack.enter_context(self.dialect.write())
+            finally:
+                with self._waiting_lock:
+                    self._waiting -= 1
+            yield conn
+
+    def writers_waiting(self) -> bool:
+        """True while a thread of this process waits to begin a write (a long transaction ends early then)."""
+        return self._waiting > 0
 
     def connections(self) -> int:
         """Connections open now (SQLite: the read pool's and the writer)."""

@@ -461,9 +461,10 @@ def test_two_processes_starting_at_once_reanalyse_once(store: IndexStore, tmp_pa
 
 
 def test_a_write_transaction_never_waits_on_searches_while_others_wait_for_it(store: IndexStore, tmp_path: Path) -> None:
-    """The live index yields to searches (`should_cancel` waits for them to end), but never inside a write
-    transaction: a search that needs the write lock (it forgets a deleted file) while the background indexer
-    is mid-transaction gets it at once, instead of both waiting until the yield times out."""
+    """The live index yields to searches between transactions (`should_cancel` waits for them to end), never
+    inside one, and a search running does not end one (its `busy` is False, as the queue's): a search that
+    needs the write lock (it forgets a deleted file) while the background indexer is mid-transaction gets it
+    at once, because the store counts the threads waiting to write."""
     from tools.index_queue import SearchGauge
 
     folder = tmp_path / "docs"
@@ -477,7 +478,7 @@ def test_a_write_transaction_never_waits_on_searches_while_others_wait_for_it(st
         gauge.wait_idle(at_most=10.0)
         return False
 
-    indexer = Indexer(store, busy=gauge.busy, should_cancel=yields_to_searches)
+    indexer = Indexer(store, busy=lambda: False, should_cancel=yields_to_searches)
     worker = threading.Thread(target=indexer.index_tree, args=(folder,))
     worker.start()
     try:
@@ -494,3 +495,31 @@ def test_a_write_transaction_never_waits_on_searches_while_others_wait_for_it(st
         assert store.totals()["files"] < 3000 and max(waits) < 5.0, waits  # not the 10 s of the indexer's yield
     finally:
         worker.join(timeout=60)
+
+
+def test_a_thread_waiting_to_write_ends_a_long_transaction(store: IndexStore, tmp_path: Path) -> None:
+    """A batch transaction (up to 64 files) ends after the file being written once another thread waits for
+    the write lock: `busy` stays False throughout, as the live index's queue's does while searches run."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(200):
+        (folder / f"{i:03}.md").write_text(f"file number {i}\n", encoding="utf-8")
+    seen: list[int] = []
+    writer: list[threading.Thread] = []
+
+    def write_when_asked() -> bool:  # asked inside the transaction: another thread starts to wait for it
+        if not writer:
+            def other() -> None:
+                with store.write():
+                    seen.append(store.totals()["files"])
+            writer.append(threading.Thread(target=other))
+            writer[0].start()
+            deadline = time.monotonic() + 10
+            while not store.writers_waiting() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert store.writers_waiting()
+        return False
+
+    Indexer(store, busy=write_when_asked).index_files(sorted(folder.iterdir()))
+    writer[0].join(timeout=10)
+    assert seen == [1] and not store.writers_waiting()  # the first transaction wrote one file, then let it in
