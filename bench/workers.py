@@ -153,21 +153,25 @@ def client(port: int, start: float, seconds: float) -> tuple[int, int, list[floa
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system) used so far by `pid` and its children that still run (Linux /proc)."""
+    """CPU time (user + system) used so far by `pid` and its descendants that still run (Linux /proc): the
+    workers, and their children (postings builds)."""
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total = 0.0
     try:
         entries = [e for e in Path("/proc").iterdir() if e.name.isdigit()]
     except OSError:
         return None
+    parent, used = {}, {}
     for entry in entries:
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
-            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-    return total
+        parent[int(entry.name)] = int(fields[1])  # fields[1]: the parent's pid
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    ours = {pid}
+    for _ in range(4):  # the server, its workers, their children
+        ours |= {p for p, up in parent.items() if up in ours}
+    return sum(used[p] for p in ours if p in used)
 
 
 def wait_idle(pid: int, limit: float = 60.0) -> None:

@@ -29,8 +29,7 @@ if TYPE_CHECKING:
 
     from indexing.changelog import Changes, ChunkTerms
 
-CACHED_TERMS = 4096  # terms whose re-weighed postings a delta keeps
-KEPT_POSTINGS = 4_000_000  # base postings whose live rows, tf and lengths the deltas of a base keep (~100 MB)
+CACHED_TERMS = 4096  # terms whose scaled postings a delta keeps
 
 
 class _Vocabulary(_Vocab):
@@ -49,43 +48,6 @@ class _Vocabulary(_Vocab):
             self.new.append(term)
         self[term] = tid
         return tid
-
-
-class _KeptPostings:
-    """Each term's base postings not masked out (rows, tf, row lengths: what a delta weighs again), shared
-    by the deltas of one base. An entry holds while no more of the term's rows are masked: masking only
-    ever adds rows, so an unchanged count of masked rows holding the term is an unchanged set. A new
-    generation (every saved file during a burst) then costs each query term the float operations of its
-    weights only, not the gathers that pick its live rows and their lengths again."""
-
-    def __init__(self) -> None:
-        self.terms: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.postings = 0
-
-    def of(self, base: Snapshot, masked: _Masked, tid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The term's live base rows (int64, ascending), their tf (float64) and body lengths (int64)."""
-        import numpy as np
-
-        count = masked.df.get(tid, 0)
-        got = self.terms.get(tid)
-        if got is not None and got[0] == count:
-            return got[1], got[2], got[3]
-        if tid >= len(base.terms):
-            none = np.zeros(0, np.int64)
-            return none, np.zeros(0, np.float64), none
-        s, e = _table(base).span(tid)
-        r = base.rows[s:e]
-        keep = masked.alive[r]
-        r = r[keep].astype(np.int64)
-        tf = base.tf[s:e][keep].astype(np.float64)  # type: ignore[index]
-        length = base.body_off[r + 1] - base.body_off[r]
-        for shared in (r, tf, length):
-            shared.setflags(write=False)  # (handed to every delta of the base)
-        if self.postings + len(r) > KEPT_POSTINGS:
-            self.terms, self.postings = {}, 0
-        self.terms[tid] = (count, r, tf, length)
-        self.postings += len(r)
-        return r, tf, length
 
 
 @dataclass(frozen=True)
@@ -120,6 +82,7 @@ class _Masked:
     """The base rows masked out so far (only ever more, for one base) and what they held."""
 
     alive: np.ndarray  # base row -> not masked
+    at: np.ndarray  # the masked base rows
     docs: frozenset[int]  # the changed documents
     df: dict[int, int]  # term id -> masked rows holding it
     rows: int
@@ -140,7 +103,6 @@ class DeltaSnapshot:
         self.base, self.weighting, self.generation = base, weighting, changes.generation
         self.made = time.monotonic()
         self.vocab: _Vocabulary = before.vocab if before is not None else _Vocabulary(_table(base).ids())
-        self.kept: _KeptPostings = before.kept if before is not None else _KeptPostings()
         fresh = set(changes.doc_ids)
         kept = [(r, c) for r, c in zip(before.rows, before.chunks, strict=True) if r[1] not in fresh] if before else []
         made = list(zip(changes.rows, _Chunk.made(changes.rows, self.vocab, weighting), strict=True))
@@ -164,7 +126,7 @@ class DeltaSnapshot:
         self.doc_ids = _Joined(base.doc_ids, np.array([r[1] for r in self.rows], dtype=np.int64))
         self.terms = _Terms(self)
         self.delta = _delta_snapshot(self, chunks)
-        self._postings: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._postings: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}  # term id -> `_scaled`
         self._idf: dict[int, float] = {}
 
     @property
@@ -240,40 +202,108 @@ class DeltaSnapshot:
             got = self._idf[tid] = float(idf(self.n, np.array([self.df(tid)], dtype=np.int64), np.log)[0])
         return got
     def top(self, terms: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """As Snapshot.top, over the rows of now."""
+        """As Snapshot.top, over the rows of now, without weighing every posting again. The base's stored
+        weights, each term's times its idf now over its idf then, are within a factor [lo, hi] of the weights
+        of now (only the average length moved in the length normalisation: `_slack`); so the rows that rank
+        within lo / hi of the k-th best by them hold the exact top k, and only those are weighed exactly
+        (`_exact`), with the very operations of a rebuild."""
         import numpy as np
 
-        from indexing.topk import top_k
+        from indexing.topk import contenders, presence, summed
 
-        infos = [info for t in dict.fromkeys(terms) if (info := self.terms.get(t)) is not None]
-        if not infos or k <= 0:
+        tids = list(dict.fromkeys(info.tid for t in terms if (info := self.terms.get(t)) is not None))
+        if not tids or k <= 0:
             return np.empty(0, np.int64), np.empty(0, np.float32), np.empty(0, np.int64)
-        postings = [self.postings(i.tid) for i in infos]
-        bounds = [float(w.max()) for _, w in postings]
-        return top_k(postings, bounds, k, self.chunk_ids)  # type: ignore[arg-type]  # (indexed by rows only)
+        scaled = [self._scaled(tid) for tid in tids]
+        postings = [(rows, weights) for rows, weights, _ in scaled]
+        scores = summed(postings, self.n_rows)
+        scores[self.masked.at] = 0  # the changed documents' rows, still in the base's postings
+        cand = contenders(postings, [bound for _, _, bound in scaled], k, scores, self._slack(len(tids)))
+        exact = self._exact(cand, tids)
+        cand, exact = cand[exact > 0], exact[exact > 0]
+        order = np.lexsort((self.chunk_ids[cand], -exact))[:k]
+        best = cand[order]
+        return best, exact[order], presence(best, [rows for rows, _ in postings])
 
-    def postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
-        """The term's rows of now (ascending) and their weights, weighed as a rebuild would."""
+    def _slack(self, terms: int) -> float:
+        """lo / hi: a row's sum of scaled base weights times [lo, hi] holds its exact score. A weight is
+        idf x tf (k1 + 1) / (tf + k1 (1 - b) + k1 b len / avgdl): with the idf's change scaled out, only
+        the last term of the denominator moved, by avgdl then / avgdl now, so the weight moved by a factor
+        between 1 and r = avgdl now / avgdl then; plus float32 rounding (stored weights, the scaling, sums)."""
+        base = self.base
+        then = float(base.body_off[-1]) / base.n_rows if base.n_rows and base.body_off[-1] else 1.0
+        r = self.avgdl / then
+        rounding = (terms + 4) * 2.0**-23
+        return min(1.0, r) * (1 - rounding) / (max(1.0, r) * (1 + rounding))
+
+    def _scaled(self, tid: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """The term's rows of now (ascending: the base's, masked ones too, then the delta's), their weights
+        (the base's scaled by the idf's change, the delta's exact) and an upper bound of those."""
         got = self._postings.get(tid)
         if got is None:
-            got = self._weigh(tid)
+            got = self._scaled_now(tid)
             if len(self._postings) >= CACHED_TERMS:
                 self._postings.clear()
             self._postings[tid] = got
         return got
 
-    def _weigh(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+    def _scaled_now(self, tid: int) -> tuple[np.ndarray, np.ndarray, float]:
         import numpy as np
 
-        base, w = self.base, self.weighting
-        row, tf, length = self.kept.of(base, self.masked, tid)
+        base = self.base
+        rows: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
+        bound = 0.0
+        s, e = _table(base).span(tid) if tid < self.vocab.known else (0, 0)
+        if e > s:
+            scale = self.idf(tid) / _table(base).idf_of(tid)
+            rows.append(base.rows[s:e])
+            weights.append(base.weights[s:e] * np.float32(scale))
+            bound = base._bound(TermInfo(tid, s, e, 0.0)) * scale * (1 + 2.0**-21)  # (over the float32 product)
         a, b = np.searchsorted(self._dtid, [tid, tid + 1])
         if b > a:
-            row = np.concatenate((row, self._drow[a:b] + base.n_rows))
-            tf = np.concatenate((tf, self._dtf[a:b]))
-            length = np.concatenate((length, self.delta_len[self._drow[a:b]]))
-        weights = saturate(np.full(len(row), self.idf(tid)), tf, length_norm(length, self.avgdl, w), w)
-        return row, weights.astype(np.float32)
+            rows.append(self._drow[a:b] + base.n_rows)
+            weights.append(self._weights(tid, self._dtf[a:b], self.delta_len[self._drow[a:b]]))
+            bound = max(bound, float(weights[-1].max()))
+        if len(rows) == 1:
+            return rows[0], weights[0], bound
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32), 0.0
+        return np.concatenate(rows), np.concatenate(weights), bound
+
+    def _weights(self, tid: int, tf: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """Postings' weights of now (tf float64, body lengths int64), as a rebuild computes them."""
+        import numpy as np
+
+        w = self.weighting
+        return saturate(np.full(len(tf), self.idf(tid)), tf, length_norm(length, self.avgdl, w), w).astype(np.float32)
+
+    def _exact(self, cand: np.ndarray, tids: Sequence[int]) -> np.ndarray:
+        """The rows' float32 sums of their weights of now, term after term as a rebuild adds them (0: a row
+        of a changed document)."""
+        import numpy as np
+
+        base, nb = self.base, self.base.n_rows
+        total = np.zeros(len(cand), np.float32)
+        in_base = cand < nb
+        at_base = np.flatnonzero(in_base)
+        at_base = at_base[self.masked.alive[cand[at_base]]]
+        at_delta = np.flatnonzero(~in_base)
+        base_rows, delta_rows = cand[at_base].astype(np.int64), cand[at_delta] - nb
+        for tid in tids:
+            weight = np.zeros(len(cand), np.float32)
+            s, e = _table(base).span(tid) if tid < self.vocab.known else (0, 0)
+            where, hit = _found(base.rows[s:e], base_rows)
+            if len(where):
+                r = base_rows[hit]
+                tf = base.tf[s + where].astype(np.float64)  # type: ignore[index]
+                weight[at_base[hit]] = self._weights(tid, tf, base.body_off[r + 1] - base.body_off[r])
+            a, b = np.searchsorted(self._dtid, [tid, tid + 1])
+            where, hit = _found(self._drow[a:b], delta_rows)
+            if len(where):
+                weight[at_delta[hit]] = self._weights(tid, self._dtf[a + where], self.delta_len[delta_rows[hit]])
+            total += weight
+        return total
 
     def found(self, rows: np.ndarray, tids: Sequence[int], heads: bool = True) -> tuple[Occurrences, Occurrences]:
         """As Snapshot.found: base rows from the base, delta rows from the delta."""
@@ -290,6 +320,17 @@ class DeltaSnapshot:
         which = np.cumsum(in_base) - 1, np.cumsum(~in_base) - 1
         return tuple(_merged([p[f] for p in (first, second)], in_base.tolist(), which)  # type: ignore[return-value]
                      for f in (0, 1))
+
+
+def _found(rows: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of `wanted` is in the ascending `rows`, for those that are there, and which those are."""
+    import numpy as np
+
+    if not len(rows) or not len(wanted):
+        return np.zeros(0, np.int64), np.zeros(len(wanted), bool)
+    at = np.minimum(rows.searchsorted(wanted), len(rows) - 1)
+    hit = rows[at] == wanted
+    return at[hit], hit
 
 
 def _merged(parts: list[Occurrences], in_base: list[bool], which: tuple[np.ndarray, np.ndarray]) -> Occurrences:
@@ -323,7 +364,8 @@ def _mask(base: Snapshot, before: _Masked | None, docs: set[int], rows: list[Chu
     for tid, count in zip(*_held(base, newly), strict=True):
         df[tid] = df.get(tid, 0) + count
     length = int((base.body_off[newly + 1] - base.body_off[newly]).sum())
-    return _Masked(alive, frozenset(docs | (before.docs if before is not None else frozenset())), df,
+    at = np.concatenate((before.at, newly)) if before is not None else newly
+    return _Masked(alive, at, frozenset(docs | (before.docs if before is not None else frozenset())), df,
                    (before.rows if before is not None else 0) + len(newly),
                    (before.length if before is not None else 0) + length, ascending)
 

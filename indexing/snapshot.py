@@ -183,6 +183,10 @@ class TermTable(Mapping[str, TermInfo]):
         """The term id's slice of the postings."""
         return int(self._bounds[tid]), int(self._bounds[tid + 1])
 
+    def idf_of(self, tid: int) -> float:
+        """The term id's idf, as its postings' weights were computed with it."""
+        return float(self._idf[tid])
+
     def get(self, term: str, default: TermInfo | None = None) -> TermInfo | None:  # type: ignore[override]
         """The term's TermInfo, else `default` (Mapping.get would call __getitem__ and catch a KeyError)."""
         info = self._made.get(term)

@@ -33,26 +33,40 @@ def top_k(
     """The `k` best rows by the float32 sum, in `postings` order, of their term weights, best first
     (ties: lower chunk id): the rows, their scores and which terms each contains (bit i: the i-th
     of `postings`, up to 63). `bounds[i]` is at least every weight of `postings[i]`."""
+    scores = summed(postings, len(chunk_ids))
+    best, got = ordered(contenders(postings, bounds, k, scores), scores, k, chunk_ids)
+    return best, got, presence(best, [rows for rows, _ in postings])
+
+
+def summed(postings: Sequence[Postings], n: int) -> np.ndarray:
+    """Every row's float32 sum of its term weights, in `postings` order."""
     import numpy as np
 
-    scores = np.zeros(len(chunk_ids), dtype=np.float32)
+    scores = np.zeros(n, dtype=np.float32)
     for rows, weights in postings:
         np.add.at(scores, rows, weights)  # rows are distinct: the same float32 sums as scores[rows] += weights
-    cand, got = _contenders(postings, bounds, k, scores)
+    return scores
+
+
+def ordered(cand: np.ndarray, scores: np.ndarray, k: int, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` best of the rows `cand` by `scores`, best first, ties by chunk id: rows and scores."""
+    import numpy as np
+
+    got = scores[cand]
     if len(cand) > k:
         keep = got >= _kth(got, k)
         cand, got = cand[keep], got[keep]
     order = np.lexsort((chunk_ids[cand], -got))[:k]
-    best = cand[order]
-    return best, got[order], _presence(best, [rows for rows, _ in postings])
+    return cand[order], got[order]
 
 
-def _contenders(
-    postings: Sequence[Postings], bounds: Sequence[float], k: int, scores: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every row scoring at least a lower bound of the k-th best score (sorted, once each), and their scores."""
+def contenders(postings: Sequence[Postings], bounds: Sequence[float], k: int, scores: np.ndarray,
+               slack: float = 1.0) -> np.ndarray:
+    """Every row (sorted, once each) that scores at least `slack` x the k-th best score (and some below it).
+    Scores known only within a factor [lo, hi] of the exact ones (`indexing.delta`): with slack = lo / hi,
+    the rows of the exact top k are among them."""
     m = len(postings)
-    theta = _kth(scores[_seed(postings, bounds, k)], k)
+    theta = _kth(scores[_seed(postings, bounds, k)], k) * slack
     limit = theta * (1 - (m + 2) * 2.0**-23)  # under theta by more than float32 rounding of m terms
     ascending = sorted(range(m), key=lambda i: (bounds[i], -len(postings[i][0])))
     spent, skipped = 0.0, 0
@@ -63,13 +77,13 @@ def _contenders(
     import numpy as np
 
     if len(essential) == 1 and theta > 0:  # one term's rows: sorted and distinct already
-        got = scores[essential[0]]
-        keep = got >= theta
-        return essential[0][keep], got[keep]
+        return essential[0][scores[essential[0]] >= theta]
     cand = np.concatenate(essential) if len(essential) > 1 else essential[0]
-    # too few rows in the seed for a theta: the best k entries of each term hold the best k rows
-    cand = _distinct(cand[scores[cand] >= theta] if theta > 0 else _widest(cand, scores, k * len(essential)))
-    return cand, scores[cand]
+    if theta > 0:
+        return _distinct(cand[scores[cand] >= theta])
+    # too few rows in the seed for a theta: the best k entries of each term hold the best k rows (exact
+    # scores only: with approximate ones every row is a contender)
+    return _distinct(_widest(cand, scores, k * len(essential)) if slack == 1.0 else cand)
 
 
 def _seed(postings: Sequence[Postings], bounds: Sequence[float], k: int) -> np.ndarray:
@@ -114,7 +128,7 @@ def _kth(values: np.ndarray, k: int) -> float:
     return float(part[len(values) - k])
 
 
-def _presence(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
+def presence(cand: np.ndarray, postings: list[np.ndarray]) -> np.ndarray:
     """Bit i set where the row contains term i (`postings`: each term's sorted rows; up to 63 terms)."""
     import numpy as np
 
