@@ -7,10 +7,11 @@ are the delta's rows (after the base's, in one row space), and new terms take id
 (one term-id space, for the scorer's proximity step). The base is merged with the delta by a whole
 rebuild in the background, once the index is quiet (`indexing.postings.MemoryIndex`).
 
-Scores are exactly those of a rebuild: BM25F weights depend on the collection (chunks, document
-frequencies, average length), so the delta keeps the base's term frequencies (`Snapshot.tf`) and
-weighs each query term's postings again with the statistics of now, with the very functions and
-float operations of the build (`indexing.postings_files`).
+Scores are exactly those of a rebuild, though BM25F weights depend on the collection (chunks, document
+frequencies, average length): the base's stored weights, scaled by each query term's idf change, are
+within a known factor of the weights of now, so they pick the few rows that can be in the top k, and
+only those are weighed again, from the base's term frequencies (`Snapshot.tf`) with the statistics of
+now and the very functions and float operations of the build (`indexing.postings_files`).
 """
 
 from __future__ import annotations
@@ -445,7 +446,7 @@ def _delta_snapshot(view: DeltaSnapshot, chunks: list[_Chunk]) -> Snapshot:
 
 
 class _Terms(Mapping[str, TermInfo]):
-    """Term -> TermInfo of now (idf of now; no rows span: see DeltaSnapshot.postings); a term
+    """Term -> TermInfo of now (idf of now; no rows span: see DeltaSnapshot._scaled); a term
     no chunk holds any more is not there."""
 
     def __init__(self, view: DeltaSnapshot) -> None:

@@ -133,7 +133,7 @@ class _ReadAhead:
     def _submit(self, at: int) -> Future[_Prepared] | None:
         if at >= len(self.paths):
             return None
-        return self.pool.submit(lambda: self.indexer._read(self.indexer._stat(self.paths[at])))
+        return self.pool.submit(self.indexer._read_path, self.paths[at])
 
     def wait(self) -> None:
         """Wait until the next file is read (outside any transaction); its read errors are raised here."""
@@ -169,6 +169,7 @@ class Indexer:
         self, store: IndexStore, limits: ExtractionLimits | None = None, chunking: ChunkingOptions | None = None,
         should_cancel: ShouldCancel | None = None, opener: Callable[[Path], int] | None = None,
         secrets: SecretFilter | None = None, busy: Callable[[], bool] | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> None:
         """`opener(path) -> fd` opens each file once (default: no symlink as the last component;
         tools pass a race-free opener confined to the workspace roots); everything read from a
@@ -176,7 +177,9 @@ class Indexer:
         (indexed ones are forgotten here, once per `secrets.key`). Inside a write transaction `busy()`
         is asked instead of `should_cancel` (default: it is `should_cancel`): when the latter may wait
         (the live index's yields to searches), `busy` must not, so that nobody waits on the write lock
-        while its holder waits; True ends the transaction early."""
+        while its holder waits; True ends the transaction early. `pause()` is called before each file is read
+        (in the helper thread, outside any transaction): the live index's waits while searches run, so the
+        extraction and analysis of a burst of changes do not take the GIL from them."""
         self.opener = opener or open_plain
         self.store = store
         self.limits = limits or ExtractionLimits()
@@ -190,6 +193,7 @@ class Indexer:
         store.ensure_ocr(languages if ocr_available(languages) else "")
         self.should_cancel = should_cancel or (lambda: False)
         self.busy = busy or self.should_cancel
+        self.pause = pause or (lambda: None)
         self.secrets = secrets
         self._checked = False  # the whole index was checked for secrets by this indexer
         self.drop_secrets()
@@ -358,6 +362,10 @@ class Indexer:
                and reads.ready(within=deadline - time.monotonic(), busy=self._yields)):
             outcomes.append(self._write(conn, reads.next()))
         return outcomes
+
+    def _read_path(self, path: Path) -> _Prepared:
+        self.pause()
+        return self._read(self._stat(path))
 
     def _yields(self) -> bool:
         return self.busy() or self.store.writers_waiting()

@@ -523,3 +523,20 @@ def test_a_thread_waiting_to_write_ends_a_long_transaction(store: IndexStore, tm
     Indexer(store, busy=write_when_asked).index_files(sorted(folder.iterdir()))
     writer[0].join(timeout=10)
     assert seen == [1] and not store.writers_waiting()  # the first transaction wrote one file, then let it in
+
+
+def test_the_reader_pauses_before_each_file_outside_the_transaction(store: IndexStore, tmp_path: Path) -> None:
+    """The live index's `pause` (it waits while searches run) is called before each file is read, in the
+    helper thread that reads, never in the one that holds the write transaction."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"{i}.md").write_text(f"file number {i}\n", encoding="utf-8")
+    paused: list[tuple[str, int]] = []
+
+    def pause() -> None:
+        paused.append((threading.current_thread().name, store.totals()["files"]))
+
+    Indexer(store, pause=pause).index_files(sorted(folder.iterdir()))
+    assert len(paused) == 5 and all(name.startswith("index-read") for name, _ in paused)
+    assert store.totals()["files"] == 5

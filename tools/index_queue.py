@@ -165,6 +165,10 @@ class ReindexQueue:
         search that writes (an inline re-index) ends it by waiting for the write (`writers_waiting`)."""
         return self._closing.is_set()
 
+    def pause(self) -> None:
+        """Before a file is read and analysed (the indexer's helper thread): wait while searches run (bounded)."""
+        self.gauge.wait_idle()
+
     def _should_stop(self) -> bool:
         """Checked between files: yields to running searches first."""
         self.gauge.wait_idle()

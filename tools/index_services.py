@@ -142,9 +142,9 @@ def stop_index_jobs(rt: Runtime) -> None:
 
 def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
                 session_id: str | None = None, roots: tuple[Path, ...] | None = None,
-                busy: Callable[[], bool] | None = None) -> Indexer:
+                busy: Callable[[], bool] | None = None, pause: Callable[[], None] | None = None) -> Indexer:
     """The indexer of a call, or of background work: files are opened only inside `roots` (default: the
-    session's roots); `busy`: see Indexer."""
+    session's roots); `busy`, `pause`: see Indexer."""
     from indexing.indexer import Indexer
     s = rt.settings
     limits = rt.extraction_limits()
@@ -155,7 +155,8 @@ def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Cal
     allowed = fd_allowed(s, roots, rt.secret_paths)
     index = index_of(rt)
     return Indexer(index.store, limits, chunking, should_cancel=should_cancel,
-                   opener=lambda path: open_inside(path, roots, allowed), secrets=index.secret_filter(roots), busy=busy)
+                   opener=lambda path: open_inside(path, roots, allowed), secrets=index.secret_filter(roots), busy=busy,
+                   pause=pause)
 
 
 def secret_refusal(shown: str, rule: str) -> str:

@@ -226,13 +226,14 @@ def handle(rt: Runtime, queue: ReindexQueue, batch: list[Entry], should_stop: Ca
         if kind == "gone":
             gone.append(entry.path)
         elif kind == "dir":
-            report = indexer_for(rt, should_cancel=should_stop, roots=entry.roots, busy=queue.busy).index_tree(
-                Path(entry.path))
+            report = indexer_for(rt, should_cancel=should_stop, roots=entry.roots, busy=queue.busy,
+                                 pause=queue.pause).index_tree(Path(entry.path))
             _count(stats, report)
         elif kind == "file":
             files.setdefault(entry.roots, []).append(Path(entry.path))
     for roots, paths in files.items():
-        _count(stats, indexer_for(rt, should_cancel=should_stop, roots=roots, busy=queue.busy).index_files(paths))
+        indexer = indexer_for(rt, should_cancel=should_stop, roots=roots, busy=queue.busy, pause=queue.pause)
+        _count(stats, indexer.index_files(paths))
     if gone:
         stats.removed += _forget(rt, gone)
 
