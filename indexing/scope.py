@@ -56,7 +56,13 @@ def allowed(store: IndexStore, doc_ids: Sequence[int], scope: PathFilter) -> lis
         return []
     cond, extra = scope.sql(store.backend)
     listed, ids = _listed(store.backend, unique)
-    rows = store.conn().execute(f"SELECT doc_id FROM files WHERE {cond} AND {listed}", [*extra, ids])
+    if store.backend == "sqlite":
+        rows = store.conn().execute(f"SELECT doc_id FROM files WHERE {cond} AND {listed}", [*extra, ids])
+    else:  # the listed files first: a generic plan of the prepared statement walked the path index through every
+        # file under the roots (18 ms a search at 20k files, against 0.4 ms)
+        rows = store.conn().execute(
+            f"WITH listed AS MATERIALIZED (SELECT doc_id, path FROM files WHERE {listed}) "
+            f"SELECT doc_id FROM listed WHERE {cond}", [ids, *extra])
     reachable = {d for (d,) in rows}
     return [i for i, d in enumerate(doc_ids) if d in reachable]
 
