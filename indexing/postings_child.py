@@ -61,8 +61,8 @@ def build_in_child(place: ChildBuild, directory: Path, w: Weighting, min_chunks:
     """Run the build of the index's postings into `directory` in a child process; None when the index is
     outside the size range or changed during the build. RuntimeError when the child failed (its last lines
     of output in it)."""
-    argv = [sys.executable, "-m", "indexing.postings_child_main", str(place.data_dir), str(directory),
-            repr(w.k1), repr(w.b), repr(w.head_weight), str(min_chunks), str(max_chunks)]
+    argv = [sys.executable, "-m", "indexing.postings_child_main", str(os.getpid()), str(place.data_dir),
+            str(directory), repr(w.k1), repr(w.b), repr(w.head_weight), str(min_chunks), str(max_chunks)]
     env = {k: v for k, v in os.environ.items() if k != URL_VARIABLE}
     ours = str(Path(__file__).resolve().parent.parent)  # (importable whatever the working directory)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ours, env.get("PYTHONPATH")) if p)

@@ -20,9 +20,9 @@ from indexing.scoring import Weighting
 def _main(argv: list[str]) -> None:
     from foundation.storage import open_database
 
-    data_dir, directory, k1, b, head, low, high = argv
+    parent, data_dir, directory, k1, b, head, low, high = argv
+    _stop_with(int(parent))  # (its pid as it started this one: it may have ended before this line)
     os.nice(NICENESS)
-    _stop_with(os.getppid())
     store = open_store(open_database(Path(data_dir), os.environ.get(URL_VARIABLE)), move_damaged=False)
     memory = MemoryIndex(store, Weighting(float(k1), float(b), float(head)), min_chunks=int(low),
                          max_chunks=int(high), directory=Path(directory))

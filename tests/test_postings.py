@@ -246,6 +246,53 @@ def test_a_child_build_that_fails_leaves_the_build_to_this_process(indexed: tupl
     assert "child process failed" in caplog.text and _top_ids(memory, store) == _top_ids(here, store)
 
 
+_PARENT = """
+import sys
+from pathlib import Path
+from indexing.postings_child import ChildBuild, build_in_child
+from indexing.scoring import DEFAULT_WEIGHTING
+build_in_child(ChildBuild(Path(sys.argv[1])), Path(sys.argv[2]), DEFAULT_WEIGHTING, 1, 10**9)
+"""
+
+
+def _children_building(saved: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"indexing.postings_child_main" in argv and str(saved).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds the child through /proc")
+def test_a_child_build_ends_when_its_parent_is_killed(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
+    import fcntl
+    import subprocess
+    import sys
+
+    from indexing.postings_child import LOCK_NAME
+
+    saved = tmp_path / "postings"
+    saved.mkdir()
+    with open(saved / LOCK_NAME, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another build runs: the child waits for the lock
+        parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(tmp_path), str(saved)],
+                                  cwd=Path(__file__).resolve().parent.parent)
+        deadline = time.monotonic() + 30
+        while not _children_building(saved) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _children_building(saved), "the build's child process started"
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _children_building(saved) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _children_building(saved), "the child ended with its parent, though still waiting for the lock"
+
+
 @pytest.mark.parametrize("damage", ["truncate", "manifest", "missing", "garbage-manifest"])
 def test_damaged_saved_files_are_rebuilt(indexed: tuple[Path, IndexStore], tmp_path: Path, damage: str) -> None:
     _, store = indexed
