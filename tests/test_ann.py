@@ -119,9 +119,15 @@ def test_the_approximate_index_finds_what_the_exact_search_finds(indexed: IndexS
         near_exact, near_ann = Nearest(matrix, query), Nearest(ann, query)
         assert np.allclose(near_exact.mean, near_ann.mean) and np.allclose(near_exact.spread, near_ann.spread)
         top = near_exact.top(10)
-        assert set(top) == set(near_ann.top(10))
-        assert np.allclose([v for v in near_exact.of(top) if v is not None], [v for v in near_ann.of(top) if v is not None], atol=1e-4)
-        assert [h.chunk_id for h in by["exact"].search(text, limit=10)] == [h.chunk_id for h in by["approx"].search(text, limit=10)]
+        # The graphs are approximate: HNSW can leave a node unreachable (149 of these 150 rows were reached in about
+        # 1 run of 12, the graphs being built by several threads), so one of the ten may differ; the flat pass is exact.
+        missed = 0 if searched_by == "flat" else 1
+        assert len(set(top) - set(near_ann.top(10))) <= missed
+        both = [c for c in top if near_ann.of([c])[0] is not None]
+        assert np.allclose(near_exact.of(both), near_ann.of(both), atol=1e-4)  # type: ignore[arg-type]
+        exact_hits = [h.chunk_id for h in by["exact"].search(text, limit=10)]
+        approx_hits = [h.chunk_id for h in by["approx"].search(text, limit=10)]
+        assert exact_hits == approx_hits if not missed else len(set(exact_hits) - set(approx_hits)) <= missed
 
 
 @pytest.mark.storage
