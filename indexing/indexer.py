@@ -343,6 +343,7 @@ class Indexer:
                     )
                 first = reads.done
                 reads.wait()
+                self._let_writers_in()
                 with self.store.write() as conn:
                     outcomes = self._write_batch(conn, reads)
                 for n, outcome in enumerate(outcomes, start=first + 1):  # reported once committed
@@ -366,6 +367,13 @@ class Indexer:
     def _read_path(self, path: Path) -> _Prepared:
         self.pause()
         return self._read(self._stat(path))
+
+    def _let_writers_in(self) -> None:
+        """Before a transaction: the threads that ended the last one by waiting to write go first (a lock is
+        not handed over in order: this thread could take it again before they wake). Bounded by BATCH_SECONDS."""
+        deadline = time.monotonic() + BATCH_SECONDS
+        while self.store.writers_waiting() and time.monotonic() < deadline:
+            time.sleep(READY_POLL_S / 10)
 
     def _yields(self) -> bool:
         return self.busy() or self.store.writers_waiting()
