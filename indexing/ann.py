@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from indexing.exact_vectors import exact_cosines, l1_norms, moments_of, nearest_rows, quantised
+from indexing.exact_vectors import (
+    cosines_at,
+    l1_norms,
+    moments_of,
+    nearest_rows,
+    positions,
+    quantised,
+)
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -121,13 +128,9 @@ class AnnVectors:
     def counts(self) -> np.ndarray:
         return np.array([len(self.ids) - int(self.chinese.sum()), int(self.chinese.sum())])
 
-    def position(self, ids: Sequence[int]) -> np.ndarray:
+    def position(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Where each of `ids` is in `ids` order (-1: no vector)."""
-        wanted = np.asarray(ids, dtype=np.int64)
-        if not len(self.ids):
-            return np.full(len(wanted), -1)
-        at = np.searchsorted(self.ids, wanted).clip(0, len(self.ids) - 1)
-        return np.where(self.ids[at] == wanted, at, -1)
+        return positions(self.ids, ids)
 
     def scorer(self, query: np.ndarray) -> AnnScorer:
         return AnnScorer(self, query)
@@ -308,8 +311,5 @@ class AnnScorer:
             return self._cosines(ids)
 
     def _cosines(self, ids: np.ndarray) -> np.ndarray:
-        at = self.ann.position(ids.tolist())
-        out = np.full(len(ids), np.nan)
-        mine = np.flatnonzero(at >= 0)
-        out[mine] = exact_cosines(self.ann.codes[at[mine]], self.ann.scales[at[mine]], self.query)
-        return out
+        ann = self.ann
+        return cosines_at(ann.codes, ann.scales, ann.position(ids), self.query)

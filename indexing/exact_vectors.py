@@ -64,6 +64,23 @@ def exact_cosines(rows: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np
     return cos
 
 
+def positions(ids: np.ndarray, wanted: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Where each of `wanted` is in the ascending `ids` (-1: not there)."""
+    wanted = np.asarray(wanted, dtype=np.int64)
+    if not len(ids):
+        return np.full(len(wanted), -1)
+    at = np.searchsorted(ids, wanted).clip(0, len(ids) - 1)
+    return np.where(ids[at] == wanted, at, -1)
+
+
+def cosines_at(rows: np.ndarray, scales: np.ndarray, at: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The exact cosine of the rows at positions `at` with `query` (NaN where a position is -1)."""
+    out = np.full(len(at), np.nan)
+    mine = np.flatnonzero(at >= 0)
+    out[mine] = exact_cosines(rows[at[mine]], scales[at[mine]], query)
+    return out
+
+
 def estimates(rows: np.ndarray, scales: np.ndarray, l1: np.ndarray, query: np.ndarray,
               floats: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(every row's cosine from one int8 pass, the bound of its distance to the exact cosine). `floats`: the rows
@@ -164,11 +181,9 @@ class VectorMatrix:
         """The exact cosine of rows `at` with `query`, as the approximate index re-scores (float32)."""
         return exact_cosines(self.rows[at], self.scales[at], query)
 
-    def position(self, ids: Sequence[int]) -> np.ndarray:
+    def position(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Where each of `ids` is in `ids` order (-1: no vector)."""
-        wanted = np.asarray(ids, dtype=np.int64)
-        at = np.searchsorted(self.ids, wanted).clip(0, max(len(self.ids) - 1, 0))
-        return np.where((len(self.ids) > 0) & (self.ids[at] == wanted), at, -1) if len(self.ids) else np.full(len(wanted), -1)
+        return positions(self.ids, ids)
 
     def scorer(self, query: np.ndarray) -> ExactScorer:
         return ExactScorer(self, query)
@@ -195,11 +210,8 @@ class ExactScorer:
 
     def cosines(self, ids: Sequence[int]) -> np.ndarray:
         """The exact cosine of each of `ids` (NaN: no vector)."""
-        at = self.matrix.position(ids)
-        out = np.full(len(at), np.nan)
-        mine = np.flatnonzero(at >= 0)
-        out[mine] = self.matrix.exact(at[mine], self.query)
-        return out
+        m = self.matrix
+        return cosines_at(m.rows, m.scales, m.position(ids), self.query)
 
     @cached_property
     def cos(self) -> np.ndarray:
