@@ -76,8 +76,8 @@ class IndexDialect(Protocol):
 
     def add_chunk_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> None: ...
 
-    def drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
-        """Take chunks (id, head terms, terms) out of the candidate index (their rows go after)."""
+    def remove_chunks(self, conn: Any, doc_id: int) -> list[tuple[int, str, str]]:
+        """Delete a document's chunks, rows and candidate index; returns them (id, head terms, terms)."""
 
     def reindex_all(self, conn: Any) -> None:
         """Index every stored chunk for candidates again (after their terms changed)."""

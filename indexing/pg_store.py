@@ -59,6 +59,7 @@ class _IndexWrite(PgConn):
     def __init__(self, raw: Any, database: PostgresDatabase) -> None:
         super().__init__(raw, database)
         self.chunk_rows: list[list[object]] = []
+        self.queued_docs: set[object] = set()  # the documents of `chunk_rows`
         self.dfs: Counter[str] = Counter()
         self.next_ids: dict[str, int] = {}
         self.totals = [0, 0, 0]  # chunks, terms, changed
@@ -76,6 +77,7 @@ class _IndexWrite(PgConn):
 
     def queue_chunks(self, rows: list[tuple[object, ...]]) -> None:
         self.chunk_rows += [[*row, self.counted_tsvector(str(row[12]), str(row[13]))] for row in rows]
+        self.queued_docs.update(row[1] for row in rows)
         if len(self.chunk_rows) >= MAX_QUEUED_CHUNKS:  # a large write (an import) never holds them all
             self.settle()
 
@@ -93,6 +95,7 @@ class _IndexWrite(PgConn):
 
     def settle(self) -> None:
         rows, self.chunk_rows = self.chunk_rows, []
+        self.queued_docs.clear()
         if rows:
             super().copy_rows("chunks", _CHUNK_COPY_COLUMNS, rows)
         self._apply_dfs()
@@ -206,8 +209,16 @@ class PgDialect:
         """Queued in the write and copied in one COPY (`_IndexWrite.settle`)."""
         conn.queue_chunks(rows)
 
-    def drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
+    def remove_chunks(self, conn: Any, doc_id: int) -> list[tuple[int, str, str]]:
+        """Without settling the write's queued chunks first, unless this document's are among them: an edited
+        file's old document goes in every file's write, and a settle each time made a generation per file."""
+        if doc_id in conn.queued_docs:
+            conn.settle()
+        plain = _Plain(conn)
+        gone = [tuple(r) for r in plain.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,))]
         conn.count_dfs([(head, body) for _, head, body in gone], -1)
+        plain.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
+        return gone
 
     def reindex_all(self, conn: Any) -> None:
         conn.dfs.clear()  # every chunk is counted again below

@@ -94,8 +94,11 @@ class SqliteDialect:
         conn.executemany("INSERT INTO chunks_fts(rowid, head_terms, terms) VALUES(?,?,?)",
                          [(row[0], row[12], row[13]) for row in rows])
 
-    def drop_chunks(self, conn: Any, gone: list[tuple[int, str, str]]) -> None:
+    def remove_chunks(self, conn: Any, doc_id: int) -> list[tuple[int, str, str]]:
+        gone = [tuple(r) for r in conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,))]
         conn.executemany("INSERT INTO chunks_fts(chunks_fts, rowid, head_terms, terms) VALUES('delete', ?, ?, ?)", gone)
+        conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
+        return gone
 
     def reindex_all(self, conn: Any) -> None:
         conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES('rebuild')")

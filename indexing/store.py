@@ -419,11 +419,9 @@ class IndexStore:
             return False
         if conn.execute("SELECT 1 FROM files WHERE doc_id=? LIMIT 1", (doc_id,)).fetchone():
             return False
-        gone = [tuple(r) for r in conn.execute("SELECT id, head_terms, terms FROM chunks WHERE doc_id=?", (doc_id,)).fetchall()]
-        self.dialect.drop_chunks(conn, gone)
+        gone = self.dialect.remove_chunks(conn, doc_id)
         self.dialect.change_totals(conn, -len(gone), -sum(_count_terms(terms) for _, _, terms in gone))
         self.dialect.log_change(conn, doc_id)
-        conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE id=?", (doc_id,))
         return True
 
