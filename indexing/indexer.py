@@ -169,7 +169,7 @@ class Indexer:
         self, store: IndexStore, limits: ExtractionLimits | None = None, chunking: ChunkingOptions | None = None,
         should_cancel: ShouldCancel | None = None, opener: Callable[[Path], int] | None = None,
         secrets: SecretFilter | None = None, busy: Callable[[], bool] | None = None,
-        pause: Callable[[], None] | None = None,
+        pause: Callable[[Callable[[], bool]], None] | None = None,
     ) -> None:
         """`opener(path) -> fd` opens each file once (default: no symlink as the last component;
         tools pass a race-free opener confined to the workspace roots); everything read from a
@@ -177,9 +177,11 @@ class Indexer:
         (indexed ones are forgotten here, once per `secrets.key`). Inside a write transaction `busy()`
         is asked instead of `should_cancel` (default: it is `should_cancel`): when the latter may wait
         (the live index's yields to searches), `busy` must not, so that nobody waits on the write lock
-        while its holder waits; True ends the transaction early. `pause()` is called before each file is read
-        (in the helper thread, outside any transaction): the live index's waits while searches run, so the
-        extraction and analysis of a burst of changes do not take the GIL from them."""
+        while its holder waits; True ends the transaction early. `pause(until)` is called before each file is
+        read (in the helper thread, outside any transaction) and before each file but the first is written
+        (inside one, `until` then says when to stop waiting: another thread waits to write, or the
+        transaction's time is up): the live index's waits while searches run, so the extraction, analysis
+        and writes of a burst of changes take neither the GIL nor the database's CPU from them."""
         self.opener = opener or open_plain
         self.store = store
         self.limits = limits or ExtractionLimits()
@@ -193,7 +195,7 @@ class Indexer:
         store.ensure_ocr(languages if ocr_available(languages) else "")
         self.should_cancel = should_cancel or (lambda: False)
         self.busy = busy or self.should_cancel
-        self.pause = pause or (lambda: None)
+        self.pause = pause or (lambda until: None)
         self.secrets = secrets
         self._checked = False  # the whole index was checked for secrets by this indexer
         self.drop_secrets()
@@ -358,14 +360,21 @@ class Indexer:
         until `busy()` (never `should_cancel`, which may wait: it is asked between transactions) or another
         thread waits to write."""
         deadline = time.monotonic() + BATCH_SECONDS
+
+        def ends() -> bool:
+            return time.monotonic() >= deadline or self._yields()
+
         outcomes = [self._write(conn, reads.next())]
-        while (len(outcomes) < BATCH_FILES and time.monotonic() < deadline and not self._yields()
+        while (len(outcomes) < BATCH_FILES and not ends()
                and reads.ready(within=deadline - time.monotonic(), busy=self._yields)):
+            self.pause(ends)
+            if ends():
+                break
             outcomes.append(self._write(conn, reads.next()))
         return outcomes
 
     def _read_path(self, path: Path) -> _Prepared:
-        self.pause()
+        self.pause(lambda: False)
         return self._read(self._stat(path))
 
     def _let_writers_in(self) -> None:

@@ -478,7 +478,10 @@ def test_a_write_transaction_never_waits_on_searches_while_others_wait_for_it(st
         gauge.wait_idle(at_most=10.0)
         return False
 
-    indexer = Indexer(store, busy=lambda: False, should_cancel=yields_to_searches)
+    def pause(until: Callable[[], bool]) -> None:  # as the live index's queue does before each file
+        gauge.wait_idle(at_most=10.0, until=until)
+
+    indexer = Indexer(store, busy=lambda: False, should_cancel=yields_to_searches, pause=pause)
     worker = threading.Thread(target=indexer.index_tree, args=(folder,))
     worker.start()
     try:
@@ -495,6 +498,39 @@ def test_a_write_transaction_never_waits_on_searches_while_others_wait_for_it(st
         assert store.totals()["files"] < 3000 and max(waits) < 5.0, waits  # not the 10 s of the indexer's yield
     finally:
         worker.join(timeout=60)
+
+
+@pytest.mark.storage
+def test_a_write_that_replaces_documents_is_one_generation(store: IndexStore) -> None:
+    """An edited file's old document goes in the same write as its new one. On PostgreSQL the write's new
+    chunks are copied once, at commit (a copy per file made a generation per file, and every search of a
+    burst at 1M chunks a new delta); a document added and replaced within one write still goes whole."""
+    from indexing.indexer import analyze_chunks
+    from indexing.model import Chunk
+
+    def document(conn: object, digest: str, text: str) -> int:
+        return store.insert_document(conn, digest, "text", len(text), analyze_chunks([Chunk(0, 0, len(text), text)]))
+
+    with store.write() as conn:
+        for n in range(3):
+            store.link_file(conn, f"/docs/{n}.md", document(conn, f"v1-{n}", f"first draft {n} of the budget"), 1, 1)
+    before = store.generation()[0]
+    with store.write() as conn:
+        for n in range(3):
+            new = document(conn, f"v2-{n}", f"second draft {n} about hiring")
+            store.drop_if_orphan(conn, store.link_file(conn, f"/docs/{n}.md", new, 2, 2))
+    if store.backend == "postgresql":
+        assert store.generation()[0] == before + 1
+    consistent(store)
+    with store.write() as conn:
+        new = document(conn, "v3-0", "third draft of the office move")
+        store.drop_if_orphan(conn, store.link_file(conn, "/docs/0.md", new, 3, 3))
+        again = document(conn, "v4-0", "fourth draft about the office move")  # v3's chunks are not copied yet
+        store.drop_if_orphan(conn, store.link_file(conn, "/docs/0.md", again, 4, 4))
+    consistent(store)
+    assert sorted(paths_of(store, "draft")) == ["0.md", "1.md", "2.md"]
+    assert paths_of(store, "budget") == [] and sorted(paths_of(store, "hiring")) == ["1.md", "2.md"]
+    assert paths_of(store, "office") == ["0.md"] and paths_of(store, "third") == []
 
 
 def test_a_thread_waiting_to_write_ends_a_long_transaction(store: IndexStore, tmp_path: Path) -> None:
@@ -525,18 +561,23 @@ def test_a_thread_waiting_to_write_ends_a_long_transaction(store: IndexStore, tm
     assert seen == [1] and not store.writers_waiting()  # the first transaction wrote one file, then let it in
 
 
-def test_the_reader_pauses_before_each_file_outside_the_transaction(store: IndexStore, tmp_path: Path) -> None:
+@pytest.mark.storage
+def test_the_indexer_pauses_before_each_read_and_each_further_write(store: IndexStore, tmp_path: Path) -> None:
     """The live index's `pause` (it waits while searches run) is called before each file is read, in the
-    helper thread that reads, never in the one that holds the write transaction."""
+    helper thread that reads (nothing to stop it there), and before each file but a transaction's first
+    is written, where `until` ends the wait when the transaction must end."""
     folder = tmp_path / "docs"
     folder.mkdir()
     for i in range(5):
         (folder / f"{i}.md").write_text(f"file number {i}\n", encoding="utf-8")
-    paused: list[tuple[str, int]] = []
+    paused: list[tuple[str, bool]] = []
 
-    def pause() -> None:
-        paused.append((threading.current_thread().name, store.totals()["files"]))
+    def pause(until: Callable[[], bool]) -> None:
+        paused.append((threading.current_thread().name, until()))
 
     Indexer(store, pause=pause).index_files(sorted(folder.iterdir()))
-    assert len(paused) == 5 and all(name.startswith("index-read") for name, _ in paused)
+    reads = [until for name, until in paused if name.startswith("index-read")]
+    writes = [until for name, until in paused if name == threading.current_thread().name]
+    assert reads == [False] * 5 and len(reads) + len(writes) == len(paused)
+    assert 1 <= len(writes) <= 4 and not any(writes)  # (a transaction of 0.25 s at most holds them all here)
     assert store.totals()["files"] == 5

@@ -139,6 +139,64 @@ def test_a_serving_process_hands_the_gil_to_searches_sooner(settings: Any) -> No
         rt.close()
 
 
+_SEARCHING_CHILD = """
+import sys
+from pathlib import Path
+from tools.index_queue import SearchGauge, SharedSearches
+gauge = SearchGauge(SharedSearches.at(Path(sys.argv[1])))
+for line in sys.stdin:
+    if line.strip() == "start":
+        gauge.__enter__()
+    else:
+        gauge.__exit__(None, None, None)
+    print("ok", flush=True)
+"""
+
+
+@pytest.mark.skipif(os.name == "nt", reason="no fcntl: each process sees its own searches only")
+def test_the_reindexing_process_yields_to_the_searches_of_other_processes(tmp_path: Path) -> None:
+    """`--workers N`: the worker that re-indexes waits (bounded) while another worker's search runs, and not
+    after it ended or after that worker was killed mid-search (the kernel lets its lock go)."""
+    import subprocess
+    import sys
+    import threading
+
+    from tools.index_queue import SearchGauge, SharedSearches
+
+    child = subprocess.Popen([sys.executable, "-c", _SEARCHING_CHILD, str(tmp_path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    assert child.stdin is not None and child.stdout is not None
+    gauge = SearchGauge(SharedSearches.at(tmp_path))
+
+    def tell(line: str) -> None:
+        child.stdin.write(line + "\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "ok"
+
+    def waited() -> float:
+        started = time.monotonic()
+        gauge.wait_idle(at_most=30.0)
+        return time.monotonic() - started
+
+    try:
+        assert waited() < 1.0
+        tell("start")  # the other process searches
+        waiter = threading.Thread(target=waited)
+        waiter.start()
+        waiter.join(timeout=0.5)
+        assert waiter.is_alive()  # this one waits for it
+        tell("end")
+        waiter.join(timeout=5.0)
+        assert not waiter.is_alive()
+        tell("start")
+        child.kill()
+        child.wait()
+        assert waited() < 5.0
+    finally:
+        child.kill()
+        gauge.close()
+
+
 def test_one_watcher_per_data_store(settings: Any, workspace: Path) -> None:
     """Two server processes on one data store (two runtimes here: the lock file is per open file): one
     watches, the other follows; when the leader stops, the follower takes over."""

@@ -27,6 +27,8 @@ log = logging.getLogger("generalagent.index")
 
 BATCH_MAX = 64  # files handled in one indexer call at most
 IDLE_WAIT_S = 0.5  # a batch waits this long at most for the searches running to end
+SHARED_POLL_S = 0.003  # how often it looks whether the other processes' searches have ended
+SHARED_FILE = ".searches.lock"  # in the data dir (`SharedSearches`)
 FAILURES_KEPT = 20
 
 
@@ -38,30 +40,94 @@ class Entry:
 
 
 class SearchGauge:
-    """How many searches run now; background work waits for none to run (a bounded wait)."""
+    """How many searches run now; background work waits for none to run (a bounded wait). With `shared`, the
+    searches of the other processes on this data dir count too (`--workers N`: the worker that re-indexes
+    yields to the searches the others serve)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: SharedSearches | None = None) -> None:
         self._active = 0
         self._idle = threading.Condition()
+        self._shared = shared
 
     def __enter__(self) -> SearchGauge:
         with self._idle:
             self._active += 1
+            if self._active == 1 and self._shared is not None:
+                self._shared.mark(True)
         return self
 
     def __exit__(self, *exc: object) -> None:
         with self._idle:
             self._active -= 1
             if not self._active:
+                if self._shared is not None:
+                    self._shared.mark(False)
                 self._idle.notify_all()
 
-    def busy(self) -> bool:
-        """True while a search runs (never waits)."""
-        return self._active > 0
-
-    def wait_idle(self, at_most: float = IDLE_WAIT_S) -> None:
+    def wait_idle(self, at_most: float = IDLE_WAIT_S, until: Callable[[], bool] = lambda: False) -> None:
+        """Until no search runs (the other processes' are looked at every SHARED_POLL_S), `until()` is
+        True (asked as often), or `at_most` seconds passed."""
+        deadline = time.monotonic() + at_most
         with self._idle:
-            self._idle.wait_for(lambda: self._active == 0, timeout=at_most)
+            while not until():
+                if self._active == 0 and (self._shared is None or not self._shared.running()):
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._idle.wait(min(left, SHARED_POLL_S))
+
+    def close(self) -> None:
+        with self._idle:
+            shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.close()
+
+
+class SharedSearches:
+    """Searches running in any process of this data dir: a process holds a shared `flock` on one file while
+    searches of its run, and a probe that cannot take it exclusively sees them. The kernel lets go of a
+    lock when its process ends, so a killed worker never leaves one behind. Linux and macOS (no `fcntl`
+    on Windows: each process then sees its own searches only)."""
+
+    def __init__(self, path: Path) -> None:
+        import fcntl
+
+        self._fcntl = fcntl
+        self._mark = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._probe = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+
+    @classmethod
+    def at(cls, data_dir: Path) -> SharedSearches | None:
+        """The data dir's file; None where it cannot be made (no `fcntl`, a read-only data dir)."""
+        try:
+            return cls(data_dir / SHARED_FILE)
+        except (ImportError, OSError):
+            return None
+
+    def mark(self, on: bool) -> None:
+        """This process's searches start (`on`) or have all ended."""
+        f = self._fcntl
+        for _ in range(3):  # a probe holds the file for a few microseconds at most
+            try:
+                f.flock(self._mark, f.LOCK_SH | f.LOCK_NB if on else f.LOCK_UN)
+                return
+            except OSError:
+                time.sleep(0)
+
+    def running(self) -> bool:
+        """True while a search runs in any process (this one's included)."""
+        f = self._fcntl
+        try:
+            f.flock(self._probe, f.LOCK_EX | f.LOCK_NB)
+        except OSError:
+            return True
+        f.flock(self._probe, f.LOCK_UN)
+        return False
+
+    def close(self) -> None:
+        for fd in (self._mark, self._probe):
+            os.close(fd)
 
 
 @dataclass
@@ -165,9 +231,9 @@ class ReindexQueue:
         search that writes (an inline re-index) ends it by waiting for the write (`writers_waiting`)."""
         return self._closing.is_set()
 
-    def pause(self) -> None:
-        """Before a file is read and analysed (the indexer's helper thread): wait while searches run (bounded)."""
-        self.gauge.wait_idle()
+    def pause(self, until: Callable[[], bool]) -> None:
+        """Before a file is read and analysed, or written: wait while searches run (bounded; see Indexer)."""
+        self.gauge.wait_idle(until=until)
 
     def _should_stop(self) -> bool:
         """Checked between files: yields to running searches first."""

@@ -142,7 +142,8 @@ def stop_index_jobs(rt: Runtime) -> None:
 
 def indexer_for(rt: Runtime, call: CallContext | None = None, should_cancel: Callable[[], bool] | None = None,
                 session_id: str | None = None, roots: tuple[Path, ...] | None = None,
-                busy: Callable[[], bool] | None = None, pause: Callable[[], None] | None = None) -> Indexer:
+                busy: Callable[[], bool] | None = None,
+                pause: Callable[[Callable[[], bool]], None] | None = None) -> Indexer:
     """The indexer of a call, or of background work: files are opened only inside `roots` (default: the
     session's roots); `busy`, `pause`: see Indexer."""
     from indexing.indexer import Indexer

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from foundation.errors import Cancelled
 from foundation.settings import Settings
 from foundation.waiting import about_to_wait
-from tools.index_queue import Entry, QueueStats, ReindexQueue, SearchGauge, note_failure
+from tools.index_queue import Entry, QueueStats, ReindexQueue, SearchGauge, SharedSearches, note_failure
 from tools.index_scan import stat_pass
 from tools.index_watch import LOCK_KEY, FolderWatcher
 from tools.runtime import Runtime, Service
@@ -51,7 +51,7 @@ class LiveIndex:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.gauge = SearchGauge()
+        self.gauge = SearchGauge(SharedSearches.at(rt.settings.data_dir))
         self.queue = ReindexQueue(lambda batch, stop, stats: handle(rt, self.queue, batch, stop, stats), self.gauge)
         self.watcher: FolderWatcher | None = None
         self.closed = threading.Event()
@@ -85,6 +85,7 @@ class LiveIndex:
         if self.watcher is not None:
             self.watcher.close()
         self.queue.close()
+        self.gauge.close()
 
 
 def prefer_searches() -> None:
