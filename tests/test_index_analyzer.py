@@ -3,12 +3,19 @@ stop/question words of both languages, diacritics, and jieba never imported at s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from indexing.analyzer import analyze, stem
 
@@ -63,10 +70,10 @@ def test_symbols_never_become_terms() -> None:
 def test_jieba_not_imported_at_startup() -> None:
     code = (
         "import sys, mcp_server.registry, tools.documents, indexing.search, indexing.indexer;"
-        "print('jieba' in sys.modules, 'regex' in sys.modules)"
+        "print('jieba' in sys.modules, 'rjieba' in sys.modules, 'regex' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "False"]
+    assert out.split() == ["False", "False", "False"]
 
 
 def test_jieba_loads_without_pkg_resources_which_stays_importable() -> None:
@@ -137,3 +144,51 @@ def test_a_damaged_dictionary_cache_falls_back_to_jieba(tmp_path: Path) -> None:
     assert not _load_cached(second, tmp_path)  # the caller then initialises jieba its own way
     second.initialize()
     assert second.lcut("潘淑是哪里人", HMM=False) == first.lcut("潘淑是哪里人", HMM=False)
+
+
+def _han_phrases() -> list[str]:
+    """The Han runs of the Chinese questions in tests/data (real words for the segmenters to disagree on)."""
+    runs: list[str] = []
+    for name in ("meaning_queries.jsonl", "meaning_tuning.jsonl"):
+        for line in (Path(__file__).parent / "data" / name).read_text(encoding="utf-8").splitlines():
+            runs += re.findall(r"[\u4e00-\u9fff]+", json.loads(line)["query"])
+    return runs
+
+
+_PHRASES = _han_phrases()
+
+
+@pytest.fixture(scope="module")
+def clean_jieba() -> Any:
+    """jieba's own segmenter with its dictionary and no user words (copied per example)."""
+    from indexing.analyzer import jieba_tokenizer
+
+    loaded = jieba_tokenizer()
+    import jieba
+
+    clean = jieba.Tokenizer()
+    clean.FREQ, clean.total, clean.initialized = dict(loaded.FREQ), loaded.total, True
+    return clean
+
+
+@hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.sampled_from(_PHRASES) | st.text(alphabet="".join(set("".join(_PHRASES))), min_size=1,
+                                                          max_size=6), min_size=1, max_size=8),
+       picks=st.lists(st.tuples(st.integers(0, 10_000), st.integers(2, 4), st.none() | st.integers(1, 50_000)),
+                      max_size=3))
+def test_jieba_rs_cuts_as_jieba_does(clean_jieba: Any, parts: list[str], picks: list[tuple[int, int, int | None]]) -> None:
+    """The analysis's segmenter (jieba-rs when installed) gives jieba's own `lcut(HMM=False)` pieces, with
+    user words (with and without a frequency) taken from the text itself."""
+    pytest.importorskip("rjieba")
+    import jieba
+
+    from indexing.analyzer import _rust_segmenter
+
+    text = "".join(parts)
+    words = {text[at % len(text):at % len(text) + size]: freq for at, size, freq in picks if len(text) >= size}
+    python = jieba.Tokenizer()
+    python.FREQ, python.total, python.initialized = dict(clean_jieba.FREQ), clean_jieba.total, True
+    for word, freq in words.items():
+        python.add_word(word, freq)
+    rust = _rust_segmenter(words)
+    assert rust is not None and rust(text) == python.lcut(text, HMM=False)
