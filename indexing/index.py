@@ -129,6 +129,11 @@ class Index:
         if self._jobs is not None:
             self._jobs.close()
 
+    def close(self) -> None:
+        """The runtime closes: the postings stop following the index."""
+        if self._memory is not None:
+            self._memory.stop_following()
+
     # -- secrets ------------------------------------------------------------------------------------
 
     def secret_filter(self, roots: tuple[Path, ...]) -> SecretFilter | None:

@@ -119,7 +119,9 @@ def check_jieba(_: Settings) -> Check:
         dictionary = Path(spec.origin).parent / "dict.txt"
         if not dictionary.is_file():
             raise FileNotFoundError(f"{dictionary} is missing")
-        return Check("jieba dictionary", True, f"{dictionary} ({dictionary.stat().st_size // 1024} KiB, offline)")
+        cut_by = "jieba-rs" if importlib.util.find_spec("rjieba") is not None else "jieba (install rjieba: 8x faster)"
+        return Check("jieba dictionary", True,
+                     f"{dictionary} ({dictionary.stat().st_size // 1024} KiB, offline), cut by {cut_by}")
     except Exception as exc:
         return Check("jieba dictionary", False, str(exc))
 

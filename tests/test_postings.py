@@ -152,6 +152,39 @@ def _top_ids(memory: MemoryIndex, store: IndexStore) -> list[list[int]]:
     return [[h.chunk_id for h in _in_memory(searcher, q) or []] for q in _queries(n=20)]
 
 
+def test_postings_that_follow_the_index_make_its_delta_and_merge_it_without_a_search(
+        indexed: tuple[Path, IndexStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A serving process's postings follow the index: a new generation's delta is made by the follower,
+    not by the next search, and merged once the index is quiet; then the follower stops when told."""
+    import indexing.postings as postings
+
+    monkeypatch.setattr(postings, "MERGE_QUIET_S", 0.3)
+    folder, store = indexed
+    memory = MemoryIndex(store)
+    memory.build_now()
+    builds = memory.builds
+    memory.follow()
+    memory.follow()  # (once)
+    try:
+        (folder / "new.md").write_text("# Zeppelin\n\nThe zeppelin hangar was rebuilt.\n", encoding="utf-8")
+        Indexer(store).index_file(folder / "new.md")
+        generation = store.generation()[0]
+        deadline = time.monotonic() + 20
+        while not memory.holds(generation) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert memory.holds(generation)  # no search asked for it
+        while memory.builds == builds and time.monotonic() < deadline:
+            time.sleep(0.01)
+        snap = memory.current(*store.generation())
+        assert memory.builds == builds + 1 and snap is not None and snap.generation == generation  # merged
+    finally:
+        memory.stop_following()
+    follower = memory._follower
+    assert follower is not None
+    follower.join(timeout=5)
+    assert not follower.is_alive()
+
+
 def test_a_restart_opens_the_saved_snapshot_without_rebuilding(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
     _, store = indexed
     saved = tmp_path / "postings"

@@ -201,15 +201,18 @@ def forget_secrets(rt: Runtime) -> None:
 
 def warm_up_search(rt: Runtime) -> None:
     """Start-up warm-up (background thread): when there is an index, its in-memory postings (every
-    search needs them), then jieba's dictionary (Chinese text needs it). A data dir that holds an
-    index also keeps a faster copy of the dictionary; fresh data dirs get no files written."""
+    search needs them; from then on they follow the index's changes), then jieba's dictionary (Chinese
+    text needs it). A data dir that holds an index also keeps a faster copy of the dictionary; fresh
+    data dirs get no files written."""
     from indexing.analyzer import set_cache_dir, warm_up
 
     has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
     try:
         if has_index:
             set_cache_dir(rt.settings.data_dir / "cache")  # first: a Chinese search meanwhile loads it from there
-            memory_index(rt).build_now()
+            memory = memory_index(rt)
+            memory.build_now()
+            memory.follow()
     finally:
         warm_up()
 
