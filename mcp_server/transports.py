@@ -312,12 +312,55 @@ def run_http(build: Callable[[], Any], settings: Settings, host: str, port: int,
     from mcp_server.workers import SETTINGS_EXIT, Supervisor
 
     print(f"generalagent-mcp: Streamable HTTP on {address} ({workers} worker processes)", file=sys.stderr, flush=True)
-    code = Supervisor(workers, partial(_worker, build, sockets, settings, host)).run()
+    code = Supervisor(workers + 1, partial(_worker_or_watcher, build, sockets, settings, host, workers)).run()
     if code == SETTINGS_EXIT:
         raise SettingsError("The HTTP workers cannot start: a setting is wrong (see the error above).")
     if code != 0:
         raise GeneralAgentError("The HTTP workers keep failing at start-up (see the errors above); fix the cause "
                                 "and start the server again.")
+
+
+def _worker_or_watcher(build: Callable[[], Any], sockets: list[socket.socket], settings: Settings, host: str,
+                       workers: int, slot: int) -> None:
+    """Slots 0..workers-1 serve HTTP; the last one watches the indexed folders for all of them (`_watcher`)."""
+    if slot == workers:
+        _watcher(build, sockets)
+        return
+    from tools.live_index import watch_in_another_process
+
+    watch_in_another_process()
+    _worker(build, sockets, settings, host, slot)
+
+
+WATCHER_NICENESS = 10
+"""The watcher process's CPU priority below the workers' (nice): a re-index of many changed files runs on
+what searches leave."""
+
+
+def _watcher(build: Callable[[], Any], sockets: list[socket.socket]) -> None:
+    """The process that watches the indexed folders and re-indexes what changes, for every worker: at a
+    lower CPU priority, and never inside a process that serves searches (its extraction took the GIL from
+    them). Stops on SIGTERM or SIGINT, finishing the file it writes."""
+    import signal
+    import threading
+
+    from tools.live_index import stop_live_index, warm_up_watcher
+
+    for sock in sockets:
+        sock.close()
+    try:
+        os.nice(WATCHER_NICENESS)
+    except OSError:
+        log.warning("the folder watcher runs at the workers' priority: os.nice was refused")
+    server = build()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    warm_up_watcher(server.runtime)
+    while not stop.wait(1.0):
+        pass
+    stop_live_index(server.runtime)
+    server.runtime.close()
 
 
 def _worker(build: Callable[[], Any], sockets: list[socket.socket], settings: Settings, host: str, slot: int) -> None:

@@ -1,6 +1,7 @@
 """`serve --transport http --workers N`: N server processes accepting on one listening socket.
 
-The parent binds the socket (transports.bind_socket), then forks N workers; each builds its own
+The parent binds the socket (transports.bind_socket), then forks N workers and one folder watcher
+(transports._watcher: no socket, a lower CPU priority); each worker builds its own
 server from the settings the parent read (inherited by fork, never re-read) and runs uvicorn on
 that socket, so the kernel hands each new connection to one of them. The parent only supervises:
 a worker that dies is logged and replaced (a worker that keeps dying at start-up stops the whole

@@ -185,10 +185,47 @@ async def test_two_workers_serve_one_address_and_share_the_state(pg_url: str, tm
     health = {json.loads(request(server.port, "GET", "/health")[1])["pid"] for _ in range(10)}
     assert victim not in health and server.process.pid not in health
     children = _children(server.process.pid)
-    assert len(children) == 2 and victim not in children
+    assert len(children) == 3 and victim not in children  # the two workers and the folder watcher
     server.process.send_signal(signal.SIGTERM)  # stops every worker, then the supervisor
     assert server.process.wait(timeout=20) == 0, server.stderr()
     assert all(not _alive(pid) for pid in children)
+
+
+@pytest.mark.anyio
+async def test_a_process_of_its_own_watches_the_folders_at_a_lower_priority(pg_url: str, tmp_path: Path,
+                                                                           servers: list[HttpServer]) -> None:
+    """--workers 2: a third process, niced below the workers and serving no requests, watches the indexed
+    folders and re-indexes what changes (the workers' watchers only follow); it is replaced when it dies."""
+    server = start(tmp_path, pg_url, "--workers", "2", profile="default")
+    servers.append(server)
+    note = tmp_path / "workspace" / "docs" / "note.md"
+    note.parent.mkdir()
+    note.write_text("# Plan\n\nThe zeppelin budget is fixed.\n", encoding="utf-8")
+    async with client(server.url, "auto", reconnect=True) as session:
+        await call(session, "index_path", path="docs", seconds=60)
+        children = _children(server.process.pid)
+        own = os.getpriority(os.PRIO_PROCESS, server.process.pid)
+        watchers = [pid for pid in children if os.getpriority(os.PRIO_PROCESS, pid) == own + 10]
+        assert len(children) == 3 and len(watchers) == 1, (children, watchers)
+        served = {json.loads(request(server.port, "GET", "/health")[1])["pid"] for _ in range(20)}
+        assert watchers[0] not in served
+        for n, word in enumerate(("airship", "balloon")):
+            note.write_text(f"# Plan\n\nThe {word} budget doubled.\n", encoding="utf-8")
+            deadline = time.monotonic() + 30
+            while True:  # found again without any index_path call
+                found = await call(session, "search_documents", query=word)
+                if [h["path"] for h in found["hits"]] == ["docs/note.md"] and not found.get("note"):
+                    break
+                assert time.monotonic() < deadline, (found, server.stderr())
+                await anyio.sleep(0.2)
+            status = await call(session, "index_status", path="docs")
+            assert status["watcher"]["state"] == "follower", status["watcher"]
+            if n == 0:  # the watcher dies: another takes its place, at the same priority
+                os.kill(watchers[0], signal.SIGKILL)
+                await _wait_for(lambda: "in its place" in server.stderr(), server)
+                again = [pid for pid in _children(server.process.pid) - children
+                         if os.getpriority(os.PRIO_PROCESS, pid) == own + 10]
+                assert len(again) == 1, server.stderr()
 
 
 async def assert_approvals_work_across_workers(server: HttpServer, tmp: Path, url: str) -> None:

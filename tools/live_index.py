@@ -74,8 +74,12 @@ class LiveIndex:
 
             extra = tuple(str(r) for r in roots_for(s))
         database = self.rt.database
+
+        def lead() -> AbstractContextManager[bool]:  # (never, in an HTTP worker: the watcher process leads)
+            return nullcontext(False) if _WATCHED_ELSEWHERE.is_set() else database.advisory_lock(LOCK_KEY, timeout=0)
+
         self.watcher = FolderWatcher(
-            index_store(self.rt), lambda: database.advisory_lock(LOCK_KEY, timeout=0), self.queue, extra=extra,
+            index_store(self.rt), lead, self.queue, extra=extra,
             polling=s.watch_polling, skip=(Path(os.path.realpath(s.data_dir)),),
         )
         self.watcher.start()
@@ -86,6 +90,15 @@ class LiveIndex:
             self.watcher.close()
         self.queue.close()
         self.gauge.close()
+
+
+_WATCHED_ELSEWHERE = threading.Event()
+
+
+def watch_in_another_process() -> None:
+    """This process is an HTTP worker of `--workers N`: a process of its own watches the folders
+    (mcp_server.transports._watcher); this one's watcher only follows (index_status says so)."""
+    _WATCHED_ELSEWHERE.set()
 
 
 def prefer_searches() -> None:
