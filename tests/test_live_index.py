@@ -96,6 +96,45 @@ def test_a_small_changed_text_file_is_reindexed_inside_the_search(settings: Any,
         rt.close()
 
 
+@pytest.mark.skipif(os.name == "nt", reason="no fcntl: each process sees its own re-indexing only")
+def test_no_search_waits_on_another_process_that_reindexes(settings: Any, workspace: Path) -> None:
+    """While another process of the data dir re-indexes (`--workers N`: the watcher process, whose write
+    transaction an inline re-index would wait for), a changed small file is left out with the note and
+    queued, not re-indexed inside the search; once that process is done, inline again."""
+    import subprocess
+    import sys
+
+    from tools.index_queue import REINDEXING_FILE
+    from tools.index_tools import index_path
+
+    (workspace / "notes").mkdir()
+    note = workspace / "notes" / "plan.md"
+    note.write_text("# Plan\n\nThe zeppelin leaves at noon.\n")
+    rt = _runtime(settings.model_copy(update={"watch_indexed": False}))
+    child = subprocess.Popen([sys.executable, "-c", _SEARCHING_CHILD, str(settings.data_dir), REINDEXING_FILE],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        index_path("notes", watch=False, rt=rt, call=_call())
+        child.stdin.write("start\n")  # the other process re-indexes
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "ok"
+        note.write_text("# Plan\n\nThe airship leaves at dawn.\n")
+        left_out = _search(rt, "zeppelin")
+        assert left_out.hits == [] and "1 file changed" in (left_out.note or ""), left_out
+        child.kill()
+        child.wait()
+        fresh = _until(lambda: _paths(_search(rt, "airship")) == ["notes/plan.md"], "the queue re-indexed it")
+        assert fresh
+        note.write_text("# Plan\n\nThe balloon leaves at dusk.\n")
+        inline = _search(rt, "airship")  # nobody else re-indexes: inside the search again
+        assert inline.hits == [] and "changed" not in (inline.note or ""), inline
+        assert _paths(_search(rt, "balloon")) == ["notes/plan.md"]
+    finally:
+        child.kill()
+        rt.close()
+
+
 @pytest.mark.storage
 def test_a_large_changed_file_is_left_out_with_a_note_then_found_again(settings: Any, workspace: Path) -> None:
     from tools.index_tools import index_path
@@ -142,8 +181,8 @@ def test_a_serving_process_hands_the_gil_to_searches_sooner(settings: Any) -> No
 _SEARCHING_CHILD = """
 import sys
 from pathlib import Path
-from tools.index_queue import SearchGauge, SharedSearches
-gauge = SearchGauge(SharedSearches.at(Path(sys.argv[1])))
+from tools.index_queue import SearchGauge, SharedActivity
+gauge = SearchGauge(SharedActivity.at(Path(sys.argv[1]), sys.argv[2]))
 for line in sys.stdin:
     if line.strip() == "start":
         gauge.__enter__()
@@ -161,12 +200,12 @@ def test_the_reindexing_process_yields_to_the_searches_of_other_processes(tmp_pa
     import sys
     import threading
 
-    from tools.index_queue import SearchGauge, SharedSearches
+    from tools.index_queue import SEARCHES_FILE, SearchGauge, SharedActivity
 
-    child = subprocess.Popen([sys.executable, "-c", _SEARCHING_CHILD, str(tmp_path)], stdin=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", _SEARCHING_CHILD, str(tmp_path), SEARCHES_FILE], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
     assert child.stdin is not None and child.stdout is not None
-    gauge = SearchGauge(SharedSearches.at(tmp_path))
+    gauge = SearchGauge(SharedActivity.at(tmp_path, SEARCHES_FILE))
 
     def tell(line: str) -> None:
         child.stdin.write(line + "\n")

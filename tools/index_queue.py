@@ -28,7 +28,8 @@ log = logging.getLogger("generalagent.index")
 BATCH_MAX = 64  # files handled in one indexer call at most
 IDLE_WAIT_S = 0.5  # a batch waits this long at most for the searches running to end
 SHARED_POLL_S = 0.003  # how often it looks whether the other processes' searches have ended
-SHARED_FILE = ".searches.lock"  # in the data dir (`SharedSearches`)
+SEARCHES_FILE = ".searches.lock"  # in the data dir: held while a process searches (`SharedActivity`)
+REINDEXING_FILE = ".reindexing.lock"  # and while a process re-indexes a batch of changed files
 FAILURES_KEPT = 20
 
 
@@ -44,7 +45,7 @@ class SearchGauge:
     searches of the other processes on this data dir count too (`--workers N`: the worker that re-indexes
     yields to the searches the others serve)."""
 
-    def __init__(self, shared: SharedSearches | None = None) -> None:
+    def __init__(self, shared: SharedActivity | None = None) -> None:
         self._active = 0
         self._idle = threading.Condition()
         self._shared = shared
@@ -84,11 +85,11 @@ class SearchGauge:
             shared.close()
 
 
-class SharedSearches:
-    """Searches running in any process of this data dir: a process holds a shared `flock` on one file while
-    searches of its run, and a probe that cannot take it exclusively sees them. The kernel lets go of a
-    lock when its process ends, so a killed worker never leaves one behind. Linux and macOS (no `fcntl`
-    on Windows: each process then sees its own searches only)."""
+class SharedActivity:
+    """Something any process of this data dir may be doing (searching, re-indexing): a process holds a shared
+    `flock` on the activity's file while it does it, and a probe that cannot take it exclusively sees one.
+    The kernel lets go of a lock when its process ends, so a killed process never leaves one behind. Linux
+    and macOS (no `fcntl` on Windows: each process then sees its own activity only)."""
 
     def __init__(self, path: Path) -> None:
         import fcntl
@@ -98,15 +99,15 @@ class SharedSearches:
         self._probe = os.open(path, os.O_RDWR | os.O_CLOEXEC)
 
     @classmethod
-    def at(cls, data_dir: Path) -> SharedSearches | None:
-        """The data dir's file; None where it cannot be made (no `fcntl`, a read-only data dir)."""
+    def at(cls, data_dir: Path, name: str) -> SharedActivity | None:
+        """The data dir's file `name`; None where it cannot be made (no `fcntl`, a read-only data dir)."""
         try:
-            return cls(data_dir / SHARED_FILE)
+            return cls(data_dir / name)
         except (ImportError, OSError):
             return None
 
     def mark(self, on: bool) -> None:
-        """This process's searches start (`on`) or have all ended."""
+        """This process starts it (`on`) or has ended it."""
         f = self._fcntl
         for _ in range(3):  # a probe holds the file for a few microseconds at most
             try:
@@ -116,7 +117,7 @@ class SharedSearches:
                 time.sleep(0)
 
     def running(self) -> bool:
-        """True while a search runs in any process (this one's included)."""
+        """True while any process (this one included) does it."""
         f = self._fcntl
         try:
             f.flock(self._probe, f.LOCK_EX | f.LOCK_NB)
@@ -145,9 +146,10 @@ Handler = Callable[[list[Entry], Callable[[], bool], QueueStats], None]
 class ReindexQueue:
     """Entries waiting to be handled, in order, each once; one daemon thread handles them in batches."""
 
-    def __init__(self, handle: Handler, gauge: SearchGauge) -> None:
+    def __init__(self, handle: Handler, gauge: SearchGauge, reindexing: SharedActivity | None = None) -> None:
         self._handle = handle
         self.gauge = gauge
+        self.reindexing = reindexing  # marked while a batch is handled
         self.stats = QueueStats()
         self._pending: dict[Entry, None] = {}
         self._lock = threading.Condition()
@@ -212,12 +214,17 @@ class ReindexQueue:
     def _run(self) -> None:
         while (batch := self._take()) is not None:
             self.gauge.wait_idle()
+            if self.reindexing is not None:
+                self.reindexing.mark(True)
             try:
                 self._handle(batch, self._should_stop, self.stats)
             except Cancelled:
                 pass
             except Exception:  # one bad batch never stops the queue
                 log.exception("re-indexing %d changed paths failed", len(batch))
+            finally:
+                if self.reindexing is not None:
+                    self.reindexing.mark(False)
             with self._lock:
                 self.stats.done += len(batch)
                 self.stats.last_batch_at = time.time()

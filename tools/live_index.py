@@ -26,7 +26,16 @@ from typing import TYPE_CHECKING
 from foundation.errors import Cancelled
 from foundation.settings import Settings
 from foundation.waiting import about_to_wait
-from tools.index_queue import Entry, QueueStats, ReindexQueue, SearchGauge, SharedSearches, note_failure
+from tools.index_queue import (
+    REINDEXING_FILE,
+    SEARCHES_FILE,
+    Entry,
+    QueueStats,
+    ReindexQueue,
+    SearchGauge,
+    SharedActivity,
+    note_failure,
+)
 from tools.index_scan import stat_pass
 from tools.index_watch import LOCK_KEY, FolderWatcher
 from tools.runtime import Runtime, Service
@@ -51,8 +60,10 @@ class LiveIndex:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.gauge = SearchGauge(SharedSearches.at(rt.settings.data_dir))
-        self.queue = ReindexQueue(lambda batch, stop, stats: handle(rt, self.queue, batch, stop, stats), self.gauge)
+        self.gauge = SearchGauge(SharedActivity.at(rt.settings.data_dir, SEARCHES_FILE))
+        self.reindexing = SharedActivity.at(rt.settings.data_dir, REINDEXING_FILE)
+        self.queue = ReindexQueue(lambda batch, stop, stats: handle(rt, self.queue, batch, stop, stats), self.gauge,
+                                  self.reindexing)
         self.watcher: FolderWatcher | None = None
         self.closed = threading.Event()
         self.serving = False  # set by the server's warm-up: watch folders (one-shot commands never do)
@@ -84,12 +95,18 @@ class LiveIndex:
         )
         self.watcher.start()
 
+    def reindexing_elsewhere(self) -> bool:
+        """True while another process of the data dir re-indexes changed files (`--workers N`: the watcher)."""
+        return not self.queue.working and self.reindexing is not None and self.reindexing.running()
+
     def close(self) -> None:
         self.closed.set()
         if self.watcher is not None:
             self.watcher.close()
         self.queue.close()
         self.gauge.close()
+        if self.reindexing is not None:
+            self.reindexing.close()
 
 
 _WATCHED_ELSEWHERE = threading.Event()
@@ -178,8 +195,10 @@ def fresh_page(rt: Runtime, paths: list[str], roots: tuple[Path, ...], session_i
     if not changed:
         return PageCheck()
     about_to_wait()  # an index write, or a queue (a quick call moves to a worker thread)
-    queue = live_index(rt).queue
-    busy = queue.queued() > INLINE_MAX_BACKLOG  # a burst (`git checkout`): the queue does it faster alone
+    live = live_index(rt)
+    queue = live.queue
+    busy = queue.queued() > INLINE_MAX_BACKLOG or live.reindexing_elsewhere()  # (a burst: the queue does it faster
+    # alone; an inline write would wait for another process's write transaction)
     now, budget = [], INLINE_TOTAL_BYTES if inline and not busy else 0
     for c in sorted(changed, key=lambda c: c.size):
         if c.size <= min(INLINE_TEXT_BYTES, budget) and _is_text(c.path):
