@@ -312,6 +312,8 @@ def pg_run(url: str, data: Path, ws: Path, workers: int, after: float) -> Iterat
     store = open_index(database)
     with serve(url, workers, data.parent, env) as (port, pid):
         wait_idle(pid, 300)
+        idle_at_start = [time.monotonic()]
+        wait(lambda: _idle(pid, idle_at_start), 900)  # (a merge of changes from before the start: 2 s later)
         conns = _connections(port, workers)
         turn = iter(range(10**9))
 
@@ -357,15 +359,15 @@ def _retried(conns: list[http.client.HTTPConnection], at: int, port: int, tool: 
 
 
 def _idle(pid: int, since: list[float]) -> bool:
-    """True once the server's processes used under 15% of a core over the last 2 s (searches included):
-    its workers are done re-indexing and merging."""
+    """True once the server's processes used under 15% of a core over the last 3 s (searches included):
+    its workers are done re-indexing and merging (a merge starts 2 s after the last change: MERGE_QUIET_S)."""
     from bench.workers import cpu_seconds
 
     now, used = time.monotonic(), cpu_seconds(pid) or 0.0
     if len(since) == 1:
         since.append(used)
         return False
-    if now - since[0] < 2.0:
+    if now - since[0] < 3.0:
         return False
     busy = (used - since[1]) / (now - since[0])
     since[0], since[1] = now, used
