@@ -132,6 +132,7 @@ def test_no_search_waits_on_another_process_that_reindexes(settings: Any, worksp
         assert _paths(_search(rt, "balloon")) == ["notes/plan.md"]
     finally:
         child.kill()
+        child.communicate()  # (closes its pipes)
         rt.close()
 
 
@@ -233,6 +234,7 @@ def test_the_reindexing_process_yields_to_the_searches_of_other_processes(tmp_pa
         assert waited() < 5.0
     finally:
         child.kill()
+        child.communicate()  # (closes its pipes)
         gauge.close()
 
 
