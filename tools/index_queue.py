@@ -149,7 +149,7 @@ class ReindexQueue:
     def __init__(self, handle: Handler, gauge: SearchGauge, reindexing: SharedActivity | None = None) -> None:
         self._handle = handle
         self.gauge = gauge
-        self.reindexing = reindexing  # marked while a batch is handled
+        self.reindexing = reindexing  # marked while a batch is handled; closed with the queue
         self.stats = QueueStats()
         self._pending: dict[Entry, None] = {}
         self._lock = threading.Condition()
@@ -198,6 +198,8 @@ class ReindexQueue:
             self._lock.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        if self.reindexing is not None and (self._thread is None or not self._thread.is_alive()):
+            self.reindexing.close()  # (a batch still running keeps it: its end unmarks it)
 
     def _take(self) -> list[Entry] | None:
         with self._lock:

@@ -105,8 +105,6 @@ class LiveIndex:
             self.watcher.close()
         self.queue.close()
         self.gauge.close()
-        if self.reindexing is not None:
-            self.reindexing.close()
 
 
 _WATCHED_ELSEWHERE = threading.Event()
