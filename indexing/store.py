@@ -157,6 +157,15 @@ class IndexStore:
         )
         return [FileRow(*row) for row in rows]
 
+    def failed_files(self, folders: Iterable[str], limit: int) -> list[FileRow]:
+        """The files under `folders` whose last indexing failed, the latest first (at most `limit`)."""
+        rows: list[FileRow] = []
+        for folder in folders:
+            rows += [FileRow(*row) for row in self.conn().execute(
+                f"SELECT {_FILE_COLS} FROM files WHERE path >= ? AND path < ? AND error IS NOT NULL "
+                "ORDER BY indexed_at DESC LIMIT ?", (*folder_range(folder), limit))]
+        return sorted(rows, key=lambda r: r.indexed_at, reverse=True)[:limit]
+
     def all_files(self) -> list[FileRow]:
         rows = self.conn().execute(f"SELECT {_FILE_COLS} FROM files")
         return [FileRow(*row) for row in rows]

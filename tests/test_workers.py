@@ -195,7 +195,8 @@ async def test_two_workers_serve_one_address_and_share_the_state(pg_url: str, tm
 async def test_a_process_of_its_own_watches_the_folders_at_a_lower_priority(pg_url: str, tmp_path: Path,
                                                                            servers: list[HttpServer]) -> None:
     """--workers 2: a third process, niced below the workers and serving no requests, watches the indexed
-    folders and re-indexes what changes (the workers' watchers only follow); it is replaced when it dies."""
+    folders and re-indexes what changes (the workers' watchers only follow, and report the failures it
+    recorded); it is replaced when it dies."""
     server = start(tmp_path, pg_url, "--workers", "2", profile="default")
     servers.append(server)
     note = tmp_path / "workspace" / "docs" / "note.md"
@@ -226,6 +227,14 @@ async def test_a_process_of_its_own_watches_the_folders_at_a_lower_priority(pg_u
                 again = [pid for pid in _children(server.process.pid) - children
                          if os.getpriority(os.PRIO_PROCESS, pid) == own + 10]
                 assert len(again) == 1, server.stderr()
+        (note.parent / "broken.pdf").write_bytes(b"%PDF-1.7 not really a pdf")  # the workers report its failure
+        deadline = time.monotonic() + 30
+        while not (await call(session, "index_status", path="docs"))["watcher"].get("failures"):
+            assert time.monotonic() < deadline, server.stderr()
+            await anyio.sleep(0.2)
+        for _ in range(4):  # whichever worker answers
+            failures = (await call(session, "index_status", path="docs"))["watcher"]["failures"]
+            assert len(failures) == 1 and failures[0].startswith("docs/broken.pdf: "), failures
 
 
 async def assert_approvals_work_across_workers(server: HttpServer, tmp: Path, url: str) -> None:
