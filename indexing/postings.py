@@ -291,17 +291,19 @@ class MemoryIndex:
                 self._following.set()
 
     def _follow(self, stop: threading.Event) -> None:
-        seen, changed_at = -1, 0.0
+        seen, changed_at, failed = None, -FOLLOW_BUSY_FOR_S, 0
         while not stop.wait(FOLLOW_BUSY_S if time.monotonic() - changed_at < FOLLOW_BUSY_FOR_S else FOLLOW_QUIET_S):
             try:
                 generation, chunks = self.store.generation()
-                if generation != seen:
-                    seen, changed_at = generation, time.monotonic()
+                if seen is not None and generation != seen:
+                    changed_at = time.monotonic()
+                seen, failed = generation, 0
                 if self._snapshot is not None and (self._delta is not None or not self.holds(generation)):
                     self.current(generation, chunks)  # (a delta older than MERGE_QUIET_S: its merge starts)
-            except Exception:  # a closed or unreachable database: try again later, never stop serving
+            except Exception:  # a closed or unreachable database: try again later (less often), never stop serving
                 log.debug("following the index failed", exc_info=True)
-                stop.wait(FOLLOW_QUIET_S)
+                failed += 1
+                stop.wait(min(FOLLOW_GIVE_UP_S, FOLLOW_QUIET_S * 2**failed))
 
     def _start_build(self) -> None:
         with self._lock:
@@ -327,6 +329,7 @@ MERGE_QUIET_S = 2.0  # a delta unchanged this long is merged into a new base in 
 FOLLOW_BUSY_S = 0.01  # how often `follow` looks at the generation while the index changes (a search is ~5 ms)
 FOLLOW_BUSY_FOR_S = 5.0  # and for this long after a change
 FOLLOW_QUIET_S = 0.5  # else (one cheap read of the stats row)
+FOLLOW_GIVE_UP_S = 60.0  # the longest wait after failed reads (a database that went away)
 SCRATCH_MAX_AGE_S = 86_400  # a build takes about a minute at 1M chunks; also how long another index's
 # snapshot is kept after a process last opened it (removing one still mapped costs its user nothing on
 # POSIX, where the map outlives the file; on Windows the mapped files stay and the rest is rebuilt)

@@ -50,9 +50,8 @@ INLINE_TOTAL_BYTES = 32_000  # and no more than this much in one search
 INLINE_SECONDS = 0.05  # nor for longer than this (checked after each file)
 INLINE_MAX_BACKLOG = 8  # nothing inline while more than this many paths wait in the queue
 SCAN_MAX_ENTRIES = 200_000
-MTIME_SLACK_NS = 1_000
 SWITCH_INTERVAL_S = 0.0005  # at 1M chunks, search p95 during a postings merge: 46-123 ms at 5 ms, 23-28 ms at this
-INDEX_APPEARS_S = 2.0  # a server started before any index exists looks for one this often  # the walk's float mtime against the stored nanoseconds
+INDEX_APPEARS_S = 2.0  # a server started before any index exists looks for one this often
 
 
 class LiveIndex:
