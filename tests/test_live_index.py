@@ -96,6 +96,26 @@ def test_a_small_changed_text_file_is_reindexed_inside_the_search(settings: Any,
         rt.close()
 
 
+@pytest.mark.skipif(os.name == "nt", reason="no fcntl: no shared activity files")
+def test_the_shared_activity_files_are_made_at_their_first_use(settings: Any) -> None:
+    """A fresh data dir gets no files from the live index (a server started on it, then stopped at once,
+    raced its removal); a search's mark makes the file."""
+    from tools.index_queue import REINDEXING_FILE, SEARCHES_FILE
+    from tools.live_index import live_index
+
+    rt = _runtime(settings)
+    try:
+        live = live_index(rt)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        live.gauge.wait_idle()
+        assert not live.reindexing_elsewhere()  # (probes)
+        assert not (settings.data_dir / SEARCHES_FILE).exists() and not (settings.data_dir / REINDEXING_FILE).exists()
+        with live.gauge:
+            assert (settings.data_dir / SEARCHES_FILE).exists()
+    finally:
+        rt.close()
+
+
 @pytest.mark.skipif(os.name == "nt", reason="no fcntl: each process sees its own re-indexing only")
 def test_no_search_waits_on_another_process_that_reindexes(settings: Any, workspace: Path) -> None:
     """While another process of the data dir re-indexes (`--workers N`: the watcher process, whose write

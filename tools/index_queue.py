@@ -88,46 +88,66 @@ class SearchGauge:
 class SharedActivity:
     """Something any process of this data dir may be doing (searching, re-indexing): a process holds a shared
     `flock` on the activity's file while it does it, and a probe that cannot take it exclusively sees one.
-    The kernel lets go of a lock when its process ends, so a killed process never leaves one behind. Linux
-    and macOS (no `fcntl` on Windows: each process then sees its own activity only)."""
+    The kernel lets go of a lock when its process ends, so a killed process never leaves one behind. The
+    file is made at the first use (a fresh data dir gets none). Linux and macOS (no `fcntl` on Windows: each
+    process then sees its own activity only)."""
 
     def __init__(self, path: Path) -> None:
         import fcntl
 
         self._fcntl = fcntl
-        self._mark = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        self._probe = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        self.path = path
+        self._fds: tuple[int, int] | None = None  # (mark, probe)
+        self._opening = threading.Lock()
 
     @classmethod
     def at(cls, data_dir: Path, name: str) -> SharedActivity | None:
-        """The data dir's file `name`; None where it cannot be made (no `fcntl`, a read-only data dir)."""
+        """The data dir's file `name`; None without `fcntl`."""
         try:
             return cls(data_dir / name)
-        except (ImportError, OSError):
+        except ImportError:
             return None
+
+    def _opened(self) -> tuple[int, int] | None:
+        with self._opening:
+            if self._fds is None:
+                try:
+                    mark = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                except OSError:  # a read-only or vanished data dir: nobody sees it
+                    return None
+                self._fds = (mark, os.open(self.path, os.O_RDWR | os.O_CLOEXEC))
+            return self._fds
 
     def mark(self, on: bool) -> None:
         """This process starts it (`on`) or has ended it."""
-        f = self._fcntl
+        fds, f = self._opened() if on else self._fds, self._fcntl
+        if fds is None:
+            return
         for _ in range(3):  # a probe holds the file for a few microseconds at most
             try:
-                f.flock(self._mark, f.LOCK_SH | f.LOCK_NB if on else f.LOCK_UN)
+                f.flock(fds[0], f.LOCK_SH | f.LOCK_NB if on else f.LOCK_UN)
                 return
             except OSError:
                 time.sleep(0)
 
     def running(self) -> bool:
         """True while any process (this one included) does it."""
-        f = self._fcntl
+        if self._fds is None and not self.path.exists():
+            return False  # nobody marked it yet (and a probe makes no file)
+        fds, f = self._opened(), self._fcntl
+        if fds is None:
+            return False
         try:
-            f.flock(self._probe, f.LOCK_EX | f.LOCK_NB)
+            f.flock(fds[1], f.LOCK_EX | f.LOCK_NB)
         except OSError:
             return True
-        f.flock(self._probe, f.LOCK_UN)
+        f.flock(fds[1], f.LOCK_UN)
         return False
 
     def close(self) -> None:
-        for fd in (self._mark, self._probe):
+        with self._opening:
+            fds, self._fds = self._fds, None
+        for fd in fds or ():
             os.close(fd)
 
 
