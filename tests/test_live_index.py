@@ -96,6 +96,36 @@ def test_a_small_changed_text_file_is_reindexed_inside_the_search(settings: Any,
         rt.close()
 
 
+def test_a_server_started_before_any_index_watches_and_follows_it_once_made(settings: Any, workspace: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server started on a fresh data dir writes nothing there; once an index appears it watches the folders
+    and its postings follow the index (a delta made with no search)."""
+    import tools.live_index as live_module
+    from tools.index_services import index_store, memory_index
+    from tools.index_tools import index_path
+
+    monkeypatch.setattr(live_module, "INDEX_APPEARS_S", 0.1)
+    (workspace / "notes").mkdir()
+    (workspace / "notes" / "plan.md").write_text("# Plan\n\nThe zeppelin leaves at noon.\n")
+    rt = _runtime(settings.model_copy(update={"search_memory_min_chunks": 1}), server=True)
+    try:
+        live_module.warm_up_watcher(rt)
+        time.sleep(0.3)
+        assert not settings.data_dir.exists() or not any(settings.data_dir.iterdir())
+        index_path("notes", rt=rt, call=_call())
+        assert _paths(_search(rt, "zeppelin")) == ["notes/plan.md"]  # (the postings are loaded)
+        memory = memory_index(rt)
+        _until(lambda: memory._follower is not None, "the postings follow the index")
+        store = index_store(rt)
+        more = workspace / "notes" / "more.md"
+        more.write_text("# More\n\nThe airship leaves at dawn.\n")
+        _until(lambda: store.file_row(str(more.resolve())) is not None, "the watcher indexed the new file")
+        generation = store.generation()[0]
+        _until(lambda: memory.holds(generation), "its delta, made with no search")
+    finally:
+        rt.close()
+
+
 @pytest.mark.skipif(os.name == "nt", reason="no fcntl: no shared activity files")
 def test_the_shared_activity_files_are_made_at_their_first_use(settings: Any) -> None:
     """A fresh data dir gets no files from the live index (a server started on it, then stopped at once,

@@ -135,12 +135,16 @@ def warm_up_watcher(rt: Runtime) -> None:
     if rt.settings.watch_roots or rt.database.backend == "postgresql":
         live_index(rt).start_watching()
         return
-    live = live_index(rt)  # an index made later (by this process or another) is watched too; no file written before
+    live = live_index(rt)  # an index made later (by this process or another) is watched too, and its postings
+    # follow it (the search warm-up follows only an index that exists); no file written before
 
     def when_indexed() -> None:
+        from tools.index_services import memory_index
+
         while not live.closed.is_set():
             if (rt.settings.data_dir / "index.sqlite3").exists():
                 live.start_watching()
+                memory_index(rt).follow()
                 return
             live.closed.wait(INDEX_APPEARS_S)
 
