@@ -31,6 +31,7 @@ class ChunkHit:
     doc_hash: str = ""
     before: str = ""
     after: str = ""
+    by_meaning: bool = False  # found by the dense candidates only, not among the chunks that match the query's words
 
 
 @dataclass

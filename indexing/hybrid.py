@@ -165,7 +165,8 @@ def fused(lexical: list[Scored], nearest: Nearest, weights: Weights, query_chine
     and a tail.
     - First place: the best (1 - same) x lexical + same x dense (lexical divided by the best one, no
       lexical score: 0; dense: the z-scores min-max normalised over the union), where a word match and a
-      meaning match agree: an ordinary question keeps (or gains) its first place.
+      meaning match agree: an ordinary question keeps (or gains) its first place. It is a lexical candidate
+      whenever there is one (so a page whose first hit came by meaning alone had no word match).
     - The rest: by z-score within the chunk's language, the other language's lowered by `shift`: the
       balanced merge, so a paraphrase (no shared word) and a question in the other language reach the
       first page whatever the lexical noise.
@@ -182,7 +183,8 @@ def fused(lexical: list[Scored], nearest: Nearest, weights: Weights, query_chine
     floor = min(known) if known else 0.0
     zs = [floor if v is None else v for v in z]
     dense = min_max(zs)
-    head = max(range(len(ids)), key=lambda n: ((1 - weights.same) * lex[n] + weights.same * dense[n], -n))
+    firsts = range(len(lexical) or len(ids))  # a word match whenever there is one (the page says when there is none)
+    head = max(firsts, key=lambda n: ((1 - weights.same) * lex[n] + weights.same * dense[n], -n))
     at = nearest.matrix.position(ids)
     chinese = nearest.matrix.chinese[at.clip(0)] if len(nearest.matrix) else [query_chinese] * len(ids)
     tail = [v if (at[n] < 0 or bool(chinese[n]) == query_chinese) else v - weights.shift for n, v in enumerate(zs)]

@@ -133,7 +133,10 @@ class Searcher:
         lexical = {chunk_id for _, chunk_id in scored}
         for stage in stages:  # e.g. the hybrid mode's dense candidates (indexing.hybrid)
             scored = stage(query, scored, paths)
-        return ranked_hits(self.store, in_scope(self.store, scored, lexical, paths)[:keep], paths)
+        hits = ranked_hits(self.store, in_scope(self.store, scored, lexical, paths)[:keep], paths)
+        for hit in hits:
+            hit.by_meaning = hit.chunk_id not in lexical
+        return hits
 
     def attach(self, found: list[ChunkHit], paths: PathFilter | None, context_chars: int) -> None:
         """Fill in missing paths and hashes and, when asked, the text around each hit."""

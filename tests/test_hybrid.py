@@ -133,6 +133,10 @@ async def test_search_reranks_by_meaning_through_the_tool(
         assert status["vectors"].startswith("vectors: 2 of 2 chunks (meaning-aware search on)")
         found = (await client.call_tool("search_documents", {"query": "car brakes repair"})).structured_content
         assert [Path(h["path"]).name for h in found["hits"]] == ["garage.md", "bikes.md"]  # meaning wins at 0.7
+        assert found.get("note") is None  # both match words
+        meaning = (await client.call_tool("search_documents", {"query": "car mend"})).structured_content  # no word
+        assert Path(meaning["hits"][0]["path"]).name == "garage.md"  # in the index: by meaning alone, and it says so
+        assert "No query word matched" in meaning["note"]
         exact = (await client.call_tool("search_documents", {"query": "brakes repair", "mode": "all"})).structured_content
         assert [Path(h["path"]).name for h in exact["hits"]] == ["bikes.md"]  # exact modes stay lexical
 

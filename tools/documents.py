@@ -88,6 +88,7 @@ class Hit(OmitNone):
     before: str | None = Field(default=None, description="Text just before the hit.")
     after: str | None = Field(default=None, description="Text just after the hit.")
     _abs_path: str = PrivateAttr(default="")  # the real path, to check that the file still exists
+    _by_meaning: bool = PrivateAttr(default=False)  # found by meaning, not by the query's words (the note says so)
 
 
 class DocumentResult(BaseModel):
@@ -117,7 +118,7 @@ def _hit_model(h: ChunkHit, roots: tuple[Path, ...], match: str | None = None) -
         heading=h.heading or None, start=h.start, end=h.end, score=round(h.score, 4), text=h.text, match=match,
         before=h.before or None, after=h.after or None,
     )
-    hit._abs_path = h.path
+    hit._abs_path, hit._by_meaning = h.path, h.by_meaning
     return hit
 
 
@@ -162,6 +163,8 @@ def search_documents(
         result.note = _join(result.note, changed_note(len(pending)))
     elif not result.hits and not result.documents and result.note is None:
         result.note = _no_hits_note(searcher, query, "regex" if use_regex else mode, scope, offset)
+    elif offset == 0 and _only_by_meaning(result):  # (the first hit is a word match whenever there is one)
+        result.note = _join(result.note, ONLY_BY_MEANING)
     if not paths:
         result.note = _join(result.note, _outside_roots_note(store, roots))
     return result
@@ -311,6 +314,16 @@ def _regex_result(
     return SearchResult(
         query=pattern, mode="regex", hits=hits, next_offset=offset + limit if len(found) > limit else None,
     )
+
+
+ONLY_BY_MEANING = ("No query word matched: these hits are the passages nearest in meaning, which may be "
+                   "unrelated. Check them, or try other words.")
+
+
+def _only_by_meaning(result: SearchResult) -> bool:
+    """True when there are hits and none of them matched a query word (the dense candidates alone)."""
+    hits = result.hits + [h for d in result.documents or [] for h in d.matched_chunks]
+    return bool(hits) and all(h._by_meaning for h in hits)
 
 
 def _no_hits_note(searcher: Searcher | None, query: str, mode: str, scope: PathFilter | None, offset: int) -> str:
