@@ -177,10 +177,6 @@ class VectorMatrix:
             self.sums[code] += part.sum(axis=0, dtype=np.float64)
             self.squares[code] += part.T @ part
 
-    def exact(self, at: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """The exact cosine of rows `at` with `query`, as the approximate index re-scores (float32)."""
-        return exact_cosines(self.rows[at], self.scales[at], query)
-
     def position(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Where each of `ids` is in `ids` order (-1: no vector)."""
         return positions(self.ids, ids)
@@ -218,5 +214,5 @@ class ExactScorer:
         """Every chunk's exact cosine, in `ids` order (the benches' dense-alone ranking: a pass in floats)."""
         out = np.empty(len(self.matrix))
         for at in range(0, len(self.matrix), BLOCK):
-            out[at : at + BLOCK] = self.matrix.exact(np.arange(at, min(at + BLOCK, len(self.matrix))), self.query)
+            out[at : at + BLOCK] = exact_cosines(self.matrix.rows[at : at + BLOCK], self.matrix.scales[at : at + BLOCK], self.query)
         return out
