@@ -33,7 +33,7 @@ from tests.test_http import INIT_BODY, MCP_HEADERS, HttpServer, free_port, reque
 from tests.test_storage_index_processes import assert_consistent, corpus, open_here
 
 ROOT = Path(__file__).resolve().parent.parent
-SECONDS = float(os.environ.get("GA_TEST_SECONDS") or 30)
+SECONDS = float(os.environ.get("GA_TEST_SECONDS") or 15)
 CLIENTS = 8
 ACCESS = re.compile(r"\[(\d+)\] uvicorn\.access: .*\"POST /mcp HTTP")
 
