@@ -146,25 +146,33 @@ def _name(requirement: str) -> str:
     return re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower().replace("_", "-").replace(".", "-")
 
 
+BUNDLED_EXTRAS = ("semantic",)  # installed by the bundles too: meaning-aware search where the model has wheels
+
+
 def pinned_pyproject() -> str:
-    """pyproject.toml with each dependency pinned to its constraints.txt version (extras kept) and every
-    constraint as uv's constraint-dependencies: the app's uv installs exactly what the tests ran with."""
+    """pyproject.toml whose dependencies are the project's and those of BUNDLED_EXTRAS, each pinned to its
+    constraints.txt version (extras and environment markers kept), and every constraint as uv's
+    constraint-dependencies: the app's uv installs exactly what the tests ran with."""
     import re
+    import tomllib
 
     pins = constraints()
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    extras = tomllib.loads(text)["project"]["optional-dependencies"]
 
     def pinned(match: re.Match[str]) -> str:
-        requirement = match.group(1)
+        requirement, _, marker = match.group(1).partition(";")
         name = _name(requirement)
-        extras = re.match(r"[A-Za-z0-9_.-]+(\[[^\]]*\])?", requirement)
+        named = re.match(r"[A-Za-z0-9_.-]+(\[[^\]]*\])?", requirement)
         version = pins[name].split("==", 1)[1] if "==" in pins.get(name, "") else None
         if version is None:
             return match.group(0)
-        return f'    "{requirement[: extras.end() if extras else len(name)]}=={version}",'
+        when = f"; {marker.strip()}" if marker else ""
+        return f'    "{requirement[: named.end() if named else len(name)]}=={version}{when}",'
 
     head, rest = text.split("dependencies = [", 1)
     body, tail = rest.split("\n]", 1)
+    body += "".join(f'\n    "{r}",' for extra in BUNDLED_EXTRAS for r in extras[extra])
     body = re.sub(r'^\s*"([^"]+)",', pinned, body, flags=re.M)
     uv = "\n[tool.uv]\nconstraint-dependencies = [\n" + "".join(f'    "{line}",\n' for line in pins.values()) + "]\n"
     return head + "dependencies = [" + body + "\n]" + tail + uv

@@ -63,7 +63,7 @@ def install() -> None:
         say(f"first start: installing into {VENV} (needs the package index once; a minute or two)")
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
         command = [str(venv_python()), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                   "-c", str(SRC / "constraints.txt"), str(SRC)]
+                   "-c", str(SRC / "constraints.txt"), f"{SRC}[semantic]"]  # as mcpb.BUNDLED_EXTRAS
         done = subprocess.run(command, stdout=sys.stderr, stderr=sys.stderr, check=False)
         if done.returncode != 0:
             raise SystemExit(f"generalagent-mcp bundle: pip install failed (exit {done.returncode}); see above.")

