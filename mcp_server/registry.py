@@ -121,5 +121,5 @@ RESOURCES: list[ResourceSpec] = [
 
 WARMUPS: list[Callable[[Runtime], None]] = [live_index.warm_up_watcher, index_services.warm_up_search,
                                             context_common.warm_up_tokens,
-                                            bash.warm_up_workspace_scan]
+                                            bash.warm_up_workspace_scan, index_services.warm_up_meaning]
 """Run once in a background thread after start-up (e.g. load jieba's dictionary)."""

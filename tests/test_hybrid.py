@@ -371,3 +371,39 @@ def test_the_free_cores_are_counted_among_the_ones_this_process_may_use() -> Non
 
     expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert usable_cpus() == expected
+
+
+def test_a_restarted_server_searches_by_meaning_from_its_first_search(
+    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
+) -> None:
+    """The start-up warm-up checks the vectors and reads them in: before it, the first search after a start found
+    the worker checking and stayed lexical ("No matches" for a question sharing no word with the text)."""
+    import time
+
+    from tools.documents import search_documents
+    from tools.index_services import vector_worker, warm_up_meaning
+    from tools.index_tools import index_path
+    from tools.runtime import CallContext, Runtime
+
+    settings = make_settings(**fake_embeddings.settings_overrides())
+    write_cars(workspace)
+    rt = Runtime(settings)
+    try:
+        index_path(".", rt=rt, call=CallContext(tool="test"))
+        worker = vector_worker(rt)
+        assert worker is not None
+        worker.kick()
+        deadline = time.monotonic() + 60
+        while not worker.status().startswith("vectors: 2 of 2") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.status().startswith("vectors: 2 of 2"), worker.status()
+    finally:
+        rt.close()
+    restarted = Runtime(settings)
+    try:
+        warm_up_meaning(restarted)
+        found = search_documents("car mend", rt=restarted, call=CallContext(tool="test"))  # no word of the texts
+        assert [Path(h.path).name for h in found.hits][:1] == ["garage.md"], found
+        assert found.note is not None and "No query word matched" in found.note
+    finally:
+        restarted.close()

@@ -206,15 +206,39 @@ def warm_up_search(rt: Runtime) -> None:
     data dirs get no files written."""
     from indexing.analyzer import set_cache_dir, warm_up
 
-    has_index = rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
     try:
-        if has_index:
+        if has_index(rt):
             set_cache_dir(rt.settings.data_dir / "cache")  # first: a Chinese search meanwhile loads it from there
             memory = memory_index(rt)
             memory.build_now()
             memory.follow()
     finally:
         warm_up()
+
+
+def has_index(rt: Runtime) -> bool:
+    """True when the data store may hold an index (never creates one)."""
+    return rt.database.backend == "postgresql" or (rt.settings.data_dir / "index.sqlite3").exists()
+
+
+MEANING_WARM_UP_S = 30.0  # how long the start-up waits for the vector worker's check (not for a long embedding run)
+
+
+def warm_up_meaning(rt: Runtime) -> None:
+    """Start-up warm-up, in the hybrid mode with an index: load the model, let the vector worker check the
+    vectors (and resume embedding what is missing), and read them into memory when every chunk has one. Else
+    the first search found the worker checking and stayed lexical: a question in the other language or a
+    paraphrase found nothing once after each start."""
+    if not has_index(rt):
+        return
+    worker = vector_worker(rt)
+    if worker is None:
+        return
+    worker.kick()
+    deadline = time.monotonic() + MEANING_WARM_UP_S
+    while worker.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker.matrix()  # (None, reading nothing, while the worker still embeds: search stays lexical until then)
 
 
 _USER_DICT: Service[UserDictionary] = Service(lambda rt: UserDictionary(rt.settings.jieba_user_dict))
