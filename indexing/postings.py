@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -291,15 +292,20 @@ class MemoryIndex:
                 self._following.set()
 
     def _follow(self, stop: threading.Event) -> None:
-        seen, changed_at, failed = None, -FOLLOW_BUSY_FOR_S, 0
+        seen, changed_at, failed, built_at = None, -FOLLOW_BUSY_FOR_S, 0, -math.inf
         while not stop.wait(FOLLOW_BUSY_S if time.monotonic() - changed_at < FOLLOW_BUSY_FOR_S else FOLLOW_QUIET_S):
             try:
                 generation, chunks = self.store.generation()
+                now = time.monotonic()
                 if seen is not None and generation != seen:
-                    changed_at = time.monotonic()
+                    changed_at = now
                 seen, failed = generation, 0
                 if self._snapshot is not None and (self._delta is not None or not self.holds(generation)):
                     self.current(generation, chunks)  # (a delta older than MERGE_QUIET_S: its merge starts)
+                elif self._snapshot is None and self._worth_it(chunks) and now - changed_at >= MERGE_QUIET_S and (
+                        now - built_at >= FOLLOW_REBUILD_S):
+                    built_at = now  # none yet (an index made after the start), or a write made the last build give up
+                    self._start_build()
             except Exception:  # a closed or unreachable database: try again later (less often), never stop serving
                 log.debug("following the index failed", exc_info=True)
                 failed += 1
@@ -330,6 +336,7 @@ FOLLOW_BUSY_S = 0.01  # how often `follow` looks at the generation while the ind
 FOLLOW_BUSY_FOR_S = 5.0  # and for this long after a change
 FOLLOW_QUIET_S = 0.5  # else (one cheap read of the stats row)
 FOLLOW_GIVE_UP_S = 60.0  # the longest wait after failed reads (a database that went away)
+FOLLOW_REBUILD_S = 10.0  # with no postings, `follow` builds them once the index is MERGE_QUIET_S quiet, at most this often
 SCRATCH_MAX_AGE_S = 86_400  # a build takes about a minute at 1M chunks; also how long another index's
 # snapshot is kept after a process last opened it (removing one still mapped costs its user nothing on
 # POSIX, where the map outlives the file; on Windows the mapped files stay and the rest is rebuilt)

@@ -185,6 +185,26 @@ def test_postings_that_follow_the_index_make_its_delta_and_merge_it_without_a_se
     assert not follower.is_alive()
 
 
+def test_postings_that_follow_an_index_without_them_build_them_once_it_is_quiet(
+        indexed: tuple[Path, IndexStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No postings yet (an index made after the server started, or a build a concurrent write made give up): the
+    follower builds them once the index is quiet, with no search (else it waited for one: a loaded CI run)."""
+    import indexing.postings as postings
+
+    monkeypatch.setattr(postings, "MERGE_QUIET_S", 0.3)
+    _, store = indexed
+    memory = MemoryIndex(store)
+    memory.follow()
+    try:
+        generation = store.generation()[0]
+        deadline = time.monotonic() + 20
+        while not memory.holds(generation) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert memory.holds(generation) and memory.builds == 1
+    finally:
+        memory.stop_following()
+
+
 def test_a_restart_opens_the_saved_snapshot_without_rebuilding(indexed: tuple[Path, IndexStore], tmp_path: Path) -> None:
     _, store = indexed
     saved = tmp_path / "postings"
