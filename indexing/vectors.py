@@ -233,9 +233,14 @@ class VectorWorker:
 
     def cancel(self, wait: float | None = None) -> None:
         self._stop.set()
+        if wait is not None:
+            self.wait(wait)
+
+    def wait(self, seconds: float) -> None:
+        """Until the worker's run (if any) ends, for at most `seconds`."""
         thread = self._thread
-        if thread is not None and wait is not None:
-            thread.join(wait)
+        if thread is not None:
+            thread.join(seconds)
 
     def run(self) -> int:
         """Embed every chunk that lacks a vector (until cancelled); returns how many were embedded."""

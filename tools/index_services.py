@@ -235,9 +235,7 @@ def warm_up_meaning(rt: Runtime) -> None:
     if worker is None:
         return
     worker.kick()
-    deadline = time.monotonic() + MEANING_WARM_UP_S
-    while worker.running() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    worker.wait(MEANING_WARM_UP_S)
     worker.matrix()  # (None, reading nothing, while the worker still embeds: search stays lexical until then)
 
 

@@ -139,10 +139,10 @@ def warm_up_watcher(rt: Runtime) -> None:
     # follow it (the search warm-up follows only an index that exists); no file written before
 
     def when_indexed() -> None:
-        from tools.index_services import memory_index
+        from tools.index_services import has_index, memory_index
 
         while not live.closed.is_set():
-            if (rt.settings.data_dir / "index.sqlite3").exists():
+            if has_index(rt):
                 live.start_watching()
                 memory_index(rt).follow()
                 return

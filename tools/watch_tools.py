@@ -92,10 +92,11 @@ def watcher_info(rt: Runtime, roots: tuple[Path, ...]) -> WatcherInfo:
         return WatcherInfo(state="not running", folders=shown)
     stats = live.queue.stats
     store = index_store(rt)
-    failing = [(p, r) for p, (_, _, r) in list(stats.failures.items())
-               if (row := store.file_row(p)) is not None and row.error]  # not fixed since (a save caught halfway)
     if live.watcher is not None and live.watcher.status.state == "follower":  # another process re-indexes them
         failing = [(r.path, r.error or "") for r in reversed(store.failed_files(folders, FAILURES_SHOWN))]
+    else:
+        failing = [(p, r) for p, (_, _, r) in list(stats.failures.items())
+                   if (row := store.file_row(p)) is not None and row.error]  # not fixed since (a save caught halfway)
     failures = [f"{display_path(Path(p), roots)}: {r}" for p, r in failing[-FAILURES_SHOWN:]] or None
     info = WatcherInfo(state="not running", folders=shown, queued=live.queue.queued(),
                        done=f"{stats.reindexed} re-indexed, {stats.removed} dropped", failures=failures)
