@@ -45,6 +45,7 @@ BATCH = 32
 MODEL_KEY = "vectors_model"
 NICE = 10  # the worker thread's CPU priority (Linux: per thread; its engine threads inherit it)
 RECHECK_SECONDS = 5.0  # an incomplete matrix (another process embedding) is read again at most this often
+CLOSE_WAIT_S = 2.0  # closing waits this long for a batch in progress (a one-shot CLI search closes at once)
 # From this many chunks on, the vectors are kept by indexing.ann (in step by a diff, not read whole after each
 # change: at 100k chunks a whole read takes 3-7 s, most of it the SQL read of every row and chunk text).
 ANN_MIN_CHUNKS = 20_000
@@ -236,6 +237,11 @@ class VectorWorker:
         if wait is not None:
             self.wait(wait)
 
+    def close(self) -> None:
+        """Stop the worker before the store it writes to closes: it stops after its batch in progress, waited
+        for at most CLOSE_WAIT_S (a batch still running then ends quietly on the closed store)."""
+        self.cancel(wait=CLOSE_WAIT_S)
+
     def wait(self, seconds: float) -> None:
         """Until the worker's run (if any) ends, for at most `seconds`."""
         thread = self._thread
@@ -302,6 +308,9 @@ class VectorWorker:
                 self.sync_ann()
             self.error = ""
         except Exception as exc:  # lexical search keeps working; the next kick() retries
+            if self._stop.is_set():  # stopped while closing: the store may be closed under it
+                log.debug("chunk vectors stopped: %s", exc)
+                return
             self.error = f"{type(exc).__name__}: {exc}"[:200]
             log.exception("computing chunk vectors failed")
 

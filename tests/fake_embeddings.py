@@ -51,6 +51,7 @@ class FakeEmbeddings:
     base_url: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
     refusals: list[int] = field(default_factory=list)  # statuses (429...) answered to the next requests, in order
+    hold: threading.Event | None = None  # when given, requests are answered once it is set (at most 30 s)
 
     def settings_overrides(self) -> dict[str, Any]:
         return {"embedding_provider": "openai", "embedding_base_url": self.base_url, "embedding_model": MODEL}
@@ -64,6 +65,8 @@ def _handler_for(state: FakeEmbeddings) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             state.requests.append(body)
+            if state.hold is not None:
+                state.hold.wait(30)
             if state.refusals:
                 self._send(state.refusals.pop(0), {"error": {"message": "slow down"}}, {"Retry-After-Ms": "20"})
                 return

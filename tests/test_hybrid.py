@@ -407,3 +407,34 @@ def test_a_restarted_server_searches_by_meaning_from_its_first_search(
         assert found.note is not None and "No query word matched" in found.note
     finally:
         restarted.close()
+
+
+def test_closing_the_server_stops_the_vector_worker_before_its_store(
+    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings, caplog: pytest.LogCaptureFixture  # noqa: F811
+) -> None:
+    """A one-shot CLI search closed the index under a batch in progress: the worker printed a traceback
+    ("computing chunk vectors failed ... the index is closed") to the user's terminal."""
+    import logging
+    import threading
+    import time
+
+    from tools.index_services import vector_worker
+    from tools.index_tools import index_path
+    from tools.runtime import CallContext, Runtime
+
+    fake_embeddings.hold = threading.Event()
+    write_cars(workspace)
+    rt = Runtime(make_settings(**fake_embeddings.settings_overrides()))
+    index_path(".", rt=rt, call=CallContext(tool="test"))
+    worker = vector_worker(rt)
+    assert worker is not None
+    worker.kick()
+    deadline = time.monotonic() + 30
+    while not fake_embeddings.requests and time.monotonic() < deadline:  # the worker waits for its batch
+        time.sleep(0.02)
+    threading.Timer(0.3, fake_embeddings.hold.set).start()  # the batch is answered while the server closes
+    with caplog.at_level(logging.DEBUG, logger="indexing.vectors"):
+        rt.close()
+        worker.wait(30)
+    assert not worker.running()
+    assert "failed" not in caplog.text and "Traceback" not in caplog.text, caplog.text

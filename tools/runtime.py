@@ -80,7 +80,7 @@ class Runtime:
 
     def close(self) -> None:
         with self._lock:
-            for service in self._services.values():
+            for service in reversed(self._services.values()):  # the last made first: it may use an earlier one
                 closer = getattr(service, "close", None)
                 if callable(closer):
                     closer()
