@@ -4,24 +4,25 @@ For every allow-listed command installed here, command lines are generated from 
 (bundles of short options with values after them, `--opt=value`, `--opt value`, abbreviations of long
 options, attached values, `--`) and decided by the policy; each one the policy ALLOWS is run, the real
 binary in bubblewrap on a scratch root (writable, to see what it would write), with a folder outside
-the root holding a secret, a named pipe and an executable. The test fails when an allowed command line
+the root holding a secret, a named pipe and an executable (one sandbox runs a module's command lines
+one after another: tests/sandboxed_runner.py). The test fails when an allowed command line
 changed a file in the root, ran the outside program, opened the outside pipe (any read of an outside file,
 seen even when nothing is printed) or printed the outside secret (issue 30, finding 1: the policy read
 `tree -Lo 1 FILE` as `-L o`, tree as `-L 1 -o FILE`, and wrote FILE; `rg -f=/x` reads /x)."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import itertools
+import json
 import os
 import shlex
 import shutil
 import subprocess
-import tempfile
-import time
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -43,6 +44,7 @@ def _program(name: str) -> str | None:
 
 COMMANDS = sorted(n for n, s in SPECS.items() if n not in NOT_RUN and not s.subcommands and _program(n))
 BWRAP = shutil.which("bwrap")
+RUNNER = Path(__file__).with_name("sandboxed_runner.py")
 pytestmark = pytest.mark.skipif(BWRAP is None, reason="bubblewrap is needed to run the real programs safely")
 
 
@@ -85,80 +87,68 @@ def _scene(base: Path) -> Scene:
     return Scene(root, outside, marks)
 
 
+class Runner:
+    """One bubblewrap sandbox for a module's command lines (tests/sandboxed_runner.py): the root and the
+    marks folder writable, everything else read-only, no network, no capabilities."""
+
+    def __init__(self, scene: Scene) -> None:
+        assert BWRAP is not None
+        wrapped = [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(scene.root),
+                   str(scene.root), "--bind", str(scene.marks), str(scene.marks), "--unshare-all", "--cap-drop",
+                   "ALL", "--die-with-parent", "--chdir", str(scene.root), "--", sys.executable, "-I", str(RUNNER),
+                   str(scene.root), scene.pipe, SECRET]
+        env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": str(scene.root), "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_PAGER": "cat", "PAGER": "cat"}
+        self.process = subprocess.Popen(wrapped, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.fresh = False  # the root was changed from outside since the last command
+
+    def run(self, argv: list[str]) -> dict[str, Any]:
+        """What argv printed, whether it opened the outside pipe, and the root's snapshots around it."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps({"argv": argv, "fresh": self.fresh}) + "\n")
+        self.fresh = False
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"the sandboxed runner ended (exit {self.process.poll()})"
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     return _scene(tmp_path_factory.mktemp("real"))
 
 
-def _snapshot(root: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in [*dirs, *files]:
-            path = Path(folder, name)
-            rel = str(path.relative_to(root))
-            if rel == ".git/index":  # git status refreshes its stat cache (the sandbox mounts roots read-only)
-                continue
-            if path.is_symlink():
-                out[rel] = "link:" + os.readlink(path)
-            elif path.is_file():
-                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                out[rel] = "dir"
-    return out
+@pytest.fixture(scope="module")
+def runner(scene: Scene) -> Iterator[Runner]:
+    sandbox = Runner(scene)
+    yield sandbox
+    sandbox.close()
 
 
-def _run(scene: Scene, argv: list[str]) -> tuple[str, bool]:
-    """Run argv in bubblewrap with the root and the marks folder writable; returns what it printed and
-    whether it opened the outside pipe for reading (a reader blocks until this side opens it for writing)."""
-    assert BWRAP is not None
-    wrapped = [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(scene.root),
-               str(scene.root), "--bind", str(scene.marks), str(scene.marks), "--unshare-all", "--cap-drop", "ALL",
-               "--die-with-parent", "--chdir", str(scene.root), "--", *argv]
-    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": str(scene.root), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_PAGER": "cat", "PAGER": "cat"}
-    opened = False
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(wrapped, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            opened = _feed_pipe(scene.pipe) or opened
-            time.sleep(0.005)
-        if proc.poll() is None:
-            proc.kill()
-            opened = True  # hung: waiting on the outside pipe (opened for writing) counts as touching it
-        proc.wait()
-        out.seek(0)
-        return out.read().decode(errors="replace"), opened
-
-
-def _feed_pipe(pipe: str) -> bool:
-    try:
-        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError:  # ENXIO: no reader
-        return False
-    with contextlib.suppress(OSError):
-        os.write(fd, (SECRET + "\n").encode())
-    os.close(fd)
-    return True
-
-
-def harm(scene: Scene, argv: list[str]) -> str | None:
+def harm(scene: Scene, runner: Runner, argv: list[str]) -> str | None:
     """What the real program did that an allowed command must never do, or None."""
-    before = _snapshot(scene.root)
-    printed, opened = _run(scene, argv)
-    after = _snapshot(scene.root)
+    answer = runner.run(argv)
+    before, after = answer["before"], answer["after"]
     ran = list(scene.marks.iterdir())
     for mark in ran:
         mark.unlink()
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    _restore(scene, before, after)
+    if changed:
+        _restore(scene, before, after)
+        runner.fresh = True
     if changed:
         return f"changed {changed}"
     if ran:
         return "ran the outside program"
-    if opened:
+    if answer["opened"]:
         return "opened the outside pipe (read a file outside the root) or hung on it"
-    if SECRET in printed:
+    if SECRET in answer["printed"]:
         return "printed the outside secret"
     return None
 
@@ -170,10 +160,13 @@ def _restore(scene: Scene, before: dict[str, str], after: dict[str, str]) -> Non
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
-    if any(before.get(k) != after.get(k) for k in before):  # a changed file: rebuild the scene from scratch
-        base = scene.root.parent
-        shutil.rmtree(scene.root)
-        _scene(base)
+    if any(before.get(k) != after.get(k) for k in before):  # a changed file: rebuild the scene's files
+        for path in scene.root.iterdir():  # the root itself stays: the sandbox has it mounted
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        _scene(scene.root.parent)
 
 
 def allowed(scene: Scene, argv: list[str]) -> bool:
@@ -190,17 +183,31 @@ def _values(scene: Scene) -> list[str]:
     return ["1", "OUT", scene.secret, scene.program, scene.pipe, "a.txt", "-"]
 
 
-def _check(scene: Scene, argv: list[str]) -> None:
+def _check(scene: Scene, runner: Runner, argv: list[str]) -> None:
     if allowed(scene, argv):
-        found = harm(scene, argv)
+        found = harm(scene, runner, argv)
         assert found is None, f"the policy allows `{shlex.join(argv)}`, and the real program {found}"
+
+
+def test_the_sandbox_sees_each_harm_and_starts_clean_after_one(scene: Scene, runner: Runner) -> None:
+    """The harness itself: each kind of harm is seen (not through the policy), and a changed root is
+    rebuilt, so that the next command line is judged on the scene as made."""
+    assert harm(scene, runner, ["grep", "-r", "alpha", "."]) is None
+    assert (harm(scene, runner, ["sort", "-o", "OUT", "a.txt"]) or "").startswith("changed ['OUT']")
+    assert (harm(scene, runner, ["cp", "sub/b.txt", "a.txt"]) or "").startswith("changed ['a.txt']")
+    assert (scene.root / "a.txt").read_text().startswith("alpha") and not (scene.root / "OUT").exists()
+    assert harm(scene, runner, ["grep", "-r", "alpha", "."]) is None
+    assert harm(scene, runner, ["find", ".", "-name", "a.txt", "-exec", scene.program, ";"]) == "ran the outside program"
+    assert (harm(scene, runner, ["cat", scene.pipe]) or "").startswith("opened the outside pipe")
+    assert harm(scene, runner, ["cat", scene.secret]) == "printed the outside secret"
+    assert harm(scene, runner, ["cat", "a.txt"]) is None
 
 
 # -- systematic: every pair of value-taking short options bundled, with values after ------------------
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_bundled_value_options_are_read_as_the_real_program_reads_them(scene: Scene, name: str) -> None:
+def test_bundled_value_options_are_read_as_the_real_program_reads_them(scene: Scene, runner: Runner, name: str) -> None:
     spec = SPECS[name]
     if spec.style == "find":
         pytest.skip("find's predicates are whole words (generated in the property test)")
@@ -211,12 +218,12 @@ def test_bundled_value_options_are_read_as_the_real_program_reads_them(scene: Sc
     values = _values(scene)
     for bundle in bundles:
         for first, second in [("1", "OUT"), ("OUT", "1"), (scene.program, scene.pipe), ("a.txt", "OUT")]:
-            _check(scene, [*name.split(), bundle, first, second, "."])
-        _check(scene, [*name.split(), bundle + "OUT", "a.txt"])
+            _check(scene, runner, [*name.split(), bundle, first, second, "."])
+        _check(scene, runner, [*name.split(), bundle + "OUT", "a.txt"])
     for opt in shorts:
         for value in values:
-            _check(scene, [*name.split(), opt + value, "a.txt"])
-            _check(scene, [*name.split(), opt + "=" + value, "a.txt"])
+            _check(scene, runner, [*name.split(), opt + value, "a.txt"])
+            _check(scene, runner, [*name.split(), opt + "=" + value, "a.txt"])
 
 
 # -- generated: random spellings from the allow-list --------------------------------------------------
@@ -253,7 +260,8 @@ def _find_spelling(spec: CommandSpec, scene: Scene) -> st.SearchStrategy[list[st
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_generated_option_spellings_allowed_by_the_policy_are_harmless(scene: Scene, name: str) -> None:
+def test_generated_option_spellings_allowed_by_the_policy_are_harmless(scene: Scene, runner: Runner,
+                                                                       name: str) -> None:
     spec = SPECS[name]
     strategy = _find_spelling(spec, scene) if spec.style == "find" else spelling(spec, scene)
 
@@ -261,6 +269,6 @@ def test_generated_option_spellings_allowed_by_the_policy_are_harmless(scene: Sc
               suppress_health_check=list(HealthCheck))
     @given(strategy)
     def run(words: list[str]) -> None:
-        _check(scene, [*name.split(), *words])
+        _check(scene, runner, [*name.split(), *words])
 
     run()

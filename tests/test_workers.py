@@ -5,7 +5,8 @@ while clients run, the other serves on). Plus the refusals: --workers N>1 withou
 stdio, and --workers 0. A 2025-era session sent to the wrong process gets HTTP 404 with a JSON-RPC error.
 
 The servers run this worktree's code (`python -m mcp_server`, cwd and PYTHONPATH at the repo root).
-Concurrency phases last GA_TEST_SECONDS (default 30, as the scale-out issue asks; e.g. 5 for a quick run).
+Concurrency phases last GA_TEST_SECONDS (default 15, for the suite's time; 30 as the scale-out issue asks;
+e.g. 5 for a quick run).
 """
 
 from __future__ import annotations
