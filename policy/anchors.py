@@ -6,15 +6,21 @@ a few µs this way). Decided from the parsed pattern, never from its text; anyth
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 
 def opens_at_slash(pattern: re.Pattern[str]) -> bool:
     """True when every match of `pattern` starts at the text's start or at a '/' it consumes."""
+    return _opens_at_slash(pattern.pattern, pattern.flags)
+
+
+@lru_cache(maxsize=4096)  # rules are loaded again on every change of the file: their patterns repeat
+def _opens_at_slash(source: str, flags: int) -> bool:
     try:
         from re import _parser as parser  # type: ignore[attr-defined]  # the stdlib's own pattern parser
 
-        parsed = parser.parse(pattern.pattern, pattern.flags)
+        parsed = parser.parse(source, flags)
     except Exception:  # noqa: BLE001 - another Python's parser: search as usual
         return False
     if parsed.state.flags & re.MULTILINE:  # `^` after every newline

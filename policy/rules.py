@@ -14,6 +14,7 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -134,8 +135,7 @@ def default_rules_text() -> str:
 def load_rules(user_file: Path | None) -> Rules:
     """Shipped defaults plus `user_file` (TOML). Raises SettingsError naming the file, line and key."""
     shipped = default_rules_text()
-    docs: list[_Doc] = [_Doc(_parse(shipped, "default_rules.toml (shipped)"), shipped, "default_rules.toml (shipped)",
-                             "default", None)]
+    docs: list[_Doc] = [_Doc(_parsed_shipped(shipped), shipped, "default_rules.toml (shipped)", "default", None)]
     if user_file is not None:
         path = Path(user_file)
         try:
@@ -162,6 +162,24 @@ class _Doc:
     name: str
     origin: str  # "default" | "user"
     path: Path | None
+
+
+@cache  # the shipped patterns only (a fixed set): re's own cache holds 512 of every kind
+def _shipped_regex(source: str) -> re.Pattern[str]:
+    return re.compile(source)
+
+
+@lru_cache(maxsize=4096)  # the same lists come back at every load of the rules
+def _option_words(value: str | tuple[str, ...]) -> frozenset[str] | None:
+    """The options a command's entry lists (one string, or a list of strings), or None when a word is not one."""
+    words = value.split() if isinstance(value, str) else value
+    return frozenset(words) if all(_OPTION.fullmatch(w) for w in words) else None
+
+
+@lru_cache(maxsize=2)
+def _parsed_shipped(text: str) -> dict[str, Any]:
+    """The shipped rules' TOML, parsed once (the loader only reads it)."""
+    return _parse(text, "default_rules.toml (shipped)")
 
 
 def _parse(text: str, name: str) -> dict[str, Any]:
@@ -288,7 +306,7 @@ class _Loader:
     def _regex(self, source: str, key: str) -> Matcher:
         if self.doc.origin == "default":
             try:
-                return Matcher(source, re.compile(source), None)
+                return Matcher(source, _shipped_regex(source), None)
             except re.error as exc:
                 raise self.fail(key, f"invalid regular expression {source!r}: {exc}") from None
         import regex
@@ -344,10 +362,12 @@ class _Loader:
 
     def _options(self, entry: Mapping[str, Any], part: str, key: str) -> frozenset[str]:
         value = entry.get(part, "")
-        words = value.split() if isinstance(value, str) else value
-        if not isinstance(words, list) or not all(isinstance(w, str) and _OPTION.fullmatch(w) for w in words):
+        if isinstance(value, list) and all(isinstance(w, str) for w in value):
+            value = tuple(value)
+        options = _option_words(value) if isinstance(value, str | tuple) else None
+        if options is None:
             raise self.fail(f"{key}.{part}", 'must list options like "-l --all" (a string or a list of strings)')
-        return frozenset(words)
+        return options
 
     def _permissions(self, perms: Mapping[str, Any]) -> None:
         subagent = self._table(perms, "subagent", "permissions.")

@@ -162,3 +162,17 @@ def test_readme_example_loads(tmp_path: Path) -> None:
     assert decide("run_bash_command", {"command": "git push"}, ctx).rule_id == "user.deny[0]"
     assert decide("run_bash_command", {"command": "npm test"}, ctx).action == "allow"
     assert decide("write_file", {"path": "a", "content": "password=hunter22"}, ctx).rule_id == "default.ask"
+
+
+def test_a_user_file_never_changes_the_defaults_of_later_loads(tmp_path: Path) -> None:
+    """The shipped rules are parsed and compiled once per process (cached): a user file that extends a shipped
+    command or pattern list must leave the next load without it."""
+    before = load_rules(None)
+    extended = load_rules(write(tmp_path, '[shell.commands.ls]\nflags = "--zz-flag"\nrisky = { "--zz-risky" = "test" }\n'
+                                          '[secrets]\ndeny = ["(^|/)extra-secret$"]\n'))
+    assert "--zz-flag" in extended.shell.commands["ls"].flags and "--zz-risky" in extended.shell.commands["ls"].risky
+    after = load_rules(None)
+    for rules in (before, after):
+        assert "--zz-flag" not in rules.shell.commands["ls"].flags and "--zz-risky" not in rules.shell.commands["ls"].risky
+        assert "(^|/)extra-secret$" not in rules.secret_deny.sources
+    assert after.shell.commands == before.shell.commands and after.secret_deny.sources == before.secret_deny.sources
