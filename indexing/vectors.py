@@ -45,7 +45,7 @@ BATCH = 32
 MODEL_KEY = "vectors_model"
 NICE = 10  # the worker thread's CPU priority (Linux: per thread; its engine threads inherit it)
 RECHECK_SECONDS = 5.0  # an incomplete matrix (another process embedding) is read again at most this often
-CLOSE_WAIT_S = 2.0  # closing waits this long for a batch in progress (a one-shot CLI search closes at once)
+CLOSE_WAIT_S = 0.5  # closing waits this long for a batch in progress: a one-shot CLI command exits promptly
 # From this many chunks on, the vectors are kept by indexing.ann (in step by a diff, not read whole after each
 # change: at 100k chunks a whole read takes 3-7 s, most of it the SQL read of every row and chunk text).
 ANN_MIN_CHUNKS = 20_000

@@ -118,11 +118,13 @@ def test_messages_use_the_command_line_words(tree: Path) -> None:
     assert "generalagent-mcp index PATH" in empty.stderr, empty.stderr
     assert_cli_words(empty)
     assert run(tree, data, "--root", str(ws), "index", str(ws)).returncode == 0
+    lexical = {"GENERALAGENT_EMBEDDING_PROVIDER": "off"}  # else the nearest passage by meaning is a hit
     for args, words in ((["search", "zebra"], "generalagent-mcp status"), (["search", "zebra", "--mode", "all"],
                         "--mode natural"), (["search", "", "--regex"], "search without --regex")):
-        done = run(ws, data, "--root", str(ws), *args)
+        done = run(ws, data, "--root", str(ws), *args, **lexical)
         assert done.returncode in (1, 2) and words in done.stdout + done.stderr, (args, done)
         assert_cli_words(done)
+    assert_cli_words(run(ws, data, "--root", str(ws), "search", "zebra"))  # meaning-aware, where installed
 
 
 def test_a_global_option_after_the_sub_command_says_where_it_goes(tree: Path) -> None:
