@@ -47,7 +47,7 @@ up_to_date() {  # same pyproject/constraints and every wanted extra already inst
 if ! up_to_date; then
   echo "[venv] installing generalagent-mcp[$extras] (pinned by constraints.txt)" >&2
   "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
-  "$venv/bin/python" -m pip install --disable-pip-version-check -q --no-compile \
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q \
       -c "$root/constraints.txt" -e "$root[$extras]" >&2
   echo "$want" > "$stamp"
 fi
