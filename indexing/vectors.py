@@ -187,6 +187,7 @@ class VectorWorker:
         self._stop = threading.Event()
         self.error = ""
         self._complete_at: int | None = None  # the chunks' generation at which a run left nothing missing
+        self._settled = True  # False from kick() until its run finds no chunk without a vector (of this model)
         self._puts = 0  # batches stored by this worker: the matrix is read again after a change
         self._matrix: VectorMatrix | None = None
         self._matrix_key: tuple[int, int] | None = None
@@ -197,7 +198,7 @@ class VectorWorker:
         """Every chunk's vector in memory, or None while some chunk has none (the worker is embedding:
         searches stay lexical until it is done). Read again after indexing or embedding changed them.
         From `ann_min` chunks on, the approximate index, when the worker has brought it in step."""
-        if self.running():
+        if self.embedding():
             return None
         generation, total = self.vectors.store.generation()
         if self.approximate(total):
@@ -218,6 +219,11 @@ class VectorWorker:
         thread = self._thread
         return thread is not None and thread.is_alive()
 
+    def embedding(self) -> bool:
+        """True while the worker's run may still add or replace vectors: from kick() until it finds none
+        missing (its thread may live on a little after that: checks at nice 10, the approximate index)."""
+        return not self._settled and self.running()
+
     def kick(self) -> None:
         """Start the worker unless it runs already, or nothing changed since every chunk had its vector
         (searches kick it: without this each one would scan the chunks for missing vectors)."""
@@ -229,18 +235,19 @@ class VectorWorker:
                 return
             about_to_wait()  # starting a thread (it waits for the thread to run): not from the event loop
             self._stop.clear()
+            self._settled = False
             self._thread = threading.Thread(target=self._run_logged, name="chunk-vectors", daemon=True)
             self._thread.start()
 
-    def cancel(self, wait: float | None = None) -> None:
+    def cancel(self) -> None:
+        """Stop the worker's run after its batch in progress."""
         self._stop.set()
-        if wait is not None:
-            self.wait(wait)
 
     def close(self) -> None:
         """Stop the worker before the store it writes to closes: it stops after its batch in progress, waited
         for at most CLOSE_WAIT_S (a batch still running then ends quietly on the closed store)."""
-        self.cancel(wait=CLOSE_WAIT_S)
+        self.cancel()
+        self.wait(CLOSE_WAIT_S)
 
     def wait(self, seconds: float) -> None:
         """Until the worker's run (if any) ends, for at most `seconds`."""
@@ -256,7 +263,7 @@ class VectorWorker:
         while not self._stop.is_set():
             rows = self.vectors.missing(BATCH)
             if not rows:
-                self._complete_at = generation
+                self._complete_at, self._settled = generation, True
                 break
             self.vectors.put(rows, self.provider.embed([chunk_text(h, t) for _, h, t in rows], query=False))
             self._puts += 1
@@ -315,10 +322,15 @@ class VectorWorker:
             log.exception("computing chunk vectors failed")
 
     def status(self) -> str:
-        """For index_status: "vectors: N of M chunks" (searches are lexical until every chunk has one), and why
-        it stopped, if it failed."""
+        """For index_status: "vectors: N of M chunks", whether searches use them now (by `matrix()`, as a search
+        does: lexical until every chunk has one and they are read in), and why it stopped, if it failed."""
         done, total = self.vectors.progress()
-        state = "meaning-aware search on" if total and done >= total else "embedding in the background, lexical until done"
+        if self.matrix() is not None:
+            state = "meaning-aware search on"
+        elif total and done >= total:
+            state = "reading them in, lexical for a few seconds"
+        else:
+            state = "embedding in the background, lexical until done"
         return f"vectors: {done:,} of {total:,} chunks ({state})" + (f" (last error: {self.error})" if self.error else "")
 
 

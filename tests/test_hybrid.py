@@ -438,3 +438,40 @@ def test_closing_the_server_stops_the_vector_worker_before_its_store(
         worker.wait(30)
     assert not worker.running()
     assert "failed" not in caplog.text and "Traceback" not in caplog.text, caplog.text
+
+
+def test_the_status_says_meaning_aware_search_is_on_exactly_when_a_search_uses_it(
+    tmp_path: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
+) -> None:
+    """index_status said "meaning-aware search on" once every vector was stored, while searches stayed lexical
+    until the worker's thread ended (after its last batch it still checks, at nice 10): a client's first search
+    after "on" found nothing by meaning. Here the thread lingers after its last batch (a slow lock release)."""
+    import threading
+    import time
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from indexing.hybrid import searcher
+
+    store = index_cars(tmp_path, IndexStore(tmp_path / "index.sqlite3"))
+    release = threading.Event()
+
+    @contextmanager
+    def exclusive() -> Iterator[bool]:
+        yield True
+        release.wait(30)
+
+    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL), exclusive=exclusive)
+    try:
+        worker.kick()
+        deadline = time.monotonic() + 30
+        while "search on" not in (status := worker.status()) and time.monotonic() < deadline:
+            assert worker.running()
+            time.sleep(0.01)
+        assert "meaning-aware search on" in status and worker.running()
+        assert worker.matrix() is not None
+        found = searcher(store, None, worker).search("car brakes repair")
+        assert [Path(hit.path).name for hit in found] == ["garage.md", "bikes.md"]  # meaning wins (lexical: bikes)
+    finally:
+        release.set()
+        worker.close()

@@ -119,7 +119,7 @@ def _embeds_nothing(rt: Runtime, text: str | None) -> bool:
     worker = _VECTOR_WORKER.peek(rt)  # None: not made yet (making it loads the model), or no provider
     if worker is None:
         return rt.settings.embedding_provider == "auto" and not _local_model_installed()
-    return worker.running() or worker.queries.kept(text)
+    return worker.embedding() or worker.queries.kept(text)
 
 
 def _local_model_installed() -> bool:
