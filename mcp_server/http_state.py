@@ -19,11 +19,12 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
-
-from mcp.server.request_state import AESGCMRequestStateCodec
+from typing import TYPE_CHECKING, Any
 
 from foundation.storage import Conn, Database, Schema, StoreDb, Table
+
+if TYPE_CHECKING:  # the SDK is imported when a key is first used: `doctor`, `migrate` and `export` list SCHEMA
+    from mcp.server.request_state import AESGCMRequestStateCodec
 
 ENABLED_KEY = "generalagent.enabled_tools"
 
@@ -121,6 +122,8 @@ class SharedKeyCodec(_Store):
 
     def _current(self) -> AESGCMRequestStateCodec:
         if self._codec is None:
+            from mcp.server.request_state import AESGCMRequestStateCodec
+
             self._codec = AESGCMRequestStateCodec([self._store().write(_key)])
         return self._codec
 
