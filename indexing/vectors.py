@@ -328,7 +328,7 @@ class VectorWorker:
         if self.matrix() is not None:
             state = "meaning-aware search on"
         elif total and done >= total:
-            state = "reading them in, lexical for a few seconds"
+            state = "reading them in, lexical until then"
         else:
             state = "embedding in the background, lexical until done"
         return f"vectors: {done:,} of {total:,} chunks ({state})" + (f" (last error: {self.error})" if self.error else "")

@@ -23,7 +23,7 @@ from indexing.fusion import fuse, min_max, reorder
 from indexing.indexer import Indexer
 from indexing.search import Searcher
 from indexing.store import IndexStore
-from indexing.vectors import VectorWorker
+from indexing.vectors import VectorWorker, ann_installed
 from tests.conftest import connect
 from tests.fake_embeddings import MODEL, FakeEmbeddings, fake_embeddings  # noqa: F401  (the fixture)
 from tests.storage_fixtures import index_store_for
@@ -475,3 +475,16 @@ def test_the_status_says_meaning_aware_search_is_on_exactly_when_a_search_uses_i
     finally:
         release.set()
         worker.close()
+    if ann_installed():  # an approximate index (here from 1 chunk on) serves once the thread has brought it in step
+        release.clear()
+        worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL), exclusive=exclusive, ann_min=1)
+        try:
+            worker.kick()  # every vector is stored: the thread lingers before it reads them into its index
+            assert worker.status() == "vectors: 2 of 2 chunks (reading them in, lexical until then)"
+            assert worker.matrix() is None
+            release.set()
+            worker.wait(30)
+            assert worker.status() == "vectors: 2 of 2 chunks (meaning-aware search on)" and worker.matrix() is not None
+        finally:
+            release.set()
+            worker.close()

@@ -62,7 +62,9 @@ async def test_paraphrases_and_the_other_language_are_found_through_the_tool(
         # a paraphrase sharing no word with its passage, in both languages at once (en -> en and en -> zh)
         assert set((await search(client, "how much money for advertising"))[:2]) == {"budget.md", "营销.md"}
         # a Chinese question: its own language first (lexical order), the English text by meaning
-        assert (await search(client, "招聘工程师"))[:2] == ["招聘.md", "hiring.md"]
+        mixed = (await client.call_tool("search_documents", {"query": "招聘工程师"})).structured_content["hits"]
+        assert [Path(h["path"]).name for h in mixed][:2] == ["招聘.md", "hiring.md"]
+        assert [h.get("by_meaning") for h in mixed][:2] == [None, True]  # each hit says how it was found
         assert "招聘.md" in (await search(client, "recruiting engineers"))[:2]  # en -> zh
         assert "budget.md" in (await search(client, "营销预算"))[:2]  # zh -> en
         # a chunk found by meaning stays inside the paths asked for

@@ -87,8 +87,8 @@ class Hit(OmitNone):
     match: str | None = Field(default=None, description="The regex match.")
     before: str | None = Field(default=None, description="Text just before the hit.")
     after: str | None = Field(default=None, description="Text just after the hit.")
+    by_meaning: bool | None = Field(default=None, description="True: found by meaning, not by the query's words.")
     _abs_path: str = PrivateAttr(default="")  # the real path, to check that the file still exists
-    _by_meaning: bool = PrivateAttr(default=False)  # found by meaning, not by the query's words (the note says so)
 
 
 class DocumentResult(BaseModel):
@@ -116,9 +116,9 @@ def _hit_model(h: ChunkHit, roots: tuple[Path, ...], match: str | None = None) -
         path=display_path(h.path, roots) if h.path else "", doc_id=h.doc_hash[:16], chunk_index=h.index,
         page=h.page, slide=h.slide, sheet=h.sheet, rows=list(h.rows) if h.rows else None,
         heading=h.heading or None, start=h.start, end=h.end, score=round(h.score, 4), text=h.text, match=match,
-        before=h.before or None, after=h.after or None,
+        before=h.before or None, after=h.after or None, by_meaning=h.by_meaning or None,
     )
-    hit._abs_path, hit._by_meaning = h.path, h.by_meaning
+    hit._abs_path = h.path
     return hit
 
 
@@ -323,7 +323,7 @@ ONLY_BY_MEANING = ("No query word matched: these hits are the passages nearest i
 def _only_by_meaning(result: SearchResult) -> bool:
     """True when there are hits and none of them matched a query word (the dense candidates alone)."""
     hits = result.hits + [h for d in result.documents or [] for h in d.matched_chunks]
-    return bool(hits) and all(h._by_meaning for h in hits)
+    return bool(hits) and all(h.by_meaning for h in hits)
 
 
 def _no_hits_note(searcher: Searcher | None, query: str, mode: str, scope: PathFilter | None, offset: int) -> str:

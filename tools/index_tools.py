@@ -86,9 +86,9 @@ def index_path(
     rt: Runtime,
     call: CallContext,
 ) -> IndexResult:
-    """Index a file or folder for search_documents (PDF, Office, OpenDocument, HTML, EPUB, CSV, e-mail,
-    text) and keep a folder indexed as its files change. Unchanged files are skipped; a stopped run
-    continues. Secrets (keys, credentials, .env files) are never indexed."""
+    """Index a file or folder (any format search_documents reads) and keep a folder indexed as its files
+    change. Unchanged files are skipped; a stopped run continues. Secrets (keys, credentials, .env files)
+    are never indexed."""
     real = resolve_path(rt.settings, path, must_exist=True, session_id=call.session_id)
     roots = roots_for(rt.settings, call.session_id)
     if not real.is_dir():
