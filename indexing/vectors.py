@@ -184,10 +184,13 @@ class VectorWorker:
         self.exclusive = exclusive  # a lock shared by the processes on one database: one embeds at a time
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._active = False  # a run is under way (its thread decides to end under _lock, so no kick is lost)
+        self._again = False  # a kick came during the run: it looks for chunks without a vector once more
         self._stop = threading.Event()
         self.error = ""
         self._complete_at: int | None = None  # the chunks' generation at which a run left nothing missing
-        self._settled = True  # False from kick() until its run finds no chunk without a vector (of this model)
+        self._settled = threading.Event()  # clear from kick() until its run finds no chunk without a vector (of this model)
+        self._settled.set()
         self._puts = 0  # batches stored by this worker: the matrix is read again after a change
         self._matrix: VectorMatrix | None = None
         self._matrix_key: tuple[int, int] | None = None
@@ -222,20 +225,30 @@ class VectorWorker:
     def embedding(self) -> bool:
         """True while the worker's run may still add or replace vectors: from kick() until it finds none
         missing (its thread may live on a little after that: checks at nice 10, the approximate index)."""
-        return not self._settled and self.running()
+        return not self._settled.is_set() and self.running()
+
+    def wait_embedded(self, seconds: float) -> bool:
+        """Until the worker's run has given every chunk a vector (or stopped), for at most `seconds`; True when
+        none is missing then."""
+        self._settled.wait(seconds)
+        return not self.embedding()
 
     def kick(self) -> None:
         """Start the worker unless it runs already, or nothing changed since every chunk had its vector
         (searches kick it: without this each one would scan the chunks for missing vectors)."""
         generation = self.vectors.store.generation()[0]
         with self._lock:
-            if self._thread is not None and self._thread.is_alive():
+            if self._active:  # its last look for missing vectors may come before these chunks did: once more
+                if self._complete_at != generation:
+                    self._again = True
+                    self._settled.clear()
                 return
             if self._complete_at == generation and not self._ann_behind():
                 return
             about_to_wait()  # starting a thread (it waits for the thread to run): not from the event loop
             self._stop.clear()
-            self._settled = False
+            self._settled.clear()
+            self._active, self._again = True, False
             self._thread = threading.Thread(target=self._run_logged, name="chunk-vectors", daemon=True)
             self._thread.start()
 
@@ -263,7 +276,10 @@ class VectorWorker:
         while not self._stop.is_set():
             rows = self.vectors.missing(BATCH)
             if not rows:
-                self._complete_at, self._settled = generation, True
+                with self._lock:
+                    self._complete_at = generation
+                    if not self._again:  # (else a kick since its look: the next run settles)
+                        self._settled.set()
                 break
             self.vectors.put(rows, self.provider.embed([chunk_text(h, t) for _, h, t in rows], query=False))
             self._puts += 1
@@ -303,6 +319,24 @@ class VectorWorker:
 
     def _run_logged(self) -> None:
         lower_priority()
+        more = True
+        try:
+            while more:
+                self._run_once_logged()
+                more = self._more()
+        finally:
+            if more:  # ended by an exception the run let through
+                with self._lock:
+                    self._active = False
+
+    def _more(self) -> bool:
+        """After a run: True when a kick asked for one more, else the worker ends (decided under the lock)."""
+        with self._lock:
+            more = self._again and not self._stop.is_set()
+            self._active, self._again = more, False
+            return more
+
+    def _run_once_logged(self) -> None:
         try:
             mine = True
             if self.exclusive is None:

@@ -488,3 +488,36 @@ def test_the_status_says_meaning_aware_search_is_on_exactly_when_a_search_uses_i
         finally:
             release.set()
             worker.close()
+
+
+def test_a_kick_while_the_worker_finishes_is_not_lost(tmp_path: Path, fake_embeddings: FakeEmbeddings) -> None:  # noqa: F811
+    """Chunks indexed after the worker's last look for missing vectors, while its thread still lived, were left
+    without one until some later kick (a search re-indexing an edited file then searched lexically)."""
+    import threading
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    (tmp_path / "docs").mkdir()
+    store = index_cars(tmp_path / "docs", IndexStore(tmp_path / "i.sqlite3"))
+    release = threading.Event()
+
+    @contextmanager
+    def exclusive() -> Iterator[bool]:
+        yield True
+        release.wait(30)
+
+    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL), exclusive=exclusive)
+    try:
+        worker.kick()
+        assert worker.wait_embedded(30) and worker.vectors.progress() == (2, 2) and worker.running()
+        (tmp_path / "docs" / "tea.md").write_text("# Tea\n\nGreen tea and black tea.\n", encoding="utf-8")
+        Indexer(store).index_tree(tmp_path / "docs")
+        worker.kick()  # the thread lingers after its last look
+        assert worker.embedding() and worker.matrix() is None
+        release.set()
+        assert worker.wait_embedded(30)
+        worker.wait(30)
+        assert worker.vectors.progress() == (3, 3) and not worker.running() and worker.matrix() is not None
+    finally:
+        release.set()
+        worker.close()

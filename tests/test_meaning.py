@@ -272,3 +272,59 @@ def test_recall_by_meaning_with_the_bundled_model(make_settings: Any) -> None:
         assert recall(query="招聘工程师", rt=rt).facts[0].content == "The team is hiring two backend developers"
     finally:
         rt.close()
+
+
+@pytest.mark.anyio
+async def test_a_file_the_watcher_re_indexes_is_embedded_without_a_search(
+    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
+) -> None:
+    """The watcher re-indexed an edited file but nothing embedded its new chunk until the next search kicked the
+    vector worker: that search, and every one before it, was lexical (through fastmcp: a paraphrase found nothing
+    for seconds after each edit of a watched folder)."""
+    write_texts(workspace)
+
+    async def status(**path: str) -> dict[str, Any]:
+        return dict((await client.call_tool("index_status", path)).structured_content)
+
+    async def until(check: Any, **path: str) -> dict[str, Any]:
+        deadline, shown = anyio.current_time() + 60, {}
+        while anyio.current_time() < deadline:
+            if check(shown := await status(**path)):
+                return shown
+            await anyio.sleep(0.05)
+        raise AssertionError(shown)
+
+    async with connect(make_settings(**fake_embeddings.settings_overrides())) as client:
+        assert (await client.call_tool("index_path", {"path": "."})).structured_content["watched"] is True
+        await until(lambda s: "meaning-aware search on" in s["vectors"])
+        (workspace / "budget.md").write_text("# Plans\n\nNext year the marketing budget doubles.\n", encoding="utf-8")
+        await until(lambda s: s["path_status"]["fresh"] and s["path_status"]["indexed_at"], path="budget.md")
+        shown = await until(lambda s: "meaning-aware search on" in s["vectors"])  # no search in between
+        assert shown["vectors"].startswith(f"vectors: {len(TEXTS)} of {len(TEXTS)} chunks")
+        assert set((await search(client, "how much money for advertising"))[:2]) == {"budget.md", "营销.md"}
+
+
+@pytest.mark.anyio
+async def test_a_file_a_search_re_indexes_is_embedded_without_another_search(
+    make_settings: Any, workspace: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
+) -> None:
+    """No watcher: the search that finds a changed file re-indexes it, waits briefly for its new chunk's vector and
+    searches again by meaning (it searched again lexically: a paraphrase found nothing right after an edit)."""
+    write_texts(workspace)
+    settings = make_settings(watch_indexed=False, **fake_embeddings.settings_overrides())
+
+    async def vectors() -> str:
+        return str((await client.call_tool("index_status", {})).structured_content["vectors"])
+
+    async with connect(settings) as client:
+        assert not (await client.call_tool("index_path", {"path": "."})).is_error
+        deadline = anyio.current_time() + 60
+        while "search on" not in await vectors() and anyio.current_time() < deadline:
+            await anyio.sleep(0.05)
+        (workspace / "budget.md").write_text("# Plans\n\nNext year the marketing budget doubles.\n", encoding="utf-8")
+        found = await search(client, "how much money for advertising")  # re-indexed inside this search
+        assert set(found[:2]) == {"budget.md", "营销.md"}, found
+        deadline = anyio.current_time() + 60
+        while "search on" not in (shown := await vectors()) and anyio.current_time() < deadline:
+            await anyio.sleep(0.05)
+        assert shown == f"vectors: {len(TEXTS)} of {len(TEXTS)} chunks (meaning-aware search on)"

@@ -190,7 +190,7 @@ def fresh_page(rt: Runtime, paths: list[str], roots: tuple[Path, ...], session_i
     """Check the page's files (`paths`: indexed real paths) against the index; see the module doc.
     `inline=False`: the page is final, every changed file is queued."""
     from indexing.freshness import changed_files
-    from tools.index_services import index_store, indexer_for
+    from tools.index_services import embed_new_chunks, index_store, indexer_for
 
     changed = changed_files(index_store(rt), paths)
     if not changed:
@@ -206,6 +206,8 @@ def fresh_page(rt: Runtime, paths: list[str], roots: tuple[Path, ...], session_i
             now.append(c.path)
             budget -= c.size
     done = _index_within(indexer_for(rt, session_id=session_id), now, INLINE_SECONDS) if now else []
+    if done:
+        embed_new_chunks(rt, wait=True)  # the search runs again: by meaning too, when their vectors come in time
     later = [c.path for c in changed if c.path not in done]
     queue.add([Entry(p, roots) for p in later], first=True)
     return PageCheck(reindexed=len(done), pending=frozenset(later))
@@ -246,7 +248,7 @@ def handle(rt: Runtime, queue: ReindexQueue, batch: list[Entry], should_stop: Ca
            stats: QueueStats) -> None:
     """Handle queued entries: files indexed a roots-group at a time, new folders indexed whole, gone paths
     forgotten, stat passes turned into the entries they find."""
-    from tools.index_services import indexer_for
+    from tools.index_services import embed_new_chunks, indexer_for
 
     files: dict[tuple[Path, ...], list[Path]] = {}
     gone: list[str] = []
@@ -270,6 +272,7 @@ def handle(rt: Runtime, queue: ReindexQueue, batch: list[Entry], should_stop: Ca
         _count(stats, indexer.index_files(paths))
     if gone:
         stats.removed += _forget(rt, gone)
+    embed_new_chunks(rt)
 
 
 def _kind(path: str, roots: tuple[Path, ...]) -> str:
