@@ -228,8 +228,8 @@ class VectorWorker:
         return not self._settled.is_set() and self.running()
 
     def wait_embedded(self, seconds: float) -> bool:
-        """Until the worker's run has given every chunk a vector (or stopped), for at most `seconds`; True when
-        none is missing then."""
+        """Until the worker's run finds no chunk without a vector, for at most `seconds`; True when it is not
+        embedding then."""
         self._settled.wait(seconds)
         return not self.embedding()
 

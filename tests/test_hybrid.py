@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from indexing.fusion import fuse, min_max, reorder
 from indexing.indexer import Indexer
 from indexing.search import Searcher
 from indexing.store import IndexStore
-from indexing.vectors import VectorWorker, ann_installed
+from indexing.vectors import ANN_MIN_CHUNKS, VectorWorker, ann_installed
 from tests.conftest import connect
 from tests.fake_embeddings import MODEL, FakeEmbeddings, fake_embeddings  # noqa: F401  (the fixture)
 from tests.storage_fixtures import index_store_for
@@ -415,7 +416,6 @@ def test_closing_the_server_stops_the_vector_worker_before_its_store(
     """A one-shot CLI search closed the index under a batch in progress: the worker printed a traceback
     ("computing chunk vectors failed ... the index is closed") to the user's terminal."""
     import logging
-    import threading
     import time
 
     from tools.index_services import vector_worker
@@ -446,22 +446,12 @@ def test_the_status_says_meaning_aware_search_is_on_exactly_when_a_search_uses_i
     """index_status said "meaning-aware search on" once every vector was stored, while searches stayed lexical
     until the worker's thread ended (after its last batch it still checks, at nice 10): a client's first search
     after "on" found nothing by meaning. Here the thread lingers after its last batch (a slow lock release)."""
-    import threading
     import time
-    from collections.abc import Iterator
-    from contextlib import contextmanager
 
     from indexing.hybrid import searcher
 
     store = index_cars(tmp_path, IndexStore(tmp_path / "index.sqlite3"))
-    release = threading.Event()
-
-    @contextmanager
-    def exclusive() -> Iterator[bool]:
-        yield True
-        release.wait(30)
-
-    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL), exclusive=exclusive)
+    worker, release = lingering_worker(store, fake_embeddings)
     try:
         worker.kick()
         deadline = time.monotonic() + 30
@@ -476,8 +466,7 @@ def test_the_status_says_meaning_aware_search_is_on_exactly_when_a_search_uses_i
         release.set()
         worker.close()
     if ann_installed():  # an approximate index (here from 1 chunk on) serves once the thread has brought it in step
-        release.clear()
-        worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL), exclusive=exclusive, ann_min=1)
+        worker, release = lingering_worker(store, fake_embeddings, ann_min=1)
         try:
             worker.kick()  # every vector is stored: the thread lingers before it reads them into its index
             assert worker.status() == "vectors: 2 of 2 chunks (reading them in, lexical until then)"
@@ -493,20 +482,9 @@ def test_the_status_says_meaning_aware_search_is_on_exactly_when_a_search_uses_i
 def test_a_kick_while_the_worker_finishes_is_not_lost(tmp_path: Path, fake_embeddings: FakeEmbeddings) -> None:  # noqa: F811
     """Chunks indexed after the worker's last look for missing vectors, while its thread still lived, were left
     without one until some later kick (a search re-indexing an edited file then searched lexically)."""
-    import threading
-    from collections.abc import Iterator
-    from contextlib import contextmanager
-
     (tmp_path / "docs").mkdir()
     store = index_cars(tmp_path / "docs", IndexStore(tmp_path / "i.sqlite3"))
-    release = threading.Event()
-
-    @contextmanager
-    def exclusive() -> Iterator[bool]:
-        yield True
-        release.wait(30)
-
-    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL), exclusive=exclusive)
+    worker, release = lingering_worker(store, fake_embeddings)
     try:
         worker.kick()
         assert worker.wait_embedded(30) and worker.vectors.progress() == (2, 2) and worker.running()
@@ -521,3 +499,19 @@ def test_a_kick_while_the_worker_finishes_is_not_lost(tmp_path: Path, fake_embed
     finally:
         release.set()
         worker.close()
+
+
+def lingering_worker(store: IndexStore, stub: FakeEmbeddings, ann_min: int = ANN_MIN_CHUNKS) -> tuple[VectorWorker, threading.Event]:
+    """A worker whose thread lingers after each run until the event is set (a slow release of the lock the
+    processes on one database share, as at nice 10 on a busy machine)."""
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    release = threading.Event()
+
+    @contextmanager
+    def exclusive() -> Iterator[bool]:
+        yield True
+        release.wait(30)
+
+    return VectorWorker(store, OpenAIEmbeddings(stub.base_url, MODEL), exclusive=exclusive, ann_min=ann_min), release
