@@ -228,9 +228,12 @@ class VectorWorker:
         return not self._settled.is_set() and self.running()
 
     def wait_embedded(self, seconds: float) -> bool:
-        """Until the worker's run finds no chunk without a vector, for at most `seconds`; True when it is not
-        embedding then."""
-        self._settled.wait(seconds)
+        """Until the worker's run finds no chunk without a vector or its thread ends (another process held the
+        embedding, or it failed), for at most `seconds`; True when it is not embedding then."""
+        deadline = time.monotonic() + seconds
+        while not self._settled.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+            if not self.running() or time.monotonic() >= deadline:
+                break
         return not self.embedding()
 
     def kick(self) -> None:

@@ -515,3 +515,26 @@ def lingering_worker(store: IndexStore, stub: FakeEmbeddings, ann_min: int = ANN
         release.wait(30)
 
     return VectorWorker(store, OpenAIEmbeddings(stub.base_url, MODEL), exclusive=exclusive, ann_min=ann_min), release
+
+
+def test_waiting_for_the_vectors_ends_when_another_process_embeds_them(tmp_path: Path,
+                                                                       fake_embeddings: FakeEmbeddings) -> None:  # noqa: F811
+    """The run never settles when another process holds the embedding: the wait ends with the thread, not at its
+    bound (a search that re-indexed a file waited its whole 0.5 s for nothing)."""
+    import time
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    @contextmanager
+    def held_elsewhere() -> Iterator[bool]:
+        yield False
+
+    store = index_cars(tmp_path, IndexStore(tmp_path / "index.sqlite3"))
+    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL), exclusive=held_elsewhere)
+    try:
+        worker.kick()
+        started = time.monotonic()
+        assert worker.wait_embedded(60) and time.monotonic() - started < 30  # not the whole bound
+        assert worker.vectors.progress() == (0, 2) and worker.matrix() is None  # nothing embedded here
+    finally:
+        worker.close()
