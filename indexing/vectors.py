@@ -219,8 +219,8 @@ class VectorWorker:
         return matrix if total > 0 and len(matrix) >= total else None
 
     def running(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive()
+        """True from kick() until the worker's thread decides to end (under the kick's lock)."""
+        return self._active
 
     def embedding(self) -> bool:
         """True while the worker's run may still add or replace vectors: from kick() until it finds none
