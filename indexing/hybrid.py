@@ -254,10 +254,11 @@ class DenseCandidates:
 
 
 def searcher(store: IndexStore, memory: MemoryIndex | None, worker: VectorWorker | None) -> Searcher:
-    """The search engine of the tools: hybrid when an embedding provider is configured (and its
-    worker is then kicked to embed what is missing), lexical otherwise."""
+    """The search engine of the tools: hybrid when an embedding provider is configured (its worker is then
+    kicked to embed what is missing, and waited for briefly when that is a few chunks indexed since its
+    last run: VectorWorker.catch_up), lexical otherwise."""
     if worker is None:
         return Searcher(store, memory=memory)
-    worker.kick()
+    worker.catch_up()
     stage = DenseCandidates(worker.provider, worker.matrix, queries=worker.queries, store=store)
     return Searcher(store, memory=memory, rerank=[stage])

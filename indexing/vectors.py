@@ -46,6 +46,7 @@ MODEL_KEY = "vectors_model"
 NICE = 10  # the worker thread's CPU priority (Linux: per thread; its engine threads inherit it)
 RECHECK_SECONDS = 5.0  # an incomplete matrix (another process embedding) is read again at most this often
 CLOSE_WAIT_S = 0.5  # closing waits this long for a batch in progress: a one-shot CLI command exits promptly
+CATCH_UP_S = 0.5  # a search waits this long at most for the vectors of chunks indexed since the last run (catch_up)
 # From this many chunks on, the vectors are kept by indexing.ann (in step by a diff, not read whole after each
 # change: at 100k chunks a whole read takes 3-7 s, most of it the SQL read of every row and chunk text).
 ANN_MIN_CHUNKS = 20_000
@@ -191,6 +192,7 @@ class VectorWorker:
         self._complete_at: int | None = None  # the chunks' generation at which a run left nothing missing
         self._settled = threading.Event()  # clear from kick() until its run finds no chunk without a vector (of this model)
         self._settled.set()
+        self._long_run = False  # the run found a whole batch of chunks without a vector: more may follow
         self._puts = 0  # batches stored by this worker: the matrix is read again after a change
         self._matrix: VectorMatrix | None = None
         self._matrix_key: tuple[int, int] | None = None
@@ -229,12 +231,23 @@ class VectorWorker:
 
     def wait_embedded(self, seconds: float) -> bool:
         """Until the worker's run finds no chunk without a vector or its thread ends (another process held the
-        embedding, or it failed), for at most `seconds`; True when it is not embedding then."""
+        embedding, or it failed), for at most `seconds`; True when it is not embedding then. Not for a run with
+        more than a batch to embed (it ends at once then: such a run outlasts any short wait)."""
         deadline = time.monotonic() + seconds
         while not self._settled.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
-            if not self.running() or time.monotonic() >= deadline:
+            if not self.running() or self._long_run or time.monotonic() >= deadline:
                 break
         return not self.embedding()
+
+    def catch_up(self, seconds: float = CATCH_UP_S) -> None:
+        """Kick the worker; when that starts a run although every chunk had its vector (files re-indexed since,
+        by this process or another, e.g. a separate watcher's), wait for the run, up to `seconds` and unless it
+        has more than a batch to embed: the caller's search then uses meaning for those files too, where it went
+        lexical until the run ended."""
+        complete = not self.embedding()
+        self.kick()
+        if complete and self.embedding():
+            self.wait_embedded(seconds)
 
     def kick(self) -> None:
         """Start the worker unless it runs already, or nothing changed since every chunk had its vector
@@ -251,7 +264,7 @@ class VectorWorker:
             about_to_wait()  # starting a thread (it waits for the thread to run): not from the event loop
             self._stop.clear()
             self._settled.clear()
-            self._active, self._again = True, False
+            self._active, self._again, self._long_run = True, False, False
             self._thread = threading.Thread(target=self._run_logged, name="chunk-vectors", daemon=True)
             self._thread.start()
 
@@ -278,6 +291,7 @@ class VectorWorker:
         done = 0
         while not self._stop.is_set():
             rows = self.vectors.missing(BATCH)
+            self._long_run = self._long_run or len(rows) == BATCH
             if not rows:
                 with self._lock:
                     self._complete_at = generation

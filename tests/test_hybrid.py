@@ -501,6 +501,55 @@ def test_a_kick_while_the_worker_finishes_is_not_lost(tmp_path: Path, fake_embed
         worker.close()
 
 
+def test_a_search_waits_for_the_vectors_of_a_file_another_process_indexed(
+    tmp_path: Path, fake_embeddings: FakeEmbeddings  # noqa: F811
+) -> None:
+    """A separate watcher process (serve --workers) re-indexes an edited file while this process's worker had
+    every vector: the next search here kicked the worker and went lexical, so a question by meaning missed the
+    file until some later search. Now it waits for the few new vectors (VectorWorker.catch_up)."""
+    from indexing.hybrid import searcher
+
+    (tmp_path / "docs").mkdir()
+    store = index_cars(tmp_path / "docs", IndexStore(tmp_path / "index.sqlite3"))
+    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL))
+    try:
+        worker.kick()
+        assert worker.wait_embedded(30)
+        worker.wait(30)
+        (tmp_path / "docs" / "饮品.md").write_text("# 饮品\n\n我们每天下午喝绿茶。\n", encoding="utf-8")
+        elsewhere = IndexStore(tmp_path / "index.sqlite3")  # the watcher's own connection, as in its process
+        Indexer(elsewhere).index_tree(tmp_path / "docs")
+        elsewhere.close()
+        found = searcher(store, None, worker).search("tea")  # no word in common: by meaning only
+        assert [Path(hit.path).name for hit in found][:1] == ["饮品.md"], found
+        assert worker.vectors.progress() == (3, 3)
+    finally:
+        worker.close()
+
+
+def test_a_search_does_not_wait_for_a_run_with_more_than_a_batch(tmp_path: Path,
+                                                                 fake_embeddings: FakeEmbeddings) -> None:  # noqa: F811
+    """A new folder's run outlasts any short wait: a search goes on lexically at once (it waited its whole bound)."""
+    import time
+
+    from indexing.vectors import BATCH
+
+    (tmp_path / "docs").mkdir()
+    for n in range(BATCH + 1):
+        (tmp_path / "docs" / f"note{n}.md").write_text(f"# Note {n}\n\nThe car number {n}.\n", encoding="utf-8")
+    store = IndexStore(tmp_path / "index.sqlite3")
+    Indexer(store).index_tree(tmp_path / "docs")
+    fake_embeddings.hold = threading.Event()  # the endpoint answers when it is set
+    worker = VectorWorker(store, OpenAIEmbeddings(fake_embeddings.base_url, MODEL))
+    try:
+        started = time.monotonic()
+        worker.catch_up(30)
+        assert time.monotonic() - started < 10 and worker.embedding()
+    finally:
+        fake_embeddings.hold.set()
+        worker.close()
+
+
 def lingering_worker(store: IndexStore, stub: FakeEmbeddings, ann_min: int = ANN_MIN_CHUNKS) -> tuple[VectorWorker, threading.Event]:
     """A worker whose thread lingers after each run until the event is set (a slow release of the lock the
     processes on one database share, as at nice 10 on a busy machine)."""

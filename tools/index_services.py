@@ -261,20 +261,17 @@ def vector_worker(rt: Runtime) -> VectorWorker | None:
     return _VECTOR_WORKER.of(rt)
 
 
-EMBED_WAIT_S = 0.5  # a search that re-indexed a changed file waits this long at most for its new chunks' vectors
-
-
 def embed_new_chunks(rt: Runtime, wait: bool = False) -> None:
     """After the folder watcher or a search re-indexed changed files: this process's vector worker, when it has
     one, embeds their new chunks now (until they have vectors, searches are lexical). `wait`: a search that
-    re-indexed them waits for that, up to EMBED_WAIT_S, when every other chunk had its vector."""
+    re-indexed them waits for that (VectorWorker.catch_up)."""
     worker = _VECTOR_WORKER.peek(rt)  # (a process without one, e.g. the watcher's own, leaves it to the servers)
     if worker is None:
         return
-    complete = not worker.embedding()  # (not while a long run embeds a new folder)
-    worker.kick()
-    if wait and complete:
-        worker.wait_embedded(EMBED_WAIT_S)
+    if wait:
+        worker.catch_up()
+    else:
+        worker.kick()
 
 
 def embedding_provider(rt: Runtime) -> EmbeddingProvider | None:
