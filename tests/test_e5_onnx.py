@@ -1,5 +1,5 @@
 """indexing/e5_onnx.py: the bundled model through onnxruntime, int8: its vectors are the float32 model's within
-int8 rounding, a text's vector is its own (not its batch's, nor its thread count's), and the provider the
+int8 rounding, a text's vector is its own (not its batch's), and the provider the
 settings pick is this one where the `onnx` extra is installed, the engine where it is not."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ TEXTS = [
 def models() -> tuple[NumpyE5, OnnxE5]:
     reference, front = NumpyE5.load(local_model_file()), NumpyE5.load(local_model_file())
     assert reference is not None and front is not None
-    return reference, OnnxE5(front, (1, 2))
+    return reference, OnnxE5(front)
 
 
 @pytest.mark.parametrize("query", [False, True])
@@ -53,11 +53,11 @@ _TEXT = st.lists(_WORDS, max_size=40).map(" ".join)
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_TEXT, min_size=1, max_size=5))
-def test_a_texts_vector_is_its_own_whatever_its_batch_and_threads(models: tuple[NumpyE5, OnnxE5], texts: list[str]) -> None:
+def test_a_texts_vector_is_its_own_whatever_its_batch(models: tuple[NumpyE5, OnnxE5], texts: list[str]) -> None:
     _, model = models
-    batch = model.encode(texts, False, threads=1)
-    alone = np.stack([model.encode([t], False, threads=2)[0] for t in texts])
-    assert np.allclose(batch, alone, atol=1e-5)
+    batch = model.encode(texts, False)
+    alone = np.stack([model.encode([t], False)[0] for t in texts])
+    assert np.array_equal(batch, alone)
     assert np.allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-4)
 
 
