@@ -32,7 +32,12 @@ jobs = JobRegistry(store, db)
 job, _ = jobs.claim(sys.argv[4], background=False)
 def work(should_cancel, progress, report):
     Indexer(store, should_cancel=should_cancel).index_tree(Path(sys.argv[4]), progress=progress, report=report)
-jobs.run(job, work, lambda: False, lambda done, total, message: print(done, flush=True))
+held = int(sys.argv[5])
+def progress(done, total, message):
+    print(done, flush=True)
+    if held and done >= held:  # held here, mid-folder, until the test kills it (or closes its stdin)
+        sys.stdin.readline()
+jobs.run(job, work, lambda: False, progress)
 print("finished", flush=True)
 """
 
@@ -46,9 +51,11 @@ def corpus(folder: Path, files: int, tag: str = "") -> Path:
     return folder
 
 
-def start_run(url: str, data_dir: Path, folder: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", INDEX_RUN, str(ROOT), url, str(data_dir), str(folder)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_run(url: str, data_dir: Path, folder: Path, hold_at: int = 0) -> subprocess.Popen[str]:
+    """An index run of `folder` in another process; `hold_at`: it stops once that many files are indexed, until
+    killed (a fast machine indexed the whole folder before the test looked)."""
+    return subprocess.Popen([sys.executable, "-c", INDEX_RUN, str(ROOT), url, str(data_dir), str(folder), str(hold_at)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for_progress(proc: subprocess.Popen[str], files: int) -> None:
@@ -88,7 +95,7 @@ def test_a_run_killed_mid_folder_leaves_a_consistent_index_and_frees_its_path(pg
     from indexing.search import Searcher
 
     folder = corpus(tmp_path / "many", 300)
-    proc = start_run(pg_url, tmp_path / "a", folder)
+    proc = start_run(pg_url, tmp_path / "a", folder, hold_at=20)
     wait_for_progress(proc, 20)
     db, store = open_here(pg_url, tmp_path / "b")
     jobs = JobRegistry(store, db)
