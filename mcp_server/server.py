@@ -306,6 +306,8 @@ def _warm_up(runtime: Runtime, gate: PolicyGate) -> None:
         try:
             warm(runtime)
         except Exception:
+            if not threading.main_thread().is_alive():  # the server stopped meanwhile: its exit broke the warm-up
+                return  # (an import then cannot register its atexit hook): nothing to report
             log.exception("warm-up %s failed", getattr(warm, "__name__", warm))
 
 
