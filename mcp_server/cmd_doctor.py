@@ -253,8 +253,7 @@ def llm_tools_notice() -> str:
 
 def check_meaning(settings: Settings) -> Check:
     """Whether search and recall go by meaning (an embedding provider) or by words only, and how to change it."""
-    from indexing.e5_onnx import onnx_installed
-    from indexing.embeddings import local_model_installed
+    from indexing.embeddings import local_model_installed, onnx_installed
 
     name = "meaning-aware search"
     if settings.embedding_provider == "openai":

@@ -22,8 +22,8 @@ os.environ["GENERALAGENT_EMBEDDING_PROVIDER"] = "off"
 
 MODES = ["legacy", "auto"]
 
-# Some test modules import usearch themselves: onnxruntime must be loaded first (indexing.e5_onnx.before_usearch).
-from indexing.e5_onnx import before_usearch  # noqa: E402
+# Some test modules import usearch themselves: onnxruntime must be loaded first (indexing.embeddings.before_usearch).
+from indexing.embeddings import before_usearch  # noqa: E402
 
 before_usearch()
 

