@@ -558,7 +558,9 @@ def test_a_thread_waiting_to_write_ends_a_long_transaction(store: IndexStore, tm
 
     Indexer(store, busy=write_when_asked).index_files(sorted(folder.iterdir()))
     writer[0].join(timeout=10)
-    assert seen == [1] and not store.writers_waiting()  # the first transaction wrote one file, then let it in
+    # The first transaction wrote one file, then let it in. The hand-over is bounded (BATCH_SECONDS): a thread the
+    # machine leaves unscheduled that long finds the next file written too (seen once, on a loaded CI run).
+    assert len(seen) == 1 and seen[0] in (1, 2) and not store.writers_waiting(), seen
 
 
 @pytest.mark.storage
