@@ -134,7 +134,7 @@ def query_embedding(model: Model, queries: list[str]) -> dict[str, Clock]:
     call, embeddings.threads_for_one_text), the engine's default threads (one per core) and one thread. A pause
     between calls, as between the searches of an agent: the threads of the call before are asleep again."""
     if isinstance(model, OnnxLocalE5):  # one thread, the caller's: nothing to choose
-        return {"1": query_clock(lambda q: model.embed([q], query=True), queries)}
+        return query_clocks({"1": lambda q: model.embed([q], query=True)}, queries)
     default = model._threads  # the engine's own count (this thread's current one is whatever was set last)
 
     def fixed(threads: int, q: str) -> np.ndarray:
@@ -144,10 +144,6 @@ def query_embedding(model: Model, queries: list[str]) -> dict[str, Clock]:
     ways: dict[str, Callable[[str], Any]] = {
         "chosen": lambda q: model.embed([q], query=True), str(default): partial(fixed, default), "1": partial(fixed, 1)}
     return query_clocks(ways, queries)
-
-
-def query_clock(way: Callable[[str], Any], queries: list[str]) -> Clock:
-    return query_clocks({"one": way}, queries)["one"]
 
 
 def query_clocks(ways: dict[str, Callable[[str], Any]], queries: list[str]) -> dict[str, Clock]:

@@ -268,15 +268,18 @@ def cached_vectors(folder: Path, kind: str, texts: list[str], query: bool) -> di
     """The local model's vector of each text (as the product runs it: embeddings.local_model), by text;
     cached one file per text in a subfolder of `folder` per model name (the onnxruntime and engine paths'
     vectors differ), so an interrupted run resumes. Prints the embedding speed."""
-    from indexing.embeddings import local_model
+    from indexing.e5_onnx import NAME
+    from indexing.embeddings import LocalE5, local_model, onnx_installed
 
-    model = local_model()
-    folder = folder / re.sub(r"[^A-Za-z0-9._-]+", "_", model.name)
+    name = NAME if onnx_installed() else LocalE5.name  # the model local_model() loads (only when a vector is missing)
+    folder = folder / re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     folder.mkdir(parents=True, exist_ok=True)
     path = {t: folder / f"{kind}-{hashlib.sha1(t.encode()).hexdigest()}.npy" for t in texts}
     missing = [t for t in dict.fromkeys(texts) if not path[t].exists()]
     if missing:
-        started = time.perf_counter()
+        model, started = local_model(), time.perf_counter()
+        if model.name != name:  # onnxruntime could not run the graph: its vectors are not this folder's
+            raise RuntimeError(f"the local model loaded as {model.name}, not {name}: see the warning above")
         for i in range(0, len(missing), 8):
             batch = missing[i : i + 8]
             for text, vector in zip(batch, model.embed(batch, query=query), strict=True):

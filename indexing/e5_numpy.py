@@ -234,12 +234,15 @@ class NumpyE5:
         ids = np.fromiter((t for s in segments for t in s), dtype=np.int64)
         bounds = np.cumsum([0] + [len(s) for s in segments])
         positions = np.concatenate([np.arange(len(s)) for s in segments])
-        x = self.words(ids) + self.positions[positions] + self.token_type
-        x = layer_norm(x, self.norm, self.eps)
+        x = self.embedded(ids, positions)
         for layer in self.layers:
             x = self.block(x, layer, bounds)
         pooled: np.ndarray = np.add.reduceat(x, bounds[:-1], axis=0) / np.diff(bounds)[:, None].astype(np.float32)
         return pooled
+
+    def embedded(self, ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The tokens `ids` at `positions` after the embedding layer and its norm: the encoder's input."""
+        return layer_norm(self.words(ids) + self.positions[positions] + self.token_type, self.norm, self.eps)
 
     def words(self, ids: np.ndarray) -> np.ndarray:
         table = np.frombuffer(self.data, dtype=BLOCK, count=self.vocab * self.hidden // 32, offset=self.word_offset)
